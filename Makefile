@@ -1,0 +1,33 @@
+# heaplive: `make` builds the library and the command; `make demo` profiles
+# the bundled demo program; `make test` runs every test; `make bench`
+# measures (never fails a build).
+
+CARGO ?= cargo
+LIB := target/release/libheaplive.so
+BIN := target/release/heaplive
+
+.PHONY: all build demo test test-deps bench clean
+
+all: build
+
+build:
+	$(CARGO) build --release
+
+$(LIB) $(BIN): build
+
+demo: build
+	@bash scripts/demo.sh
+
+# Installs what the tests need (php-fpm, debug info for libc, go for pprof,
+# the real programs), then runs the unit tests and the preload tests.
+test: test-deps build
+	$(CARGO) test --release
+
+test-deps:
+	@bash scripts/install-test-deps.sh
+
+bench: build
+	@bash bench/run.sh
+
+clean:
+	$(CARGO) clean

@@ -1,0 +1,14 @@
+//! Tests that run real programs under the preload: C and C++ programs in
+//! `progs/` compiled by the tests (named `noinline` functions, distinctive
+//! sizes), and installed programs nobody here wrote. They need
+//! `target/release/libheaplive.so`: `make test` builds it first.
+
+mod cli;
+mod common;
+mod core_exact;
+mod leaks;
+mod php_fpm;
+mod real_programs;
+mod sampled;
+mod signals_fork;
+mod symbols;

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs the Debian packages the tests use, when any is missing. Needs
+# root (or sudo); does nothing when everything is there.
+set -euo pipefail
+need=()
+have() { command -v "$1" >/dev/null 2>&1; }
+have gcc || need+=(gcc)
+have g++ || need+=(g++)
+have php-fpm8.2 || need+=(php8.2-fpm)
+php8.2 -m 2>/dev/null | grep -qi '^sqlite3$' || need+=(php8.2-sqlite3)
+have php8.2 || need+=(php8.2-cli)
+[ -d /usr/lib/debug/.build-id ] && dpkg -s libc6-dbg >/dev/null 2>&1 || need+=(libc6-dbg)
+have go || [ -x /usr/lib/go/bin/go ] || need+=(golang-go)
+have sqlite3 || need+=(sqlite3)
+have perl || need+=(perl)
+have git || need+=(git)
+have xz || need+=(xz-utils)
+[ -x /usr/bin/python3 ] || need+=(python3)
+have objcopy || need+=(binutils)
+if [ ${#need[@]} -gt 0 ]; then
+  echo "installing test dependencies: ${need[*]}"
+  SUDO=""
+  [ "$(id -u)" = 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
+fi

@@ -1,0 +1,404 @@
+//! `heaplive dump`: make running processes write a dump now.
+//!
+//! The library's side of the contract: after every dump it atomically
+//! rewrites `/tmp/heaplive-status/<pid>` with the lines `dumps N`,
+//! `last /abs/path` and `signal N` (0: no dump signal). So: read the count,
+//! send the signal, wait until the count grows, print `last`. Before the
+//! first dump there is no status file; the signal is then the process's
+//! `HEAPLIVE_SIGNAL` (its initial environment in /proc/PID/environ, which
+//! `clearenv()` does not erase), else SIGUSR2.
+
+use crate::args::{self, Args, Item};
+use crate::units::{io_msg, parse_seconds, parse_signal, signal_name};
+use crate::{Fail, Res, usage};
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+const HELP: &str = "\
+Usage: heaplive dump PID... [--children] [--timeout SECS]
+
+Asks each process (started under heaplive or LD_PRELOAD=libheaplive.so) for
+a dump now: sends its dump signal (USR2 unless HEAPLIVE_SIGNAL chose another),
+waits until the dump is written, and prints the file's path.
+
+Options:
+  --children       PID is a parent (a php-fpm master): dump each of its
+                   direct children instead
+  --timeout SECS   how long to wait for each dump (default 10)
+
+Examples:
+  heaplive dump 4242
+  heaplive dump --children $(cat /run/php/php8.2-fpm.pid)
+  heaplive top $(heaplive dump --children 4242)
+";
+
+const STATUS_DIR: &str = "/tmp/heaplive-status";
+
+pub fn main(rest: Vec<OsString>) -> Res<()> {
+    let mut args = Args::new(rest);
+    let mut pids: Vec<i32> = Vec::new();
+    let mut children = false;
+    let mut timeout = 10.0;
+    let mut only_pids = false;
+    while let Some(item) = args.next()? {
+        let word = match item {
+            Item::Opt(name, inline) if !only_pids => {
+                match name.as_str() {
+                    "-h" | "--help" => {
+                        print!("{HELP}");
+                        return Ok(());
+                    }
+                    "--children" => {
+                        args::no_value(&name, &inline)?;
+                        children = true;
+                    }
+                    "--timeout" => {
+                        let v = args.value(&name, inline)?;
+                        timeout = match parse_seconds(&v) {
+                            Some(t) if t > 0.0 => t,
+                            _ => {
+                                return usage(format!(
+                                    "--timeout wants seconds like 10 or 2.5, not '{v}'"
+                                ));
+                            }
+                        };
+                    }
+                    _ => return args::unknown(&name),
+                }
+                continue;
+            }
+            Item::Opt(name, _) => name,
+            Item::DashDash => {
+                only_pids = true;
+                continue;
+            }
+            Item::Pos(p) => args::pos_string(p)?,
+        };
+        match word.parse::<i32>() {
+            Ok(pid) if pid > 0 => pids.push(pid),
+            _ => return usage(format!("'{word}' is not a process id")),
+        }
+    }
+    if pids.is_empty() {
+        return usage("dump needs at least one PID");
+    }
+
+    let mut failed = false;
+    let mut fail = |msg: String| {
+        eprintln!("heaplive: {msg}");
+        failed = true;
+    };
+
+    let mut targets = Vec::new();
+    for pid in pids {
+        if !children {
+            targets.push(pid);
+            continue;
+        }
+        match Proc::read(pid) {
+            Err(e) => fail(e),
+            Ok(parent) => {
+                let kids = children_of(pid);
+                if kids.is_empty() {
+                    fail(format!("pid {pid} ({}): no child processes", parent.comm));
+                }
+                targets.extend(kids);
+            }
+        }
+    }
+
+    // Prepare and signal every target first, then wait for all of them, so
+    // a pool of workers takes one dump's time, not one per worker.
+    let mut pending = Vec::new();
+    for pid in targets {
+        match prepare(pid).and_then(|t| send(&t).map(|()| t)) {
+            Ok(t) => pending.push(t),
+            Err(e) => fail(e),
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs_f64(timeout);
+    while !pending.is_empty() {
+        let mut still = Vec::new();
+        for t in pending {
+            match read_status(t.pid, t.proc.started) {
+                Some(s) if s.dumps > t.before => match s.last {
+                    Some(path) => println!("{path}"),
+                    None => fail(format!(
+                        "pid {}: dump {} written, but its status file names no file",
+                        t.pid, s.dumps
+                    )),
+                },
+                _ if !alive(t.pid) => fail(format!(
+                    "pid {} ({}): exited before writing a dump (did {} kill it?)",
+                    t.pid,
+                    t.proc.comm,
+                    signal_name(t.signal)
+                )),
+                _ if Instant::now() >= deadline => {
+                    fail(format!("pid {}: no dump after {timeout} s", t.pid))
+                }
+                _ => still.push(t),
+            }
+        }
+        pending = still;
+        if !pending.is_empty() {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    if failed { Err(Fail::Reported) } else { Ok(()) }
+}
+
+/// What /proc says about a process.
+struct Proc {
+    comm: String,
+    state: char,
+    ppid: i32,
+    /// When it started (None if /proc/stat could not be read).
+    started: Option<SystemTime>,
+}
+
+impl Proc {
+    fn read(pid: i32) -> Result<Proc, String> {
+        let stat = match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Ok(s) => s,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(format!("pid {pid}: no such process"));
+            }
+            Err(e) => {
+                return Err(format!(
+                    "pid {pid}: cannot read /proc/{pid}/stat: {}",
+                    io_msg(&e)
+                ));
+            }
+        };
+        parse_stat(&stat).ok_or_else(|| format!("pid {pid}: cannot parse /proc/{pid}/stat"))
+    }
+}
+
+/// `pid (comm) S ppid ... starttime ...`; comm may hold spaces and `)`.
+fn parse_stat(stat: &str) -> Option<Proc> {
+    let open = stat.find('(')?;
+    let close = stat.rfind(')')?;
+    let comm = stat.get(open + 1..close)?.to_string();
+    let fields: Vec<&str> = stat[close + 1..].split_whitespace().collect();
+    let state = fields.first()?.chars().next()?;
+    let ppid = fields.get(1)?.parse().ok()?;
+    // Field 22 of stat, the start time in clock ticks after boot.
+    let ticks: u64 = fields.get(19)?.parse().ok()?;
+    Some(Proc {
+        comm,
+        state,
+        ppid,
+        started: start_time(ticks),
+    })
+}
+
+fn start_time(ticks: u64) -> Option<SystemTime> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let btime: u64 = stat
+        .lines()
+        .find_map(|l| l.strip_prefix("btime "))?
+        .trim()
+        .parse()
+        .ok()?;
+    // SAFETY: sysconf only reads a configuration value.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if hz <= 0 {
+        return None;
+    }
+    Some(
+        UNIX_EPOCH + Duration::from_secs(btime) + Duration::from_secs_f64(ticks as f64 / hz as f64),
+    )
+}
+
+fn alive(pid: i32) -> bool {
+    matches!(Proc::read(pid), Ok(p) if p.state != 'Z' && p.state != 'X')
+}
+
+fn children_of(parent: i32) -> Vec<i32> {
+    let mut kids = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return kids;
+    };
+    for e in entries.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+            continue;
+        };
+        if let Ok(p) = Proc::read(pid)
+            && p.ppid == parent
+            && p.state != 'Z'
+        {
+            kids.push(pid);
+        }
+    }
+    kids.sort();
+    kids
+}
+
+#[derive(Debug, Default, PartialEq)]
+struct Status {
+    dumps: u64,
+    last: Option<String>,
+    /// 0 when the process has no dump signal.
+    signal: Option<i32>,
+}
+
+fn parse_status(text: &str) -> Status {
+    let mut s = Status::default();
+    for line in text.lines() {
+        match line.split_once(' ') {
+            Some(("dumps", n)) => s.dumps = n.trim().parse().unwrap_or(0),
+            Some(("last", p)) => s.last = Some(p.to_string()),
+            Some(("signal", n)) => s.signal = n.trim().parse().ok(),
+            _ => {}
+        }
+    }
+    s
+}
+
+/// The process's status file, ignoring one older than the process: a file
+/// left by an earlier process that had the same pid.
+fn read_status(pid: i32, started: Option<SystemTime>) -> Option<Status> {
+    let path = PathBuf::from(STATUS_DIR).join(pid.to_string());
+    let text = std::fs::read_to_string(&path).ok()?;
+    if let (Some(started), Ok(modified)) =
+        (started, std::fs::metadata(&path).and_then(|m| m.modified()))
+        && modified + Duration::from_secs(2) < started
+    {
+        return None;
+    }
+    Some(parse_status(&text))
+}
+
+struct Target {
+    pid: i32,
+    proc: Proc,
+    signal: i32,
+    before: u64,
+}
+
+fn prepare(pid: i32) -> Result<Target, String> {
+    let proc = Proc::read(pid)?;
+    let who = format!("pid {pid} ({})", proc.comm);
+    if proc.state == 'Z' || proc.state == 'X' {
+        return Err(format!("{who}: has exited (zombie)"));
+    }
+    let maps_path = format!("/proc/{pid}/maps");
+    let maps = match std::fs::read_to_string(&maps_path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(format!("pid {pid}: no such process"));
+        }
+        Err(e) => {
+            return Err(format!(
+                "{who}: cannot read {maps_path}: {} (run as its user or root)",
+                io_msg(&e)
+            ));
+        }
+    };
+    if maps.is_empty() && !alive(pid) {
+        return Err(format!("pid {pid}: no such process"));
+    }
+    if !maps.contains("libheaplive") {
+        return Err(format!(
+            "{who}: not running heaplive (libheaplive.so not in {maps_path})"
+        ));
+    }
+    let status = read_status(pid, proc.started);
+    let before = status.as_ref().map_or(0, |s| s.dumps);
+    let signal = match status.and_then(|s| s.signal) {
+        Some(n) => (n != 0).then_some(n),
+        None => signal_from_environ(pid),
+    };
+    let Some(signal) = signal else {
+        return Err(format!(
+            "{who}: has no dump signal (HEAPLIVE_SIGNAL=none); it dumps only on its interval, API calls or exit"
+        ));
+    };
+    // A signal the process does not catch would not dump: it would kill
+    // the process (USR2's default action) or be ignored.
+    if catches(pid, signal) == Some(false) {
+        return Err(format!(
+            "{who}: does not catch {} (library not initialised yet, or the handler was replaced); not sending it",
+            signal_name(signal)
+        ));
+    }
+    Ok(Target {
+        pid,
+        proc,
+        signal,
+        before,
+    })
+}
+
+/// Whether `pid` has a handler for `sig`, from SigCgt in /proc/PID/status.
+fn catches(pid: i32, sig: i32) -> Option<bool> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let hex = status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigCgt:"))?
+        .trim();
+    let mask = u64::from_str_radix(hex, 16).ok()?;
+    (1..=64)
+        .contains(&sig)
+        .then(|| mask & (1u64 << (sig - 1)) != 0)
+}
+
+/// `HEAPLIVE_SIGNAL` from the process's initial environment; USR2 when it
+/// is unset or unreadable. `None` when it says none.
+fn signal_from_environ(pid: i32) -> Option<i32> {
+    let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
+        return Some(libc::SIGUSR2);
+    };
+    let value = env
+        .split(|&b| b == 0)
+        .filter_map(|kv| kv.strip_prefix(b"HEAPLIVE_SIGNAL="))
+        .next_back()
+        .and_then(|v| std::str::from_utf8(v).ok());
+    match value.map(parse_signal) {
+        Some(Ok(sig)) => sig,
+        _ => Some(libc::SIGUSR2),
+    }
+}
+
+fn send(t: &Target) -> Result<(), String> {
+    // SAFETY: kill only sends a signal to another process.
+    if unsafe { libc::kill(t.pid, t.signal) } == 0 {
+        return Ok(());
+    }
+    let e = std::io::Error::last_os_error();
+    Err(format!(
+        "pid {} ({}): cannot send {}: {}",
+        t.pid,
+        t.proc.comm,
+        signal_name(t.signal),
+        io_msg(&e)
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_and_stat() {
+        let s = parse_status("dumps 3\nlast /tmp/heaplive.a b.1.3.folded\nsignal 12\n");
+        assert_eq!(
+            s,
+            Status {
+                dumps: 3,
+                last: Some("/tmp/heaplive.a b.1.3.folded".into()),
+                signal: Some(12)
+            }
+        );
+        let p = parse_stat(
+            "42 (php-fpm: pool (www)) S 7 42 42 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 1 0 123456 0 0",
+        )
+        .unwrap();
+        assert_eq!(
+            (p.comm.as_str(), p.state, p.ppid),
+            ("php-fpm: pool (www)", 'S', 7)
+        );
+    }
+}

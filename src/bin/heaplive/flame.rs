@@ -1,0 +1,170 @@
+//! `heaplive flamegraph`: folded files to an interactive SVG through
+//! inferno. Input is parsed (strictly) and summed here first, so a bad file
+//! gets our error message rather than a picture of half of it.
+
+use crate::args::{self, Args, Item};
+use crate::folded::{self, Profile};
+use crate::units::{grouped, human, io_msg, local_time};
+use crate::{Res, error, usage};
+use std::ffi::OsString;
+use std::io::{self, Write};
+use std::path::Path;
+
+const HELP: &str = "\
+Usage: heaplive flamegraph FILE... [-o OUT.svg] [--title TITLE]
+
+Renders folded files (summed when several) as an interactive SVG flame graph
+of live bytes: the width of a box is the live memory allocated under that
+call. Click to zoom, Ctrl-F to search. Writes to standard output without -o.
+
+Options:
+  -o, --output FILE   write the SVG to FILE
+  --title TITLE       title (default: the process and time of the dump,
+                      taken from the file name heaplive.<exe>.<pid>.<n>.folded
+                      and the file's modification time)
+
+Examples:
+  heaplive flamegraph heaplive.php-fpm8.2.4242.3.folded -o live.svg
+  heaplive flamegraph heaplive.php-fpm8.2.*.3.folded > pool.svg
+";
+
+pub fn main(rest: Vec<OsString>) -> Res<()> {
+    let mut args = Args::new(rest);
+    let mut files = Vec::new();
+    let mut output: Option<String> = None;
+    let mut title: Option<String> = None;
+    let mut only_files = false;
+    while let Some(item) = args.next()? {
+        match item {
+            Item::Pos(p) => files.push(args::pos_string(p)?),
+            Item::DashDash => only_files = true,
+            Item::Opt(name, _) if only_files => files.push(name),
+            Item::Opt(name, inline) => match name.as_str() {
+                "-h" | "--help" => {
+                    print!("{HELP}");
+                    return Ok(());
+                }
+                "-o" | "--output" => output = Some(args.value(&name, inline)?),
+                "--title" => title = Some(args.value(&name, inline)?),
+                _ => return args::unknown(&name),
+            },
+        }
+    }
+    if files.is_empty() {
+        return usage("flamegraph needs at least one folded file");
+    }
+    let profile = folded::load_all(&files)?;
+    if profile.total() == 0 {
+        return error(format!(
+            "{}: every count is 0, nothing to draw",
+            files.join(", ")
+        ));
+    }
+    let title = title.unwrap_or_else(|| default_title(&files));
+    let svg = render(&profile, &title)?;
+    match output {
+        Some(path) => {
+            if let Err(e) = std::fs::write(&path, &svg) {
+                return error(format!("{path}: {}", io_msg(&e)));
+            }
+            Ok(())
+        }
+        None => {
+            let mut out = io::stdout().lock();
+            match out.write_all(&svg).and_then(|()| out.flush()) {
+                Err(e) if e.kind() != io::ErrorKind::BrokenPipe => {
+                    error(format!("writing to standard output: {}", io_msg(&e)))
+                }
+                _ => Ok(()),
+            }
+        }
+    }
+}
+
+fn render(profile: &Profile, title: &str) -> Res<Vec<u8>> {
+    let mut opt = inferno::flamegraph::Options::default();
+    opt.title = title.to_string();
+    opt.subtitle = Some(format!(
+        "{} live bytes ({}) in {} stacks",
+        grouped(profile.total()),
+        human(profile.total()),
+        grouped(profile.stacks.len() as u128)
+    ));
+    opt.count_name = "bytes".to_string();
+    opt.name_type = "Function:".to_string();
+    opt.colors =
+        inferno::flamegraph::color::Palette::Basic(inferno::flamegraph::color::BasicPalette::Mem);
+    // Colour by name hash: the same function gets the same colour in every
+    // graph, so two graphs can be compared by eye.
+    opt.hash = true;
+    opt.deterministic = true;
+    let lines: Vec<String> = profile
+        .stacks
+        .iter()
+        .map(|(s, c)| format!("{s} {c}"))
+        .collect();
+    let mut svg = Vec::new();
+    match inferno::flamegraph::from_lines(&mut opt, lines.iter().map(String::as_str), &mut svg) {
+        Ok(()) => Ok(svg),
+        Err(e) => error(format!("rendering the flame graph: {e}")),
+    }
+}
+
+/// What a dump file's name says: `heaplive.<exe>.<pid>.<n>.folded`. The exe
+/// may itself contain dots (`php-fpm8.2`), so this parses from the end.
+fn parse_name(path: &str) -> Option<(String, u32, u32)> {
+    let base = Path::new(path).file_name()?.to_str()?;
+    let core = base.strip_prefix("heaplive.")?.strip_suffix(".folded")?;
+    let (rest, n) = core.rsplit_once('.')?;
+    let (exe, pid) = rest.rsplit_once('.')?;
+    if exe.is_empty() {
+        return None;
+    }
+    Some((exe.to_string(), pid.parse().ok()?, n.parse().ok()?))
+}
+
+fn default_title(files: &[String]) -> String {
+    let newest = files
+        .iter()
+        .filter_map(|f| std::fs::metadata(f).and_then(|m| m.modified()).ok())
+        .max()
+        .map(local_time);
+    let when = newest.map(|t| format!(", {t}")).unwrap_or_default();
+    let names: Vec<_> = files.iter().map(|f| parse_name(f)).collect();
+    if let [Some((exe, pid, n))] = names.as_slice() {
+        return format!("Live heap of {exe} (pid {pid}), dump {n}{when}");
+    }
+    if let [single] = files {
+        let base = Path::new(single)
+            .file_name()
+            .and_then(|b| b.to_str())
+            .unwrap_or(single);
+        return format!("Live heap: {base}{when}");
+    }
+    let exes: Vec<&str> = names.iter().flatten().map(|(e, _, _)| e.as_str()).collect();
+    match exes.first() {
+        Some(first) if exes.len() == files.len() && exes.iter().all(|e| e == first) => {
+            format!("Live heap of {first}, {} dumps summed{when}", files.len())
+        }
+        _ => format!("Live heap, {} files summed{when}", files.len()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names() {
+        assert_eq!(
+            parse_name("/tmp/heaplive.php-fpm8.2.4242.3.folded"),
+            Some(("php-fpm8.2".into(), 4242, 3))
+        );
+        assert_eq!(
+            parse_name("heaplive.a.1.2.folded"),
+            Some(("a".into(), 1, 2))
+        );
+        assert_eq!(parse_name("heaplive.1.2.folded"), None);
+        assert_eq!(parse_name("other.folded"), None);
+    }
+}

@@ -1,0 +1,102 @@
+//! fork: the child keeps profiling with the samples it inherited (they are
+//! really live there, copy-on-write), under its own pid, dump numbers,
+//! eventfd and dumper thread.
+//!
+//! pthread_atfork handlers keep every lock consistent across fork(): prepare
+//! takes them all (dump lock first, the order every other path uses), parent
+//! and child release them. `_Fork`, vfork and posix_spawn run no handlers:
+//! vfork and posix_spawn children only exec; a `_Fork` child that finds a
+//! lock held by a thread that does not exist in it notices when it has
+//! spun for a while (the pid changed) and resets the locks.
+
+use crate::guard::Busy;
+use crate::real::{self, Sym, call};
+use crate::{dump, live, stacks, sys};
+use core::sync::atomic::{AtomicU32, Ordering::*};
+
+static PID: AtomicU32 = AtomicU32::new(0);
+
+/// This process's pid as the library knows it (updated in fork children).
+#[inline]
+pub fn pid() -> u32 {
+    PID.load(Relaxed)
+}
+
+extern "C" fn prepare() {
+    let _busy = Busy::enter();
+    dump::DUMP.lock_raw();
+    crate::leaks::lock_for_fork();
+    stacks::lock_for_fork();
+    live::lock_all_for_fork();
+}
+
+extern "C" fn parent() {
+    // SAFETY: paired with prepare on this thread.
+    unsafe { unlock_all() };
+}
+
+extern "C" fn child() {
+    // SAFETY: the child has only this thread, which took the locks.
+    unsafe { unlock_all() };
+    become_child();
+}
+
+/// # Safety
+/// After `prepare` on this thread, or in a child whose other threads are gone.
+unsafe fn unlock_all() {
+    // SAFETY: guaranteed by the caller.
+    unsafe {
+        live::unlock_all_after_fork();
+        stacks::unlock_after_fork();
+        crate::leaks::unlock_after_fork();
+        dump::DUMP.unlock_raw();
+    }
+}
+
+/// A new process: new pid, dump numbers from 1. The dumper thread is started
+/// by our fork() wrapper or at the first sample, never here (an atfork
+/// handler may not create threads).
+fn become_child() {
+    PID.store(sys::getpid(), Release);
+    dump::reset_after_fork(&mut dump::DUMP.lock());
+    crate::shadow::reset_after_fork();
+}
+
+/// Called by a spin lock that has waited long: if the pid changed behind
+/// our back (`_Fork`), the holder does not exist here; free everything.
+#[cold]
+pub fn check_orphaned_locks() {
+    let now = sys::getpid();
+    if now == pid() {
+        return;
+    }
+    // SAFETY: we are a child created without atfork handlers, right after
+    // the fork: the threads that held these locks are in the parent.
+    unsafe { unlock_all() };
+    become_child();
+}
+
+pub fn init() {
+    PID.store(sys::getpid(), Release);
+    // SAFETY: the handlers are plain functions that stay mapped.
+    unsafe { libc::pthread_atfork(Some(prepare), Some(parent), Some(child)) };
+}
+
+/// fork(): the real one, then in the child a dumper thread of its own.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub unsafe extern "C" fn fork() -> libc::pid_t {
+    let r = match real::c_fn(Sym::Fork) {
+        0 => {
+            sys::set_errno(libc::ENOSYS);
+            -1
+        }
+        a => call!(a, fn() -> libc::pid_t,),
+    };
+    if r == 0 {
+        let _errno = sys::ErrnoGuard::save();
+        if crate::config::get().signal != 0 || crate::config::get().dump_every_ms != 0 {
+            dump::ensure_dumper();
+        }
+    }
+    r
+}

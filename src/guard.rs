@@ -1,0 +1,119 @@
+//! Per-thread state and the re-entrancy guard, in initial-exec TLS.
+//!
+//! WARNING: `thread_local!` in a cdylib compiles to `__tls_get_addr`, which
+//! glibc 2.39+ may serve with malloc: a malloc hook using it can recurse
+//! forever. This block lives in the static TLS block instead (`.tbss`,
+//! reached through `@gottpoff` and `%fs`), so reading it is two instructions,
+//! never a call, and it has no destructor (registering one calls calloc).
+//! Every thread starts with all fields zero.
+
+/// This thread's profiler state. Zero is the valid initial state.
+#[repr(C)]
+pub struct ThreadState {
+    /// Bytes this thread may still allocate before the next sample; the
+    /// allocation that takes it below zero is sampled.
+    pub bytes_until_sample: i64,
+    /// xorshift state for the exponential gaps; 0 until first use.
+    pub rng: u64,
+    /// Non-zero while the library itself runs on this thread: hooks then
+    /// pass straight through to the real functions.
+    pub busy: u32,
+    /// Set once the sampler drew this thread's first gap.
+    pub sampler_ready: u32,
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+compile_error!("heaplive's initial-exec TLS access is written for x86_64");
+
+core::arch::global_asm!(
+    ".pushsection .tbss,\"awT\",@nobits",
+    ".p2align 4",
+    ".globl heaplive_thread_state",
+    ".hidden heaplive_thread_state",
+    ".type heaplive_thread_state, @object",
+    ".size heaplive_thread_state, 32",
+    "heaplive_thread_state:",
+    ".zero 32",
+    ".popsection",
+);
+
+/// This thread's state. Valid for the thread's whole life.
+#[inline(always)]
+pub fn state() -> *mut ThreadState {
+    let p: *mut ThreadState;
+    // SAFETY: the initial-exec sequence: the GOT slot holds the symbol's
+    // offset from the thread pointer, and %fs:0 holds the thread pointer.
+    unsafe {
+        core::arch::asm!(
+            "mov {p}, qword ptr [rip + heaplive_thread_state@GOTTPOFF]",
+            "add {p}, qword ptr fs:[0]",
+            p = out(reg) p,
+            options(pure, readonly, nostack),
+        );
+    }
+    p
+}
+
+/// True while this thread runs library code.
+#[inline(always)]
+pub fn busy() -> bool {
+    // SAFETY: state() is this thread's own block.
+    unsafe { (*state()).busy != 0 }
+}
+
+/// Marks this thread busy until dropped; restores the previous value, so
+/// guards nest.
+pub struct Busy(u32);
+
+impl Busy {
+    #[inline(always)]
+    pub fn enter() -> Busy {
+        let s = state();
+        // SAFETY: this thread's own block.
+        unsafe {
+            let prev = (*s).busy;
+            (*s).busy = 1;
+            Busy(prev)
+        }
+    }
+}
+
+impl Drop for Busy {
+    #[inline(always)]
+    fn drop(&mut self) {
+        // SAFETY: this thread's own block.
+        unsafe { (*state()).busy = self.0 }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn state_is_per_thread_and_starts_zeroed() {
+        let a = state() as usize;
+        unsafe { (*state()).rng = 42 };
+        let (b, rng) = std::thread::spawn(|| (state() as usize, unsafe { (*state()).rng }))
+            .join()
+            .unwrap();
+        assert_ne!(a, b);
+        assert_eq!(rng, 0);
+        assert_eq!(unsafe { (*state()).rng }, 42);
+    }
+
+    #[test]
+    fn busy_nests() {
+        assert!(!busy());
+        {
+            let _g = Busy::enter();
+            assert!(busy());
+            {
+                let _h = Busy::enter();
+                assert!(busy());
+            }
+            assert!(busy());
+        }
+        assert!(!busy());
+    }
+}

@@ -1,0 +1,137 @@
+//! What the exported functions do around the real call: the hot paths
+//! (inlined into every export) and the slow paths (kept out of line).
+//!
+//! Hot path of an allocation: the guard check and one subtract-and-branch.
+//! Hot path of a free: the shadow bitmap test.
+
+use crate::guard::{self, Busy};
+use crate::live::{self, Entry};
+use crate::sys::ErrnoGuard;
+use crate::{config, sampler, shadow, stacks};
+use core::ffi::c_void;
+
+/// Counts an allocation of `size` bytes at `p` (non-null) toward this
+/// thread's next sample.
+#[inline(always)]
+pub fn on_alloc(p: *mut c_void, size: usize) {
+    let t = guard::state();
+    // SAFETY: this thread's own state.
+    unsafe {
+        if (*t).busy != 0 {
+            return;
+        }
+        let left = (*t).bytes_until_sample.wrapping_sub(size as i64);
+        (*t).bytes_until_sample = left;
+        if left < 0 {
+            alloc_slow(p, size);
+        }
+    }
+}
+
+/// Before the real free of `p`: forget it if it was sampled.
+#[inline(always)]
+pub fn on_free(p: *mut c_void) {
+    if shadow::test(p as usize) {
+        free_slow(p);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn alloc_slow(p: *mut c_void, size: usize) {
+    let _busy = Busy::enter();
+    let _errno = ErrnoGuard::save();
+    // SAFETY: this thread's own state; nothing else holds a reference.
+    let t = unsafe { &mut *guard::state() };
+    if !crate::real::resolved() {
+        t.bytes_until_sample = 0;
+        return;
+    }
+    let cfg = config::get();
+    if t.sampler_ready == 0 {
+        // The thread's first allocation: draw the first gap and count this
+        // allocation against it.
+        sampler::seed_thread(t, cfg.seed);
+        t.bytes_until_sample = sampler::next_gap(&mut t.rng, cfg.interval).saturating_sub(size as i64);
+        if t.bytes_until_sample >= 0 {
+            return;
+        }
+    }
+    t.bytes_until_sample = sampler::next_gap(&mut t.rng, cfg.interval);
+    record(p as usize, size, cfg.interval);
+}
+
+fn record(addr: usize, size: usize, interval: u64) {
+    crate::dump::ensure_dumper();
+    let mut buf = [0usize; stacks::MAX_FRAMES];
+    let n = stacks::capture(&mut buf);
+    let id = stacks::intern(&buf[..n]);
+    let e = Entry::new(addr, size, id, sampler::weight_bytes(size as u64, interval));
+    match live::insert(e) {
+        Err(()) => return,
+        Ok(Some(stale)) => unaccount(&stale, interval),
+        Ok(None) => {}
+    }
+    if !shadow::set(addr) {
+        live::remove(addr);
+        return;
+    }
+    account(&e, interval);
+}
+
+fn amounts(e: &Entry, interval: u64) -> (i64, i64) {
+    let blocks = sampler::weight_blocks(e.size as u64, interval);
+    (e.weight.round() as i64, (blocks * 1000.0).round() as i64)
+}
+
+fn account(e: &Entry, interval: u64) {
+    let (b, m) = amounts(e, interval);
+    if let Some((live_b, live_m)) = stacks::account(e.stack, b, m) {
+        crate::leaks::after_growth(e.stack, live_b, live_m);
+    }
+}
+
+fn unaccount(e: &Entry, interval: u64) {
+    let (b, m) = amounts(e, interval);
+    stacks::account(e.stack, -b, -m);
+}
+
+#[cold]
+#[inline(never)]
+fn free_slow(p: *mut c_void) {
+    let _busy = Busy::enter();
+    let _errno = ErrnoGuard::save();
+    if let Some(e) = live::untrack(p as usize) {
+        unaccount(&e, config::get().interval);
+    }
+}
+
+/// realloc's first half: takes `p`'s sample out (if any) before the real
+/// call, since after it the address may belong to someone else.
+#[inline(always)]
+pub fn untrack_for_realloc(p: *mut c_void) -> Option<Entry> {
+    if shadow::test(p as usize) { untrack_slow(p) } else { None }
+}
+
+#[cold]
+#[inline(never)]
+fn untrack_slow(p: *mut c_void) -> Option<Entry> {
+    let _busy = Busy::enter();
+    let _errno = ErrnoGuard::save();
+    let e = live::untrack(p as usize)?;
+    unaccount(&e, config::get().interval);
+    Some(e)
+}
+
+/// The real realloc failed and `p` is still allocated: put its sample back.
+#[cold]
+#[inline(never)]
+pub fn retrack(e: Entry) {
+    let _busy = Busy::enter();
+    let _errno = ErrnoGuard::save();
+    if live::insert(e).is_ok() && shadow::set(e.addr) {
+        account(&e, config::get().interval);
+    } else {
+        live::remove(e.addr);
+    }
+}

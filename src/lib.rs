@@ -1,0 +1,124 @@
+//! heaplive: which call stacks hold the memory that is live right now?
+//!
+//! `libheaplive.so` is loaded into an unmodified process with `LD_PRELOAD`.
+//! It exports every glibc allocation entry point and the C++ operators
+//! new/delete, forwards each to the next definition, samples allocations
+//! (byte-weighted Poisson, `sampler`), keeps the live samples with their
+//! stacks in memory it maps itself, and on exit, on a signal, periodically
+//! or on request writes a folded file of live bytes (and optionally pprof).
+//! See README.md for settings, output and troubleshooting.
+//!
+//! Layout, one owner per concern:
+//!
+//! | module | owns |
+//! |---|---|
+//! | `shim` | the exported allocation symbols, a few lines each |
+//! | `hooks` | what runs around the real call: hot paths and slow paths |
+//! | `real` | resolution of the real functions, the bootstrap buffer |
+//! | `guard` | per-thread state in initial-exec TLS, the re-entrancy guard |
+//! | `sampler` | the sampling math |
+//! | `shadow` | the radix bitmap that filters frees |
+//! | `live`, `stacks`, `arena`, `lock`, `sys` | storage in our own mmap |
+//! | `dump`, `output`, `folded`, `pprof`, `profile` | dumps and their files |
+//! | `signals`, `fork`, `dl` | the dump signal, fork, dlopen/dlclose |
+//! | `modules`, `symbolize` | module registry and addresses to names |
+//! | `leaks`, `log` | leak warnings and heaplive's own lines |
+//! | `config` | every `HEAPLIVE_*` variable |
+#![deny(unsafe_op_in_unsafe_fn)]
+#![allow(clippy::missing_safety_doc)]
+
+mod arena;
+mod config;
+mod dl;
+mod dump;
+mod folded;
+mod fork;
+mod guard;
+mod hooks;
+mod leaks;
+mod live;
+mod lock;
+mod log;
+mod modules;
+mod output;
+mod pprof;
+mod profile;
+mod real;
+mod sampler;
+mod shadow;
+mod shim;
+mod signals;
+mod stacks;
+mod symbolize;
+mod sys;
+
+use core::alloc::{GlobalAlloc, Layout};
+
+/// The library's own Rust allocations go to the real allocator directly,
+/// never through our exports (inside this cdylib, `malloc` binds to them).
+struct RealAllocator;
+
+// SAFETY: forwards to the C allocator, which returns blocks aligned to at
+// least 16 bytes; larger alignments use memalign.
+unsafe impl GlobalAlloc for RealAllocator {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        if l.align() <= 16 {
+            real::malloc(l.size()).cast()
+        } else {
+            real::memalign(l.align(), l.size()).cast()
+        }
+    }
+    unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
+        if l.align() <= 16 {
+            real::calloc(1, l.size()).cast()
+        } else {
+            let p = real::memalign(l.align(), l.size()).cast::<u8>();
+            if !p.is_null() {
+                // SAFETY: p has l.size() bytes.
+                unsafe { core::ptr::write_bytes(p, 0, l.size()) };
+            }
+            p
+        }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, _l: Layout) {
+        real::free(p.cast())
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
+        if l.align() <= 16 {
+            real::realloc(p.cast(), new).cast()
+        } else {
+            // SAFETY: as GlobalAlloc::realloc's default: alloc, copy, free.
+            unsafe {
+                let q = self.alloc(Layout::from_size_align_unchecked(new, l.align()));
+                if !q.is_null() {
+                    core::ptr::copy_nonoverlapping(p, q, l.size().min(new));
+                    self.dealloc(p, l);
+                }
+                q
+            }
+        }
+    }
+}
+
+#[cfg(not(test))]
+#[global_allocator]
+static ALLOCATOR: RealAllocator = RealAllocator;
+
+/// Runs when the library is loaded (after the first allocations, which
+/// already resolved the real functions and read the settings).
+#[cfg(not(test))]
+#[ctor::ctor(unsafe)]
+fn init() {
+    let _busy = guard::Busy::enter();
+    let _errno = sys::ErrnoGuard::save();
+    real::resolve_all();
+    log::init();
+    fork::init();
+    signals::install();
+    let cfg = config::get();
+    if cfg.signal != 0 || cfg.dump_every_ms != 0 || cfg.warn_bytes != 0 || cfg.warn_blocks != 0 {
+        dump::ensure_dumper();
+    }
+    // SAFETY: a plain function that stays mapped.
+    unsafe { libc::atexit(dump::at_exit) };
+}

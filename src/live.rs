@@ -1,0 +1,272 @@
+//! The live table: every sampled allocation that has not been freed, keyed
+//! by address.
+//!
+//! 256 shards, each a spin lock over an open-addressing table (linear
+//! probing, backward-shift deletion) in memory we map ourselves. A shard's
+//! lock is never held while calling anything that may allocate: growing maps
+//! a new table with mmap (a system call, on the slow path only), and the
+//! dump copies entries out into a buffer it reserved before locking.
+
+use crate::lock::SpinLock;
+use crate::stacks::StackId;
+
+const SHARDS: usize = 256;
+const INITIAL: usize = 256;
+
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[repr(C)]
+pub struct Entry {
+    /// 0 = empty slot.
+    pub addr: usize,
+    /// Requested size.
+    pub size: usize,
+    pub stack: StackId,
+    _pad: u32,
+    /// Un-biased bytes this sample stands for.
+    pub weight: f64,
+}
+
+impl Entry {
+    pub fn new(addr: usize, size: usize, stack: StackId, weight: f64) -> Entry {
+        Entry { addr, size, stack, _pad: 0, weight }
+    }
+}
+
+struct Table {
+    slots: *mut Entry,
+    cap: usize,
+    len: usize,
+}
+
+// SAFETY: the table owns its mapping; access is under the shard lock.
+unsafe impl Send for Table {}
+
+#[repr(align(64))]
+struct Shard(SpinLock<Table>);
+
+#[allow(clippy::declare_interior_mutable_const)]
+const EMPTY: Shard = Shard(SpinLock::new(Table { slots: core::ptr::null_mut(), cap: 0, len: 0 }));
+static SHARDS_: [Shard; SHARDS] = [EMPTY; SHARDS];
+
+#[inline]
+fn mix(addr: usize) -> u64 {
+    ((addr as u64) >> 3).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+}
+
+fn shard_of(addr: usize) -> &'static SpinLock<Table> {
+    &SHARDS_[(mix(addr) >> 56) as usize].0
+}
+
+impl Table {
+    fn home(&self, addr: usize) -> usize {
+        (mix(addr) as usize) & (self.cap - 1)
+    }
+
+    fn at(&self, i: usize) -> &mut Entry {
+        // SAFETY: i < cap, slots maps cap entries, and the shard lock gives
+        // us exclusive access.
+        unsafe { &mut *self.slots.add(i) }
+    }
+
+    fn grow(&mut self) -> bool {
+        let new_cap = if self.cap == 0 { INITIAL } else { self.cap * 2 };
+        let p = crate::sys::map(new_cap * core::mem::size_of::<Entry>()) as *mut Entry;
+        if p.is_null() {
+            return false;
+        }
+        let old = Table { slots: self.slots, cap: self.cap, len: self.len };
+        self.slots = p;
+        self.cap = new_cap;
+        self.len = 0;
+        for i in 0..old.cap {
+            let e = *old.at(i);
+            if e.addr != 0 {
+                self.put(e);
+            }
+        }
+        if !old.slots.is_null() {
+            // SAFETY: the old table is no longer referenced.
+            unsafe { crate::sys::unmap(old.slots.cast(), old.cap * core::mem::size_of::<Entry>()) };
+        }
+        true
+    }
+
+    /// Stores `e`; returns the entry it replaced at the same address (a
+    /// block freed behind our back, for example by a library bound to libc
+    /// directly, whose address came back).
+    fn put(&mut self, e: Entry) -> Option<Entry> {
+        let mut i = self.home(e.addr);
+        loop {
+            let s = self.at(i);
+            if s.addr == 0 || s.addr == e.addr {
+                let old = *s;
+                *s = e;
+                if old.addr == 0 {
+                    self.len += 1;
+                    return None;
+                }
+                return Some(old);
+            }
+            i = (i + 1) & (self.cap - 1);
+        }
+    }
+
+    fn take(&mut self, addr: usize) -> Option<Entry> {
+        if self.cap == 0 {
+            return None;
+        }
+        let mut i = self.home(addr);
+        loop {
+            let e = *self.at(i);
+            if e.addr == 0 {
+                return None;
+            }
+            if e.addr == addr {
+                break;
+            }
+            i = (i + 1) & (self.cap - 1);
+        }
+        let found = *self.at(i);
+        // Backward-shift deletion: pull later entries of the run into the
+        // hole when their home allows it.
+        let mut hole = i;
+        let mut j = (i + 1) & (self.cap - 1);
+        loop {
+            let e = *self.at(j);
+            if e.addr == 0 {
+                break;
+            }
+            let home = self.home(e.addr);
+            let dist_hole = hole.wrapping_sub(home) & (self.cap - 1);
+            let dist_j = j.wrapping_sub(home) & (self.cap - 1);
+            if dist_hole <= dist_j {
+                *self.at(hole) = e;
+                hole = j;
+            }
+            j = (j + 1) & (self.cap - 1);
+        }
+        *self.at(hole) = Entry::default();
+        self.len -= 1;
+        Some(found)
+    }
+}
+
+/// Adds a sample. `Err` when no memory could be mapped for it; `Ok(Some)`
+/// with a stale sample it replaced.
+pub fn insert(e: Entry) -> Result<Option<Entry>, ()> {
+    let mut t = shard_of(e.addr).lock();
+    if (t.len + 1) * 2 > t.cap && !t.grow() {
+        return Err(());
+    }
+    Ok(t.put(e))
+}
+
+/// Removes and returns the sample at `addr`, if any.
+pub fn remove(addr: usize) -> Option<Entry> {
+    shard_of(addr).lock().take(addr)
+}
+
+/// Removes the sample at `addr` and clears its shadow bit while the shard
+/// lock is held, so that no other thread can see one without the other.
+pub fn untrack(addr: usize) -> Option<Entry> {
+    let mut t = shard_of(addr).lock();
+    let e = t.take(addr);
+    if e.is_some() {
+        crate::shadow::clear(addr);
+    }
+    e
+}
+
+/// Number of live samples (a moment's count, for sizing).
+pub fn len() -> usize {
+    SHARDS_.iter().map(|s| s.0.lock().len).sum()
+}
+
+/// Copies every live sample into `out`, shard by shard (each shard
+/// consistent). `out` is grown only while no shard lock is held.
+pub fn snapshot(out: &mut Vec<Entry>) {
+    out.clear();
+    for shard in SHARDS_.iter() {
+        loop {
+            let need = shard.0.lock().len;
+            if out.capacity() - out.len() < need + 16 {
+                out.reserve(need + 1024);
+            }
+            let t = shard.0.lock();
+            if out.capacity() - out.len() < t.len {
+                continue;
+            }
+            for i in 0..t.cap {
+                let e = *t.at(i);
+                if e.addr != 0 {
+                    out.push(e);
+                }
+            }
+            break;
+        }
+    }
+}
+
+pub fn lock_all_for_fork() {
+    for s in SHARDS_.iter() {
+        s.0.lock_raw();
+    }
+}
+
+/// # Safety
+/// Fork handlers only, after `lock_all_for_fork`, or a child whose other
+/// threads are gone.
+pub unsafe fn unlock_all_after_fork() {
+    for s in SHARDS_.iter() {
+        // SAFETY: guaranteed by the caller.
+        unsafe { s.0.unlock_raw() };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn insert_remove_many_with_collisions() {
+        let base = 0x10_0000_0000usize;
+        for i in 0..50_000usize {
+            assert_eq!(insert(Entry::new(base + i * 16, i, 1, i as f64)), Ok(None));
+        }
+        for i in (0..50_000usize).step_by(2) {
+            let e = remove(base + i * 16).unwrap();
+            assert_eq!(e.size, i);
+        }
+        for i in 0..50_000usize {
+            let e = remove(base + i * 16);
+            assert_eq!(e.is_some(), i % 2 == 1, "{i}");
+        }
+        assert!(remove(base).is_none());
+    }
+
+    #[test]
+    fn snapshot_sees_everything_while_threads_churn() {
+        let base = 0x20_0000_0000usize;
+        let ts: Vec<_> = (0..4usize)
+            .map(|t| {
+                std::thread::spawn(move || {
+                    for i in 0..20_000usize {
+                        let a = base + (t << 32) + i * 16;
+                        insert(Entry::new(a, 8, 2, 8.0)).unwrap();
+                        if i % 3 != 0 {
+                            remove(a).unwrap();
+                        }
+                    }
+                })
+            })
+            .collect();
+        let mut v = Vec::new();
+        snapshot(&mut v);
+        for t in ts {
+            t.join().unwrap();
+        }
+        snapshot(&mut v);
+        let mine = v.iter().filter(|e| e.addr >= base && e.addr < base + (8 << 32)).count();
+        assert_eq!(mine, 4 * 6667);
+    }
+}

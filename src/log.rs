@@ -1,0 +1,190 @@
+//! heaplive's own lines (warnings, dump summaries, leak warnings): one
+//! write(2) per line, so lines from many threads never interleave, to
+//! stderr or to `HEAPLIVE_LOG`.
+//!
+//! stderr may be closed, or closed and its number reused by the program for
+//! one of its own files: we write to fd 2 only while it is still the file it
+//! was at load (same device and inode). A broken pipe raises no SIGPIPE.
+
+use crate::sys::{self, StackBuf};
+use core::fmt::Write;
+use core::sync::atomic::{AtomicI32, AtomicU64, Ordering::*};
+
+static STDERR_DEV: AtomicU64 = AtomicU64::new(0);
+static STDERR_INO: AtomicU64 = AtomicU64::new(0);
+/// The HEAPLIVE_LOG file: -1 not opened yet, -2 failed (stderr used).
+static LOG_FD: AtomicI32 = AtomicI32::new(-1);
+
+fn fstat(fd: i32) -> Option<(u64, u64)> {
+    // SAFETY: st is a valid out-pointer.
+    let mut st: libc::stat = unsafe { core::mem::zeroed() };
+    if unsafe { libc::fstat(fd, &mut st) } != 0 {
+        return None;
+    }
+    Some((st.st_dev, st.st_ino))
+}
+
+/// Remembers which file stderr is. Called once at load.
+pub fn init() {
+    let saved = sys::errno();
+    if let Some((d, i)) = fstat(2) {
+        STDERR_DEV.store(d, Relaxed);
+        STDERR_INO.store(i, Relaxed);
+    }
+    sys::set_errno(saved);
+}
+
+fn stderr_is_ours() -> bool {
+    match fstat(2) {
+        Some((d, i)) => d == STDERR_DEV.load(Relaxed) && i == STDERR_INO.load(Relaxed),
+        None => false,
+    }
+}
+
+fn log_fd() -> i32 {
+    let fd = LOG_FD.load(Acquire);
+    if fd >= 0 || fd == -2 {
+        return fd;
+    }
+    let cfg = crate::config::get();
+    if cfg.log.is_empty() {
+        LOG_FD.store(-2, Release);
+        return -2;
+    }
+    let mut path = [0u8; 4097];
+    path[..cfg.log.as_bytes().len()].copy_from_slice(cfg.log.as_bytes());
+    // SAFETY: NUL-terminated path.
+    let fd = unsafe {
+        libc::open(
+            path.as_ptr().cast(),
+            libc::O_WRONLY | libc::O_APPEND | libc::O_CREAT | libc::O_CLOEXEC | libc::O_NOCTTY,
+            0o644,
+        )
+    };
+    if fd < 0 {
+        LOG_FD.store(-2, Release);
+        let mut b = StackBuf::<600>::new();
+        let _ = write!(b, "heaplive: cannot open HEAPLIVE_LOG='{}' ({}); using stderr\n", cfg.log.as_str(), crate::output::errno_text(sys::errno()));
+        write_stderr(b.as_bytes());
+        return -2;
+    }
+    match LOG_FD.compare_exchange(-1, fd, AcqRel, Acquire) {
+        Ok(_) => fd,
+        Err(other) => {
+            // SAFETY: our fd, not shared.
+            unsafe { libc::close(fd) };
+            other
+        }
+    }
+}
+
+fn write_stderr(b: &[u8]) {
+    if stderr_is_ours() {
+        write_no_sigpipe(2, b);
+    }
+}
+
+/// write(2) with SIGPIPE blocked on this thread, and a SIGPIPE it raised
+/// taken back, so that a closed pipe cannot kill the host.
+fn write_no_sigpipe(fd: i32, b: &[u8]) {
+    let saved = sys::errno();
+    // SAFETY: sigset operations on local sets.
+    unsafe {
+        let mut pipe: libc::sigset_t = core::mem::zeroed();
+        let mut old: libc::sigset_t = core::mem::zeroed();
+        let mut pending: libc::sigset_t = core::mem::zeroed();
+        libc::sigemptyset(&mut pipe);
+        libc::sigaddset(&mut pipe, libc::SIGPIPE);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &pipe, &mut old);
+        libc::sigpending(&mut pending);
+        let was_pending = libc::sigismember(&pending, libc::SIGPIPE) == 1;
+        let ok = sys::write_all(fd, b);
+        if !ok && !was_pending {
+            let zero = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+            libc::sigtimedwait(&pipe, core::ptr::null_mut(), &zero);
+        }
+        libc::pthread_sigmask(libc::SIG_SETMASK, &old, core::ptr::null_mut());
+    }
+    sys::set_errno(saved);
+}
+
+/// Writes one whole line (a newline is added) to the log destination.
+pub fn write_line(text: &[u8]) {
+    let mut b = StackBuf::<2048>::new();
+    b.push_bytes(&text[..text.len().min(2040)]);
+    b.push_bytes(b"\n");
+    match log_fd() {
+        fd if fd >= 0 => write_no_sigpipe(fd, b.as_bytes()),
+        _ => write_stderr(b.as_bytes()),
+    }
+}
+
+/// Formats and writes one line, without allocating.
+pub fn line(args: core::fmt::Arguments) {
+    let mut b = StackBuf::<2048>::new();
+    let _ = b.write_fmt(args);
+    write_line(b.as_bytes());
+}
+
+/// Human units: `512 B`, `1.5 KiB`, `256.0 MiB`.
+pub fn human_bytes(n: f64) -> HumanBytes {
+    HumanBytes(n)
+}
+
+pub struct HumanBytes(f64);
+
+impl core::fmt::Display for HumanBytes {
+    fn fmt(&self, f: &mut core::fmt::Formatter) -> core::fmt::Result {
+        let units = ["B", "KiB", "MiB", "GiB", "TiB"];
+        let mut v = self.0;
+        let mut u = 0;
+        while v.abs() >= 1024.0 && u + 1 < units.len() {
+            v /= 1024.0;
+            u += 1;
+        }
+        if u == 0 { write!(f, "{} B", v.round() as i64) } else { write!(f, "{:.1} {}", v, units[u]) }
+    }
+}
+
+/// Thousands separators: `4,096`.
+pub struct Grouped(pub u64);
+
+impl core::fmt::Display for Grouped {
+    fn fmt(&self, f: &mut core::fmt::Formatter) -> core::fmt::Result {
+        let mut digits = [0u8; 20];
+        let mut n = self.0;
+        let mut len = 0;
+        loop {
+            digits[len] = b'0' + (n % 10) as u8;
+            len += 1;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        for i in (0..len).rev() {
+            write!(f, "{}", digits[i] as char)?;
+            if i > 0 && i % 3 == 0 {
+                write!(f, ",")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn human_units() {
+        assert_eq!(format!("{}", human_bytes(512.0)), "512 B");
+        assert_eq!(format!("{}", human_bytes(1536.0)), "1.5 KiB");
+        assert_eq!(format!("{}", human_bytes(256.0 * 1048576.0)), "256.0 MiB");
+        assert_eq!(format!("{}", human_bytes(3.0 * 1073741824.0)), "3.0 GiB");
+        assert_eq!(format!("{}", Grouped(4096)), "4,096");
+        assert_eq!(format!("{}", Grouped(0)), "0");
+        assert_eq!(format!("{}", Grouped(1234567)), "1,234,567");
+        assert_eq!(format!("{}", Grouped(100)), "100");
+    }
+}

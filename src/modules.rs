@@ -1,0 +1,494 @@
+//! The module registry: every ELF object the process has mapped, kept after
+//! `dlclose` so that frames of unloaded libraries still symbolize from their
+//! files.
+//!
+//! [`refresh`] walks `dl_iterate_phdr` and merges what it sees into a global
+//! list that only grows: a module is keyed by (path, load bias), vanished
+//! modules stay with `loaded = false`, and an index into the list never
+//! changes meaning. The dlopen/dlclose wrappers call [`refresh`] right after
+//! the real `dlopen` and right before the real `dlclose`; the symbolizer calls
+//! [`refresh_if_changed`] when an address falls in no known module.
+//!
+//! Everything here except [`is_self`] runs on ordinary threads only (never in
+//! a signal handler, never on an allocation path) and allocates freely.
+//! [`is_self`] is allocation-free and lock-free once [`init_self_range`] ran.
+
+use std::ffi::CStr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+/// One ELF object seen by `dl_iterate_phdr`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Module {
+    /// Absolute path. For the executable (the entry `dl_iterate_phdr` gives
+    /// with an empty name) the target of `/proc/self/exe`.
+    pub path: String,
+    /// Load bias (`dlpi_addr`): runtime address minus link-time address.
+    pub bias: u64,
+    /// Executable `PT_LOAD` segments as runtime `(start, end, file_offset)`.
+    pub ranges: Vec<(u64, u64, u64)>,
+    /// `NT_GNU_BUILD_ID`, read from memory while the module was loaded.
+    pub build_id: Vec<u8>,
+    /// False once the module vanished from `dl_iterate_phdr` (dlclose).
+    pub loaded: bool,
+}
+
+impl Module {
+    pub fn contains(&self, addr: u64) -> bool {
+        self.ranges.iter().any(|&(s, e, _)| s <= addr && addr < e)
+    }
+}
+
+struct Registry {
+    modules: Vec<Module>,
+    /// `dlpi_adds`/`dlpi_subs` at the last full walk; `None` before the first.
+    counters: Option<(u64, u64)>,
+}
+
+static REGISTRY: spin::Mutex<Registry> = spin::Mutex::new(Registry {
+    modules: Vec::new(),
+    counters: None,
+});
+
+/// What the `dl_iterate_phdr` callback copies out, before paths are resolved
+/// (kept minimal: the callback runs under the loader's lock).
+struct RawModule {
+    name: Vec<u8>,
+    bias: u64,
+    ranges: Vec<(u64, u64, u64)>,
+    build_id: Vec<u8>,
+}
+
+/// Walk the loaded objects and merge them into the registry.
+pub fn refresh() {
+    let mut raw: Vec<RawModule> = Vec::new();
+    let mut counters = (0u64, 0u64);
+    let mut state = (&mut raw, &mut counters);
+    // SAFETY: the callback only reads the `dl_phdr_info` it is given, during
+    // the call, and `state` outlives the call.
+    unsafe {
+        libc::dl_iterate_phdr(
+            Some(collect_cb),
+            (&mut state as *mut _) as *mut libc::c_void,
+        );
+    }
+    let exe = std::fs::read_link("/proc/self/exe")
+        .ok()
+        .and_then(|p| p.to_str().map(str::to_owned));
+    let seen: Vec<Module> = raw
+        .into_iter()
+        .filter_map(|r| {
+            let path = resolve_path(&r.name, exe.as_deref())?;
+            Some(Module {
+                path,
+                bias: r.bias,
+                ranges: r.ranges,
+                build_id: r.build_id,
+                loaded: true,
+            })
+        })
+        .collect();
+
+    let mut reg = REGISTRY.lock();
+    for m in reg.modules.iter_mut() {
+        m.loaded = false;
+    }
+    for s in seen {
+        match reg
+            .modules
+            .iter_mut()
+            .find(|m| m.path == s.path && m.bias == s.bias)
+        {
+            Some(m) => {
+                // Same file reloaded at the same address: take the fresh
+                // ranges and build id (the file may have been replaced).
+                *m = s;
+            }
+            None => reg.modules.push(s),
+        }
+    }
+    reg.counters = Some(counters);
+}
+
+/// [`refresh`] only if something was loaded or unloaded since the last walk
+/// (glibc's `dlpi_adds`/`dlpi_subs` counters; reading them costs one
+/// callback, not a walk).
+pub fn refresh_if_changed() {
+    let now = load_counters();
+    let last = REGISTRY.lock().counters;
+    if now.is_none() || last != now {
+        refresh();
+    }
+}
+
+/// A copy of every module ever seen, in registration order.
+pub fn snapshot() -> Vec<Module> {
+    REGISTRY.lock().modules.clone()
+}
+
+/// The module whose executable ranges contain `ip`, preferring loaded
+/// modules when an unloaded one overlapped the same addresses.
+pub fn find(ip: u64) -> Option<Module> {
+    let reg = REGISTRY.lock();
+    find_in(&reg.modules, ip).map(|i| reg.modules[i].clone())
+}
+
+/// Like [`find`], but returns the module's index in [`snapshot`] order.
+/// Indexes never change: the registry only grows.
+pub fn find_index(ip: u64) -> Option<usize> {
+    find_in(&REGISTRY.lock().modules, ip)
+}
+
+/// The module at `index` (see [`find_index`]).
+pub fn get(index: usize) -> Option<Module> {
+    REGISTRY.lock().modules.get(index).cloned()
+}
+
+/// For the atfork prepare handler: take the registry lock so that no other
+/// thread holds it across `fork`. Pair with [`unlock_after_fork`].
+pub fn lock_for_fork() {
+    core::mem::forget(REGISTRY.lock());
+}
+
+/// For the atfork parent and child handlers.
+///
+/// # Safety
+/// Only after [`lock_for_fork`] in this thread (or, in a child created
+/// without atfork handlers, when the holder no longer exists).
+pub unsafe fn unlock_after_fork() {
+    // SAFETY: the caller guarantees no live guard exists.
+    unsafe { REGISTRY.force_unlock() };
+}
+
+fn find_in(modules: &[Module], ip: u64) -> Option<usize> {
+    let mut unloaded = None;
+    for (i, m) in modules.iter().enumerate() {
+        if m.contains(ip) {
+            if m.loaded {
+                return Some(i);
+            }
+            // The most recently registered unloaded one wins.
+            unloaded = Some(i);
+        }
+    }
+    unloaded
+}
+
+/// `dl_iterate_phdr` gives the executable an empty name and dlopen'ed
+/// libraries the name they were opened by (maybe relative): make them all
+/// absolute. `None` for the vdso.
+fn resolve_path(name: &[u8], exe: Option<&str>) -> Option<String> {
+    if name.is_empty() {
+        return exe.map(str::to_owned);
+    }
+    let s = std::str::from_utf8(name).ok()?;
+    if s.starts_with("linux-vdso") || s.starts_with("linux-gate") {
+        return None;
+    }
+    if s.starts_with('/') {
+        return Some(s.to_owned());
+    }
+    match std::fs::canonicalize(s) {
+        Ok(p) => p.to_str().map(str::to_owned),
+        Err(_) => Some(s.to_owned()),
+    }
+}
+
+type CollectState<'a> = (&'a mut Vec<RawModule>, &'a mut (u64, u64));
+
+unsafe extern "C" fn collect_cb(
+    info: *mut libc::dl_phdr_info,
+    _size: libc::size_t,
+    data: *mut libc::c_void,
+) -> libc::c_int {
+    // SAFETY: `data` is the `CollectState` passed by `refresh`, alive and
+    // exclusively ours for the duration of `dl_iterate_phdr`.
+    let state = unsafe { &mut *(data as *mut CollectState) };
+    // SAFETY: glibc passes a valid `dl_phdr_info` for the callback's duration.
+    let info = unsafe { &*info };
+    *state.1 = (info.dlpi_adds, info.dlpi_subs);
+    // SAFETY: `info` comes from glibc, see `phdrs`.
+    let phdrs = unsafe { phdrs(info) };
+    let bias = info.dlpi_addr;
+    if is_vdso(phdrs, bias) {
+        return 0;
+    }
+    let ranges: Vec<(u64, u64, u64)> = phdrs
+        .iter()
+        .filter(|p| p.p_type == libc::PT_LOAD && p.p_flags & libc::PF_X != 0 && p.p_memsz > 0)
+        .map(|p| {
+            let start = bias.wrapping_add(p.p_vaddr);
+            (start, start.wrapping_add(p.p_memsz), p.p_offset)
+        })
+        .collect();
+    if ranges.is_empty() {
+        return 0;
+    }
+    let name = if info.dlpi_name.is_null() {
+        Vec::new()
+    } else {
+        // SAFETY: a non-null `dlpi_name` is a NUL-terminated string owned by
+        // the loader, valid during the callback.
+        unsafe { CStr::from_ptr(info.dlpi_name) }
+            .to_bytes()
+            .to_vec()
+    };
+    let mut build_id = Vec::new();
+    for p in phdrs.iter().filter(|p| p.p_type == libc::PT_NOTE) {
+        // SAFETY: PT_NOTE segments of a loaded object are mapped readable
+        // (they lie inside a PT_LOAD) for as long as the object is loaded.
+        let note = unsafe {
+            std::slice::from_raw_parts(
+                bias.wrapping_add(p.p_vaddr) as usize as *const u8,
+                p.p_memsz as usize,
+            )
+        };
+        if let Some(id) = parse_build_id_note(note) {
+            build_id = id.to_vec();
+            break;
+        }
+    }
+    state.0.push(RawModule {
+        name,
+        bias,
+        ranges,
+        build_id,
+    });
+    0
+}
+
+/// The program headers of `info`, empty when glibc gave none.
+///
+/// # Safety
+/// `info` must come from `dl_iterate_phdr` and be used inside its callback.
+unsafe fn phdrs(info: &libc::dl_phdr_info) -> &[libc::Elf64_Phdr] {
+    if info.dlpi_phdr.is_null() || info.dlpi_phnum == 0 {
+        return &[];
+    }
+    // SAFETY: glibc guarantees `dlpi_phnum` headers at `dlpi_phdr`.
+    unsafe { std::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum as usize) }
+}
+
+/// The vdso is the object whose ELF header sits at `AT_SYSINFO_EHDR`.
+fn is_vdso(phdrs: &[libc::Elf64_Phdr], bias: u64) -> bool {
+    // SAFETY: getauxval has no preconditions.
+    let vdso = unsafe { libc::getauxval(libc::AT_SYSINFO_EHDR) } as u64;
+    vdso != 0
+        && phdrs.iter().any(|p| {
+            p.p_type == libc::PT_LOAD && p.p_offset == 0 && bias.wrapping_add(p.p_vaddr) == vdso
+        })
+}
+
+/// The descriptor of the first `NT_GNU_BUILD_ID` note named "GNU" in an ELF
+/// note segment.
+pub(crate) fn parse_build_id_note(mut notes: &[u8]) -> Option<&[u8]> {
+    const NT_GNU_BUILD_ID: u32 = 3;
+    let align4 = |n: usize| n.checked_add(3).map(|v| v & !3);
+    while notes.len() >= 12 {
+        let word =
+            |i: usize| u32::from_ne_bytes([notes[i], notes[i + 1], notes[i + 2], notes[i + 3]]);
+        let (namesz, descsz, ntype) = (word(0) as usize, word(4) as usize, word(8));
+        let name_end = 12usize.checked_add(namesz)?;
+        let desc_start = 12usize.checked_add(align4(namesz)?)?;
+        let desc_end = desc_start.checked_add(descsz)?;
+        if desc_end > notes.len() || name_end > notes.len() {
+            return None;
+        }
+        if ntype == NT_GNU_BUILD_ID && &notes[12..name_end] == b"GNU\0" {
+            return Some(&notes[desc_start..desc_end]);
+        }
+        let next = align4(desc_end)?;
+        if next > notes.len() {
+            return None;
+        }
+        notes = &notes[next..];
+    }
+    None
+}
+
+fn load_counters() -> Option<(u64, u64)> {
+    unsafe extern "C" fn cb(
+        info: *mut libc::dl_phdr_info,
+        _size: libc::size_t,
+        data: *mut libc::c_void,
+    ) -> libc::c_int {
+        // SAFETY: `data` is the `Option` below, `info` is glibc's, both valid
+        // during the callback.
+        unsafe {
+            *(data as *mut Option<(u64, u64)>) = Some(((*info).dlpi_adds, (*info).dlpi_subs));
+        }
+        1 // The counters are the same in every entry: stop at the first.
+    }
+    let mut out: Option<(u64, u64)> = None;
+    // SAFETY: `cb` writes only to `out`, which outlives the call.
+    unsafe {
+        libc::dl_iterate_phdr(
+            Some(cb),
+            (&mut out as *mut Option<(u64, u64)>) as *mut libc::c_void,
+        );
+    }
+    out
+}
+
+// The library's own executable span, computed once without allocating so
+// that the unwinder may ask [`is_self`] from an allocation path.
+static SELF_INIT: AtomicBool = AtomicBool::new(false);
+static SELF_START: AtomicU64 = AtomicU64::new(0);
+static SELF_END: AtomicU64 = AtomicU64::new(0);
+
+/// Compute the span [`is_self`] uses. Call it once at library start-up, from
+/// an ordinary thread; later calls do nothing. Takes the loader's lock (not
+/// async-signal-safe) but does not allocate.
+pub fn init_self_range() {
+    if SELF_INIT.load(Ordering::Acquire) {
+        return;
+    }
+    struct Probe {
+        addr: u64,
+        start: u64,
+        end: u64,
+    }
+    unsafe extern "C" fn cb(
+        info: *mut libc::dl_phdr_info,
+        _size: libc::size_t,
+        data: *mut libc::c_void,
+    ) -> libc::c_int {
+        // SAFETY: `data` is the `Probe` below; `info` is glibc's. Both are
+        // valid for the callback's duration.
+        let (probe, info) = unsafe { (&mut *(data as *mut Probe), &*info) };
+        // SAFETY: inside the callback, see `phdrs`.
+        let phdrs = unsafe { phdrs(info) };
+        let bias = info.dlpi_addr;
+        let exec = || {
+            phdrs
+                .iter()
+                .filter(|p| p.p_type == libc::PT_LOAD && p.p_flags & libc::PF_X != 0)
+                .map(|p| {
+                    (
+                        bias.wrapping_add(p.p_vaddr),
+                        bias.wrapping_add(p.p_vaddr + p.p_memsz),
+                    )
+                })
+        };
+        if !exec().any(|(s, e)| s <= probe.addr && probe.addr < e) {
+            return 0;
+        }
+        probe.start = exec().map(|r| r.0).min().unwrap_or(0);
+        probe.end = exec().map(|r| r.1).max().unwrap_or(0);
+        1
+    }
+    let mut probe = Probe {
+        addr: init_self_range as *const () as usize as u64,
+        start: 0,
+        end: 0,
+    };
+    // SAFETY: `cb` writes only to `probe`, which outlives the call.
+    unsafe {
+        libc::dl_iterate_phdr(Some(cb), (&mut probe as *mut Probe) as *mut libc::c_void);
+    }
+    SELF_START.store(probe.start, Ordering::Relaxed);
+    SELF_END.store(probe.end, Ordering::Relaxed);
+    SELF_INIT.store(true, Ordering::Release);
+}
+
+/// The executable span `[start, end)` of the module holding this crate's
+/// code (the preload library itself; the test binary under `cargo test`).
+pub fn self_range() -> (u64, u64) {
+    init_self_range();
+    (
+        SELF_START.load(Ordering::Relaxed),
+        SELF_END.load(Ordering::Relaxed),
+    )
+}
+
+/// Whether `ip` lies in this library's own code. Lock-free and
+/// allocation-free once [`init_self_range`] has run.
+#[inline]
+pub fn is_self(ip: u64) -> bool {
+    let (start, end) = self_range();
+    start <= ip && ip < end
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn build_id_note_is_found_after_other_notes() {
+        let mut notes = Vec::new();
+        // An ABI-tag note first (type 1, name "GNU\0", 16-byte descriptor).
+        for w in [4u32, 16, 1] {
+            notes.extend_from_slice(&w.to_ne_bytes());
+        }
+        notes.extend_from_slice(b"GNU\0");
+        notes.extend_from_slice(&[0; 16]);
+        // A build id with a 5-byte name padded to 8.
+        for w in [5u32, 3, 3] {
+            notes.extend_from_slice(&w.to_ne_bytes());
+        }
+        notes.extend_from_slice(b"Xen\0\0\0\0\0");
+        notes.extend_from_slice(&[9, 9, 9, 0]);
+        for w in [4u32, 3, 3] {
+            notes.extend_from_slice(&w.to_ne_bytes());
+        }
+        notes.extend_from_slice(b"GNU\0");
+        notes.extend_from_slice(&[0xde, 0xad, 0xbe, 0, 0]); // desc 3 bytes + padding
+        notes.truncate(notes.len() - 1);
+        assert_eq!(parse_build_id_note(&notes), Some(&[0xde, 0xad, 0xbe][..]));
+        // Truncated or absurd sizes give nothing, and no panic.
+        assert_eq!(parse_build_id_note(&notes[..notes.len() - 3]), None);
+        let mut bad = Vec::new();
+        for w in [u32::MAX, u32::MAX, 3] {
+            bad.extend_from_slice(&w.to_ne_bytes());
+        }
+        assert_eq!(parse_build_id_note(&bad), None);
+    }
+
+    #[test]
+    fn refresh_sees_executable_and_libc_but_not_vdso() {
+        refresh();
+        let mods = snapshot();
+        let exe = std::fs::read_link("/proc/self/exe").unwrap();
+        let exe_mod = mods
+            .iter()
+            .find(|m| Path::new(&m.path) == exe)
+            .unwrap_or_else(|| panic!("executable {exe:?} missing from {mods:#?}"));
+        assert!(exe_mod.loaded && !exe_mod.ranges.is_empty());
+        let here = refresh_sees_executable_and_libc_but_not_vdso as *const () as u64;
+        assert_eq!(find(here).map(|m| m.path), Some(exe_mod.path.clone()));
+
+        let malloc = libc::malloc as *const () as u64;
+        let libc_mod = find(malloc).expect("malloc's module");
+        assert!(libc_mod.path.contains("libc.so"), "{}", libc_mod.path);
+        assert!(libc_mod.path.starts_with('/'));
+        assert!(
+            libc_mod.build_id.len() >= 16,
+            "libc build id from PT_NOTE: {:?}",
+            libc_mod.build_id
+        );
+        assert!(!mods.iter().any(|m| m.path.contains("vdso")), "{mods:#?}");
+        // Registration is idempotent.
+        refresh();
+        assert_eq!(snapshot().len(), mods.len());
+    }
+
+    #[test]
+    fn fork_lock_roundtrip() {
+        lock_for_fork();
+        assert!(REGISTRY.is_locked());
+        // SAFETY: pairs with the lock just taken.
+        unsafe { unlock_after_fork() };
+        assert!(snapshot().len() < usize::MAX); // lockable again
+    }
+
+    #[test]
+    fn is_self_covers_this_crate_only() {
+        assert!(is_self(is_self_covers_this_crate_only as *const () as u64));
+        assert!(is_self(refresh as *const () as u64));
+        assert!(!is_self(libc::malloc as *const () as u64));
+        assert!(!is_self(0));
+        let (s, e) = self_range();
+        assert!(s < e);
+    }
+
+    use std::path::Path;
+}

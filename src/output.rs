@@ -1,0 +1,173 @@
+//! Dump files: the path template, writing under a temporary name and
+//! renaming when complete, the fallback directory, and the status file that
+//! `heaplive dump` reads.
+
+use std::ffi::CString;
+use std::io::{self, Write};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+/// Expands `%p` (pid), `%e` (program name), `%n` (dump number) and `%%`.
+/// Other `%x` sequences are kept as they are.
+pub fn expand(template: &str, pid: u32, exe: &str, n: u32) -> String {
+    let mut out = String::with_capacity(template.len() + 16);
+    let mut chars = template.chars();
+    while let Some(c) = chars.next() {
+        if c != '%' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('p') => out.push_str(&pid.to_string()),
+            Some('e') => out.push_str(exe),
+            Some('n') => out.push_str(&n.to_string()),
+            Some('%') => out.push('%'),
+            Some(other) => {
+                out.push('%');
+                out.push(other);
+            }
+            None => out.push('%'),
+        }
+    }
+    out
+}
+
+/// The pprof file that goes with a folded file name.
+pub fn pprof_name(folded: &Path) -> PathBuf {
+    let s = folded.as_os_str().as_bytes();
+    let mut v = match s.strip_suffix(b".folded") {
+        Some(stem) => stem.to_vec(),
+        None => s.to_vec(),
+    };
+    v.extend_from_slice(b".pb.gz");
+    PathBuf::from(std::ffi::OsStr::from_bytes(&v))
+}
+
+pub fn errno_text(e: i32) -> String {
+    io::Error::from_raw_os_error(e).to_string()
+}
+
+/// Creates `path`'s temporary sibling 0600 without following symlinks,
+/// lets `fill` write it, then renames it into place.
+pub fn write_atomic(path: &Path, fill: &mut dyn FnMut(&mut dyn Write) -> io::Result<()>) -> io::Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(format!(".tmp.{}", crate::sys::getpid()));
+    let tmp = PathBuf::from(tmp);
+    let c = CString::new(tmp.as_os_str().as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: NUL-terminated path.
+    let fd = unsafe {
+        libc::open(
+            c.as_ptr(),
+            libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            0o600,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fd is ours.
+    let file = unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    let mut w = io::BufWriter::with_capacity(1 << 16, file);
+    let result = fill(&mut w).and_then(|_| w.flush());
+    drop(w);
+    match result.and_then(|_| std::fs::rename(&tmp, path)) {
+        Ok(()) => Ok(()),
+        Err(e) => {
+            let _ = std::fs::remove_file(&tmp);
+            Err(e)
+        }
+    }
+}
+
+/// Writes `path`, or when its directory refuses us (a worker that switched
+/// to another user, a read-only directory), the same name in $TMPDIR or
+/// /tmp, saying so in one line. Returns where the file went.
+pub fn write_with_fallback(path: &Path, fill: &mut dyn FnMut(&mut dyn Write) -> io::Result<()>) -> io::Result<PathBuf> {
+    match write_atomic(path, fill) {
+        Ok(()) => Ok(path.to_path_buf()),
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EACCES | libc::EPERM | libc::EROFS | libc::ENOENT)) => {
+            let cfg = crate::config::get();
+            let name = path.file_name().unwrap_or(path.as_os_str());
+            let alt = Path::new(cfg.tmpdir.as_str()).join(name);
+            match write_atomic(&alt, fill) {
+                Ok(()) => {
+                    crate::log::line(format_args!(
+                        "heaplive[{}]: cannot write {} ({}); wrote {} instead",
+                        crate::sys::getpid(),
+                        path.display(),
+                        e,
+                        alt.display()
+                    ));
+                    Ok(alt)
+                }
+                Err(e2) => Err(io::Error::new(
+                    e2.kind(),
+                    format!("cannot write {} ({}) nor {} ({})", path.display(), e, alt.display(), e2),
+                )),
+            }
+        }
+        Err(e) => Err(io::Error::new(e.kind(), format!("cannot write {} ({})", path.display(), e))),
+    }
+}
+
+/// Where `heaplive dump` looks for news of a process's dumps.
+pub const STATUS_DIR: &str = "/tmp/heaplive-status";
+
+/// Records the number of dumps, the last file and the dump signal, so that
+/// `heaplive dump` can tell when a requested dump is done.
+pub fn write_status(pid: u32, dumps: u32, last: &Path, signal: i32) {
+    let dir = Path::new(STATUS_DIR);
+    if std::fs::create_dir(dir).is_ok() {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o1777));
+    }
+    let text = format!("dumps {}\nlast {}\nsignal {}\n", dumps, last.display(), signal);
+    let _ = write_atomic(&dir.join(pid.to_string()), &mut |w| w.write_all(text.as_bytes()));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn template_expansion() {
+        assert_eq!(expand("heaplive.%e.%p.%n.folded", 42, "php-fpm8.2", 3), "heaplive.php-fpm8.2.42.3.folded");
+        assert_eq!(expand("/x/%%p-%p", 7, "a", 1), "/x/%p-7");
+        assert_eq!(expand("a%zb%", 1, "e", 1), "a%zb%");
+        assert_eq!(expand("%n%n", 1, "e", 12), "1212");
+        assert_eq!(expand("plain", 1, "e", 1), "plain");
+    }
+
+    #[test]
+    fn pprof_names() {
+        assert_eq!(pprof_name(Path::new("/t/h.1.folded")), PathBuf::from("/t/h.1.pb.gz"));
+        assert_eq!(pprof_name(Path::new("/t/profile")), PathBuf::from("/t/profile.pb.gz"));
+    }
+
+    #[test]
+    fn atomic_write_refuses_symlinked_temp_and_leaves_no_temp() {
+        let dir = std::env::temp_dir().join(format!("heaplive-out-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let target = dir.join("a.folded");
+        write_atomic(&target, &mut |w| w.write_all(b"main 1\n")).unwrap();
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "main 1\n");
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(std::fs::metadata(&target).unwrap().permissions().mode() & 0o777, 0o600);
+        // A symlink planted at the temporary name is not followed.
+        let victim = dir.join("victim");
+        std::fs::write(&victim, "keep").unwrap();
+        let tmp = format!("{}.tmp.{}", target.display(), crate::sys::getpid());
+        std::os::unix::fs::symlink(&victim, &tmp).unwrap();
+        assert!(write_atomic(&target, &mut |w| w.write_all(b"x 2\n")).is_err());
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
+        std::fs::remove_file(&tmp).unwrap();
+        // Failing writers leave nothing behind.
+        let failing = dir.join("b.folded");
+        let r = write_atomic(&failing, &mut |_| Err(io::Error::other("boom")));
+        assert!(r.is_err());
+        assert!(!failing.exists());
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 2);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,68 @@
+//! The plain data a dump hands to the writers (`folded.rs`, `pprof.rs`).
+//!
+//! A dump snapshots the live table, groups samples by stack, symbolizes each
+//! distinct return address once and fills a [`Profile`]. Writers are pure:
+//! `write(&Profile, &mut impl Write)`. Nothing here runs on an allocation path.
+
+/// One source-level frame. An inlined call gives several `Frame`s for one
+/// address.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Frame {
+    /// Demangled function name, or `module+0x1234`, `[jit]`, `[unknown]`.
+    pub function: String,
+    pub file: Option<String>,
+    pub line: Option<u32>,
+}
+
+/// One machine address (a return address minus one) and what it symbolized to.
+#[derive(Clone, Debug, Default)]
+pub struct Location {
+    pub address: u64,
+    /// Index into [`Profile::mappings`].
+    pub mapping: Option<usize>,
+    /// Innermost (the inlined callee) first, the real function last.
+    pub frames: Vec<Frame>,
+}
+
+/// A loaded (or since unloaded) module: an executable mapping of one file.
+#[derive(Clone, Debug, Default)]
+pub struct Mapping {
+    pub start: u64,
+    pub end: u64,
+    pub file_offset: u64,
+    pub path: String,
+    /// Lower-case hex, empty when the file has no build id.
+    pub build_id: String,
+}
+
+/// Live memory held by one distinct stack.
+#[derive(Clone, Debug, Default)]
+pub struct Sample {
+    /// Indexes into [`Profile::locations`], leaf (the allocation's caller) first.
+    pub locations: Vec<usize>,
+    /// Un-biased estimate of live bytes (exact in exact mode).
+    pub bytes: u64,
+    /// Un-biased estimate of live blocks.
+    pub blocks: u64,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Profile {
+    pub mappings: Vec<Mapping>,
+    pub locations: Vec<Location>,
+    pub samples: Vec<Sample>,
+    /// Mean bytes between samples (`HEAPLIVE_SAMPLE_INTERVAL`); 1 in exact mode.
+    pub sample_interval: u64,
+    /// Wall-clock time of the snapshot, nanoseconds since the Unix epoch.
+    pub time_nanos: i64,
+    /// Time since the process started profiling, nanoseconds.
+    pub duration_nanos: i64,
+    /// Whether frames carry ` (file:line)` in text output (`HEAPLIVE_LINES`).
+    pub lines: bool,
+}
+
+impl Profile {
+    pub fn total_bytes(&self) -> u64 {
+        self.samples.iter().map(|s| s.bytes).sum()
+    }
+}

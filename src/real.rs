@@ -1,0 +1,378 @@
+//! The real allocation functions (the next definitions in lookup order) and
+//! the bootstrap buffer that serves allocations made before they are known.
+//!
+//! Resolution happens once, at the first allocation in the process (which
+//! comes before this library's constructor), behind an atomic state. While
+//! `dlsym` runs it allocates through our own exports; those calls, and any
+//! from other threads meanwhile, are served from a static buffer with a size
+//! header. free, realloc and malloc_usable_size recognise its pointers.
+//!
+//! The C++ operators are resolved lazily on first use and never cached as
+//! NULL: a C program has no libstdc++, and a C++ library dlopen'ed
+//! RTLD_LOCAL binds its `new` to ours while RTLD_NEXT finds nothing.
+
+use crate::guard::Busy;
+use crate::sys::ErrnoGuard;
+use core::ffi::{c_char, c_int, c_void};
+use core::sync::atomic::{AtomicU8, AtomicUsize, Ordering::*};
+
+#[derive(Clone, Copy)]
+#[repr(usize)]
+pub enum Sym {
+    Malloc,
+    Free,
+    Calloc,
+    Realloc,
+    Reallocarray,
+    PosixMemalign,
+    AlignedAlloc,
+    Memalign,
+    Valloc,
+    Pvalloc,
+    MallocUsableSize,
+    // Not allocation functions, interposed for the dump signal and dlopen.
+    Sigaction,
+    Signal,
+    SysvSignal,
+    BsdSignal,
+    Sigset,
+    Dlopen,
+    Dlclose,
+    Fork,
+    // C++: resolved lazily.
+    New,
+    NewArr,
+    NewNothrow,
+    NewArrNothrow,
+    NewAligned,
+    NewArrAligned,
+    NewAlignedNothrow,
+    NewArrAlignedNothrow,
+    Delete,
+    DeleteArr,
+    DeleteNothrow,
+    DeleteArrNothrow,
+    DeleteSized,
+    DeleteArrSized,
+    DeleteAligned,
+    DeleteArrAligned,
+    DeleteAlignedNothrow,
+    DeleteArrAlignedNothrow,
+    DeleteSizedAligned,
+    DeleteArrSizedAligned,
+}
+
+const FIRST_CXX: usize = Sym::New as usize;
+const COUNT: usize = Sym::DeleteArrSizedAligned as usize + 1;
+
+/// NUL-terminated names, in `Sym` order.
+const NAMES: [&[u8]; COUNT] = [
+    b"malloc\0",
+    b"free\0",
+    b"calloc\0",
+    b"realloc\0",
+    b"reallocarray\0",
+    b"posix_memalign\0",
+    b"aligned_alloc\0",
+    b"memalign\0",
+    b"valloc\0",
+    b"pvalloc\0",
+    b"malloc_usable_size\0",
+    b"sigaction\0",
+    b"signal\0",
+    b"sysv_signal\0",
+    b"bsd_signal\0",
+    b"sigset\0",
+    b"dlopen\0",
+    b"dlclose\0",
+    b"fork\0",
+    b"_Znwm\0",
+    b"_Znam\0",
+    b"_ZnwmRKSt9nothrow_t\0",
+    b"_ZnamRKSt9nothrow_t\0",
+    b"_ZnwmSt11align_val_t\0",
+    b"_ZnamSt11align_val_t\0",
+    b"_ZnwmSt11align_val_tRKSt9nothrow_t\0",
+    b"_ZnamSt11align_val_tRKSt9nothrow_t\0",
+    b"_ZdlPv\0",
+    b"_ZdaPv\0",
+    b"_ZdlPvRKSt9nothrow_t\0",
+    b"_ZdaPvRKSt9nothrow_t\0",
+    b"_ZdlPvm\0",
+    b"_ZdaPvm\0",
+    b"_ZdlPvSt11align_val_t\0",
+    b"_ZdaPvSt11align_val_t\0",
+    b"_ZdlPvSt11align_val_tRKSt9nothrow_t\0",
+    b"_ZdaPvSt11align_val_tRKSt9nothrow_t\0",
+    b"_ZdlPvmSt11align_val_t\0",
+    b"_ZdaPvmSt11align_val_t\0",
+];
+
+#[allow(clippy::declare_interior_mutable_const)]
+const ZERO: AtomicUsize = AtomicUsize::new(0);
+static SLOTS: [AtomicUsize; COUNT] = [ZERO; COUNT];
+
+const UNRESOLVED: u8 = 0;
+const RESOLVING: u8 = 1;
+const RESOLVED: u8 = 2;
+static STATE: AtomicU8 = AtomicU8::new(UNRESOLVED);
+
+/// The address of the real function, or 0 while unknown.
+#[inline(always)]
+pub fn addr(s: Sym) -> usize {
+    SLOTS[s as usize].load(Relaxed)
+}
+
+/// Address of a C function, resolving first if needed; 0 while resolving
+/// (the caller then uses the bootstrap buffer).
+#[inline(always)]
+pub fn c_fn(s: Sym) -> usize {
+    let a = addr(s);
+    if a != 0 {
+        return a;
+    }
+    resolve_all();
+    addr(s)
+}
+
+/// Resolves the C functions once. Re-entrant calls (dlsym allocates) and
+/// other threads meanwhile return at once and see 0.
+#[cold]
+#[inline(never)]
+pub fn resolve_all() {
+    if STATE
+        .compare_exchange(UNRESOLVED, RESOLVING, Acquire, Relaxed)
+        .is_err()
+    {
+        return;
+    }
+    let _busy = Busy::enter();
+    let _errno = ErrnoGuard::save();
+    crate::config::load();
+    for i in 0..FIRST_CXX {
+        // SAFETY: NAMES are NUL-terminated; RTLD_NEXT is a valid handle.
+        let p = unsafe { libc::dlsym(libc::RTLD_NEXT, NAMES[i].as_ptr().cast()) };
+        SLOTS[i].store(p as usize, Release);
+    }
+    clear_dlerror();
+    STATE.store(RESOLVED, Release);
+}
+
+pub fn resolved() -> bool {
+    STATE.load(Acquire) == RESOLVED
+}
+
+/// Address of a C++ operator: RTLD_NEXT, else a libstdc++ that is loaded
+/// but not global. 0 when none is loaded. Never caches 0.
+#[inline(always)]
+pub fn cxx_fn(s: Sym) -> usize {
+    let a = addr(s);
+    if a != 0 { a } else { resolve_cxx(s) }
+}
+
+#[cold]
+#[inline(never)]
+fn resolve_cxx(s: Sym) -> usize {
+    if !resolved() {
+        return 0;
+    }
+    let _busy = Busy::enter();
+    let _errno = ErrnoGuard::save();
+    let name: *const c_char = NAMES[s as usize].as_ptr().cast();
+    // SAFETY: valid handle and NUL-terminated name.
+    let mut p = unsafe { libc::dlsym(libc::RTLD_NEXT, name) };
+    if p.is_null() {
+        // SAFETY: RTLD_NOLOAD never loads anything; the handle is released.
+        unsafe {
+            let h = libc::dlopen(
+                b"libstdc++.so.6\0".as_ptr().cast(),
+                libc::RTLD_NOLOAD | libc::RTLD_LAZY,
+            );
+            if !h.is_null() {
+                p = libc::dlsym(h, name);
+                libc::dlclose(h);
+            }
+        }
+    }
+    clear_dlerror();
+    if !p.is_null() {
+        SLOTS[s as usize].store(p as usize, Release);
+    }
+    p as usize
+}
+
+/// A failed dlsym leaves a message that the application would read at its
+/// next dlerror(); take it.
+fn clear_dlerror() {
+    // SAFETY: dlerror has no preconditions.
+    unsafe { libc::dlerror() };
+}
+
+// ---------------------------------------------------------------------------
+// The bootstrap buffer.
+
+const BOOT_LEN: usize = 256 * 1024;
+const HEADER: usize = 16;
+
+#[repr(C, align(64))]
+struct BootBuf(core::cell::UnsafeCell<[u8; BOOT_LEN]>);
+// SAFETY: disjoint ranges are handed out by an atomic bump pointer.
+unsafe impl Sync for BootBuf {}
+static BOOT: BootBuf = BootBuf(core::cell::UnsafeCell::new([0; BOOT_LEN]));
+static BOOT_USED: AtomicUsize = AtomicUsize::new(0);
+
+#[inline(always)]
+fn boot_base() -> usize {
+    BOOT.0.get() as usize
+}
+
+/// True for pointers handed out by the bootstrap buffer.
+#[inline(always)]
+pub fn is_boot(p: *const c_void) -> bool {
+    (p as usize).wrapping_sub(boot_base()) < BOOT_LEN
+}
+
+/// Serves an allocation from the bootstrap buffer. Null when it is full.
+#[cold]
+pub fn boot_alloc(size: usize, align: usize) -> *mut c_void {
+    let align = align.max(HEADER);
+    let mut cur = BOOT_USED.load(Relaxed);
+    loop {
+        let start = (boot_base() + cur + HEADER + align - 1) & !(align - 1);
+        let end = match (start - boot_base()).checked_add(size) {
+            Some(e) if e <= BOOT_LEN => e,
+            _ => {
+                crate::sys::set_errno(libc::ENOMEM);
+                return core::ptr::null_mut();
+            }
+        };
+        match BOOT_USED.compare_exchange_weak(cur, end, AcqRel, Relaxed) {
+            Ok(_) => {
+                // SAFETY: start-16..end lies inside BOOT and is ours alone.
+                unsafe { *((start - HEADER) as *mut usize) = size };
+                return start as *mut c_void;
+            }
+            Err(now) => cur = now,
+        }
+    }
+}
+
+/// The size a bootstrap pointer was allocated with.
+pub fn boot_size(p: *const c_void) -> usize {
+    // SAFETY: p came from boot_alloc, which wrote the header.
+    unsafe { *((p as usize - HEADER) as *const usize) }
+}
+
+// ---------------------------------------------------------------------------
+// Typed calls. Each transmutes the resolved address to the C signature of the
+// symbol it was resolved from.
+
+macro_rules! call {
+    ($a:expr, fn($($t:ty),*) -> $r:ty, $($arg:expr),*) => {{
+        // SAFETY: $a is the address dlsym gave for a symbol with this C
+        // signature.
+        let f: unsafe extern "C" fn($($t),*) -> $r = unsafe { core::mem::transmute($a) };
+        unsafe { f($($arg),*) }
+    }};
+}
+pub(crate) use call;
+
+/// Real malloc, with the bootstrap buffer while unresolved. Used by the
+/// global allocator and every wrapper.
+#[inline(always)]
+pub fn malloc(size: usize) -> *mut c_void {
+    let a = addr(Sym::Malloc);
+    if a == 0 {
+        return malloc_cold(size);
+    }
+    call!(a, fn(usize) -> *mut c_void, size)
+}
+
+#[cold]
+#[inline(never)]
+fn malloc_cold(size: usize) -> *mut c_void {
+    match c_fn(Sym::Malloc) {
+        0 => boot_alloc(size, HEADER),
+        a => call!(a, fn(usize) -> *mut c_void, size),
+    }
+}
+
+#[inline(always)]
+pub fn free(p: *mut c_void) {
+    if is_boot(p) {
+        return;
+    }
+    match addr(Sym::Free) {
+        0 => free_cold(p),
+        a => call!(a, fn(*mut c_void) -> (), p),
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn free_cold(p: *mut c_void) {
+    // A pointer that is not ours arrived before resolution: it came from
+    // the real allocator (for example through a library bound to libc
+    // directly), so the real free must be found.
+    if let a @ 1.. = c_fn(Sym::Free) {
+        call!(a, fn(*mut c_void) -> (), p)
+    }
+}
+
+pub fn calloc(n: usize, size: usize) -> *mut c_void {
+    match c_fn(Sym::Calloc) {
+        0 => match n.checked_mul(size) {
+            // The bootstrap buffer is zeroed and never reused.
+            Some(total) => boot_alloc(total, HEADER),
+            None => {
+                crate::sys::set_errno(libc::ENOMEM);
+                core::ptr::null_mut()
+            }
+        },
+        a => call!(a, fn(usize, usize) -> *mut c_void, n, size),
+    }
+}
+
+pub fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
+    if is_boot(p) {
+        return boot_realloc(p, size);
+    }
+    match c_fn(Sym::Realloc) {
+        0 => boot_realloc(p, size),
+        a => call!(a, fn(*mut c_void, usize) -> *mut c_void, p, size),
+    }
+}
+
+/// Moves a bootstrap block into a new allocation (bootstrap blocks are
+/// never resized in place). A null `p` is a plain allocation.
+fn boot_realloc(p: *mut c_void, size: usize) -> *mut c_void {
+    let q = malloc(size.max(1));
+    if !q.is_null() && !p.is_null() {
+        let old = if is_boot(p) { boot_size(p) } else { 0 };
+        // SAFETY: both blocks are at least min(old, size) long and distinct.
+        unsafe { core::ptr::copy_nonoverlapping(p as *const u8, q as *mut u8, old.min(size)) };
+    }
+    q
+}
+
+pub fn memalign(align: usize, size: usize) -> *mut c_void {
+    match c_fn(Sym::Memalign) {
+        0 => boot_alloc(size, align.next_power_of_two()),
+        a => call!(a, fn(usize, usize) -> *mut c_void, align, size),
+    }
+}
+
+pub fn malloc_usable_size(p: *mut c_void) -> usize {
+    if p.is_null() {
+        return 0;
+    }
+    if is_boot(p) {
+        return boot_size(p);
+    }
+    match c_fn(Sym::MallocUsableSize) {
+        0 => 0,
+        a => call!(a, fn(*mut c_void) -> usize, p),
+    }
+}
+
+pub type Int = c_int;

@@ -1,0 +1,425 @@
+//! The shadow bitmap: one bit per possible allocation start, so that the
+//! free of an unsampled pointer costs a few loads and no lock.
+//!
+//! Layout: a radix tree over the address, 4 levels, covering 56-bit user
+//! addresses (5-level paging) and hence 47-bit ones:
+//!
+//! | bits    | level | node                                   |
+//! |---------|-------|----------------------------------------|
+//! | 47..56  | root  | 512 pointers, static                   |
+//! | 34..47  | L2    | 8,192 pointers (64 KiB, mmap)          |
+//! | 21..34  | L3    | 8,192 pointers + 8,192 counts (96 KiB) |
+//! | 3..21   | leaf  | 262,144 bits = 32 KiB, one per 8 bytes |
+//!
+//! One bit per 8 bytes: glibc returns 16-byte aligned blocks on x86-64, but
+//! other allocators under us may return 8-byte aligned small blocks.
+//!
+//! Nodes come from our own mmap and are installed with compare-and-swap;
+//! they are never freed, so readers need no lock. The tree is shared by all
+//! threads: cross-thread frees are normal for malloc.
+//!
+//! Ordering contract with the live table: a bit is set only after the
+//! sample is in the live table, and cleared before the sample leaves it.
+//!
+//! Memory bound. Interior nodes: one L2 per 128 TiB region (one in practice)
+//! and one L3 per 16 GiB region that ever held a sample; only their touched
+//! pages are resident. Leaves: 32 KiB of address space per 2 MiB region that
+//! ever held a sample, resident one 4 KiB page per 256 KiB of addresses
+//! whose samples set a bit there. A count of set bits per leaf, kept in its
+//! L3 node, lets [`prune`] give an empty leaf's pages back to the kernel
+//! (MADV_DONTNEED), so in a long run whose sampled addresses move around,
+//! resident leaf memory is bounded by the regions that hold live samples
+//! now, at most 4 KiB per page-sized window of 256 KiB holding one: with N
+//! live samples, at most N * 4 KiB, plus the 12 bytes per leaf ever made
+//! in the L3 nodes.
+
+use core::ptr::null_mut;
+use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering::*};
+
+pub const MAX_ADDR_BITS: u32 = 56;
+const GRAIN: u32 = 3;
+const LEAF_SHIFT: u32 = 21;
+const L3_SHIFT: u32 = 34;
+const L2_SHIFT: u32 = 47;
+const L3_LEN: usize = 1 << (L3_SHIFT - LEAF_SHIFT);
+const L2_LEN: usize = 1 << (L2_SHIFT - L3_SHIFT);
+const ROOT_LEN: usize = 1 << (MAX_ADDR_BITS - L2_SHIFT);
+const LEAF_WORDS: usize = 1 << (LEAF_SHIFT - GRAIN - 6);
+const LEAF_BYTES: usize = LEAF_WORDS * 8;
+
+/// Leaf count flags: a leaf being pruned, and one with pages to give back.
+const PRUNING: u32 = 1 << 30;
+const DIRTY: u32 = 1 << 31;
+const COUNT_MASK: u32 = PRUNING - 1;
+
+struct Leaf {
+    words: [AtomicU64; LEAF_WORDS],
+}
+
+struct L3 {
+    leaves: [AtomicPtr<Leaf>; L3_LEN],
+    /// Set bits per leaf, with PRUNING and DIRTY.
+    counts: [AtomicU32; L3_LEN],
+}
+
+struct L2 {
+    l3: [AtomicPtr<L3>; L2_LEN],
+}
+
+#[allow(clippy::declare_interior_mutable_const)]
+const NULL_L2: AtomicPtr<L2> = AtomicPtr::new(null_mut());
+static ROOT: [AtomicPtr<L2>; ROOT_LEN] = [NULL_L2; ROOT_LEN];
+
+static LEAVES_MADE: AtomicUsize = AtomicUsize::new(0);
+static LEAVES_PRUNED: AtomicUsize = AtomicUsize::new(0);
+
+#[inline(always)]
+fn split(addr: usize) -> (usize, usize, usize, usize, u64) {
+    let a = addr as u64;
+    let root = (a >> L2_SHIFT) as usize;
+    let l2 = ((a >> L3_SHIFT) as usize) & (L2_LEN - 1);
+    let l3 = ((a >> LEAF_SHIFT) as usize) & (L3_LEN - 1);
+    let bit = (a >> GRAIN) & ((1 << (LEAF_SHIFT - GRAIN)) - 1);
+    (root, l2, l3, (bit >> 6) as usize, 1u64 << (bit & 63))
+}
+
+/// Is `addr` marked? The free path's filter: no lock, no call, four loads.
+#[inline(always)]
+pub fn test(addr: usize) -> bool {
+    let (r, i2, i3, w, mask) = split(addr);
+    if r >= ROOT_LEN {
+        return false;
+    }
+    let l2 = ROOT[r].load(Acquire);
+    if l2.is_null() {
+        return false;
+    }
+    // SAFETY: installed nodes are never freed.
+    let l3 = unsafe { (*l2).l3[i2].load(Acquire) };
+    if l3.is_null() {
+        return false;
+    }
+    // SAFETY: as above.
+    let leaf = unsafe { (*l3).leaves[i3].load(Acquire) };
+    if leaf.is_null() {
+        return false;
+    }
+    // SAFETY: as above.
+    unsafe { (*leaf).words[w].load(Acquire) & mask != 0 }
+}
+
+fn get_or_make<T>(slot: &AtomicPtr<T>, bytes: usize) -> *mut T {
+    let p = slot.load(Acquire);
+    if !p.is_null() {
+        return p;
+    }
+    let fresh = crate::sys::map(bytes) as *mut T;
+    if fresh.is_null() {
+        return null_mut();
+    }
+    match slot.compare_exchange(null_mut(), fresh, AcqRel, Acquire) {
+        Ok(_) => fresh,
+        Err(winner) => {
+            // SAFETY: nobody saw `fresh`.
+            unsafe { crate::sys::unmap(fresh.cast(), bytes) };
+            winner
+        }
+    }
+}
+
+/// Marks `addr`. False when it cannot (address beyond 56 bits, or no memory
+/// for a node): the caller must then not keep the sample.
+pub fn set(addr: usize) -> bool {
+    let (r, i2, i3, w, mask) = split(addr);
+    if r >= ROOT_LEN {
+        return false;
+    }
+    let l2 = get_or_make(&ROOT[r], core::mem::size_of::<L2>());
+    if l2.is_null() {
+        return false;
+    }
+    // SAFETY: installed nodes are never freed.
+    let l3 = get_or_make(unsafe { &(*l2).l3[i2] }, core::mem::size_of::<L3>());
+    if l3.is_null() {
+        return false;
+    }
+    // SAFETY: as above.
+    let (slot, count) = unsafe { (&(*l3).leaves[i3], &(*l3).counts[i3]) };
+    let was_null = slot.load(Acquire).is_null();
+    let leaf = get_or_make(slot, LEAF_BYTES);
+    if leaf.is_null() {
+        return false;
+    }
+    if was_null {
+        LEAVES_MADE.fetch_add(1, Relaxed);
+    }
+    // Count first, so a pruner never sees zero while the bit is set.
+    let mut c = count.load(Relaxed);
+    loop {
+        if c & PRUNING != 0 {
+            core::hint::spin_loop();
+            c = count.load(Relaxed);
+            continue;
+        }
+        match count.compare_exchange_weak(c, (c + 1) | DIRTY, Acquire, Relaxed) {
+            Ok(_) => break,
+            Err(now) => c = now,
+        }
+    }
+    // SAFETY: as above.
+    unsafe { (*leaf).words[w].fetch_or(mask, Release) };
+    true
+}
+
+/// Unmarks `addr`, which must have been marked by [`set`].
+pub fn clear(addr: usize) {
+    let (r, i2, i3, w, mask) = split(addr);
+    if r >= ROOT_LEN {
+        return;
+    }
+    let l2 = ROOT[r].load(Acquire);
+    if l2.is_null() {
+        return;
+    }
+    // SAFETY: installed nodes are never freed.
+    let l3 = unsafe { (*l2).l3[i2].load(Acquire) };
+    if l3.is_null() {
+        return;
+    }
+    // SAFETY: as above.
+    let leaf = unsafe { (*l3).leaves[i3].load(Acquire) };
+    if leaf.is_null() {
+        return;
+    }
+    // SAFETY: as above.
+    let old = unsafe { (*leaf).words[w].fetch_and(!mask, Release) };
+    if old & mask != 0 {
+        // SAFETY: as above.
+        unsafe { (*l3).counts[i3].fetch_sub(1, Release) };
+    }
+}
+
+/// Gives the pages of empty leaves back to the kernel. Runs on the
+/// background thread; concurrent `set`s on a leaf being pruned wait.
+pub fn prune() -> usize {
+    let mut pruned = 0;
+    for l2p in ROOT.iter() {
+        let l2 = l2p.load(Acquire);
+        if l2.is_null() {
+            continue;
+        }
+        for l3p in unsafe { (*l2).l3.iter() } {
+            let l3 = l3p.load(Acquire);
+            if l3.is_null() {
+                continue;
+            }
+            // SAFETY: installed nodes are never freed.
+            let l3 = unsafe { &*l3 };
+            for (i, count) in l3.counts.iter().enumerate() {
+                if count.load(Relaxed) != DIRTY {
+                    continue;
+                }
+                if count.compare_exchange(DIRTY, PRUNING, Acquire, Relaxed).is_err() {
+                    continue;
+                }
+                let leaf = l3.leaves[i].load(Acquire);
+                if !leaf.is_null() {
+                    // SAFETY: the count is zero and PRUNING keeps setters
+                    // out, so no bit is set or will be until we finish.
+                    unsafe { crate::sys::discard(leaf.cast(), LEAF_BYTES) };
+                }
+                count.store(0, Release);
+                pruned += 1;
+            }
+        }
+    }
+    LEAVES_PRUNED.fetch_add(pruned, Relaxed);
+    pruned
+}
+
+/// Leaves whose pages may be resident: made and not pruned since they last
+/// held a bit. For tests and the memory summary.
+pub fn resident_leaves() -> usize {
+    let mut n = 0;
+    for l2p in ROOT.iter() {
+        let l2 = l2p.load(Acquire);
+        if l2.is_null() {
+            continue;
+        }
+        for l3p in unsafe { (*l2).l3.iter() } {
+            let l3 = l3p.load(Acquire);
+            if l3.is_null() {
+                continue;
+            }
+            // SAFETY: installed nodes are never freed.
+            n += unsafe { (*l3).counts.iter() }.filter(|c| c.load(Relaxed) & (DIRTY | COUNT_MASK) != 0).count();
+        }
+    }
+    n
+}
+
+pub fn leaves_made() -> usize {
+    LEAVES_MADE.load(Relaxed)
+}
+
+/// A fork's child may inherit a leaf marked PRUNING by a thread that does
+/// not exist there; finish what it was doing.
+pub fn reset_after_fork() {
+    for l2p in ROOT.iter() {
+        let l2 = l2p.load(Acquire);
+        if l2.is_null() {
+            continue;
+        }
+        for l3p in unsafe { (*l2).l3.iter() } {
+            let l3 = l3p.load(Acquire);
+            if l3.is_null() {
+                continue;
+            }
+            // SAFETY: installed nodes are never freed.
+            for c in unsafe { (*l3).counts.iter() } {
+                if c.load(Relaxed) == PRUNING {
+                    c.store(0, Release);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    /// The tree is global: tests that count leaves must not overlap.
+    static SERIAL: Mutex<()> = Mutex::new(());
+
+    fn boundaries() -> Vec<usize> {
+        let mut v = vec![0usize, 8, 16, 4088, 4096, 4104];
+        for shift in [12u32, 21, 34, 47] {
+            let b = 1usize << shift;
+            v.extend([b - 16, b - 8, b, b + 8, b * 3 - 8, b * 3]);
+        }
+        v.extend([(1usize << 47) - 8, (1usize << 56) - 8, (1usize << 56) - 4096]);
+        v.sort();
+        v.dedup();
+        v
+    }
+
+    #[test]
+    fn set_test_clear_at_boundaries_both_widths() {
+        let _s = SERIAL.lock().unwrap();
+        for &a in &boundaries() {
+            assert!(!test(a), "{a:#x} clear at start");
+            assert!(set(a), "{a:#x} set");
+            assert!(test(a), "{a:#x} set");
+            // Neighbours in the same word and across grains stay clear.
+            for n in [a.wrapping_sub(8), a + 8] {
+                if !boundaries().contains(&n) {
+                    assert!(!test(n), "{n:#x} next to {a:#x}");
+                }
+            }
+        }
+        for &a in &boundaries() {
+            clear(a);
+            assert!(!test(a), "{a:#x} cleared");
+        }
+        // Beyond 56 bits: refused, never reported as set.
+        assert!(!set(1usize << 56));
+        assert!(!test(1usize << 56));
+        assert!(!test(usize::MAX - 7));
+    }
+
+    #[test]
+    fn exhaustive_within_one_word_and_page() {
+        let _s = SERIAL.lock().unwrap();
+        let base = 0x7f00_1234_0000usize;
+        // Every 8-byte grain of one page: set each alone, then all, then
+        // clear every other one.
+        for off in (0..4096).step_by(8) {
+            assert!(set(base + off));
+            for other in (0..4096).step_by(8) {
+                assert_eq!(test(base + other), other == off, "set {off} test {other}");
+            }
+            clear(base + off);
+        }
+        for off in (0..4096).step_by(8) {
+            set(base + off);
+        }
+        for off in (0..4096).step_by(16) {
+            clear(base + off);
+        }
+        for off in (0..4096).step_by(8) {
+            assert_eq!(test(base + off), off % 16 == 8);
+        }
+        for off in (8..4096).step_by(16) {
+            clear(base + off);
+        }
+    }
+
+    #[test]
+    fn concurrent_set_and_clear_share_words() {
+        let _s = SERIAL.lock().unwrap();
+        let base = 0x5500_0000_0000usize;
+        let threads: Vec<_> = (0..8)
+            .map(|t| {
+                std::thread::spawn(move || {
+                    for round in 0..200 {
+                        // Thread t owns grain t of every 64-byte group, so
+                        // threads share every bitmap word.
+                        for g in 0..512usize {
+                            let a = base + g * 64 + t * 8;
+                            assert!(set(a));
+                        }
+                        for g in 0..512usize {
+                            let a = base + g * 64 + t * 8;
+                            assert!(test(a), "round {round}");
+                            clear(a);
+                            assert!(!test(a));
+                        }
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        for g in 0..4096usize {
+            assert!(!test(base + g * 8));
+        }
+    }
+
+    /// A long run whose sampled addresses keep moving: 4,000 distinct 2 MiB
+    /// regions each hold a sample for a while. Leaves are made for all of
+    /// them, but after pruning only the regions that hold a sample now keep
+    /// resident pages.
+    #[test]
+    fn memory_stays_bounded_when_addresses_move() {
+        let _s = SERIAL.lock().unwrap();
+        let base = 0x6000_0000_0000usize;
+        let live_window = 16;
+        let before = leaves_made();
+        for i in 0..4000usize {
+            set(base + i * (2 << 20) + 64);
+            if i >= live_window {
+                clear(base + (i - live_window) * (2 << 20) + 64);
+            }
+            if i % 500 == 0 {
+                prune();
+            }
+        }
+        prune();
+        assert!(leaves_made() - before >= 4000);
+        assert!(resident_leaves() <= live_window, "resident {}", resident_leaves());
+        // A pruned leaf works again.
+        let a = base + 64;
+        assert!(!test(a));
+        assert!(set(a));
+        assert!(test(a));
+        clear(a);
+        for i in 4000 - live_window..4000 {
+            clear(base + i * (2 << 20) + 64);
+        }
+        prune();
+        assert_eq!(resident_leaves(), 0);
+    }
+}

@@ -1,0 +1,285 @@
+//! Stack capture and the de-duplicated stack table.
+//!
+//! A stack is the return addresses from the allocation's caller outwards
+//! (leaf first). The table maps each distinct stack to a `StackId` (its slot)
+//! and keeps per-stack live accounting for leak warnings. Lookups are
+//! lock-free; a new stack claims a slot with compare-and-swap and copies its
+//! frames into the arena. Slots are never removed.
+
+use crate::arena::Arena;
+use core::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering::*};
+
+pub const MAX_FRAMES: usize = 128;
+const CAPACITY: usize = 1 << 20;
+const MAX_PROBES: usize = 4096;
+
+pub type StackId = u32;
+/// The id used when the table is full or out of memory: an empty stack.
+pub const OVERFLOW: StackId = 0;
+
+/// One slot of the table: identity and live accounting of a stack.
+#[repr(C)]
+pub struct Slot {
+    /// Hash of the frames, with bit 0 set; 0 = free.
+    hash: AtomicU64,
+    /// Address of the record in the arena: `[len, ip0, ip1, ...]`; 0 while
+    /// the claiming thread copies it.
+    record: AtomicUsize,
+    /// Un-biased live bytes and milli-blocks held by this stack now.
+    pub live_bytes: AtomicI64,
+    pub live_milliblocks: AtomicI64,
+    /// Leak warnings: the amounts at the last warning (0 = never warned).
+    pub warned_bytes: AtomicI64,
+    pub warned_milliblocks: AtomicI64,
+    /// Monotonic time of the last warning, ns.
+    pub warned_at: AtomicU64,
+    _pad: u64,
+}
+
+static SLOTS: AtomicUsize = AtomicUsize::new(0);
+static ARENA: Arena = Arena::new();
+static USED: AtomicUsize = AtomicUsize::new(0);
+
+fn slots() -> *mut Slot {
+    let p = SLOTS.load(Acquire);
+    if p != 0 {
+        return p as *mut Slot;
+    }
+    let fresh = crate::sys::map(CAPACITY * core::mem::size_of::<Slot>());
+    if fresh.is_null() {
+        return fresh.cast();
+    }
+    match SLOTS.compare_exchange(0, fresh as usize, AcqRel, Acquire) {
+        Ok(_) => fresh.cast(),
+        Err(winner) => {
+            // SAFETY: nobody saw `fresh`.
+            unsafe { crate::sys::unmap(fresh, CAPACITY * core::mem::size_of::<Slot>()) };
+            winner as *mut Slot
+        }
+    }
+}
+
+/// The slot of a stack id, if the table exists.
+pub fn slot(id: StackId) -> Option<&'static Slot> {
+    let p = SLOTS.load(Acquire);
+    if p == 0 || id as usize >= CAPACITY {
+        return None;
+    }
+    // SAFETY: in bounds of a mapping that is never freed.
+    Some(unsafe { &*(p as *const Slot).add(id as usize) })
+}
+
+fn hash(frames: &[usize]) -> u64 {
+    let mut h: u64 = 0xCBF2_9CE4_8422_2325 ^ frames.len() as u64;
+    for &f in frames {
+        h = (h ^ f as u64).wrapping_mul(0x0000_0100_0000_01B3);
+        h ^= h >> 29;
+    }
+    h | 1
+}
+
+/// The frames of a stored stack, leaf first.
+pub fn frames(id: StackId) -> &'static [usize] {
+    let Some(s) = slot(id) else { return &[] };
+    let r = s.record.load(Acquire);
+    if r == 0 {
+        return &[];
+    }
+    // SAFETY: records are written completely before `record` is published
+    // and never change.
+    unsafe {
+        let len = *(r as *const usize);
+        core::slice::from_raw_parts((r as *const usize).add(1), len)
+    }
+}
+
+/// The id of `frames`, adding it if new. `OVERFLOW` when the table is full.
+pub fn intern(frames_in: &[usize]) -> StackId {
+    let base = slots();
+    if base.is_null() {
+        return OVERFLOW;
+    }
+    let h = hash(frames_in);
+    let mut i = (h as usize >> 1) & (CAPACITY - 1);
+    for _ in 0..MAX_PROBES {
+        if i == OVERFLOW as usize {
+            i = 1;
+        }
+        // SAFETY: i < CAPACITY.
+        let s = unsafe { &*base.add(i) };
+        let cur = s.hash.load(Acquire);
+        if cur == 0 {
+            if s.hash.compare_exchange(0, h, AcqRel, Acquire).is_ok() {
+                let rec = ARENA.alloc((frames_in.len() + 1) * 8) as *mut usize;
+                if rec.is_null() {
+                    // Leave the slot claimed with an empty record.
+                    let empty = ARENA.alloc(8);
+                    s.record.store(empty as usize, Release);
+                    return OVERFLOW;
+                }
+                // SAFETY: rec has room for len + frames.
+                unsafe {
+                    *rec = frames_in.len();
+                    core::ptr::copy_nonoverlapping(frames_in.as_ptr(), rec.add(1), frames_in.len());
+                }
+                s.record.store(rec as usize, Release);
+                USED.fetch_add(1, Relaxed);
+                return i as StackId;
+            }
+            // Lost the race for this slot: look at what the winner put there.
+            continue;
+        }
+        if cur == h {
+            while s.record.load(Acquire) == 0 {
+                core::hint::spin_loop();
+            }
+            if frames(i as StackId) == frames_in {
+                return i as StackId;
+            }
+        }
+        i = (i + 1) & (CAPACITY - 1);
+    }
+    OVERFLOW
+}
+
+/// Distinct stacks stored.
+pub fn count() -> usize {
+    USED.load(Relaxed)
+}
+
+/// Adds (or with negative amounts removes) live memory to a stack.
+pub fn account(id: StackId, bytes: i64, milliblocks: i64) -> Option<(i64, i64)> {
+    let s = slot(id)?;
+    let b = s.live_bytes.fetch_add(bytes, Relaxed) + bytes;
+    let m = s.live_milliblocks.fetch_add(milliblocks, Relaxed) + milliblocks;
+    Some((b, m))
+}
+
+pub fn lock_for_fork() {
+    ARENA.lock_for_fork();
+}
+
+/// # Safety
+/// Fork handlers only, paired with `lock_for_fork`, or a child whose other
+/// threads are gone.
+pub unsafe fn unlock_after_fork() {
+    // SAFETY: guaranteed by the caller.
+    unsafe { ARENA.unlock_after_fork() };
+}
+
+// ---------------------------------------------------------------------------
+// Capture.
+
+/// The text range of this library, read from our own ELF header: frames in
+/// it are skipped.
+fn self_text() -> (usize, usize) {
+    static RANGE: AtomicU64 = AtomicU64::new(0);
+    static END: AtomicUsize = AtomicUsize::new(0);
+    let s = RANGE.load(Acquire);
+    if s != 0 {
+        return (s as usize, END.load(Acquire));
+    }
+    unsafe extern "C" {
+        static __ehdr_start: libc::Elf64_Ehdr;
+    }
+    // SAFETY: the linker defines __ehdr_start at our own ELF header, which
+    // is mapped (it is in the first PT_LOAD); program headers follow it.
+    let (lo, hi) = unsafe {
+        let eh = &__ehdr_start as *const libc::Elf64_Ehdr;
+        let base_ptr = eh as usize;
+        let ph = (base_ptr + (*eh).e_phoff as usize) as *const libc::Elf64_Phdr;
+        let mut first_vaddr = usize::MAX;
+        for i in 0..(*eh).e_phnum as usize {
+            let p = &*ph.add(i);
+            if p.p_type == libc::PT_LOAD {
+                first_vaddr = first_vaddr.min(p.p_vaddr as usize);
+            }
+        }
+        let bias = base_ptr - if first_vaddr == usize::MAX { 0 } else { first_vaddr };
+        let (mut lo, mut hi) = (usize::MAX, 0usize);
+        for i in 0..(*eh).e_phnum as usize {
+            let p = &*ph.add(i);
+            if p.p_type == libc::PT_LOAD && p.p_flags & libc::PF_X != 0 {
+                lo = lo.min(bias + p.p_vaddr as usize);
+                hi = hi.max(bias + (p.p_vaddr + p.p_memsz) as usize);
+            }
+        }
+        (lo, hi)
+    };
+    END.store(hi, Release);
+    RANGE.store(lo as u64, Release);
+    (lo, hi)
+}
+
+/// Captures the caller's stack into `buf`, leaf first, without frames of
+/// this library. Returns the number of frames.
+#[inline(never)]
+pub fn capture(buf: &mut [usize; MAX_FRAMES]) -> usize {
+    let mut n = 0;
+    // SAFETY: the callback only writes into buf; trace_unsynchronized walks
+    // DWARF CFI with libgcc's lock-free unwinder and does not allocate.
+    unsafe {
+        backtrace::trace_unsynchronized(|f| {
+            let ip = f.ip() as usize;
+            // The outermost frame may report address 0.
+            if ip > 4096 {
+                buf[n] = ip;
+                n += 1;
+            }
+            n < MAX_FRAMES
+        });
+    }
+    let (lo, hi) = self_text();
+    // Skip up to the last frame of ours near the top: between our wrapper
+    // and our malloc there may be the real operator new (libstdc++).
+    let mut start = 0;
+    for (i, &ip) in buf[..n.min(24)].iter().enumerate() {
+        if ip >= lo && ip < hi {
+            start = i + 1;
+        }
+    }
+    buf.copy_within(start..n, 0);
+    n - start
+}
+
+pub fn is_self(ip: usize) -> bool {
+    let (lo, hi) = self_text();
+    ip >= lo && ip < hi
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn intern_dedups_and_keeps_frames() {
+        let a = [0x1000usize, 0x2000, 0x3000];
+        let b = [0x1000usize, 0x2000, 0x3001];
+        let ia = intern(&a);
+        let ib = intern(&b);
+        assert_ne!(ia, OVERFLOW);
+        assert_ne!(ia, ib);
+        assert_eq!(intern(&a), ia);
+        assert_eq!(frames(ia), &a);
+        assert_eq!(frames(ib), &b);
+        assert_eq!(intern(&[]), intern(&[]));
+    }
+
+    #[test]
+    fn intern_from_many_threads_agrees() {
+        let ids: Vec<Vec<StackId>> = (0..8)
+            .map(|_| {
+                std::thread::spawn(|| (0..2000usize).map(|i| intern(&[0xabc000 + i, 7, i])).collect())
+            })
+            .collect::<Vec<_>>()
+            .into_iter()
+            .map(|t| t.join().unwrap())
+            .collect();
+        for other in &ids[1..] {
+            assert_eq!(other, &ids[0]);
+        }
+        for (i, &id) in ids[0].iter().enumerate() {
+            assert_eq!(frames(id), &[0xabc000 + i, 7, i]);
+        }
+    }
+}

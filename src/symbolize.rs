@@ -1,0 +1,1417 @@
+//! Addresses to names: module lookup, DWARF (with inline frames), symbol
+//! tables, JIT perf maps, demangling.
+//!
+//! One [`Symbolizer`] lives in the dumper thread for the whole process and
+//! caches everything across dumps: per module, the debug-info loader and the
+//! symbol table, opened on first need and kept; per address, the answer.
+//! Files are opened by path, so modules that were dlclose'd since still
+//! symbolize (see `modules.rs`).
+//!
+//! Where the debug info comes from, first hit wins:
+//! 1. the module's own `.debug_info`;
+//! 2. `<debug dir>/.build-id/xx/rest.debug` for each configured debug dir;
+//! 3. `.gnu_debuglink` next to the binary, in `<bindir>/.debug/`, then in
+//!    `<debug dir>/<bindir>/`, each candidate checked against the link's CRC32.
+//!
+//! A dwz supplementary file named by the debug file's `.gnu_debugaltlink` is
+//! found by its build id in the debug dirs, else by its path.
+//!
+//! Names without debug info come from `.symtab` (the binary's, else the debug
+//! file's), else `.dynsym`, honouring symbol sizes: an address no symbol
+//! covers becomes `basename+0xfileoffset`, never a neighbour's name.
+//!
+//! Nothing here may panic (the library runs inside other people's processes
+//! with panic=abort): a missing or corrupt file only means fewer names.
+//! Debug files are memory-mapped: a file truncated on disk while mapped would
+//! fault (SIGBUS), as with any mmap-based symbolizer.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::time::{Instant, SystemTime};
+
+use memmap2::Mmap;
+use object::{Object, ObjectSection, ObjectSymbol, SymbolKind};
+
+use crate::modules::{self, Module};
+use crate::profile::{Frame, Mapping};
+
+/// Where to look for debug info and how to print names.
+#[derive(Clone, Debug)]
+pub struct SymConfig {
+    /// Roots holding `.build-id/` trees and `<bindir>/<debuglink>` files. The
+    /// caller passes `/usr/lib/debug` plus `HEAPLIVE_DEBUG_DIRS`.
+    pub debug_dirs: Vec<PathBuf>,
+    /// Demangle C++ and Rust names; false keeps them mangled.
+    pub demangle: bool,
+}
+
+impl Default for SymConfig {
+    fn default() -> Self {
+        SymConfig {
+            debug_dirs: vec![PathBuf::from("/usr/lib/debug")],
+            demangle: true,
+        }
+    }
+}
+
+/// Process-lifetime symbolizer. Not for signal handlers or allocation paths.
+pub struct Symbolizer {
+    cfg: SymConfig,
+    /// Per registry index (see [`modules::find_index`]); `None` = not loaded yet.
+    states: Vec<Option<ModState>>,
+    mappings: Vec<Mapping>,
+    /// (registry index, address) -> answer. Keyed by module too, so a new
+    /// library loaded where a dlclose'd one was gets its own answers.
+    cache: HashMap<(usize, u64), (Option<usize>, Vec<Frame>)>,
+    jit: Jit,
+    /// Files opened (and loaders built) so far; tests check the caching.
+    files_opened: usize,
+}
+
+/// What one module needs for lookups, built once.
+struct ModState {
+    bias: u64,
+    ranges: Vec<(u64, u64, u64)>,
+    /// Index in `Symbolizer::mappings` of `ranges[0]`; the others follow.
+    first_mapping: usize,
+    basename: String,
+    dwarf: Option<addr2line::Loader>,
+    symbols: RangeTable,
+}
+
+impl Symbolizer {
+    pub fn new(cfg: SymConfig) -> Self {
+        Symbolizer {
+            cfg,
+            states: Vec::new(),
+            mappings: Vec::new(),
+            cache: HashMap::new(),
+            jit: Jit::new(),
+            files_opened: 0,
+        }
+    }
+
+    /// Every module mapping handed out so far. An index returned by
+    /// [`Self::lookup`] keeps meaning the same mapping for the process's life.
+    pub fn mappings(&self) -> Vec<Mapping> {
+        self.mappings.clone()
+    }
+
+    /// Symbolize `addr` (a return address minus one). Returns the mapping
+    /// index (`None` outside any module) and the frames, innermost (inlined
+    /// callee) first, the containing function last. Never empty.
+    ///
+    /// The first address in a module opens its files (milliseconds for a
+    /// large library); later ones reuse them, and a repeated address is a
+    /// hash lookup.
+    pub fn lookup(&mut self, addr: u64) -> (Option<usize>, Vec<Frame>) {
+        let index = match modules::find_index(addr) {
+            Some(i) => Some(i),
+            None => {
+                modules::refresh_if_changed();
+                modules::find_index(addr)
+            }
+        };
+        let Some(index) = index else {
+            return (None, vec![self.jit.frame(addr, self.cfg.demangle)]);
+        };
+        if let Some(hit) = self.cache.get(&(index, addr)) {
+            return hit.clone();
+        }
+        let answer = self.lookup_uncached(index, addr);
+        self.cache.insert((index, addr), answer.clone());
+        answer
+    }
+
+    fn lookup_uncached(&mut self, index: usize, addr: u64) -> (Option<usize>, Vec<Frame>) {
+        let demangle = self.cfg.demangle;
+        let Some(state) = self.state(index) else {
+            return (None, vec![unknown()]);
+        };
+        let Some((ri, &(start, _, file_offset))) = state
+            .ranges
+            .iter()
+            .enumerate()
+            .find(|(_, r)| r.0 <= addr && addr < r.1)
+        else {
+            return (None, vec![unknown()]);
+        };
+        let mapping = Some(state.first_mapping + ri);
+        let probe = addr.wrapping_sub(state.bias);
+        let symbol = state.symbols.find(probe);
+        let fallback = || match symbol {
+            Some(name) => demangle_name(name, demangle),
+            None => format!(
+                "{}+0x{:x}",
+                state.basename,
+                addr.wrapping_sub(start).wrapping_add(file_offset)
+            ),
+        };
+
+        let mut frames = Vec::new();
+        if let Some(loader) = &state.dwarf
+            && let Ok(mut iter) = loader.find_frames(probe)
+        {
+            // A corrupt unit ends the walk; keep what came before.
+            while let Ok(Some(f)) = iter.next() {
+                let name = f
+                    .function
+                    .as_ref()
+                    .and_then(|n| n.raw_name().ok())
+                    .map(|n| demangle_name(strip_glibc_alias(&n), demangle));
+                let (file, line) = match &f.location {
+                    Some(l) => (l.file.map(str::to_owned), l.line),
+                    None => (None, None),
+                };
+                frames.push(Frame {
+                    function: name.unwrap_or_else(fallback),
+                    file,
+                    line,
+                });
+            }
+        }
+        if frames.is_empty() {
+            frames.push(Frame {
+                function: fallback(),
+                file: None,
+                line: None,
+            });
+        }
+        (mapping, frames)
+    }
+
+    /// The state of registry module `index`, loading it on first use.
+    fn state(&mut self, index: usize) -> Option<&ModState> {
+        if self.states.len() <= index {
+            self.states.resize_with(index + 1, || None);
+        }
+        if self.states[index].is_none() {
+            let module = modules::get(index)?;
+            let first_mapping = self.mappings.len();
+            let build_id = hex(&module.build_id);
+            for &(start, end, file_offset) in &module.ranges {
+                self.mappings.push(Mapping {
+                    start,
+                    end,
+                    file_offset,
+                    path: module.path.clone(),
+                    build_id: build_id.clone(),
+                });
+            }
+            let state = load_module(&module, first_mapping, &self.cfg, &mut self.files_opened);
+            self.states[index] = Some(state);
+        }
+        self.states[index].as_ref()
+    }
+
+    #[cfg(test)]
+    fn files_opened(&self) -> usize {
+        self.files_opened
+    }
+}
+
+/// glibc's DWARF names its internal-call aliases (`__GI___libc_malloc`,
+/// `__GI_strlen`): show the public name, as the symbol table does.
+fn strip_glibc_alias(name: &str) -> &str {
+    name.strip_prefix("__GI_")
+        .filter(|n| !n.is_empty())
+        .unwrap_or(name)
+}
+
+fn unknown() -> Frame {
+    Frame {
+        function: "[unknown]".to_owned(),
+        file: None,
+        line: None,
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// An opened, parsed ELF file. `object::File` borrows the map, so callers
+/// parse on demand with [`Mapped::parse`].
+struct Mapped {
+    path: PathBuf,
+    map: Mmap,
+}
+
+impl Mapped {
+    fn open(path: &Path, opened: &mut usize) -> Option<Mapped> {
+        let file = File::open(path).ok()?;
+        // SAFETY: the map is read-only and private to this process; if the
+        // file is truncated underneath us, reads fault (documented above).
+        let map = unsafe { Mmap::map(&file) }.ok()?;
+        *opened += 1;
+        let m = Mapped {
+            path: path.to_path_buf(),
+            map,
+        };
+        m.parse()?;
+        Some(m)
+    }
+
+    fn parse(&self) -> Option<object::File<'_>> {
+        object::File::parse(&*self.map).ok()
+    }
+
+    fn has_dwarf(&self) -> bool {
+        self.parse()
+            .and_then(|o| {
+                o.section_by_name(".debug_info")
+                    .map(|s| s.size() > 0 && !is_nobits(&s))
+            })
+            .unwrap_or(false)
+    }
+}
+
+fn is_nobits(s: &object::Section<'_, '_>) -> bool {
+    s.kind() == object::SectionKind::UninitializedData
+}
+
+fn load_module(
+    module: &Module,
+    first_mapping: usize,
+    cfg: &SymConfig,
+    opened: &mut usize,
+) -> ModState {
+    let path = Path::new(&module.path);
+    let basename = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or(module.path.as_str())
+        .to_owned();
+    let mut state = ModState {
+        bias: module.bias,
+        ranges: module.ranges.clone(),
+        first_mapping,
+        basename,
+        dwarf: None,
+        symbols: RangeTable::default(),
+    };
+
+    let binary = Mapped::open(path, opened);
+    let file_build_id = binary
+        .as_ref()
+        .and_then(|b| b.parse()?.build_id().ok().flatten().map(<[u8]>::to_vec));
+    // A file replaced on disk since it was loaded must not name the old code.
+    let binary = match (&binary, &file_build_id) {
+        (Some(_), Some(id)) if !module.build_id.is_empty() && *id != module.build_id => None,
+        _ => binary,
+    };
+    let build_id = if module.build_id.is_empty() {
+        file_build_id.unwrap_or_default()
+    } else {
+        module.build_id.clone()
+    };
+
+    let debug = match &binary {
+        Some(b) if b.has_dwarf() => None, // its own DWARF
+        _ => find_debug_file(path, binary.as_ref(), &build_id, cfg, opened),
+    };
+    let dwarf_file = match (&debug, &binary) {
+        (Some(d), _) => Some(d),
+        (None, Some(b)) if b.has_dwarf() => Some(b),
+        _ => None,
+    };
+    if let Some(d) = dwarf_file {
+        let sup = find_sup_file(d, cfg, opened);
+        *opened += 1;
+        state.dwarf = match addr2line::Loader::new_with_sup(&d.path, sup.as_ref()) {
+            Ok(l) => Some(l),
+            Err(_) if sup.is_some() => addr2line::Loader::new(&d.path).ok(),
+            Err(_) => None,
+        };
+    }
+
+    let symtab = |m: &Mapped| {
+        m.parse()
+            .map(|o| symbols_of(o.symbols()))
+            .unwrap_or_default()
+    };
+    let mut syms = binary.as_ref().map(symtab).unwrap_or_default();
+    if syms.is_empty() {
+        syms = debug.as_ref().map(symtab).unwrap_or_default();
+    }
+    if syms.is_empty() {
+        syms = binary
+            .as_ref()
+            .and_then(|b| b.parse().map(|o| symbols_of(o.dynamic_symbols())))
+            .unwrap_or_default();
+    }
+    state.symbols = RangeTable::new(syms);
+    state
+}
+
+/// Sized function symbols as (start, end, name), preferred aliases last
+/// among equal starts (see [`RangeTable::find`]).
+fn symbols_of<'d, S: ObjectSymbol<'d>>(
+    iter: impl Iterator<Item = S>,
+) -> Vec<(u64, u64, String, (u8, usize))> {
+    iter.filter(|s| s.kind() == SymbolKind::Text && s.is_definition() && s.size() > 0)
+        .filter_map(|s| {
+            let name = s.name().ok().filter(|n| !n.is_empty())?;
+            let end = s.address().checked_add(s.size())?;
+            // Aliases (malloc and __libc_malloc): global over weak over
+            // local, then the fewest leading underscores.
+            let binding = if s.is_global() && !s.is_weak() {
+                2
+            } else if s.is_weak() {
+                1
+            } else {
+                0
+            };
+            let underscores = name.bytes().take_while(|&b| b == b'_').count();
+            Some((
+                s.address(),
+                end,
+                name.to_owned(),
+                (binding, usize::MAX - underscores),
+            ))
+        })
+        .collect()
+}
+
+/// Find separate debug info: build id first, then `.gnu_debuglink`.
+fn find_debug_file(
+    binary_path: &Path,
+    binary: Option<&Mapped>,
+    build_id: &[u8],
+    cfg: &SymConfig,
+    opened: &mut usize,
+) -> Option<Mapped> {
+    for dir in &cfg.debug_dirs {
+        let Some(p) = build_id_path(dir, build_id) else {
+            break;
+        };
+        if let Some(m) = Mapped::open(&p, opened) {
+            let id_ok = match m
+                .parse()
+                .and_then(|o| o.build_id().ok().flatten().map(<[u8]>::to_vec))
+            {
+                Some(id) => id == build_id,
+                None => true,
+            };
+            if id_ok && m.has_dwarf() {
+                return Some(m);
+            }
+        }
+    }
+    let (name, crc) = {
+        let obj = binary?.parse()?;
+        let (name, crc) = obj.gnu_debuglink().ok().flatten()?;
+        (std::str::from_utf8(name).ok()?.to_owned(), crc)
+    };
+    for p in debuglink_candidates(binary_path, &name, &cfg.debug_dirs) {
+        if p == binary_path {
+            continue;
+        }
+        if let Some(m) = Mapped::open(&p, opened)
+            && crc32(&m.map) == crc
+            && m.has_dwarf()
+        {
+            return Some(m);
+        }
+    }
+    None
+}
+
+/// The dwz supplementary file named by `.gnu_debugaltlink`, if it exists.
+fn find_sup_file(debug: &Mapped, cfg: &SymConfig, opened: &mut usize) -> Option<PathBuf> {
+    let obj = debug.parse()?;
+    let (name, id) = obj.gnu_debugaltlink().ok().flatten()?;
+    let name = std::str::from_utf8(name).ok()?;
+    let by_id = cfg.debug_dirs.iter().filter_map(|d| build_id_path(d, id));
+    let by_path = debug.path.parent().map(|dir| dir.join(name)); // join keeps absolute names
+    by_id
+        .chain(by_path)
+        .find(|p| Mapped::open(p, opened).is_some_and(|m| m.has_dwarf()))
+}
+
+/// `<dir>/.build-id/xx/rest.debug`.
+fn build_id_path(dir: &Path, id: &[u8]) -> Option<PathBuf> {
+    if id.len() < 2 {
+        return None;
+    }
+    let h = hex(id);
+    Some(
+        dir.join(".build-id")
+            .join(&h[..2])
+            .join(format!("{}.debug", &h[2..])),
+    )
+}
+
+/// Where gdb looks for a `.gnu_debuglink` file, in order.
+fn debuglink_candidates(binary: &Path, link: &str, debug_dirs: &[PathBuf]) -> Vec<PathBuf> {
+    let bindir = binary.parent().unwrap_or(Path::new("/"));
+    let mut out = vec![bindir.join(link), bindir.join(".debug").join(link)];
+    let rel = bindir.strip_prefix("/").unwrap_or(bindir);
+    for d in debug_dirs {
+        out.push(d.join(rel).join(link));
+    }
+    out
+}
+
+/// CRC-32 (IEEE, reflected), as `.gnu_debuglink` uses.
+fn crc32(data: &[u8]) -> u32 {
+    const TABLE: [u32; 256] = {
+        let mut t = [0u32; 256];
+        let mut i = 0;
+        while i < 256 {
+            let mut c = i as u32;
+            let mut k = 0;
+            while k < 8 {
+                c = if c & 1 != 0 {
+                    0xEDB8_8320 ^ (c >> 1)
+                } else {
+                    c >> 1
+                };
+                k += 1;
+            }
+            t[i] = c;
+            i += 1;
+        }
+        t
+    };
+    let mut crc = !0u32;
+    for &b in data {
+        crc = TABLE[((crc ^ b as u32) & 0xff) as usize] ^ (crc >> 8);
+    }
+    !crc
+}
+
+/// Demangle C++ (`std::vector<int, std::allocator<int> >::push_back`: no
+/// parameters, no return type) and Rust (`{:#}`: no hash) names.
+pub fn demangle_name(name: &str, demangle: bool) -> String {
+    if !demangle {
+        return name.to_owned();
+    }
+    // Rust legacy names are valid C++ manglings too: try Rust first. C++
+    // names that are not Rust-shaped fail its parser and fall through.
+    if (name.starts_with("_R") || name.starts_with("_ZN"))
+        && let Ok(d) = rustc_demangle::try_demangle(name)
+    {
+        return format!("{d:#}");
+    }
+    if name.starts_with("_Z")
+        && let Ok(sym) = cpp_demangle::Symbol::new(name)
+    {
+        let opts = cpp_demangle::DemangleOptions::new()
+            .no_params()
+            .no_return_type();
+        if let Ok(s) = sym.demangle_with_options(&opts) {
+            return s;
+        }
+    }
+    name.to_owned()
+}
+
+/// Sorted, possibly overlapping ranges with names. [`RangeTable::find`]
+/// returns the covering range with the greatest start (the innermost), the
+/// last one given among equal starts.
+#[derive(Default)]
+struct RangeTable {
+    starts: Vec<u64>,
+    ends: Vec<u64>,
+    /// `max_end[i]` = max of `ends[..=i]`: stops the backward walk early.
+    max_end: Vec<u64>,
+    names: Vec<String>,
+}
+
+impl RangeTable {
+    fn new<K: Ord>(mut items: Vec<(u64, u64, String, K)>) -> Self {
+        items.sort_by(|a, b| (a.0, &a.3).cmp(&(b.0, &b.3)));
+        let mut t = RangeTable::default();
+        let mut max = 0;
+        for (s, e, n, _) in items {
+            max = max.max(e);
+            t.starts.push(s);
+            t.ends.push(e);
+            t.max_end.push(max);
+            t.names.push(n);
+        }
+        t
+    }
+
+    fn find(&self, addr: u64) -> Option<&str> {
+        let mut j = self.starts.partition_point(|&s| s <= addr);
+        while j > 0 {
+            j -= 1;
+            if self.max_end[j] <= addr {
+                return None;
+            }
+            if self.ends[j] > addr {
+                return Some(&self.names[j]);
+            }
+        }
+        None
+    }
+}
+
+/// Parse a perf map (`START SIZE name` per line, hex with or without `0x`).
+/// Malformed lines are skipped. Later lines win over earlier ones at the
+/// same start (a JIT reusing memory).
+fn parse_perf_map(text: &str) -> RangeTable {
+    let hex = |s: &str| {
+        let s = s
+            .strip_prefix("0x")
+            .or_else(|| s.strip_prefix("0X"))
+            .unwrap_or(s);
+        u64::from_str_radix(s, 16).ok()
+    };
+    let items = text
+        .lines()
+        .enumerate()
+        .filter_map(|(seq, line)| {
+            let line = line.trim_start();
+            let (start, rest) = line.split_once(char::is_whitespace)?;
+            let (size, name) = rest.trim_start().split_once(char::is_whitespace)?;
+            let (start, size) = (hex(start)?, hex(size)?);
+            let name = name.trim();
+            if size == 0 || name.is_empty() {
+                return None;
+            }
+            Some((start, start.checked_add(size)?, name.to_owned(), seq))
+        })
+        .collect();
+    RangeTable::new(items)
+}
+
+/// Names for code outside every module.
+struct Jit {
+    /// (pid, path) of `/tmp/perf-<pid>.map`; the pid changes after fork.
+    perf_path: (u32, PathBuf),
+    /// (size, mtime) of the perf map last read.
+    perf_stamp: Option<(u64, SystemTime)>,
+    perf: RangeTable,
+    /// Executable anonymous mappings from `/proc/self/maps`, and when read.
+    anon: Vec<(u64, u64)>,
+    anon_read: Option<Instant>,
+}
+
+impl Jit {
+    fn new() -> Self {
+        Jit {
+            perf_path: (0, PathBuf::new()),
+            perf_stamp: None,
+            perf: RangeTable::default(),
+            anon: Vec::new(),
+            anon_read: None,
+        }
+    }
+
+    fn frame(&mut self, addr: u64, demangle: bool) -> Frame {
+        let function = match self.perf_name(addr) {
+            Some(name) => demangle_name(&name, demangle),
+            None if self.in_anon_exec(addr) => "[jit]".to_owned(),
+            None => "[unknown]".to_owned(),
+        };
+        Frame {
+            function,
+            file: None,
+            line: None,
+        }
+    }
+
+    fn perf_name(&mut self, addr: u64) -> Option<String> {
+        let pid = std::process::id();
+        if self.perf_path.0 != pid {
+            self.perf_path = (pid, PathBuf::from(format!("/tmp/perf-{pid}.map")));
+            self.perf_stamp = None;
+        }
+        let stamp = std::fs::metadata(&self.perf_path.1)
+            .ok()
+            .map(|m| (m.len(), m.modified().unwrap_or(SystemTime::UNIX_EPOCH)));
+        if stamp != self.perf_stamp {
+            self.perf = match stamp {
+                Some(_) => std::fs::read(&self.perf_path.1)
+                    .map(|b| parse_perf_map(&String::from_utf8_lossy(&b)))
+                    .unwrap_or_default(),
+                None => RangeTable::default(),
+            };
+            self.perf_stamp = stamp;
+        }
+        self.perf.find(addr).map(str::to_owned)
+    }
+
+    /// Re-reads `/proc/self/maps` for an address it does not cover, at most
+    /// every 10 ms so a dump full of garbage addresses stays cheap.
+    fn in_anon_exec(&mut self, addr: u64) -> bool {
+        let covered = |v: &[(u64, u64)]| v.iter().any(|&(s, e)| s <= addr && addr < e);
+        if covered(&self.anon) {
+            return true;
+        }
+        if self.anon_read.is_some_and(|t| t.elapsed().as_millis() < 10) {
+            return false;
+        }
+        self.anon = std::fs::read_to_string("/proc/self/maps")
+            .map(|s| parse_anon_exec(&s))
+            .unwrap_or_default();
+        self.anon_read = Some(Instant::now());
+        covered(&self.anon)
+    }
+}
+
+/// Executable mappings with no file (`[anon:...]` names count as anonymous,
+/// `[vdso]` and other bracketed kernel mappings do not).
+fn parse_anon_exec(maps: &str) -> Vec<(u64, u64)> {
+    maps.lines()
+        .filter_map(|line| {
+            let mut f = line.split_whitespace();
+            let (range, perms) = (f.next()?, f.next()?);
+            let path = f.nth(3).unwrap_or("");
+            if !perms.contains('x') || !(path.is_empty() || path.starts_with("[anon")) {
+                return None;
+            }
+            let (s, e) = range.split_once('-')?;
+            Some((
+                u64::from_str_radix(s, 16).ok()?,
+                u64::from_str_radix(e, 16).ok()?,
+            ))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    //! Fixtures are small C and C++ shared objects compiled with gcc/g++ into
+    //! a temporary directory, then split, stripped and copied the ways
+    //! distributions ship them, and dlopen'ed into the test process.
+    use super::*;
+    use std::ffi::{CString, c_void};
+    use std::process::Command;
+    use std::sync::{Mutex, OnceLock};
+
+    const C_SRC: &str = r#"#include <stdlib.h>
+volatile int hl_sink_v;
+void *volatile hl_last_ret;
+__attribute__((noinline)) void hl_sink(int x) {
+    hl_last_ret = __builtin_return_address(0);
+    hl_sink_v += x;
+}
+static inline __attribute__((always_inline)) int hl_inlined(int x) {
+    for (int i = 0; i < x; i++)
+        hl_sink(i); /* LINE_INLINE */
+    return x * 3;
+}
+#ifdef OTHER_BUILD
+int hl_other(void) { return 42; }
+#endif
+__attribute__((noinline)) int hl_outer(int x) {
+    return hl_inlined(x) + 1; /* LINE_OUTER */
+}
+static __attribute__((noinline)) int hl_hidden(int x) {
+    hl_sink(x);
+    return x + 7;
+}
+int hl_call_hidden(int x) { return hl_hidden(x) * 2; }
+void *hl_hidden_addr(void) { return (void *)&hl_hidden; }
+static int hl_cmp(const void *a, const void *b) {
+    hl_last_ret = __builtin_return_address(0);
+    return *(const int *)a - *(const int *)b;
+}
+void hl_qsort(void) {
+    int v[2] = {2, 1};
+    qsort(v, 2, sizeof(int), hl_cmp); /* glibc calls back into hl_cmp */
+}
+"#;
+
+    const CXX_SRC: &str = r#"#include <vector>
+namespace hl {
+template <typename T> __attribute__((noinline)) T tsum(const std::vector<T> &v) {
+    T s = 0;
+    for (auto x : v) s += x; /* LINE_TSUM */
+    return s;
+}
+}
+extern "C" void *hl_tsum_addr() { return (void *)&hl::tsum<int>; }
+extern "C" void *hl_push_back_addr() {
+    union { void (std::vector<int>::*m)(const int &); void *p[2]; } u;
+    u.m = &std::vector<int>::push_back;
+    return u.p[0];
+}
+"#;
+
+    /// Serializes dlopen/dlclose so that no test loads a library into the
+    /// range the dlclose test just freed.
+    static DL_LOCK: Mutex<()> = Mutex::new(());
+
+    struct Lib {
+        path: PathBuf,
+        handle: usize,
+    }
+
+    impl Lib {
+        fn sym(&self, name: &str) -> u64 {
+            let c = CString::new(name).unwrap();
+            // SAFETY: handle is a live dlopen handle; name is NUL-terminated.
+            let p = unsafe { libc::dlsym(self.handle as *mut c_void, c.as_ptr()) };
+            assert!(!p.is_null(), "{name} missing from {:?}", self.path);
+            p as u64
+        }
+        fn call_ptr(&self, name: &str) -> u64 {
+            // SAFETY: the fixture's function takes no argument and returns a pointer.
+            let f: extern "C" fn() -> *mut c_void =
+                unsafe { std::mem::transmute(self.sym(name) as usize) };
+            f() as u64
+        }
+        /// Run `f(1)` and return the return address `hl_sink`/`hl_cmp` saw.
+        fn ret_of(&self, name: &str) -> u64 {
+            let _g = DL_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+            // SAFETY: the fixture's functions named here take an int (extra
+            // argument ignored by `hl_qsort`) and return an int or nothing.
+            let f: extern "C" fn(i32) -> i32 =
+                unsafe { std::mem::transmute(self.sym(name) as usize) };
+            f(1);
+            // SAFETY: hl_last_ret is a pointer-sized global of the fixture.
+            unsafe { *(self.sym("hl_last_ret") as *const u64) }
+        }
+    }
+
+    fn run(cmd: &mut Command) {
+        let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+        assert!(
+            out.status.success(),
+            "{cmd:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    struct Fixtures {
+        dir: PathBuf,
+        c_build_id: Vec<u8>,
+        cxx_build_id: Vec<u8>,
+    }
+
+    /// Build every fixture once per test process.
+    fn fixtures() -> &'static Fixtures {
+        static F: OnceLock<Fixtures> = OnceLock::new();
+        F.get_or_init(|| {
+            let dir = std::env::temp_dir().join(format!("heaplive-sym-test-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(dir.join(".debug")).unwrap();
+            std::fs::write(dir.join("fixture.c"), C_SRC).unwrap();
+            std::fs::write(dir.join("fixture.cc"), CXX_SRC).unwrap();
+            let sh = |s: &str| run(Command::new("sh").arg("-c").arg(s).current_dir(&dir));
+            sh("gcc -g -O1 -shared -fPIC -Wl,--build-id -o full.so fixture.c");
+            sh("gcc -g -O1 -shared -fPIC -Wl,--build-id -DOTHER_BUILD -o other.so fixture.c");
+            sh("g++ -g -O1 -shared -fPIC -Wl,--build-id -o cxx.so fixture.cc");
+            sh("strip --strip-all -o cxx-stripped.so cxx.so");
+            // Split debug info, found by .gnu_debuglink next to the binary.
+            sh("objcopy --only-keep-debug full.so full.debug");
+            sh("objcopy --strip-debug full.so nodebug.so");
+            sh("cp full.debug linked.so.debug && objcopy --add-gnu-debuglink=linked.so.debug nodebug.so linked.so");
+            // ... in .debug/.
+            sh("cp full.debug .debug/dotdebug.so.debug && cd .debug && objcopy --add-gnu-debuglink=dotdebug.so.debug ../nodebug.so ../dotdebug.so");
+            // ... a link whose CRC does not match the file found.
+            sh("cp full.debug badcrc.so.debug && objcopy --add-gnu-debuglink=badcrc.so.debug nodebug.so badcrc.so");
+            sh("objcopy --only-keep-debug other.so badcrc.so.debug");
+            // Found only by build id (no debuglink) under dbg/.build-id/.
+            sh("cp nodebug.so bid.so");
+            // Only .dynsym left.
+            sh("strip --strip-all -o stripped.so full.so");
+            sh("objcopy --compress-debug-sections=zlib full.so zdebug.so");
+            sh("cp full.so closeme.so");
+
+            let build_id = |p: &str| {
+                let data = std::fs::read(dir.join(p)).unwrap();
+                let obj = object::File::parse(&*data).unwrap();
+                obj.build_id().unwrap().unwrap().to_vec()
+            };
+            let c_build_id = build_id("full.so");
+            let cxx_build_id = build_id("cxx.so");
+            let bid_path = build_id_path(&dir.join("dbg"), &c_build_id).unwrap();
+            std::fs::create_dir_all(bid_path.parent().unwrap()).unwrap();
+            std::fs::copy(dir.join("full.debug"), &bid_path).unwrap();
+            Fixtures { dir, c_build_id, cxx_build_id }
+        })
+    }
+
+    fn open(name: &str) -> Lib {
+        let f = fixtures();
+        let path = f.dir.join(name);
+        let _g = DL_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        let c = CString::new(path.to_str().unwrap()).unwrap();
+        // SAFETY: a path to a fixture library whose constructors do nothing.
+        let handle = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+        assert!(!handle.is_null(), "dlopen {path:?} failed");
+        modules::refresh();
+        Lib {
+            path,
+            handle: handle as usize,
+        }
+    }
+
+    fn line_of(src: &str, marker: &str) -> u32 {
+        src.lines().position(|l| l.contains(marker)).unwrap() as u32 + 1
+    }
+
+    fn sym_with(dirs: Vec<PathBuf>) -> Symbolizer {
+        Symbolizer::new(SymConfig {
+            debug_dirs: dirs,
+            demangle: true,
+        })
+    }
+
+    fn default_sym() -> Symbolizer {
+        sym_with(vec![PathBuf::from("/usr/lib/debug")])
+    }
+
+    /// The module+offset name gdb and perf would print: file offset of `addr`.
+    fn file_offset_name(lib: &Lib, addr: u64) -> String {
+        // SAFETY: dladdr only reads the loader's tables; `info` is plain data.
+        let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        assert!(unsafe { libc::dladdr(addr as *const c_void, &mut info) } != 0);
+        // In these fixtures the text segment's file offset equals its vaddr.
+        format!(
+            "{}+0x{:x}",
+            lib.path.file_name().unwrap().to_str().unwrap(),
+            addr - info.dli_fbase as u64
+        )
+    }
+
+    /// Asserts the inline chain of `hl_sink`'s call site inside `hl_outer`.
+    fn check_inline_chain(lib: &Lib, s: &mut Symbolizer) {
+        let ret = lib.ret_of("hl_outer");
+        let (mapping, frames) = s.lookup(ret - 1);
+        let names: Vec<&str> = frames.iter().map(|f| f.function.as_str()).collect();
+        assert_eq!(names, ["hl_inlined", "hl_outer"], "{frames:#?}");
+        assert_eq!(
+            frames[0].line,
+            Some(line_of(C_SRC, "LINE_INLINE")),
+            "{frames:#?}"
+        );
+        assert_eq!(
+            frames[1].line,
+            Some(line_of(C_SRC, "LINE_OUTER")),
+            "{frames:#?}"
+        );
+        assert!(
+            frames
+                .iter()
+                .all(|f| f.file.as_deref().is_some_and(|p| p.ends_with("fixture.c"))),
+            "{frames:#?}"
+        );
+        let m = &s.mappings()[mapping.expect("a mapping")];
+        assert_eq!(Path::new(&m.path), lib.path);
+        assert!(m.start <= ret && ret < m.end);
+        assert_eq!(m.build_id, hex(&fixtures().c_build_id));
+    }
+
+    #[test]
+    fn own_dwarf_gives_inline_frames_and_lines() {
+        let lib = open("full.so");
+        check_inline_chain(&lib, &mut default_sym());
+    }
+
+    #[test]
+    fn compressed_debug_sections() {
+        let lib = open("zdebug.so");
+        check_inline_chain(&lib, &mut default_sym());
+    }
+
+    #[test]
+    fn debuglink_next_to_binary_and_in_dot_debug() {
+        for name in ["linked.so", "dotdebug.so"] {
+            let lib = open(name);
+            check_inline_chain(&lib, &mut sym_with(vec![]));
+        }
+    }
+
+    #[test]
+    fn debuglink_in_debug_dir_mirror() {
+        let f = fixtures();
+        let mirror = f.dir.join("mirror");
+        let under = mirror.join(f.dir.strip_prefix("/").unwrap());
+        std::fs::create_dir_all(&under).unwrap();
+        std::fs::copy(f.dir.join("full.debug"), under.join("mirrored.so.debug")).unwrap();
+        run(Command::new("objcopy")
+            .arg("--add-gnu-debuglink=mirrored.so.debug")
+            .arg(f.dir.join("nodebug.so"))
+            .arg(f.dir.join("mirrored.so"))
+            .current_dir(&under));
+        let lib = open("mirrored.so");
+        check_inline_chain(&lib, &mut sym_with(vec![mirror]));
+    }
+
+    #[test]
+    fn debuglink_with_wrong_crc_is_ignored() {
+        let lib = open("badcrc.so");
+        let mut s = sym_with(vec![]);
+        let (_, frames) = s.lookup(lib.ret_of("hl_outer") - 1);
+        // No DWARF: the .symtab name, no inline frame, no line.
+        assert_eq!(
+            frames,
+            [Frame {
+                function: "hl_outer".into(),
+                file: None,
+                line: None
+            }]
+        );
+    }
+
+    #[test]
+    fn build_id_directory() {
+        let f = fixtures();
+        let lib = open("bid.so");
+        check_inline_chain(
+            &lib,
+            &mut sym_with(vec![PathBuf::from("/nonexistent"), f.dir.join("dbg")]),
+        );
+        // Without the directory there are no lines.
+        let (_, frames) = sym_with(vec![]).lookup(lib.ret_of("hl_outer") - 1);
+        assert_eq!(frames[0].line, None);
+    }
+
+    #[test]
+    fn stripped_library_uses_dynsym_sizes_and_file_offsets() {
+        let lib = open("stripped.so");
+        let mut s = default_sym();
+        let outer = lib.ret_of("hl_outer") - 1;
+        assert_eq!(
+            s.lookup(outer).1,
+            [Frame {
+                function: "hl_outer".into(),
+                file: None,
+                line: None
+            }]
+        );
+        // hl_hidden is static: not in .dynsym. Its code must not take the
+        // name of the exported function laid out before it.
+        let hidden = lib.call_ptr("hl_hidden_addr") + 1;
+        let (mapping, frames) = s.lookup(hidden);
+        assert!(mapping.is_some());
+        assert_eq!(frames.len(), 1);
+        assert_eq!(
+            frames[0].function,
+            file_offset_name(&lib, hidden),
+            "{frames:#?}"
+        );
+        let ret = lib.ret_of("hl_call_hidden") - 1; // inside hl_hidden
+        assert_eq!(s.lookup(ret).1[0].function, file_offset_name(&lib, ret));
+    }
+
+    #[test]
+    fn cxx_template_names_are_demangled_without_params() {
+        let lib = open("cxx.so");
+        let stripped = open("cxx-stripped.so");
+        for lib in [&lib, &stripped] {
+            let mut s = default_sym();
+            let tsum = lib.call_ptr("hl_tsum_addr") + 1;
+            let frames = s.lookup(tsum).1;
+            assert_eq!(
+                frames.last().unwrap().function,
+                "hl::tsum<int>",
+                "{frames:#?}"
+            );
+            let pb = lib.call_ptr("hl_push_back_addr") + 1;
+            let frames = s.lookup(pb).1;
+            assert_eq!(
+                frames.last().unwrap().function,
+                "std::vector<int, std::allocator<int> >::push_back",
+                "{frames:#?}"
+            );
+            let mut raw = Symbolizer::new(SymConfig {
+                debug_dirs: vec![],
+                demangle: false,
+            });
+            let f = raw.lookup(tsum).1;
+            assert!(
+                f.last().unwrap().function.starts_with("_ZN2hl4tsumIiEE"),
+                "{f:#?}"
+            );
+        }
+        let frames = default_sym().lookup(lib.call_ptr("hl_tsum_addr") + 1).1;
+        assert!(
+            frames
+                .last()
+                .unwrap()
+                .file
+                .as_deref()
+                .unwrap()
+                .ends_with("fixture.cc")
+        );
+        let _ = fixtures().cxx_build_id.len();
+    }
+
+    #[test]
+    fn libc_through_build_id_debug_file() {
+        let mut s = default_sym();
+        let malloc = libc::malloc as *const () as u64;
+        let frames = s.lookup(malloc + 1).1;
+        let last = frames.last().unwrap();
+        assert!(
+            matches!(last.function.as_str(), "__libc_malloc" | "malloc"),
+            "{frames:#?}"
+        );
+        assert!(
+            last.file
+                .as_deref()
+                .is_some_and(|f| f.ends_with("malloc.c")),
+            "{frames:#?}"
+        );
+        assert!(last.line.is_some());
+
+        // A real return address inside glibc: qsort calling the fixture's
+        // comparison function, as glibc code calling malloc would appear.
+        let lib = open("full.so");
+        let ret = lib.ret_of("hl_qsort");
+        let frames = s.lookup(ret - 1).1;
+        let file = frames[0].file.as_deref().unwrap_or("");
+        assert!(
+            file.ends_with("msort.c") || file.ends_with("qsort.c"),
+            "{frames:#?}"
+        );
+        assert!(
+            !frames.last().unwrap().function.contains('+'),
+            "{frames:#?}"
+        );
+
+        // The return addresses of every call strdup makes (malloc, strlen,
+        // memcpy): glibc code calling malloc, named from libc6-dbg.
+        let strdup = libc::strdup as *const () as u64;
+        // SAFETY: dladdr1 only reads the loader's tables into plain data.
+        let size = unsafe {
+            let mut info: libc::Dl_info = std::mem::zeroed();
+            let mut sym: *const libc::Elf64_Sym = std::ptr::null();
+            let ok = libc::dladdr1(
+                strdup as *const c_void,
+                &mut info,
+                (&mut sym as *mut *const libc::Elf64_Sym).cast(),
+                1, // RTLD_DL_SYMENT (glibc <dlfcn.h>)
+            );
+            assert!(ok != 0 && !sym.is_null());
+            (*sym).st_size
+        };
+        // SAFETY: strdup's own code, `size` bytes long, mapped read-only.
+        let code = unsafe { std::slice::from_raw_parts(strdup as *const u8, size as usize) };
+        let calls: Vec<u64> = (0..code.len().saturating_sub(4))
+            .filter(|&i| code[i] == 0xe8)
+            .map(|i| strdup + i as u64 + 5)
+            .collect();
+        assert!(!calls.is_empty());
+        for ret in calls {
+            let frames = s.lookup(ret - 1).1;
+            let last = frames.last().unwrap();
+            assert!(
+                matches!(last.function.as_str(), "__strdup" | "strdup"),
+                "{frames:#?}"
+            );
+            assert!(
+                last.file
+                    .as_deref()
+                    .is_some_and(|f| f.ends_with("strdup.c")),
+                "{frames:#?}"
+            );
+        }
+
+        // Without libc6-dbg: a .dynsym name, no file.
+        let frames = sym_with(vec![]).lookup(malloc + 1).1;
+        assert_eq!(frames.len(), 1);
+        assert_eq!(frames[0].file, None);
+        assert!(
+            matches!(frames[0].function.as_str(), "__libc_malloc" | "malloc"),
+            "{frames:#?}"
+        );
+    }
+
+    #[test]
+    fn second_lookup_in_a_module_reuses_its_files() {
+        let lib = open("full.so");
+        let mut s = default_sym();
+        check_inline_chain(&lib, &mut s);
+        let opened = s.files_opened();
+        assert!(opened > 0);
+        let frames = s.lookup(lib.call_ptr("hl_hidden_addr") + 1).1;
+        assert_eq!(frames.last().unwrap().function, "hl_hidden");
+        check_inline_chain(&lib, &mut s);
+        assert_eq!(s.files_opened(), opened);
+        // Mapping indexes are stable and not duplicated.
+        let n = s.mappings().len();
+        s.lookup(lib.ret_of("hl_outer") - 1);
+        assert_eq!(s.mappings().len(), n);
+    }
+
+    #[test]
+    fn dlclosed_module_still_symbolizes() {
+        let lib = open("closeme.so");
+        let ret = lib.ret_of("hl_outer");
+        let _g = DL_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        // SAFETY: nothing of this library is in use any more.
+        assert_eq!(unsafe { libc::dlclose(lib.handle as *mut c_void) }, 0);
+        modules::refresh();
+        let m = modules::find(ret - 1).expect("module kept after dlclose");
+        assert!(!m.loaded, "glibc did not unmap {m:?}");
+        assert_eq!(Path::new(&m.path), lib.path);
+        let (mapping, frames) = default_sym().lookup(ret - 1);
+        assert!(mapping.is_some());
+        let names: Vec<&str> = frames.iter().map(|f| f.function.as_str()).collect();
+        assert_eq!(names, ["hl_inlined", "hl_outer"], "{frames:#?}");
+    }
+
+    #[test]
+    fn perf_map_parser() {
+        let t = parse_perf_map(
+            "7f0000001000 20 php::foo\n\
+             0x7f0000002000 0x10 Function bar with spaces \n\
+             garbage line\n\
+             zz 10 bad\n\
+             7f0000003000 0 empty\n\
+             7f0000001000 8 foo_recompiled\n",
+        );
+        assert_eq!(t.find(0x7f00_0000_1000), Some("foo_recompiled"));
+        assert_eq!(t.find(0x7f00_0000_1010), Some("php::foo"));
+        assert_eq!(t.find(0x7f00_0000_1020), None);
+        assert_eq!(t.find(0x7f00_0000_200f), Some("Function bar with spaces"));
+        assert_eq!(t.find(0x7f00_0000_2010), None);
+        assert_eq!(t.find(0x7f00_0000_3000), None);
+        assert_eq!(t.find(0), None);
+        assert_eq!(parse_perf_map("").find(1), None);
+    }
+
+    #[test]
+    fn jit_code_from_perf_map_or_anonymous_mapping() {
+        // SAFETY: a fresh anonymous mapping, unmapped below.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                8192,
+                libc::PROT_READ | libc::PROT_EXEC,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(p, libc::MAP_FAILED);
+        let base = p as u64;
+        let mut s = default_sym();
+        let perf = PathBuf::from(format!("/tmp/perf-{}.map", std::process::id()));
+        let _ = std::fs::remove_file(&perf);
+        assert_eq!(
+            s.lookup(base + 0x10),
+            (
+                None,
+                vec![Frame {
+                    function: "[jit]".into(),
+                    file: None,
+                    line: None
+                }]
+            )
+        );
+        assert_eq!(s.lookup(8).1[0].function, "[unknown]");
+        std::fs::write(&perf, format!("{base:x} 100 _ZN2js3jitEv\n")).unwrap();
+        assert_eq!(s.lookup(base + 0x10).1[0].function, "js::jit");
+        assert_eq!(s.lookup(base + 0x100).1[0].function, "[jit]");
+        // Rewritten (size changes): re-read.
+        std::fs::write(&perf, format!("0x{base:x} 0x200 lua_trace_7\n")).unwrap();
+        assert_eq!(s.lookup(base + 0x100).1[0].function, "lua_trace_7");
+        std::fs::remove_file(&perf).unwrap();
+        // SAFETY: the mapping made above, no longer used.
+        unsafe { libc::munmap(p, 8192) };
+    }
+
+    #[test]
+    fn anonymous_exec_mappings_from_proc_maps() {
+        let maps = "7f00-7f10 r-xp 00000000 00:00 0 \n\
+                    7f20-7f30 r-xp 00001000 08:01 1234 /usr/lib/libfoo.so\n\
+                    7f40-7f50 rw-p 00000000 00:00 0\n\
+                    7f60-7f70 r-xp 00000000 00:00 0 [vdso]\n\
+                    7f80-7f90 rwxp 00000000 00:00 0 [anon:jit]\n";
+        assert_eq!(parse_anon_exec(maps), [(0x7f00, 0x7f10), (0x7f80, 0x7f90)]);
+    }
+
+    #[test]
+    fn symbol_table_honours_sizes_and_prefers_global_aliases() {
+        let t = RangeTable::new(vec![
+            (
+                0x100,
+                0x140,
+                "__libc_malloc".to_string(),
+                (2u8, usize::MAX - 2),
+            ),
+            (0x100, 0x140, "malloc".to_string(), (2, usize::MAX)),
+            (0x100, 0x140, "local_alias".to_string(), (0, usize::MAX)),
+            (0x200, 0x300, "big".to_string(), (2, usize::MAX)),
+            (0x220, 0x230, "nested".to_string(), (2, usize::MAX)),
+        ]);
+        assert_eq!(t.find(0x100), Some("malloc"));
+        assert_eq!(t.find(0x13f), Some("malloc"));
+        assert_eq!(t.find(0x140), None);
+        assert_eq!(t.find(0x1ff), None);
+        assert_eq!(t.find(0x225), Some("nested"));
+        assert_eq!(t.find(0x230), Some("big"));
+        assert_eq!(t.find(0x2ff), Some("big"));
+        assert_eq!(t.find(u64::MAX), None);
+    }
+
+    #[test]
+    fn demangling() {
+        let d = |s| demangle_name(s, true);
+        assert_eq!(
+            d("_ZNSt6vectorIiSaIiEE9push_backERKi"),
+            "std::vector<int, std::allocator<int> >::push_back"
+        );
+        assert_eq!(
+            d("_ZN2hl4tsumIiEET_RKSt6vectorIS1_SaIS1_EE"),
+            "hl::tsum<int>"
+        );
+        assert_eq!(d("_ZN2ns3fooEv"), "ns::foo");
+        assert_eq!(
+            d("_ZN4core3ptr13drop_in_place17h0123456789abcdefE"),
+            "core::ptr::drop_in_place"
+        );
+        assert_eq!(d("_RNvCs1234_7mycrate3foo"), "mycrate::foo");
+        assert_eq!(d("malloc"), "malloc");
+        assert_eq!(d("_Zgarbage"), "_Zgarbage");
+        assert_eq!(demangle_name("_ZN2ns3fooEv", false), "_ZN2ns3fooEv");
+    }
+
+    #[test]
+    fn debuglink_candidate_order_and_crc() {
+        let c = debuglink_candidates(
+            Path::new("/usr/lib/x/libfoo.so"),
+            "libfoo.debug",
+            &[PathBuf::from("/dbg")],
+        );
+        let c: Vec<&str> = c.iter().map(|p| p.to_str().unwrap()).collect();
+        assert_eq!(
+            c,
+            [
+                "/usr/lib/x/libfoo.debug",
+                "/usr/lib/x/.debug/libfoo.debug",
+                "/dbg/usr/lib/x/libfoo.debug"
+            ]
+        );
+        assert_eq!(crc32(b"123456789"), 0xCBF4_3926);
+        assert_eq!(
+            build_id_path(Path::new("/d"), &[0xab, 0xcd, 0x01]),
+            Some(PathBuf::from("/d/.build-id/ab/cd01.debug"))
+        );
+        assert_eq!(build_id_path(Path::new("/d"), &[0xab]), None);
+    }
+
+    #[test]
+    fn debugaltlink_found_by_build_id_then_path() {
+        let f = fixtures();
+        let dir = f.dir.join("alt");
+        std::fs::create_dir_all(&dir).unwrap();
+        // A debug file naming a supplementary file that exists only under
+        // its build id, and one naming it by a relative path.
+        let mut link = b"/nonexistent/sup.debug\0".to_vec();
+        link.extend_from_slice(&f.cxx_build_id);
+        std::fs::write(dir.join("link1"), &link).unwrap();
+        let mut link2 = b"sup-by-path.debug\0".to_vec();
+        link2.extend_from_slice(&[1, 2, 3, 4]);
+        std::fs::write(dir.join("link2"), &link2).unwrap();
+        let sh = |s: &str| run(Command::new("sh").arg("-c").arg(s).current_dir(&dir));
+        sh("objcopy --add-section .gnu_debugaltlink=link1 ../full.debug a1.debug");
+        sh("objcopy --add-section .gnu_debugaltlink=link2 ../full.debug a2.debug");
+        sh("cp ../cxx.so sup-by-path.debug");
+        let bid = build_id_path(&dir.join("dbg"), &f.cxx_build_id).unwrap();
+        std::fs::create_dir_all(bid.parent().unwrap()).unwrap();
+        std::fs::copy(f.dir.join("cxx.so"), &bid).unwrap();
+        let cfg = SymConfig {
+            debug_dirs: vec![dir.join("dbg")],
+            demangle: true,
+        };
+        let mut n = 0;
+        let a1 = Mapped::open(&dir.join("a1.debug"), &mut n).unwrap();
+        assert_eq!(find_sup_file(&a1, &cfg, &mut n), Some(bid.clone()));
+        let a2 = Mapped::open(&dir.join("a2.debug"), &mut n).unwrap();
+        assert_eq!(
+            find_sup_file(&a2, &cfg, &mut n),
+            Some(dir.join("sup-by-path.debug"))
+        );
+        // The loader accepts the pair.
+        assert!(addr2line::Loader::new_with_sup(dir.join("a1.debug"), Some(&bid)).is_ok());
+    }
+
+    #[test]
+    fn corrupt_files_give_no_names_and_no_panic() {
+        let f = fixtures();
+        let junk = f.dir.join("junk.so");
+        std::fs::write(&junk, b"\x7fELF\x02\x01\x01garbage-garbage-garbage").unwrap();
+        let module = Module {
+            path: junk.to_str().unwrap().into(),
+            bias: 0x1000,
+            ranges: vec![(0x2000, 0x3000, 0x1000)],
+            build_id: vec![1, 2, 3],
+            loaded: false,
+        };
+        let cfg = SymConfig::default();
+        let mut n = 0;
+        let st = load_module(&module, 0, &cfg, &mut n);
+        assert!(st.dwarf.is_none() && st.symbols.find(0x1800).is_none());
+        let missing = Module {
+            path: "/nonexistent/lib.so".into(),
+            ..module
+        };
+        let st = load_module(&missing, 0, &cfg, &mut n);
+        assert!(st.dwarf.is_none());
+        assert_eq!(st.basename, "lib.so");
+    }
+
+    #[test]
+    fn rust_names_in_the_executable() {
+        #[inline(never)]
+        fn a_rust_function() -> u64 {
+            a_rust_function as *const () as u64
+        }
+        let frames = default_sym().lookup(a_rust_function() + 1).1;
+        let last = frames.last().unwrap();
+        let expected = format!(
+            "{}::rust_names_in_the_executable::a_rust_function",
+            module_path!()
+        );
+        assert_eq!(last.function, expected, "{frames:#?}");
+        // Lines only where the test binary has debug info (dev builds here).
+        if cfg!(debug_assertions) {
+            assert!(
+                last.file
+                    .as_deref()
+                    .is_some_and(|f| f.ends_with("symbolize.rs")),
+                "{frames:#?}"
+            );
+        }
+    }
+
+    #[test]
+    fn symbolizer_is_send() {
+        fn send<T: Send>() {}
+        send::<Symbolizer>();
+    }
+
+    /// Speed target: 10,000 distinct libc addresses < 1 s the first time,
+    /// < 100 ms the next. Run with `cargo test --release -- --ignored bench`.
+    #[test]
+    #[ignore]
+    fn bench_libc_10k_addresses() {
+        modules::refresh();
+        let m = modules::find(libc::malloc as *const () as u64).unwrap();
+        let (start, end, _) = m.ranges[0];
+        let addrs: Vec<u64> = (0..10_000u64)
+            .map(|i| start + (end - start) * i / 10_000)
+            .collect();
+        let mut s = default_sym();
+        let t = Instant::now();
+        let named = addrs
+            .iter()
+            .filter(|&&a| s.lookup(a).1[0].file.is_some())
+            .count();
+        let first = t.elapsed();
+        let t = Instant::now();
+        for &a in &addrs {
+            s.lookup(a);
+        }
+        let second = t.elapsed();
+        eprintln!("10k libc addresses: first {first:?} ({named} with lines), second {second:?}");
+        assert!(named > 5_000, "{named}");
+        // Unoptimized builds are about 7x slower: only time release builds.
+        if !cfg!(debug_assertions) {
+            assert!(first.as_millis() < 1000 && second.as_millis() < 100);
+        }
+    }
+}

@@ -1,0 +1,153 @@
+//! The only code that maps memory or makes raw system calls for the hooks.
+//!
+//! Everything here is safe to call from an allocation path: no allocation, no
+//! locks, errno is left as the caller had it.
+
+use core::ffi::c_void;
+
+/// Maps `len` bytes of zeroed, private, anonymous memory. Null on failure.
+pub fn map(len: usize) -> *mut u8 {
+    let saved = errno();
+    // SAFETY: an anonymous private mapping with no address hint touches no
+    // existing memory.
+    let p = unsafe {
+        libc::mmap(
+            core::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    set_errno(saved);
+    if p == libc::MAP_FAILED { core::ptr::null_mut() } else { p.cast() }
+}
+
+/// Unmaps memory obtained from [`map`].
+///
+/// # Safety
+/// `p..p+len` must be a mapping from [`map`] that nothing uses any more.
+pub unsafe fn unmap(p: *mut u8, len: usize) {
+    let saved = errno();
+    // SAFETY: guaranteed by the caller.
+    unsafe { libc::munmap(p.cast::<c_void>(), len) };
+    set_errno(saved);
+}
+
+/// Gives pages back to the kernel; they read as zero afterwards.
+///
+/// # Safety
+/// Nothing may rely on the contents of `p..p+len`.
+pub unsafe fn discard(p: *mut u8, len: usize) {
+    let saved = errno();
+    // SAFETY: guaranteed by the caller; MADV_DONTNEED on private anonymous
+    // memory only zero-fills.
+    unsafe { libc::madvise(p.cast::<c_void>(), len, libc::MADV_DONTNEED) };
+    set_errno(saved);
+}
+
+#[inline]
+pub fn errno() -> i32 {
+    // SAFETY: __errno_location always returns this thread's errno slot.
+    unsafe { *libc::__errno_location() }
+}
+
+#[inline]
+pub fn set_errno(e: i32) {
+    // SAFETY: as above.
+    unsafe { *libc::__errno_location() = e }
+}
+
+/// Restores errno when dropped: slow paths start with one of these.
+pub struct ErrnoGuard(i32);
+
+impl ErrnoGuard {
+    #[inline]
+    pub fn save() -> Self {
+        ErrnoGuard(errno())
+    }
+}
+
+impl Drop for ErrnoGuard {
+    #[inline]
+    fn drop(&mut self) {
+        set_errno(self.0)
+    }
+}
+
+/// The process id, straight from the kernel (glibc no longer caches it).
+pub fn getpid() -> u32 {
+    // SAFETY: getpid has no preconditions.
+    unsafe { libc::syscall(libc::SYS_getpid) as u32 }
+}
+
+/// Writes all of `buf` to `fd` with as few write(2) calls as the kernel
+/// allows; gives up silently on errors (a closed stderr must not hurt).
+pub fn write_all(fd: i32, mut buf: &[u8]) -> bool {
+    let saved = errno();
+    let mut ok = true;
+    while !buf.is_empty() {
+        // SAFETY: buf is a valid slice.
+        let n = unsafe { libc::write(fd, buf.as_ptr().cast(), buf.len()) };
+        if n < 0 {
+            if errno() == libc::EINTR {
+                continue;
+            }
+            ok = false;
+            break;
+        }
+        if n == 0 {
+            ok = false;
+            break;
+        }
+        buf = &buf[n as usize..];
+    }
+    set_errno(saved);
+    ok
+}
+
+/// Monotonic clock in nanoseconds (vDSO: no system call).
+pub fn now_nanos() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: ts is a valid out-pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Wall clock in nanoseconds since the epoch.
+pub fn wall_nanos() -> i64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: ts is a valid out-pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+    ts.tv_sec as i64 * 1_000_000_000 + ts.tv_nsec as i64
+}
+
+/// A tiny formatter into a fixed buffer: lets hooks and signal-free paths
+/// build a message with `core::fmt` and no allocation. Output past the end
+/// is cut.
+pub struct StackBuf<const N: usize> {
+    buf: [u8; N],
+    len: usize,
+}
+
+impl<const N: usize> StackBuf<N> {
+    pub const fn new() -> Self {
+        StackBuf { buf: [0; N], len: 0 }
+    }
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+    pub fn push_bytes(&mut self, b: &[u8]) {
+        let n = b.len().min(N - self.len);
+        self.buf[self.len..self.len + n].copy_from_slice(&b[..n]);
+        self.len += n;
+    }
+}
+
+impl<const N: usize> core::fmt::Write for StackBuf<N> {
+    fn write_str(&mut self, s: &str) -> core::fmt::Result {
+        self.push_bytes(s.as_bytes());
+        Ok(())
+    }
+}
