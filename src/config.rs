@@ -11,7 +11,7 @@ use core::fmt::Write;
 
 pub const DEFAULT_INTERVAL: u64 = 512 * 1024;
 pub const DEFAULT_OUTPUT: &str = "heaplive.%e.%p.%n.folded";
-pub const DEFAULT_WARN_BYTES: u64 = 1 << 30;
+pub const DEFAULT_WARN_BYTES: u64 = 256 << 20;
 pub const DEFAULT_WARN_GROWTH: f64 = 2.0;
 
 /// A string in a fixed buffer (no allocation). Longer values are refused.
@@ -100,9 +100,6 @@ impl Config {
             exe: FixedStr::new(),
         }
     }
-    pub fn exact(&self) -> bool {
-        self.interval == 1
-    }
     pub fn output_template(&self) -> &str {
         if self.output.is_empty() { DEFAULT_OUTPUT } else { self.output.as_str() }
     }
@@ -184,7 +181,7 @@ pub fn load() {
     if let Some(v) = env(b"HEAPLIVE_WARN_BYTES\0") {
         match parse_size(v) {
             Some(n) => c.warn_bytes = n,
-            None => warn_bad("HEAPLIVE_WARN_BYTES", v, "is not a size (examples: 0 = off, 64M, 1G)", format_args!("1G")),
+            None => warn_bad("HEAPLIVE_WARN_BYTES", v, "is not a size (examples: 0 = off, 64M, 1G)", format_args!("256M")),
         }
     }
     if let Some(v) = env(b"HEAPLIVE_WARN_BLOCKS\0") {

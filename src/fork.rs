@@ -25,6 +25,7 @@ pub fn pid() -> u32 {
 extern "C" fn prepare() {
     let _busy = Busy::enter();
     dump::DUMP.lock_raw();
+    crate::modules::lock_for_fork();
     crate::leaks::lock_for_fork();
     stacks::lock_for_fork();
     live::lock_all_for_fork();
@@ -49,6 +50,7 @@ unsafe fn unlock_all() {
         live::unlock_all_after_fork();
         stacks::unlock_after_fork();
         crate::leaks::unlock_after_fork();
+        crate::modules::unlock_after_fork();
         dump::DUMP.unlock_raw();
     }
 }

@@ -177,11 +177,6 @@ pub fn untrack(addr: usize) -> Option<Entry> {
     e
 }
 
-/// Number of live samples (a moment's count, for sizing).
-pub fn len() -> usize {
-    SHARDS_.iter().map(|s| s.0.lock().len).sum()
-}
-
 /// Copies every live sample into `out`, shard by shard (each shard
 /// consistent). `out` is grown only while no shard lock is held.
 pub fn snapshot(out: &mut Vec<Entry>) {

@@ -5,16 +5,14 @@
 //! [`refresh`] walks `dl_iterate_phdr` and merges what it sees into a global
 //! list that only grows: a module is keyed by (path, load bias), vanished
 //! modules stay with `loaded = false`, and an index into the list never
-//! changes meaning. The dlopen/dlclose wrappers call [`refresh`] right after
-//! the real `dlopen` and right before the real `dlclose`; the symbolizer calls
+//! changes meaning. The dlclose wrapper calls [`refresh`] right before the
+//! real `dlclose`, each dump calls it first, and the symbolizer calls
 //! [`refresh_if_changed`] when an address falls in no known module.
 //!
-//! Everything here except [`is_self`] runs on ordinary threads only (never in
-//! a signal handler, never on an allocation path) and allocates freely.
-//! [`is_self`] is allocation-free and lock-free once [`init_self_range`] ran.
+//! Everything here runs on ordinary threads only (never in a signal handler,
+//! never on an allocation path) and allocates freely.
 
 use std::ffi::CStr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// One ELF object seen by `dl_iterate_phdr`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -121,12 +119,14 @@ pub fn refresh_if_changed() {
 }
 
 /// A copy of every module ever seen, in registration order.
+#[allow(dead_code)] // used by tests and kept for tools
 pub fn snapshot() -> Vec<Module> {
     REGISTRY.lock().modules.clone()
 }
 
 /// The module whose executable ranges contain `ip`, preferring loaded
 /// modules when an unloaded one overlapped the same addresses.
+#[allow(dead_code)] // used by tests and kept for tools
 pub fn find(ip: u64) -> Option<Module> {
     let reg = REGISTRY.lock();
     find_in(&reg.modules, ip).map(|i| reg.modules[i].clone())
@@ -329,85 +329,6 @@ fn load_counters() -> Option<(u64, u64)> {
     out
 }
 
-// The library's own executable span, computed once without allocating so
-// that the unwinder may ask [`is_self`] from an allocation path.
-static SELF_INIT: AtomicBool = AtomicBool::new(false);
-static SELF_START: AtomicU64 = AtomicU64::new(0);
-static SELF_END: AtomicU64 = AtomicU64::new(0);
-
-/// Compute the span [`is_self`] uses. Call it once at library start-up, from
-/// an ordinary thread; later calls do nothing. Takes the loader's lock (not
-/// async-signal-safe) but does not allocate.
-pub fn init_self_range() {
-    if SELF_INIT.load(Ordering::Acquire) {
-        return;
-    }
-    struct Probe {
-        addr: u64,
-        start: u64,
-        end: u64,
-    }
-    unsafe extern "C" fn cb(
-        info: *mut libc::dl_phdr_info,
-        _size: libc::size_t,
-        data: *mut libc::c_void,
-    ) -> libc::c_int {
-        // SAFETY: `data` is the `Probe` below; `info` is glibc's. Both are
-        // valid for the callback's duration.
-        let (probe, info) = unsafe { (&mut *(data as *mut Probe), &*info) };
-        // SAFETY: inside the callback, see `phdrs`.
-        let phdrs = unsafe { phdrs(info) };
-        let bias = info.dlpi_addr;
-        let exec = || {
-            phdrs
-                .iter()
-                .filter(|p| p.p_type == libc::PT_LOAD && p.p_flags & libc::PF_X != 0)
-                .map(|p| {
-                    (
-                        bias.wrapping_add(p.p_vaddr),
-                        bias.wrapping_add(p.p_vaddr + p.p_memsz),
-                    )
-                })
-        };
-        if !exec().any(|(s, e)| s <= probe.addr && probe.addr < e) {
-            return 0;
-        }
-        probe.start = exec().map(|r| r.0).min().unwrap_or(0);
-        probe.end = exec().map(|r| r.1).max().unwrap_or(0);
-        1
-    }
-    let mut probe = Probe {
-        addr: init_self_range as *const () as usize as u64,
-        start: 0,
-        end: 0,
-    };
-    // SAFETY: `cb` writes only to `probe`, which outlives the call.
-    unsafe {
-        libc::dl_iterate_phdr(Some(cb), (&mut probe as *mut Probe) as *mut libc::c_void);
-    }
-    SELF_START.store(probe.start, Ordering::Relaxed);
-    SELF_END.store(probe.end, Ordering::Relaxed);
-    SELF_INIT.store(true, Ordering::Release);
-}
-
-/// The executable span `[start, end)` of the module holding this crate's
-/// code (the preload library itself; the test binary under `cargo test`).
-pub fn self_range() -> (u64, u64) {
-    init_self_range();
-    (
-        SELF_START.load(Ordering::Relaxed),
-        SELF_END.load(Ordering::Relaxed),
-    )
-}
-
-/// Whether `ip` lies in this library's own code. Lock-free and
-/// allocation-free once [`init_self_range`] has run.
-#[inline]
-pub fn is_self(ip: u64) -> bool {
-    let (start, end) = self_range();
-    start <= ip && ip < end
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -480,15 +401,6 @@ mod tests {
         assert!(snapshot().len() < usize::MAX); // lockable again
     }
 
-    #[test]
-    fn is_self_covers_this_crate_only() {
-        assert!(is_self(is_self_covers_this_crate_only as *const () as u64));
-        assert!(is_self(refresh as *const () as u64));
-        assert!(!is_self(libc::malloc as *const () as u64));
-        assert!(!is_self(0));
-        let (s, e) = self_range();
-        assert!(s < e);
-    }
 
     use std::path::Path;
 }

@@ -13,7 +13,7 @@
 
 use crate::guard::Busy;
 use crate::sys::ErrnoGuard;
-use core::ffi::{c_char, c_int, c_void};
+use core::ffi::{c_char, c_void};
 use core::sync::atomic::{AtomicU8, AtomicUsize, Ordering::*};
 
 #[derive(Clone, Copy)]
@@ -375,4 +375,3 @@ pub fn malloc_usable_size(p: *mut c_void) -> usize {
     }
 }
 
-pub type Int = c_int;

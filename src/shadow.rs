@@ -50,6 +50,7 @@ const LEAF_BYTES: usize = LEAF_WORDS * 8;
 /// Leaf count flags: a leaf being pruned, and one with pages to give back.
 const PRUNING: u32 = 1 << 30;
 const DIRTY: u32 = 1 << 31;
+#[cfg(test)]
 const COUNT_MASK: u32 = PRUNING - 1;
 
 struct Leaf {
@@ -239,6 +240,7 @@ pub fn prune() -> usize {
 
 /// Leaves whose pages may be resident: made and not pruned since they last
 /// held a bit. For tests and the memory summary.
+#[cfg(test)]
 pub fn resident_leaves() -> usize {
     let mut n = 0;
     for l2p in ROOT.iter() {
@@ -258,6 +260,7 @@ pub fn resident_leaves() -> usize {
     n
 }
 
+#[cfg(test)]
 pub fn leaves_made() -> usize {
     LEAVES_MADE.load(Relaxed)
 }

@@ -38,7 +38,6 @@ pub struct Slot {
 
 static SLOTS: AtomicUsize = AtomicUsize::new(0);
 static ARENA: Arena = Arena::new();
-static USED: AtomicUsize = AtomicUsize::new(0);
 
 fn slots() -> *mut Slot {
     let p = SLOTS.load(Acquire);
@@ -123,7 +122,6 @@ pub fn intern(frames_in: &[usize]) -> StackId {
                     core::ptr::copy_nonoverlapping(frames_in.as_ptr(), rec.add(1), frames_in.len());
                 }
                 s.record.store(rec as usize, Release);
-                USED.fetch_add(1, Relaxed);
                 return i as StackId;
             }
             // Lost the race for this slot: look at what the winner put there.
@@ -142,10 +140,6 @@ pub fn intern(frames_in: &[usize]) -> StackId {
     OVERFLOW
 }
 
-/// Distinct stacks stored.
-pub fn count() -> usize {
-    USED.load(Relaxed)
-}
 
 /// Adds (or with negative amounts removes) live memory to a stack.
 pub fn account(id: StackId, bytes: i64, milliblocks: i64) -> Option<(i64, i64)> {
@@ -242,10 +236,6 @@ pub fn capture(buf: &mut [usize; MAX_FRAMES]) -> usize {
     n - start
 }
 
-pub fn is_self(ip: usize) -> bool {
-    let (lo, hi) = self_text();
-    ip >= lo && ip < hi
-}
 
 #[cfg(test)]
 mod tests {

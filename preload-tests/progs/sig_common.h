@@ -1,0 +1,39 @@
+/* Helpers shared by the sig_, fork_ and deep_ test programs. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Sleeps `ms` milliseconds even when signals interrupt the sleep. */
+static void sleep_ms(long ms) {
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+/* The number of dumps heaplive reports for this process in its status
+ * file, 0 if there is none. */
+static int status_dumps(void) {
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/heaplive-status/%d", (int)getpid());
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    int n = 0;
+    if (fscanf(f, "dumps %d", &n) != 1) n = 0;
+    fclose(f);
+    return n;
+}
+
+/* Waits (up to 20 s) until heaplive has written at least `n` dumps. */
+static int wait_dumps(int n) {
+    for (int i = 0; i < 2000; i++) {
+        if (status_dumps() >= n) return 1;
+        sleep_ms(10);
+    }
+    fprintf(stderr, "prog: timed out waiting for dump %d (have %d)\n", n, status_dumps());
+    return 0;
+}

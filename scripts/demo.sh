@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# `make demo`: profiles the bundled demo program with heaplive, then prints
+# the top stacks, and the paths of its folded file and flame graph.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=demo-out
+rm -rf "$out"
+mkdir -p "$out"
+cc -g -O1 -fno-omit-frame-pointer -o "$out/demo" scripts/demo/demo.c
+./target/release/heaplive run --output "$PWD/$out/heaplive.%e.%p.%n.folded" -- "$out/demo"
+folded=$(ls "$out"/heaplive.demo.*.folded | head -n 1)
+./target/release/heaplive top -n 5 "$folded"
+./target/release/heaplive flamegraph "$folded" -o "$out/demo.svg" --title "heaplive demo: live heap at exit"
+echo
+echo "folded file: $folded"
+echo "flame graph: $PWD/$out/demo.svg"
