@@ -14,7 +14,11 @@ pub fn root() -> PathBuf {
 /// The library under test. `make test` builds it; a clear failure if not.
 pub fn lib() -> PathBuf {
     let p = root().join("target/release/libheaplive.so");
-    assert!(p.exists(), "{} is missing: run `make` (or `make test`) first", p.display());
+    assert!(
+        p.exists(),
+        "{} is missing: run `make` (or `make test`) first",
+        p.display()
+    );
     p
 }
 
@@ -22,7 +26,12 @@ pub fn lib() -> PathBuf {
 pub fn tempdir(tag: &str) -> PathBuf {
     static N: AtomicUsize = AtomicUsize::new(0);
     let n = N.fetch_add(1, Ordering::Relaxed);
-    let d = std::env::temp_dir().join(format!("heaplive-test.{}.{}.{}", std::process::id(), n, tag));
+    let d = std::env::temp_dir().join(format!(
+        "heaplive-test.{}.{}.{}",
+        std::process::id(),
+        n,
+        tag
+    ));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
@@ -33,17 +42,31 @@ pub fn tempdir(tag: &str) -> PathBuf {
 /// binary (or shared object, if `extra` has `-shared`).
 pub fn compile(src: &str, out_name: &str, dir: &Path, extra: &[&str]) -> PathBuf {
     let path = root().join("preload-tests/progs").join(src);
-    let cc = if src.ends_with(".cpp") || src.ends_with(".cc") { "g++" } else { "gcc" };
+    let cc = if src.ends_with(".cpp") || src.ends_with(".cc") {
+        "g++"
+    } else {
+        "gcc"
+    };
     let out = dir.join(out_name);
     let o = Command::new(cc)
-        .args(["-g", "-O1", "-fno-omit-frame-pointer", "-fno-optimize-sibling-calls", "-o"])
+        .args([
+            "-g",
+            "-O1",
+            "-fno-omit-frame-pointer",
+            "-fno-optimize-sibling-calls",
+            "-o",
+        ])
         .arg(&out)
         .arg(&path)
         .args(extra)
         .args(["-lpthread", "-ldl"])
         .output()
         .expect("run the compiler");
-    assert!(o.status.success(), "{cc} {src} failed:\n{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "{cc} {src} failed:\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     out
 }
 
@@ -57,7 +80,8 @@ pub fn run_preloaded(dir: &Path, cmd: &Path, args: &[&str], env: &[(&str, &str)]
             c.env_remove(k);
         }
     }
-    c.env("LD_PRELOAD", lib()).env("HEAPLIVE_OUTPUT", dir.join("heaplive.%e.%p.%n.folded"));
+    c.env("LD_PRELOAD", lib())
+        .env("HEAPLIVE_OUTPUT", dir.join("heaplive.%e.%p.%n.folded"));
     for (k, v) in env {
         c.env(k, v);
     }
@@ -66,7 +90,12 @@ pub fn run_preloaded(dir: &Path, cmd: &Path, args: &[&str], env: &[(&str, &str)]
 
 /// The same command without the library (for comparing outputs).
 pub fn run_plain(dir: &Path, cmd: &Path, args: &[&str]) -> Output {
-    Command::new(cmd).args(args).current_dir(dir).env_remove("LD_PRELOAD").output().expect("run the program")
+    Command::new(cmd)
+        .args(args)
+        .current_dir(dir)
+        .env_remove("LD_PRELOAD")
+        .output()
+        .expect("run the program")
 }
 
 /// Folded files in `dir`, sorted by name.
@@ -102,9 +131,16 @@ pub fn parse_folded(path: &Path) -> Vec<Stack> {
     text.lines()
         .enumerate()
         .map(|(i, l)| {
-            let (stack, n) = l.rsplit_once(' ').unwrap_or_else(|| panic!("{}:{}: no count: {l}", path.display(), i + 1));
-            let bytes = n.parse().unwrap_or_else(|_| panic!("{}:{}: bad count: {l}", path.display(), i + 1));
-            Stack { frames: stack.split(';').map(String::from).collect(), bytes }
+            let (stack, n) = l
+                .rsplit_once(' ')
+                .unwrap_or_else(|| panic!("{}:{}: no count: {l}", path.display(), i + 1));
+            let bytes = n
+                .parse()
+                .unwrap_or_else(|_| panic!("{}:{}: bad count: {l}", path.display(), i + 1));
+            Stack {
+                frames: stack.split(';').map(String::from).collect(),
+                bytes,
+            }
         })
         .collect()
 }
@@ -130,7 +166,13 @@ pub fn total(stacks: &[Stack]) -> u64 {
 /// The single folded file a run left in `dir` (asserts there is one).
 pub fn only_folded(dir: &Path) -> Vec<Stack> {
     let files = folded_files(dir);
-    assert_eq!(files.len(), 1, "expected one folded file in {}, found {:?}", dir.display(), files);
+    assert_eq!(
+        files.len(),
+        1,
+        "expected one folded file in {}, found {:?}",
+        dir.display(),
+        files
+    );
     parse_folded(&files[0])
 }
 

@@ -1,1 +1,576 @@
-//! (tests to come)
+//! The dump signal, the program's own dispositions for it, fork children,
+//! `heaplive_dump()`, periodic dumps, other dump signals, and dlopen
+//! (RTLD_DEEPBIND, dlclose). Programs: `progs/sig_*.c`, `progs/fork_*.c`,
+//! `progs/deep_*.c`.
+
+use crate::common::*;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+/// Everything about a run, for failure messages.
+fn show(o: &Output) -> String {
+    format!(
+        "status: {}\n--- stdout ---\n{}\n--- stderr ---\n{}",
+        o.status,
+        stdout(o),
+        stderr(o)
+    )
+}
+
+fn assert_ok(o: &Output, what: &str) {
+    assert!(
+        o.status.success(),
+        "{what}: the program failed\n{}",
+        show(o)
+    );
+}
+
+/// Every folded file in `dir` parses (parse_folded panics on a bad line);
+/// returns them by name.
+fn all_whole(dir: &Path) -> BTreeMap<PathBuf, Vec<Stack>> {
+    folded_files(dir)
+        .into_iter()
+        .map(|p| (p.clone(), parse_folded(&p)))
+        .collect()
+}
+
+/// `dir/heaplive.<exe>.<pid>.<n>.folded`.
+fn file_of(dir: &Path, exe: &str, pid: u32, n: u32) -> PathBuf {
+    dir.join(format!("heaplive.{exe}.{pid}.{n}.folded"))
+}
+
+/// Folded files in `dir` written by `pid` (by the default-like template).
+fn files_of_pid(dir: &Path, pid: u32) -> Vec<PathBuf> {
+    let needle = format!(".{pid}.");
+    folded_files(dir)
+        .into_iter()
+        .filter(|p| p.file_name().unwrap().to_string_lossy().contains(&needle))
+        .collect()
+}
+
+/// heaplive's lines on stderr that say `<why> dump`.
+fn dump_lines<'a>(err: &'a str, why: &str) -> Vec<&'a str> {
+    let pat = format!("]: {why} dump ");
+    err.lines()
+        .filter(|l| l.starts_with("heaplive[") && l.contains(&pat))
+        .collect()
+}
+
+/// The pid in the last `<key> <pid>` line of stdout.
+fn pid_after(out: &str, key: &str) -> u32 {
+    out.lines()
+        .filter_map(|l| l.strip_prefix(key))
+        .filter_map(|r| r.trim().parse().ok())
+        .next_back()
+        .unwrap_or_else(|| panic!("no `{key}<pid>` line in stdout:\n{out}"))
+}
+
+fn file_text(files: &BTreeMap<PathBuf, Vec<Stack>>) -> String {
+    let mut s = String::new();
+    for p in files.keys() {
+        s.push_str(&format!(
+            "=== {}\n{}",
+            p.display(),
+            std::fs::read_to_string(p).unwrap_or_default()
+        ));
+    }
+    s
+}
+
+#[test]
+fn signal_burst_during_threaded_allocation() {
+    let dir = tempdir("sig-burst");
+    let prog = compile("sig_burst.c", "sig_burst", &dir, &[]);
+    let o = run_preloaded(&dir, &prog, &[], &[("HEAPLIVE_SAMPLE_INTERVAL", "1K")]);
+    assert_ok(&o, "burst of 200 signals");
+    let err = stderr(&o);
+    assert!(
+        stdout(&o).contains("dumped 1"),
+        "no signal dump before the program stopped\n{}",
+        show(&o)
+    );
+    assert!(!err.contains("dump failed"), "a dump failed\n{}", show(&o));
+    let signal_dumps = dump_lines(&err, "signal").len();
+    assert!(
+        (1..=200).contains(&signal_dumps),
+        "{signal_dumps} signal dumps for 200 signals\n{}",
+        show(&o)
+    );
+    assert_eq!(
+        dump_lines(&err, "exit").len(),
+        1,
+        "one exit dump expected\n{}",
+        show(&o)
+    );
+    // Every file is whole: every line parses, no temporary left behind.
+    let files = all_whole(&dir);
+    assert_eq!(
+        files.len(),
+        signal_dumps + 1,
+        "one file per dump expected, found {:?}\n{}",
+        files.keys(),
+        show(&o)
+    );
+    for (p, stacks) in &files {
+        assert!(
+            !stacks.is_empty() || p.to_string_lossy().ends_with(".folded"),
+            "{}",
+            p.display()
+        );
+        for s in stacks {
+            assert!(
+                s.frames.iter().all(|f| !f.is_empty()),
+                "{}: empty frame in {:?}",
+                p.display(),
+                s.frames
+            );
+        }
+    }
+    let leftovers: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(".tmp."))
+        .collect();
+    assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
+}
+
+#[test]
+fn fork_children_keep_their_own_profiles() {
+    let dir = tempdir("fork-children");
+    let prog = compile("fork_children.c", "fork_children", &dir, &[]);
+    let o = run_preloaded(&dir, &prog, &[], &[("HEAPLIVE_SAMPLE_INTERVAL", "1")]);
+    assert_ok(&o, "fork of 4 children");
+    let out = stdout(&o);
+    let parent = pid_after(&out, "parent ");
+    let amounts = [110_000u64, 220_000, 330_000, 440_000];
+    let files = all_whole(&dir);
+    let ctx = || format!("{}\n{}", show(&o), file_text(&files));
+
+    let pf = files_of_pid(&dir, parent);
+    assert_eq!(
+        pf,
+        vec![file_of(&dir, "fork_children", parent, 1)],
+        "parent files\n{}",
+        ctx()
+    );
+    let ps = &files[&pf[0]];
+    assert_eq!(
+        bytes_under(ps, "parent_leak"),
+        300_000,
+        "parent's own leak in its file\n{}",
+        ctx()
+    );
+    for i in 0..4 {
+        assert_eq!(
+            bytes_under(ps, &format!("child_leak_{i}")),
+            0,
+            "the parent's file shows child {i}'s leak\n{}",
+            ctx()
+        );
+    }
+    for (i, want) in amounts.iter().enumerate() {
+        let pid = pid_after(&out, &format!("child {i} "));
+        assert_ne!(pid, parent);
+        let cf = files_of_pid(&dir, pid);
+        assert_eq!(
+            cf,
+            vec![file_of(&dir, "fork_children", pid, 1)],
+            "child {i} (pid {pid}): one exit file of its own\n{}",
+            ctx()
+        );
+        let cs = &files[&cf[0]];
+        assert_eq!(
+            bytes_under(cs, &format!("child_leak_{i}")),
+            *want,
+            "child {i}'s leak in its file\n{}",
+            ctx()
+        );
+        assert_eq!(
+            bytes_by_leaf(cs).get(&format!("child_leak_{i}")).copied(),
+            Some(*want),
+            "child {i}: leaf\n{}",
+            ctx()
+        );
+        for j in (0..4).filter(|&j| j != i) {
+            assert_eq!(
+                bytes_under(cs, &format!("child_leak_{j}")),
+                0,
+                "child {i}'s file shows child {j}'s leak\n{}",
+                ctx()
+            );
+        }
+        // What the child inherited is really live there (copy-on-write).
+        assert_eq!(
+            bytes_under(cs, "parent_leak"),
+            300_000,
+            "child {i}: the inherited leak\n{}",
+            ctx()
+        );
+    }
+    assert_eq!(files.len(), 5, "5 exit files expected\n{}", ctx());
+}
+
+fn app_handler_runs(mode: &str) {
+    let dir = tempdir(&format!("sig-handler-{mode}"));
+    let prog = compile("sig_handler.c", "sig_handler", &dir, &[]);
+    let o = run_preloaded(&dir, &prog, &[mode], &[]);
+    assert_ok(&o, mode);
+    let out = stdout(&o);
+    assert!(
+        out.contains("handler ran 5 times, info ok, dumps ok"),
+        "{mode}: the program's handler must run once per signal, and dumps must happen\n{}",
+        show(&o)
+    );
+    let n = dump_lines(&stderr(&o), "signal").len();
+    assert!(n >= 1, "{mode}: no signal dump\n{}", show(&o));
+    all_whole(&dir);
+}
+
+#[test]
+fn application_handler_installed_with_sigaction_still_runs() {
+    app_handler_runs("sigaction");
+}
+
+#[test]
+fn application_handler_installed_with_signal_still_runs() {
+    app_handler_runs("signal");
+}
+
+#[test]
+fn sig_ign_and_sig_dfl_are_virtual() {
+    let dir = tempdir("sig-ign-dfl");
+    let prog = compile("sig_ign_dfl.c", "sig_ign_dfl", &dir, &[]);
+    let o = run_preloaded(&dir, &prog, &[], &[]);
+    assert_ok(&o, "SIG_IGN/SIG_DFL");
+    let out = stdout(&o);
+    for l in [
+        "alive after SIG_IGN",
+        "alive after SIG_DFL",
+        "alive after signal(); all ok",
+    ] {
+        assert!(out.contains(l), "missing `{l}`\n{}", show(&o));
+    }
+    let n = dump_lines(&stderr(&o), "signal").len();
+    assert!(
+        n >= 3,
+        "3 signal dumps expected (one per signal, waited for), got {n}\n{}",
+        show(&o)
+    );
+    all_whole(&dir);
+}
+
+#[test]
+fn heaplive_dump_from_c() {
+    let dir = tempdir("sig-api");
+    let prog = compile("sig_api_dump.c", "sig_api_dump", &dir, &[]);
+    // Without the library the program runs and says so.
+    let plain = run_plain(&dir, &prog, &[]);
+    assert!(
+        plain.status.success() && stdout(&plain).contains("no heaplive"),
+        "plain run\n{}",
+        show(&plain)
+    );
+
+    let sub = dir.join("explicit");
+    std::fs::create_dir_all(&sub).unwrap();
+    let explicit = sub.join("mine.folded");
+    let o = run_preloaded(
+        &dir,
+        &prog,
+        &[explicit.to_str().unwrap()],
+        &[("HEAPLIVE_SAMPLE_INTERVAL", "1")],
+    );
+    assert_ok(&o, "heaplive_dump");
+    assert!(
+        stdout(&o).contains("r1 0 r2 0"),
+        "heaplive_dump must return 0\n{}",
+        show(&o)
+    );
+    let pid = o_pid(&o);
+    let requested = dump_lines(&stderr(&o), "requested").len();
+    assert_eq!(requested, 2, "two `requested dump` lines\n{}", show(&o));
+
+    let first = file_of(&dir, "sig_api_dump", pid, 1);
+    assert!(
+        first.exists(),
+        "heaplive_dump(NULL) must write the template's first file {}\n{}",
+        first.display(),
+        show(&o)
+    );
+    let s1 = parse_folded(&first);
+    assert_eq!(
+        bytes_under(&s1, "api_leak_a"),
+        123_456,
+        "first dump\n{}",
+        show(&o)
+    );
+    assert_eq!(
+        bytes_under(&s1, "api_leak_b"),
+        0,
+        "first dump\n{}",
+        show(&o)
+    );
+
+    assert!(
+        explicit.exists(),
+        "heaplive_dump(path) must write {}\n{}",
+        explicit.display(),
+        show(&o)
+    );
+    let s2 = parse_folded(&explicit);
+    assert_eq!(
+        bytes_under(&s2, "api_leak_a"),
+        123_456,
+        "explicit dump\n{}",
+        show(&o)
+    );
+    assert_eq!(
+        bytes_under(&s2, "api_leak_b"),
+        654_321,
+        "explicit dump\n{}",
+        show(&o)
+    );
+    assert_eq!(folded_files(&sub).len(), 1);
+
+    // The exit dump: both freed.
+    let exit_lines = dump_lines(&stderr(&o), "exit").len();
+    assert_eq!(exit_lines, 1, "one exit dump\n{}", show(&o));
+    let others: Vec<_> = folded_files(&dir)
+        .into_iter()
+        .filter(|p| *p != first)
+        .collect();
+    assert_eq!(
+        others.len(),
+        1,
+        "the exit file besides the first: {others:?}\n{}",
+        show(&o)
+    );
+    let s3 = parse_folded(&others[0]);
+    assert_eq!(
+        bytes_under(&s3, "api_leak_a") + bytes_under(&s3, "api_leak_b"),
+        0,
+        "exit dump after the frees\n{}",
+        show(&o)
+    );
+}
+
+/// The pid heaplive printed in its lines (`heaplive[<pid>]: ...`).
+fn o_pid(o: &Output) -> u32 {
+    let err = stderr(o);
+    err.lines()
+        .filter_map(|l| l.strip_prefix("heaplive["))
+        .filter_map(|r| r.split(']').next()?.parse().ok())
+        .next()
+        .unwrap_or_else(|| panic!("no heaplive[pid] line\n{}", show(o)))
+}
+
+#[test]
+fn periodic_dumps_every_second() {
+    let dir = tempdir("sig-periodic");
+    let prog = compile("sig_periodic.c", "sig_periodic", &dir, &[]);
+    let o = run_preloaded(
+        &dir,
+        &prog,
+        &[],
+        &[
+            ("HEAPLIVE_DUMP_EVERY", "1"),
+            ("HEAPLIVE_SAMPLE_INTERVAL", "1"),
+        ],
+    );
+    assert_ok(&o, "periodic");
+    let err = stderr(&o);
+    let periodic = dump_lines(&err, "periodic");
+    assert!(
+        periodic.len() >= 2,
+        "at least 2 periodic dumps in 3.5 s with HEAPLIVE_DUMP_EVERY=1\n{}",
+        show(&o)
+    );
+    let files = all_whole(&dir);
+    assert!(
+        files.len() > periodic.len(),
+        "a file per periodic dump plus the exit file: {:?}\n{}",
+        files.keys(),
+        show(&o)
+    );
+    for (p, s) in &files {
+        assert_eq!(
+            bytes_under(s, "periodic_leak"),
+            250_000,
+            "{}\n{}",
+            p.display(),
+            show(&o)
+        );
+    }
+}
+
+/// The status file heaplive keeps for `pid`: (dumps, last, signal).
+fn status_of(pid: u32) -> Option<(u32, String, i32)> {
+    let t = std::fs::read_to_string(format!("/tmp/heaplive-status/{pid}")).ok()?;
+    let mut dumps = None;
+    let mut last = None;
+    let mut sig = None;
+    for l in t.lines() {
+        if let Some(v) = l.strip_prefix("dumps ") {
+            dumps = v.parse().ok();
+        } else if let Some(v) = l.strip_prefix("last ") {
+            last = Some(v.to_string());
+        } else if let Some(v) = l.strip_prefix("signal ") {
+            sig = v.parse().ok();
+        }
+    }
+    Some((dumps?, last?, sig?))
+}
+
+fn dumps_on(spec: &str, sig: i32) {
+    let dir = tempdir(&format!("sig-custom-{}", spec.replace('+', "p")));
+    let prog = compile("sig_custom.c", "sig_custom", &dir, &[]);
+    let o = run_preloaded(
+        &dir,
+        &prog,
+        &[spec],
+        &[("HEAPLIVE_SIGNAL", spec), ("HEAPLIVE_SAMPLE_INTERVAL", "1")],
+    );
+    assert_ok(&o, spec);
+    assert!(
+        stdout(&o).contains(&format!("alive after signal {sig}, dumped 1")),
+        "{spec}\n{}",
+        show(&o)
+    );
+    assert!(
+        !stderr(&o).contains("HEAPLIVE_SIGNAL"),
+        "no warning expected for {spec}\n{}",
+        show(&o)
+    );
+    let lines = dump_lines(&stderr(&o), "signal").len();
+    assert_eq!(lines, 1, "{spec}: one signal dump\n{}", show(&o));
+    let pid = o_pid(&o);
+    let s = parse_folded(&file_of(&dir, "sig_custom", pid, 1));
+    assert_eq!(
+        bytes_under(&s, "custom_leak"),
+        100_000,
+        "{spec}\n{}",
+        show(&o)
+    );
+    let st = status_of(pid).unwrap_or_else(|| panic!("no status file for {pid}\n{}", show(&o)));
+    assert_eq!(st.2, sig, "status file's signal for {spec}");
+    assert_eq!(st.0, 2, "status: signal dump + exit dump");
+}
+
+#[test]
+fn heaplive_signal_usr1() {
+    dumps_on("USR1", libc::SIGUSR1);
+}
+
+#[test]
+fn heaplive_signal_rtmin_plus_2() {
+    dumps_on("RTMIN+2", libc::SIGRTMIN() + 2);
+}
+
+#[test]
+fn heaplive_signal_kill_warns_and_keeps_usr2() {
+    let dir = tempdir("sig-kill");
+    let prog = compile("sig_custom.c", "sig_custom", &dir, &[]);
+    let o = run_preloaded(&dir, &prog, &["USR2"], &[("HEAPLIVE_SIGNAL", "KILL")]);
+    assert_ok(&o, "HEAPLIVE_SIGNAL=KILL");
+    let err = stderr(&o);
+    let warn: Vec<_> = err
+        .lines()
+        .filter(|l| l.contains("HEAPLIVE_SIGNAL"))
+        .collect();
+    assert_eq!(
+        warn.len(),
+        1,
+        "one warning line naming HEAPLIVE_SIGNAL\n{}",
+        show(&o)
+    );
+    assert!(
+        warn[0].contains("KILL") && warn[0].contains("USR2"),
+        "the warning names the value and the default USR2\n{}",
+        show(&o)
+    );
+    assert!(
+        stdout(&o).contains(&format!("alive after signal {}, dumped 1", libc::SIGUSR2)),
+        "USR2 still dumps\n{}",
+        show(&o)
+    );
+    assert_eq!(dump_lines(&err, "signal").len(), 1, "{}", show(&o));
+}
+
+#[test]
+fn rtld_deepbind_is_cleared() {
+    let dir = tempdir("deep-bind");
+    let a = compile("deep_lib.c", "libdeep_a.so", &dir, &["-shared", "-fPIC"]);
+    let b = compile("deep_lib.c", "libdeep_b.so", &dir, &["-shared", "-fPIC"]);
+    let prog = compile("deep_main.c", "deep_main", &dir, &[]);
+    let o = run_preloaded(
+        &dir,
+        &prog,
+        &["deepbind", a.to_str().unwrap(), b.to_str().unwrap()],
+        &[("HEAPLIVE_SAMPLE_INTERVAL", "1")],
+    );
+    assert_ok(&o, "RTLD_DEEPBIND");
+    assert!(stdout(&o).contains("loaded"), "{}", show(&o));
+    let err = stderr(&o);
+    let said: Vec<_> = err
+        .lines()
+        .filter(|l| l.contains("RTLD_DEEPBIND"))
+        .collect();
+    assert_eq!(
+        said.len(),
+        1,
+        "one line about RTLD_DEEPBIND (said once for two dlopens)\n{}",
+        show(&o)
+    );
+    assert!(
+        said[0].contains("cleared"),
+        "the line says the flag was cleared\n{}",
+        show(&o)
+    );
+    let s = only_folded(&dir);
+    let leaf = bytes_by_leaf(&s);
+    assert_eq!(
+        leaf.get("deep_alloc").copied(),
+        Some(777_777 + 111_111),
+        "the libraries' allocations under deep_alloc\n{}\n{:#?}",
+        show(&o),
+        s
+    );
+}
+
+#[test]
+fn dlclosed_library_frames_keep_their_names() {
+    let dir = tempdir("deep-dlclose");
+    let lib = compile("deep_lib.c", "libdeep_gone.so", &dir, &["-shared", "-fPIC"]);
+    let prog = compile("deep_main.c", "deep_main", &dir, &[]);
+    let o = run_preloaded(
+        &dir,
+        &prog,
+        &["dlclose", lib.to_str().unwrap()],
+        &[("HEAPLIVE_SAMPLE_INTERVAL", "1")],
+    );
+    assert_ok(&o, "dlclose");
+    assert!(
+        stdout(&o).contains("unloaded yes"),
+        "the library must really be unloaded before exit\n{}",
+        show(&o)
+    );
+    let s = only_folded(&dir);
+    let hits: Vec<_> = s.iter().filter(|st| st.bytes == 555_555).collect();
+    assert_eq!(
+        hits.len(),
+        1,
+        "one stack with the 555,555-byte leak\n{}\n{:#?}",
+        show(&o),
+        s
+    );
+    assert_eq!(
+        hits[0].leaf(),
+        "deep_alloc",
+        "the unloaded library's frame keeps its name: {:?}\n{}",
+        hits[0].frames,
+        show(&o)
+    );
+    assert!(hits[0].has("main"), "{:?}", hits[0].frames);
+}

@@ -16,7 +16,9 @@ pub struct Arena {
 
 impl Arena {
     pub const fn new() -> Self {
-        Arena { bump: SpinLock::new(Bump { cur: 0, end: 0 }) }
+        Arena {
+            bump: SpinLock::new(Bump { cur: 0, end: 0 }),
+        }
     }
 
     /// `len` bytes aligned to 8, zeroed. Null when the kernel refuses memory.

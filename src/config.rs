@@ -22,7 +22,10 @@ pub struct FixedStr<const N: usize> {
 
 impl<const N: usize> FixedStr<N> {
     pub const fn new() -> Self {
-        FixedStr { buf: [0; N], len: 0 }
+        FixedStr {
+            buf: [0; N],
+            len: 0,
+        }
     }
     pub fn set(&mut self, s: &[u8]) -> bool {
         if s.len() > N {
@@ -101,7 +104,11 @@ impl Config {
         }
     }
     pub fn output_template(&self) -> &str {
-        if self.output.is_empty() { DEFAULT_OUTPUT } else { self.output.as_str() }
+        if self.output.is_empty() {
+            DEFAULT_OUTPUT
+        } else {
+            self.output.as_str()
+        }
     }
 }
 
@@ -145,18 +152,33 @@ pub fn load() {
     if let Some(v) = env(b"HEAPLIVE_SAMPLE_INTERVAL\0") {
         match parse_size(v) {
             Some(n) if n >= 1 => c.interval = n,
-            _ => warn_bad("HEAPLIVE_SAMPLE_INTERVAL", v, "is not a size of at least 1 byte (examples: 1, 64K, 512K, 4M)", format_args!("512K")),
+            _ => warn_bad(
+                "HEAPLIVE_SAMPLE_INTERVAL",
+                v,
+                "is not a size of at least 1 byte (examples: 1, 64K, 512K, 4M)",
+                format_args!("512K"),
+            ),
         }
     }
     if let Some(v) = env(b"HEAPLIVE_SEED\0") {
         match parse_u64(v) {
             Some(n) => c.seed = n,
-            None => warn_bad("HEAPLIVE_SEED", v, "is not a whole number", format_args!("0 (seed from the clock)")),
+            None => warn_bad(
+                "HEAPLIVE_SEED",
+                v,
+                "is not a whole number",
+                format_args!("0 (seed from the clock)"),
+            ),
         }
     }
     if let Some(v) = env(b"HEAPLIVE_OUTPUT\0") {
         if v.is_empty() || !c.output.set(v) {
-            warn_bad("HEAPLIVE_OUTPUT", v, "is empty or longer than 4096 bytes", format_args!("{}", DEFAULT_OUTPUT));
+            warn_bad(
+                "HEAPLIVE_OUTPUT",
+                v,
+                "is empty or longer than 4096 bytes",
+                format_args!("{}", DEFAULT_OUTPUT),
+            );
         }
     }
     load_bool(b"HEAPLIVE_DUMP_AT_EXIT\0", &mut c.dump_at_exit);
@@ -169,41 +191,76 @@ pub fn load() {
     if let Some(v) = env(b"HEAPLIVE_DUMP_EVERY\0") {
         match parse_duration_ms(v) {
             Some(ms) => c.dump_every_ms = ms,
-            None => warn_bad("HEAPLIVE_DUMP_EVERY", v, "is not a duration (examples: 30, 30s, 5m, 1h; 0 = off)", format_args!("0 (off)")),
+            None => warn_bad(
+                "HEAPLIVE_DUMP_EVERY",
+                v,
+                "is not a duration (examples: 30, 30s, 5m, 1h; 0 = off)",
+                format_args!("0 (off)"),
+            ),
         }
     }
     if let Some(v) = env(b"HEAPLIVE_FORMAT\0") {
         match parse_format(v) {
             Some((f, p)) => (c.folded, c.pprof) = (f, p),
-            None => warn_bad("HEAPLIVE_FORMAT", v, "is not one of folded, pprof, folded,pprof", format_args!("folded")),
+            None => warn_bad(
+                "HEAPLIVE_FORMAT",
+                v,
+                "is not one of folded, pprof, folded,pprof",
+                format_args!("folded"),
+            ),
         }
     }
     if let Some(v) = env(b"HEAPLIVE_WARN_BYTES\0") {
         match parse_size(v) {
             Some(n) => c.warn_bytes = n,
-            None => warn_bad("HEAPLIVE_WARN_BYTES", v, "is not a size (examples: 0 = off, 64M, 1G)", format_args!("256M")),
+            None => warn_bad(
+                "HEAPLIVE_WARN_BYTES",
+                v,
+                "is not a size (examples: 0 = off, 64M, 1G)",
+                format_args!("256M"),
+            ),
         }
     }
     if let Some(v) = env(b"HEAPLIVE_WARN_BLOCKS\0") {
         match parse_u64(v) {
             Some(n) => c.warn_blocks = n,
-            None => warn_bad("HEAPLIVE_WARN_BLOCKS", v, "is not a whole number (0 = off)", format_args!("0 (off)")),
+            None => warn_bad(
+                "HEAPLIVE_WARN_BLOCKS",
+                v,
+                "is not a whole number (0 = off)",
+                format_args!("0 (off)"),
+            ),
         }
     }
     if let Some(v) = env(b"HEAPLIVE_WARN_GROWTH\0") {
         match parse_float(v) {
             Some(g) if g > 1.0 => c.warn_growth = g,
-            _ => warn_bad("HEAPLIVE_WARN_GROWTH", v, "is not a number above 1 (examples: 1.5, 2)", format_args!("2")),
+            _ => warn_bad(
+                "HEAPLIVE_WARN_GROWTH",
+                v,
+                "is not a number above 1 (examples: 1.5, 2)",
+                format_args!("2"),
+            ),
         }
     }
     if let Some(v) = env(b"HEAPLIVE_LOG\0") {
         if !c.log.set(v) {
-            warn_bad("HEAPLIVE_LOG", v, "is longer than 4096 bytes", format_args!("stderr"));
+            warn_bad(
+                "HEAPLIVE_LOG",
+                v,
+                "is longer than 4096 bytes",
+                format_args!("stderr"),
+            );
         }
     }
     if let Some(v) = env(b"HEAPLIVE_DEBUG_DIRS\0") {
         if !c.debug_dirs.set(v) {
-            warn_bad("HEAPLIVE_DEBUG_DIRS", v, "is longer than 4096 bytes", format_args!("/usr/lib/debug only"));
+            warn_bad(
+                "HEAPLIVE_DEBUG_DIRS",
+                v,
+                "is longer than 4096 bytes",
+                format_args!("/usr/lib/debug only"),
+            );
         }
     }
     load_bool(b"HEAPLIVE_LINES\0", &mut c.lines);
@@ -266,8 +323,14 @@ fn exe_name() -> StackBuf<256> {
 // Pure parsers (unit-tested below).
 
 fn trim(v: &[u8]) -> &[u8] {
-    let s = v.iter().position(|b| !b.is_ascii_whitespace()).unwrap_or(v.len());
-    let e = v.iter().rposition(|b| !b.is_ascii_whitespace()).map_or(s, |i| i + 1);
+    let s = v
+        .iter()
+        .position(|b| !b.is_ascii_whitespace())
+        .unwrap_or(v.len());
+    let e = v
+        .iter()
+        .rposition(|b| !b.is_ascii_whitespace())
+        .map_or(s, |i| i + 1);
     &v[s..e]
 }
 
@@ -289,7 +352,10 @@ pub fn parse_u64(v: &[u8]) -> Option<u64> {
 /// `123`, `64K`, `64k`, `64KB`, `64KiB`, `4M`, `2G` (binary multiples).
 pub fn parse_size(v: &[u8]) -> Option<u64> {
     let v = trim(v);
-    let digits = v.iter().position(|b| !b.is_ascii_digit()).unwrap_or(v.len());
+    let digits = v
+        .iter()
+        .position(|b| !b.is_ascii_digit())
+        .unwrap_or(v.len());
     let n = parse_u64(&v[..digits])?;
     let mult: u64 = match &v[digits..] {
         b"" | b"b" | b"B" => 1,
@@ -319,7 +385,10 @@ pub fn parse_bool(v: &[u8]) -> Option<bool> {
 /// `30` (seconds), `30s`, `500ms`, `5m`, `1h`; `0` means off.
 pub fn parse_duration_ms(v: &[u8]) -> Option<u64> {
     let v = trim(v);
-    let digits = v.iter().position(|b| !b.is_ascii_digit()).unwrap_or(v.len());
+    let digits = v
+        .iter()
+        .position(|b| !b.is_ascii_digit())
+        .unwrap_or(v.len());
     let n = parse_u64(&v[..digits])?;
     let mult = match &v[digits..] {
         b"" | b"s" | b"S" => 1000,
@@ -360,31 +429,69 @@ pub fn parse_signal(v: &[u8]) -> Result<i32, &'static str> {
     if eq_any(v, &[b"none", b"off", b"0"]) {
         return Ok(0);
     }
-    let name = if v.len() > 3 && v[..3].eq_ignore_ascii_case(b"SIG") { &v[3..] } else { v };
+    let name = if v.len() > 3 && v[..3].eq_ignore_ascii_case(b"SIG") {
+        &v[3..]
+    } else {
+        v
+    };
     let rtmin = libc::SIGRTMIN();
     let rtmax = libc::SIGRTMAX();
     let sig = if let Some(n) = parse_u64(name) {
         n.min(1000) as i32
-    } else if name.len() >= 5 && (name[..5].eq_ignore_ascii_case(b"RTMIN") || name[..5].eq_ignore_ascii_case(b"RTMAX")) {
-        let base = if name[..5].eq_ignore_ascii_case(b"RTMIN") { rtmin } else { rtmax };
+    } else if name.len() >= 5
+        && (name[..5].eq_ignore_ascii_case(b"RTMIN") || name[..5].eq_ignore_ascii_case(b"RTMAX"))
+    {
+        let base = if name[..5].eq_ignore_ascii_case(b"RTMIN") {
+            rtmin
+        } else {
+            rtmax
+        };
         match &name[5..] {
             [] => base,
-            [b'+', rest @ ..] => base + parse_u64(rest).ok_or("is not a signal name or number")?.min(1000) as i32,
-            [b'-', rest @ ..] => base - parse_u64(rest).ok_or("is not a signal name or number")?.min(1000) as i32,
+            [b'+', rest @ ..] => {
+                base + parse_u64(rest)
+                    .ok_or("is not a signal name or number")?
+                    .min(1000) as i32
+            }
+            [b'-', rest @ ..] => {
+                base - parse_u64(rest)
+                    .ok_or("is not a signal name or number")?
+                    .min(1000) as i32
+            }
             _ => return Err("is not a signal name or number"),
         }
     } else {
         const NAMES: &[(&[u8], i32)] = &[
-            (b"HUP", libc::SIGHUP), (b"INT", libc::SIGINT), (b"QUIT", libc::SIGQUIT),
-            (b"USR1", libc::SIGUSR1), (b"USR2", libc::SIGUSR2), (b"PIPE", libc::SIGPIPE),
-            (b"ALRM", libc::SIGALRM), (b"TERM", libc::SIGTERM), (b"CHLD", libc::SIGCHLD),
-            (b"CONT", libc::SIGCONT), (b"TSTP", libc::SIGTSTP), (b"TTIN", libc::SIGTTIN),
-            (b"TTOU", libc::SIGTTOU), (b"URG", libc::SIGURG), (b"XCPU", libc::SIGXCPU),
-            (b"XFSZ", libc::SIGXFSZ), (b"VTALRM", libc::SIGVTALRM), (b"PROF", libc::SIGPROF),
-            (b"WINCH", libc::SIGWINCH), (b"IO", libc::SIGIO), (b"PWR", libc::SIGPWR),
-            (b"KILL", libc::SIGKILL), (b"STOP", libc::SIGSTOP), (b"SEGV", libc::SIGSEGV),
-            (b"BUS", libc::SIGBUS), (b"FPE", libc::SIGFPE), (b"ILL", libc::SIGILL),
-            (b"TRAP", libc::SIGTRAP), (b"SYS", libc::SIGSYS), (b"ABRT", libc::SIGABRT),
+            (b"HUP", libc::SIGHUP),
+            (b"INT", libc::SIGINT),
+            (b"QUIT", libc::SIGQUIT),
+            (b"USR1", libc::SIGUSR1),
+            (b"USR2", libc::SIGUSR2),
+            (b"PIPE", libc::SIGPIPE),
+            (b"ALRM", libc::SIGALRM),
+            (b"TERM", libc::SIGTERM),
+            (b"CHLD", libc::SIGCHLD),
+            (b"CONT", libc::SIGCONT),
+            (b"TSTP", libc::SIGTSTP),
+            (b"TTIN", libc::SIGTTIN),
+            (b"TTOU", libc::SIGTTOU),
+            (b"URG", libc::SIGURG),
+            (b"XCPU", libc::SIGXCPU),
+            (b"XFSZ", libc::SIGXFSZ),
+            (b"VTALRM", libc::SIGVTALRM),
+            (b"PROF", libc::SIGPROF),
+            (b"WINCH", libc::SIGWINCH),
+            (b"IO", libc::SIGIO),
+            (b"PWR", libc::SIGPWR),
+            (b"KILL", libc::SIGKILL),
+            (b"STOP", libc::SIGSTOP),
+            (b"SEGV", libc::SIGSEGV),
+            (b"BUS", libc::SIGBUS),
+            (b"FPE", libc::SIGFPE),
+            (b"ILL", libc::SIGILL),
+            (b"TRAP", libc::SIGTRAP),
+            (b"SYS", libc::SIGSYS),
+            (b"ABRT", libc::SIGABRT),
         ];
         NAMES
             .iter()
@@ -394,9 +501,13 @@ pub fn parse_signal(v: &[u8]) -> Result<i32, &'static str> {
     };
     match sig {
         libc::SIGKILL | libc::SIGSTOP => Err("cannot be caught"),
-        libc::SIGSEGV | libc::SIGBUS | libc::SIGFPE | libc::SIGILL | libc::SIGTRAP | libc::SIGSYS | libc::SIGABRT => {
-            Err("reports faults and cannot carry dump requests")
-        }
+        libc::SIGSEGV
+        | libc::SIGBUS
+        | libc::SIGFPE
+        | libc::SIGILL
+        | libc::SIGTRAP
+        | libc::SIGSYS
+        | libc::SIGABRT => Err("reports faults and cannot carry dump requests"),
         s if s < 1 || s > rtmax => Err("is out of range"),
         s if s > 31 && s < rtmin => Err("is reserved by the C library"),
         s => Ok(s),

@@ -23,8 +23,12 @@ pub struct DumpState {
     entries: Vec<live::Entry>,
 }
 
-pub static DUMP: SpinLock<DumpState> =
-    SpinLock::new(DumpState { symbolizer: None, seq: 0, last_path: None, entries: Vec::new() });
+pub static DUMP: SpinLock<DumpState> = SpinLock::new(DumpState {
+    symbolizer: None,
+    seq: 0,
+    last_path: None,
+    entries: Vec::new(),
+});
 
 /// The eventfd the signal handler writes to; -1 before the dumper exists.
 pub static EVENT_FD: AtomicI32 = AtomicI32::new(-1);
@@ -42,8 +46,17 @@ pub fn symbolizer_of(st: &mut DumpState) -> &mut Symbolizer {
     st.symbolizer.get_or_insert_with(|| {
         let cfg = config::get();
         let mut dirs = vec![PathBuf::from("/usr/lib/debug")];
-        dirs.extend(cfg.debug_dirs.as_str().split(':').filter(|s| !s.is_empty()).map(PathBuf::from));
-        Symbolizer::new(SymConfig { debug_dirs: dirs, demangle: cfg.demangle })
+        dirs.extend(
+            cfg.debug_dirs
+                .as_str()
+                .split(':')
+                .filter(|s| !s.is_empty())
+                .map(PathBuf::from),
+        );
+        Symbolizer::new(SymConfig {
+            debug_dirs: dirs,
+            demangle: cfg.demangle,
+        })
     })
 }
 
@@ -75,12 +88,20 @@ fn build_profile(st: &mut DumpState) -> Profile {
                     // Return addresses point after the call.
                     let addr = (ip as u64).saturating_sub(1);
                     let (mapping, frames) = sym.lookup(addr);
-                    locations.push(Location { address: addr, mapping, frames });
+                    locations.push(Location {
+                        address: addr,
+                        mapping,
+                        frames,
+                    });
                     locations.len() - 1
                 })
             })
             .collect();
-        samples.push(Sample { locations: locs, bytes: bytes.round() as u64, blocks: blocks.round() as u64 });
+        samples.push(Sample {
+            locations: locs,
+            bytes: bytes.round() as u64,
+            blocks: blocks.round() as u64,
+        });
     }
     let started = STARTED_NS.load(Relaxed);
     Profile {
@@ -119,11 +140,15 @@ pub fn dump_locked(st: &mut DumpState, path: Option<&Path>, why: &str) -> std::i
     let total = profile.total_bytes();
     let mut written: Option<PathBuf> = None;
     if cfg.folded || path.is_some() && !cfg.pprof {
-        written = Some(output::write_with_fallback(&target, &mut |w| crate::folded::write_folded(&profile, w))?);
+        written = Some(output::write_with_fallback(&target, &mut |w| {
+            crate::folded::write_folded(&profile, w)
+        })?);
     }
     if cfg.pprof {
         let pb = output::pprof_name(&target);
-        let p = output::write_with_fallback(&pb, &mut |w| crate::pprof::write_pprof(&profile, &mut WriteRef(w)))?;
+        let p = output::write_with_fallback(&pb, &mut |w| {
+            crate::pprof::write_pprof(&profile, &mut WriteRef(w))
+        })?;
         written.get_or_insert(p);
     }
     let written = written.unwrap_or(target);
@@ -131,7 +156,9 @@ pub fn dump_locked(st: &mut DumpState, path: Option<&Path>, why: &str) -> std::i
     st.last_path = Some(written.clone());
     let ms = (sys::now_nanos() - t0) as f64 / 1e6;
     let samples: usize = st.entries.len();
-    let rss = rss_bytes().map(|r| format!("{}", log::human_bytes(r as f64))).unwrap_or_else(|| "?".into());
+    let rss = rss_bytes()
+        .map(|r| format!("{}", log::human_bytes(r as f64)))
+        .unwrap_or_else(|| "?".into());
     log::line(format_args!(
         "heaplive[{}]: {} dump {}: {} live (estimate) in {} samples over {} stacks; RSS {}; took {:.1} ms",
         pid,
@@ -144,7 +171,10 @@ pub fn dump_locked(st: &mut DumpState, path: Option<&Path>, why: &str) -> std::i
         ms
     ));
     output::write_status(pid, n, &written, cfg.signal);
-    Ok(Written { path: written, total })
+    Ok(Written {
+        path: written,
+        total,
+    })
 }
 
 /// `&mut dyn Write` as a sized `impl Write`.
@@ -164,7 +194,12 @@ pub fn dump(path: Option<&Path>, why: &str) -> std::io::Result<Written> {
     let mut st = DUMP.lock();
     let r = dump_locked(&mut st, path, why);
     if let Err(e) = &r {
-        log::line(format_args!("heaplive[{}]: {} dump failed: {}", sys::getpid(), why, e));
+        log::line(format_args!(
+            "heaplive[{}]: {} dump failed: {}",
+            sys::getpid(),
+            why,
+            e
+        ));
     }
     r
 }
@@ -195,7 +230,11 @@ fn start_dumper(pid: u32) {
     // SAFETY: eventfd has no preconditions.
     let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
     if fd < 0 {
-        log::line(format_args!("heaplive[{}]: no eventfd ({}); signal dumps are off", pid, output::errno_text(sys::errno())));
+        log::line(format_args!(
+            "heaplive[{}]: no eventfd ({}); signal dumps are off",
+            pid,
+            output::errno_text(sys::errno())
+        ));
     } else {
         let old = EVENT_FD.swap(fd, AcqRel);
         if old >= 0 {
@@ -251,7 +290,11 @@ fn dumper_main() {
     let my_pid = sys::getpid();
     let cfg = config::get();
     let every_ns = cfg.dump_every_ms.saturating_mul(1_000_000);
-    let mut next_periodic = if every_ns > 0 { sys::now_nanos() + every_ns } else { u64::MAX };
+    let mut next_periodic = if every_ns > 0 {
+        sys::now_nanos() + every_ns
+    } else {
+        u64::MAX
+    };
     let mut next_prune = sys::now_nanos() + 10_000_000_000;
     loop {
         if crate::fork::pid() != my_pid || DUMPER_PID.load(Acquire) != my_pid {
@@ -261,7 +304,11 @@ fn dumper_main() {
         let fd = EVENT_FD.load(Acquire);
         let now = sys::now_nanos();
         let wait_ms = (next_periodic.min(now + 250_000_000).saturating_sub(now) / 1_000_000) as i32;
-        let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+        let mut pfd = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
         // SAFETY: one valid pollfd.
         let r = unsafe { libc::poll(&mut pfd, if fd >= 0 { 1 } else { 0 }, wait_ms.max(1)) };
         if r > 0 && pfd.revents & libc::POLLIN != 0 {
@@ -306,7 +353,11 @@ pub extern "C" fn at_exit() {
     let cfg = config::get();
     let _busy = crate::guard::Busy::enter();
     let _errno = sys::ErrnoGuard::save();
-    let written = if cfg.dump_at_exit { dump(None, "exit").ok() } else { None };
+    let written = if cfg.dump_at_exit {
+        dump(None, "exit").ok()
+    } else {
+        None
+    };
     crate::leaks::exit_summary(written.as_ref());
 }
 
@@ -320,7 +371,9 @@ pub unsafe extern "C" fn heaplive_dump(path: *const core::ffi::c_char) -> core::
     } else {
         // SAFETY: the caller passes a NUL-terminated string.
         let b = unsafe { core::ffi::CStr::from_ptr(path) }.to_bytes();
-        Some(PathBuf::from(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(b)))
+        Some(PathBuf::from(
+            <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(b),
+        ))
     };
     match dump(explicit.as_deref(), "requested") {
         Ok(_) => 0,

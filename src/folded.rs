@@ -66,23 +66,59 @@ mod tests {
     use crate::profile::{Location, Sample};
 
     fn f(name: &str) -> Frame {
-        Frame { function: name.into(), file: Some("/src/a.c".into()), line: Some(12) }
+        Frame {
+            function: name.into(),
+            file: Some("/src/a.c".into()),
+            line: Some(12),
+        }
     }
 
     #[test]
     fn root_first_inline_expanded_escaped_and_merged() {
         let p = Profile {
             locations: vec![
-                Location { address: 1, mapping: None, frames: vec![f("inlined"), f("leaf")] },
-                Location { address: 2, mapping: None, frames: vec![f("main")] },
-                Location { address: 3, mapping: None, frames: vec![f("weird;name\nx")] },
-                Location { address: 4, mapping: None, frames: vec![f("leaf")] },
+                Location {
+                    address: 1,
+                    mapping: None,
+                    frames: vec![f("inlined"), f("leaf")],
+                },
+                Location {
+                    address: 2,
+                    mapping: None,
+                    frames: vec![f("main")],
+                },
+                Location {
+                    address: 3,
+                    mapping: None,
+                    frames: vec![f("weird;name\nx")],
+                },
+                Location {
+                    address: 4,
+                    mapping: None,
+                    frames: vec![f("leaf")],
+                },
             ],
             samples: vec![
-                Sample { locations: vec![0, 1], bytes: 100, blocks: 1 },
-                Sample { locations: vec![2, 1], bytes: 5, blocks: 1 },
-                Sample { locations: vec![3, 1], bytes: 7, blocks: 1 },
-                Sample { locations: vec![3, 1], bytes: 0, blocks: 0 },
+                Sample {
+                    locations: vec![0, 1],
+                    bytes: 100,
+                    blocks: 1,
+                },
+                Sample {
+                    locations: vec![2, 1],
+                    bytes: 5,
+                    blocks: 1,
+                },
+                Sample {
+                    locations: vec![3, 1],
+                    bytes: 7,
+                    blocks: 1,
+                },
+                Sample {
+                    locations: vec![3, 1],
+                    bytes: 0,
+                    blocks: 0,
+                },
             ],
             ..Default::default()
         };
@@ -98,7 +134,11 @@ mod tests {
     fn lines_are_appended_with_base_names() {
         assert_eq!(frame_text(&f("g"), true), "g (a.c:12)");
         assert_eq!(frame_text(&f("g"), false), "g");
-        let nofile = Frame { function: "h".into(), file: None, line: None };
+        let nofile = Frame {
+            function: "h".into(),
+            file: None,
+            line: None,
+        };
         assert_eq!(frame_text(&nofile, true), "h");
     }
 }

@@ -59,7 +59,10 @@ unsafe fn unlock_all() {
 /// by our fork() wrapper or at the first sample, never here (an atfork
 /// handler may not create threads).
 fn become_child() {
-    PID.store(sys::getpid(), Release);
+    let pid = sys::getpid();
+    PID.store(pid, Release);
+    // Parent and child would otherwise draw the same sampling gaps.
+    crate::sampler::reseed_after_fork(pid);
     dump::reset_after_fork(&mut dump::DUMP.lock());
     crate::shadow::reset_after_fork();
 }

@@ -52,7 +52,8 @@ fn alloc_slow(p: *mut c_void, size: usize) {
         // The thread's first allocation: draw the first gap and count this
         // allocation against it.
         sampler::seed_thread(t, cfg.seed);
-        t.bytes_until_sample = sampler::next_gap(&mut t.rng, cfg.interval).saturating_sub(size as i64);
+        t.bytes_until_sample =
+            sampler::next_gap(&mut t.rng, cfg.interval).saturating_sub(size as i64);
         if t.bytes_until_sample >= 0 {
             return;
         }
@@ -110,7 +111,11 @@ fn free_slow(p: *mut c_void) {
 /// call, since after it the address may belong to someone else.
 #[inline(always)]
 pub fn untrack_for_realloc(p: *mut c_void) -> Option<Entry> {
-    if shadow::test(p as usize) { untrack_slow(p) } else { None }
+    if shadow::test(p as usize) {
+        untrack_slow(p)
+    } else {
+        None
+    }
 }
 
 #[cold]

@@ -40,8 +40,20 @@ struct Ring {
     dropped: u64,
 }
 
-static QUEUE: SpinLock<Ring> =
-    SpinLock::new(Ring { events: [Event { stack: 0, by_blocks: false, bytes: 0, milliblocks: 0, previous: 0, previous_ns: 0, now_ns: 0 }; RING], head: 0, len: 0, dropped: 0 });
+static QUEUE: SpinLock<Ring> = SpinLock::new(Ring {
+    events: [Event {
+        stack: 0,
+        by_blocks: false,
+        bytes: 0,
+        milliblocks: 0,
+        previous: 0,
+        previous_ns: 0,
+        now_ns: 0,
+    }; RING],
+    head: 0,
+    len: 0,
+    dropped: 0,
+});
 
 static WARNED_STACKS: AtomicU64 = AtomicU64::new(0);
 static LINES: AtomicU64 = AtomicU64::new(0);
@@ -52,7 +64,11 @@ pub fn next_threshold(threshold: i64, last_warned: i64, growth: f64) -> i64 {
         threshold
     } else {
         let next = (last_warned as f64 * growth).ceil();
-        if next >= i64::MAX as f64 { i64::MAX } else { (next as i64).max(last_warned + 1) }
+        if next >= i64::MAX as f64 {
+            i64::MAX
+        } else {
+            (next as i64).max(last_warned + 1)
+        }
     }
 }
 
@@ -61,11 +77,31 @@ pub fn after_growth(id: stacks::StackId, bytes: i64, milliblocks: i64) {
     let cfg = config::get();
     let Some(slot) = stacks::slot(id) else { return };
     if cfg.warn_bytes > 0 {
-        check(slot, id, false, bytes, bytes, milliblocks, cfg.warn_bytes as i64, cfg.warn_growth, &slot.warned_bytes);
+        check(
+            slot,
+            id,
+            false,
+            bytes,
+            bytes,
+            milliblocks,
+            cfg.warn_bytes as i64,
+            cfg.warn_growth,
+            &slot.warned_bytes,
+        );
     }
     if cfg.warn_blocks > 0 {
         let t = (cfg.warn_blocks as i64).saturating_mul(1000);
-        check(slot, id, true, milliblocks, bytes, milliblocks, t, cfg.warn_growth, &slot.warned_milliblocks);
+        check(
+            slot,
+            id,
+            true,
+            milliblocks,
+            bytes,
+            milliblocks,
+            t,
+            cfg.warn_growth,
+            &slot.warned_milliblocks,
+        );
     }
 }
 
@@ -85,16 +121,31 @@ fn check(
     if amount < next_threshold(threshold, last, growth) {
         return;
     }
-    if warned.compare_exchange(last, amount, AcqRel, Relaxed).is_err() {
+    if warned
+        .compare_exchange(last, amount, AcqRel, Relaxed)
+        .is_err()
+    {
         return;
     }
     let now = sys::now_nanos();
     let previous_ns = slot.warned_at.swap(now, Relaxed);
-    let other = if by_blocks { &slot.warned_bytes } else { &slot.warned_milliblocks };
+    let other = if by_blocks {
+        &slot.warned_bytes
+    } else {
+        &slot.warned_milliblocks
+    };
     if last == 0 && other.load(Relaxed) == 0 {
         WARNED_STACKS.fetch_add(1, Relaxed);
     }
-    let ev = Event { stack: id, by_blocks, bytes, milliblocks, previous: last, previous_ns, now_ns: now };
+    let ev = Event {
+        stack: id,
+        by_blocks,
+        bytes,
+        milliblocks,
+        previous: last,
+        previous_ns,
+        now_ns: now,
+    };
     let mut q = QUEUE.lock();
     if q.len == RING {
         q.dropped += 1;
@@ -148,14 +199,31 @@ fn format_event(ev: &Event, suppressed: u64) -> String {
         human_bytes(ev.bytes as f64),
         Grouped(blocks)
     );
-    let amount = if ev.by_blocks { ev.milliblocks } else { ev.bytes };
+    let amount = if ev.by_blocks {
+        ev.milliblocks
+    } else {
+        ev.bytes
+    };
     if ev.previous > 0 {
         let secs = ev.now_ns.saturating_sub(ev.previous_ns) as f64 / 1e9;
-        let _ = write!(s, " (x{:.1} in {:.0} s)", amount as f64 / ev.previous as f64, secs);
+        let _ = write!(
+            s,
+            " (x{:.1} in {:.0} s)",
+            amount as f64 / ev.previous as f64,
+            secs
+        );
     } else if ev.by_blocks {
-        let _ = write!(s, " (reached HEAPLIVE_WARN_BLOCKS={})", config::get().warn_blocks);
+        let _ = write!(
+            s,
+            " (reached HEAPLIVE_WARN_BLOCKS={})",
+            config::get().warn_blocks
+        );
     } else {
-        let _ = write!(s, " (reached HEAPLIVE_WARN_BYTES={})", human_bytes(config::get().warn_bytes as f64));
+        let _ = write!(
+            s,
+            " (reached HEAPLIVE_WARN_BYTES={})",
+            human_bytes(config::get().warn_bytes as f64)
+        );
     }
     s.push_str(" at ");
     s.push_str(&top_frames(ev.stack));
@@ -202,7 +270,9 @@ pub fn exit_summary(written: Option<&crate::dump::Written>) {
         Some(w) => human_bytes(w.total as f64).to_string(),
         None => "unknown".into(),
     };
-    let dump = written.map(|w| w.path.display().to_string()).unwrap_or_else(|| "none (HEAPLIVE_DUMP_AT_EXIT=0)".into());
+    let dump = written
+        .map(|w| w.path.display().to_string())
+        .unwrap_or_else(|| "none (HEAPLIVE_DUMP_AT_EXIT=0)".into());
     crate::log::line(format_args!(
         "heaplive[{}]: at exit: {} live (estimate); {} stacks warned; final dump: {}",
         crate::fork::pid(),

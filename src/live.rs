@@ -28,7 +28,13 @@ pub struct Entry {
 
 impl Entry {
     pub fn new(addr: usize, size: usize, stack: StackId, weight: f64) -> Entry {
-        Entry { addr, size, stack, _pad: 0, weight }
+        Entry {
+            addr,
+            size,
+            stack,
+            _pad: 0,
+            weight,
+        }
     }
 }
 
@@ -45,7 +51,11 @@ unsafe impl Send for Table {}
 struct Shard(SpinLock<Table>);
 
 #[allow(clippy::declare_interior_mutable_const)]
-const EMPTY: Shard = Shard(SpinLock::new(Table { slots: core::ptr::null_mut(), cap: 0, len: 0 }));
+const EMPTY: Shard = Shard(SpinLock::new(Table {
+    slots: core::ptr::null_mut(),
+    cap: 0,
+    len: 0,
+}));
 static SHARDS_: [Shard; SHARDS] = [EMPTY; SHARDS];
 
 #[inline]
@@ -74,7 +84,11 @@ impl Table {
         if p.is_null() {
             return false;
         }
-        let old = Table { slots: self.slots, cap: self.cap, len: self.len };
+        let old = Table {
+            slots: self.slots,
+            cap: self.cap,
+            len: self.len,
+        };
         self.slots = p;
         self.cap = new_cap;
         self.len = 0;
@@ -261,7 +275,10 @@ mod tests {
             t.join().unwrap();
         }
         snapshot(&mut v);
-        let mine = v.iter().filter(|e| e.addr >= base && e.addr < base + (8 << 32)).count();
+        let mine = v
+            .iter()
+            .filter(|e| e.addr >= base && e.addr < base + (8 << 32))
+            .count();
         assert_eq!(mine, 4 * 6667);
     }
 }

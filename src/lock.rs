@@ -19,12 +19,19 @@ pub struct Locked<'a, T> {
 
 impl<T> SpinLock<T> {
     pub const fn new(v: T) -> Self {
-        SpinLock { word: AtomicU32::new(0), value: UnsafeCell::new(v) }
+        SpinLock {
+            word: AtomicU32::new(0),
+            value: UnsafeCell::new(v),
+        }
     }
 
     #[inline]
     pub fn lock(&self) -> Locked<'_, T> {
-        if self.word.compare_exchange_weak(0, 1, Acquire, Relaxed).is_err() {
+        if self
+            .word
+            .compare_exchange_weak(0, 1, Acquire, Relaxed)
+            .is_err()
+        {
             self.lock_contended();
         }
         Locked { lock: self }
@@ -35,7 +42,10 @@ impl<T> SpinLock<T> {
         let mut spins = 0u32;
         loop {
             if self.word.load(Relaxed) == 0
-                && self.word.compare_exchange_weak(0, 1, Acquire, Relaxed).is_ok()
+                && self
+                    .word
+                    .compare_exchange_weak(0, 1, Acquire, Relaxed)
+                    .is_ok()
             {
                 return;
             }

@@ -64,7 +64,12 @@ fn log_fd() -> i32 {
     if fd < 0 {
         LOG_FD.store(-2, Release);
         let mut b = StackBuf::<600>::new();
-        let _ = write!(b, "heaplive: cannot open HEAPLIVE_LOG='{}' ({}); using stderr\n", cfg.log.as_str(), crate::output::errno_text(sys::errno()));
+        let _ = write!(
+            b,
+            "heaplive: cannot open HEAPLIVE_LOG='{}' ({}); using stderr\n",
+            cfg.log.as_str(),
+            crate::output::errno_text(sys::errno())
+        );
         write_stderr(b.as_bytes());
         return -2;
     }
@@ -100,7 +105,10 @@ fn write_no_sigpipe(fd: i32, b: &[u8]) {
         let was_pending = libc::sigismember(&pending, libc::SIGPIPE) == 1;
         let ok = sys::write_all(fd, b);
         if !ok && !was_pending {
-            let zero = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+            let zero = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
             libc::sigtimedwait(&pipe, core::ptr::null_mut(), &zero);
         }
         libc::pthread_sigmask(libc::SIG_SETMASK, &old, core::ptr::null_mut());
@@ -142,7 +150,11 @@ impl core::fmt::Display for HumanBytes {
             v /= 1024.0;
             u += 1;
         }
-        if u == 0 { write!(f, "{} B", v.round() as i64) } else { write!(f, "{:.1} {}", v, units[u]) }
+        if u == 0 {
+            write!(f, "{} B", v.round() as i64)
+        } else {
+            write!(f, "{:.1} {}", v, units[u])
+        }
     }
 }
 

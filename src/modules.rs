@@ -401,6 +401,5 @@ mod tests {
         assert!(snapshot().len() < usize::MAX); // lockable again
     }
 
-
     use std::path::Path;
 }

@@ -49,11 +49,15 @@ pub fn errno_text(e: i32) -> String {
 
 /// Creates `path`'s temporary sibling 0600 without following symlinks,
 /// lets `fill` write it, then renames it into place.
-pub fn write_atomic(path: &Path, fill: &mut dyn FnMut(&mut dyn Write) -> io::Result<()>) -> io::Result<()> {
+pub fn write_atomic(
+    path: &Path,
+    fill: &mut dyn FnMut(&mut dyn Write) -> io::Result<()>,
+) -> io::Result<()> {
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(format!(".tmp.{}", crate::sys::getpid()));
     let tmp = PathBuf::from(tmp);
-    let c = CString::new(tmp.as_os_str().as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let c = CString::new(tmp.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
     // SAFETY: NUL-terminated path.
     let fd = unsafe {
         libc::open(
@@ -82,10 +86,18 @@ pub fn write_atomic(path: &Path, fill: &mut dyn FnMut(&mut dyn Write) -> io::Res
 /// Writes `path`, or when its directory refuses us (a worker that switched
 /// to another user, a read-only directory), the same name in $TMPDIR or
 /// /tmp, saying so in one line. Returns where the file went.
-pub fn write_with_fallback(path: &Path, fill: &mut dyn FnMut(&mut dyn Write) -> io::Result<()>) -> io::Result<PathBuf> {
+pub fn write_with_fallback(
+    path: &Path,
+    fill: &mut dyn FnMut(&mut dyn Write) -> io::Result<()>,
+) -> io::Result<PathBuf> {
     match write_atomic(path, fill) {
         Ok(()) => Ok(path.to_path_buf()),
-        Err(e) if matches!(e.raw_os_error(), Some(libc::EACCES | libc::EPERM | libc::EROFS | libc::ENOENT)) => {
+        Err(e)
+            if matches!(
+                e.raw_os_error(),
+                Some(libc::EACCES | libc::EPERM | libc::EROFS | libc::ENOENT)
+            ) =>
+        {
             let cfg = crate::config::get();
             let name = path.file_name().unwrap_or(path.as_os_str());
             let alt = Path::new(cfg.tmpdir.as_str()).join(name);
@@ -102,11 +114,20 @@ pub fn write_with_fallback(path: &Path, fill: &mut dyn FnMut(&mut dyn Write) -> 
                 }
                 Err(e2) => Err(io::Error::new(
                     e2.kind(),
-                    format!("cannot write {} ({}) nor {} ({})", path.display(), e, alt.display(), e2),
+                    format!(
+                        "cannot write {} ({}) nor {} ({})",
+                        path.display(),
+                        e,
+                        alt.display(),
+                        e2
+                    ),
                 )),
             }
         }
-        Err(e) => Err(io::Error::new(e.kind(), format!("cannot write {} ({})", path.display(), e))),
+        Err(e) => Err(io::Error::new(
+            e.kind(),
+            format!("cannot write {} ({})", path.display(), e),
+        )),
     }
 }
 
@@ -121,8 +142,15 @@ pub fn write_status(pid: u32, dumps: u32, last: &Path, signal: i32) {
         use std::os::unix::fs::PermissionsExt;
         let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o1777));
     }
-    let text = format!("dumps {}\nlast {}\nsignal {}\n", dumps, last.display(), signal);
-    let _ = write_atomic(&dir.join(pid.to_string()), &mut |w| w.write_all(text.as_bytes()));
+    let text = format!(
+        "dumps {}\nlast {}\nsignal {}\n",
+        dumps,
+        last.display(),
+        signal
+    );
+    let _ = write_atomic(&dir.join(pid.to_string()), &mut |w| {
+        w.write_all(text.as_bytes())
+    });
 }
 
 #[cfg(test)]
@@ -131,7 +159,10 @@ mod tests {
 
     #[test]
     fn template_expansion() {
-        assert_eq!(expand("heaplive.%e.%p.%n.folded", 42, "php-fpm8.2", 3), "heaplive.php-fpm8.2.42.3.folded");
+        assert_eq!(
+            expand("heaplive.%e.%p.%n.folded", 42, "php-fpm8.2", 3),
+            "heaplive.php-fpm8.2.42.3.folded"
+        );
         assert_eq!(expand("/x/%%p-%p", 7, "a", 1), "/x/%p-7");
         assert_eq!(expand("a%zb%", 1, "e", 1), "a%zb%");
         assert_eq!(expand("%n%n", 1, "e", 12), "1212");
@@ -140,8 +171,14 @@ mod tests {
 
     #[test]
     fn pprof_names() {
-        assert_eq!(pprof_name(Path::new("/t/h.1.folded")), PathBuf::from("/t/h.1.pb.gz"));
-        assert_eq!(pprof_name(Path::new("/t/profile")), PathBuf::from("/t/profile.pb.gz"));
+        assert_eq!(
+            pprof_name(Path::new("/t/h.1.folded")),
+            PathBuf::from("/t/h.1.pb.gz")
+        );
+        assert_eq!(
+            pprof_name(Path::new("/t/profile")),
+            PathBuf::from("/t/profile.pb.gz")
+        );
     }
 
     #[test]
@@ -153,7 +190,10 @@ mod tests {
         write_atomic(&target, &mut |w| w.write_all(b"main 1\n")).unwrap();
         assert_eq!(std::fs::read_to_string(&target).unwrap(), "main 1\n");
         use std::os::unix::fs::PermissionsExt;
-        assert_eq!(std::fs::metadata(&target).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(
+            std::fs::metadata(&target).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
         // A symlink planted at the temporary name is not followed.
         let victim = dir.join("victim");
         std::fs::write(&victim, "keep").unwrap();

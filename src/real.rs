@@ -374,4 +374,3 @@ pub fn malloc_usable_size(p: *mut c_void) -> usize {
         a => call!(a, fn(*mut c_void) -> usize, p),
     }
 }
-

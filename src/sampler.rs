@@ -32,7 +32,11 @@ pub fn weight_bytes(size: u64, interval: u64) -> f64 {
         return size as f64;
     }
     let p = sample_probability(size, interval);
-    if p <= 0.0 { interval as f64 } else { size as f64 / p }
+    if p <= 0.0 {
+        interval as f64
+    } else {
+        size as f64 / p
+    }
 }
 
 /// The blocks one sample of `size` bytes stands for: `1/p`.
@@ -76,7 +80,11 @@ pub fn next_gap(rng: &mut u64, interval: u64) -> i64 {
         return 0;
     }
     let g = -uniform(rng).ln() * interval as f64;
-    if g >= (i64::MAX / 4) as f64 { i64::MAX / 4 } else { g as i64 }
+    if g >= (i64::MAX / 4) as f64 {
+        i64::MAX / 4
+    } else {
+        g as i64
+    }
 }
 
 /// Seeds this thread's generator: from `HEAPLIVE_SEED` and the order in
@@ -94,6 +102,16 @@ pub fn seed_thread(t: &mut ThreadState, seed: u64) {
     }
     t.rng = s;
     t.sampler_ready = 1;
+}
+
+/// A forked child continues the forking thread's generator: mix the new
+/// pid in so that parent and child sample independently.
+pub fn reseed_after_fork(pid: u32) {
+    // SAFETY: this thread's own state.
+    let t = unsafe { &mut *crate::guard::state() };
+    if t.sampler_ready != 0 {
+        t.rng = splitmix64(t.rng ^ splitmix64(pid as u64)) | 1;
+    }
 }
 
 #[cfg(test)]
@@ -178,6 +196,10 @@ mod tests {
         assert!((mean - 1.0).abs() < 6.0 * se, "mean ratio {mean}, se {se}");
         // And the per-run spread is of the order sqrt(R/L).
         let predicted = (r as f64 / total_per_run as f64).sqrt();
-        assert!(var.sqrt() < 2.0 * predicted, "sd {} vs {predicted}", var.sqrt());
+        assert!(
+            var.sqrt() < 2.0 * predicted,
+            "sd {} vs {predicted}",
+            var.sqrt()
+        );
     }
 }

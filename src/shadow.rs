@@ -220,7 +220,10 @@ pub fn prune() -> usize {
                 if count.load(Relaxed) != DIRTY {
                     continue;
                 }
-                if count.compare_exchange(DIRTY, PRUNING, Acquire, Relaxed).is_err() {
+                if count
+                    .compare_exchange(DIRTY, PRUNING, Acquire, Relaxed)
+                    .is_err()
+                {
                     continue;
                 }
                 let leaf = l3.leaves[i].load(Acquire);
@@ -254,7 +257,9 @@ pub fn resident_leaves() -> usize {
                 continue;
             }
             // SAFETY: installed nodes are never freed.
-            n += unsafe { (*l3).counts.iter() }.filter(|c| c.load(Relaxed) & (DIRTY | COUNT_MASK) != 0).count();
+            n += unsafe { (*l3).counts.iter() }
+                .filter(|c| c.load(Relaxed) & (DIRTY | COUNT_MASK) != 0)
+                .count();
         }
     }
     n
@@ -302,7 +307,11 @@ mod tests {
             let b = 1usize << shift;
             v.extend([b - 16, b - 8, b, b + 8, b * 3 - 8, b * 3]);
         }
-        v.extend([(1usize << 47) - 8, (1usize << 56) - 8, (1usize << 56) - 4096]);
+        v.extend([
+            (1usize << 47) - 8,
+            (1usize << 56) - 8,
+            (1usize << 56) - 4096,
+        ]);
         v.sort();
         v.dedup();
         v
@@ -412,7 +421,11 @@ mod tests {
         }
         prune();
         assert!(leaves_made() - before >= 4000);
-        assert!(resident_leaves() <= live_window, "resident {}", resident_leaves());
+        assert!(
+            resident_leaves() <= live_window,
+            "resident {}",
+            resident_leaves()
+        );
         // A pruned leaf works again.
         let a = base + 64;
         assert!(!test(a));

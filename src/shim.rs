@@ -79,7 +79,11 @@ pub unsafe extern "C" fn reallocarray(p: Ptr, n: usize, size: usize) -> Ptr {
             }
         };
     }
-    let old = if p.is_null() { None } else { untrack_for_realloc(p) };
+    let old = if p.is_null() {
+        None
+    } else {
+        untrack_for_realloc(p)
+    };
     let q = {
         // glibc's reallocarray calls realloc through the PLT: don't count
         // it twice.
@@ -136,8 +140,20 @@ macro_rules! aligned_export {
     (@usize $arg:ident) => { usize };
 }
 
-aligned_export!(aligned_alloc, AlignedAlloc, (align, size), size, align.next_power_of_two());
-aligned_export!(memalign, Memalign, (align, size), size, align.next_power_of_two());
+aligned_export!(
+    aligned_alloc,
+    AlignedAlloc,
+    (align, size),
+    size,
+    align.next_power_of_two()
+);
+aligned_export!(
+    memalign,
+    Memalign,
+    (align, size),
+    size,
+    align.next_power_of_two()
+);
 aligned_export!(valloc, Valloc, (size), size, 4096);
 aligned_export!(pvalloc, Pvalloc, (size), size, 4096);
 
@@ -184,7 +200,13 @@ fn call_throwing(a: usize, size: usize, align: Option<usize>) -> Ptr {
 fn call_nothrow(a: usize, size: usize, align: Option<usize>) -> Ptr {
     match align {
         None => call!(a, fn(usize, *const u8) -> Ptr, size, nothrow_arg()),
-        Some(al) => call!(a, fn(usize, usize, *const u8) -> Ptr, size, al, nothrow_arg()),
+        Some(al) => call!(
+            a,
+            fn(usize, usize, *const u8) -> Ptr,
+            size,
+            al,
+            nothrow_arg()
+        ),
     }
 }
 
@@ -266,7 +288,12 @@ pub unsafe extern "C-unwind" fn _ZnwmSt11align_val_t(size: usize, al: usize) -> 
 /// _ZnamSt11align_val_t // operator new[](size_t, std::align_val_t)
 #[cfg_attr(not(test), unsafe(no_mangle))]
 pub unsafe extern "C-unwind" fn _ZnamSt11align_val_t(size: usize, al: usize) -> Ptr {
-    new_throwing(Sym::NewArrAligned, Sym::NewArrAlignedNothrow, size, Some(al))
+    new_throwing(
+        Sym::NewArrAligned,
+        Sym::NewArrAlignedNothrow,
+        size,
+        Some(al),
+    )
 }
 /// _ZnwmRKSt9nothrow_t // operator new(size_t, const std::nothrow_t&)
 #[cfg_attr(not(test), unsafe(no_mangle))]
@@ -280,12 +307,20 @@ pub unsafe extern "C" fn _ZnamRKSt9nothrow_t(size: usize, _nt: *const u8) -> Ptr
 }
 /// _ZnwmSt11align_val_tRKSt9nothrow_t // operator new(size_t, std::align_val_t, const std::nothrow_t&)
 #[cfg_attr(not(test), unsafe(no_mangle))]
-pub unsafe extern "C" fn _ZnwmSt11align_val_tRKSt9nothrow_t(size: usize, al: usize, _nt: *const u8) -> Ptr {
+pub unsafe extern "C" fn _ZnwmSt11align_val_tRKSt9nothrow_t(
+    size: usize,
+    al: usize,
+    _nt: *const u8,
+) -> Ptr {
     new_nothrow(Sym::NewAlignedNothrow, size, Some(al))
 }
 /// _ZnamSt11align_val_tRKSt9nothrow_t // operator new[](size_t, std::align_val_t, const std::nothrow_t&)
 #[cfg_attr(not(test), unsafe(no_mangle))]
-pub unsafe extern "C" fn _ZnamSt11align_val_tRKSt9nothrow_t(size: usize, al: usize, _nt: *const u8) -> Ptr {
+pub unsafe extern "C" fn _ZnamSt11align_val_tRKSt9nothrow_t(
+    size: usize,
+    al: usize,
+    _nt: *const u8,
+) -> Ptr {
     new_nothrow(Sym::NewArrAlignedNothrow, size, Some(al))
 }
 

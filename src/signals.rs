@@ -27,7 +27,13 @@ fn real_sigaction(sig: c_int, act: *const libc::sigaction, old: *mut libc::sigac
             crate::sys::set_errno(libc::ENOSYS);
             -1
         }
-        a => call!(a, fn(c_int, *const libc::sigaction, *mut libc::sigaction) -> c_int, sig, act, old),
+        a => call!(
+            a,
+            fn(c_int, *const libc::sigaction, *mut libc::sigaction) -> c_int,
+            sig,
+            act,
+            old
+        ),
     }
 }
 
@@ -47,7 +53,8 @@ extern "C" fn on_signal(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut core::
     // these flags.
     unsafe {
         if flags & libc::SA_SIGINFO != 0 {
-            let f: extern "C" fn(c_int, *mut libc::siginfo_t, *mut core::ffi::c_void) = core::mem::transmute(h);
+            let f: extern "C" fn(c_int, *mut libc::siginfo_t, *mut core::ffi::c_void) =
+                core::mem::transmute(h);
             f(sig, info, ctx);
         } else {
             let f: extern "C" fn(c_int) = core::mem::transmute(h);
@@ -70,7 +77,9 @@ pub fn install() {
     unsafe { libc::sigemptyset(&mut act.sa_mask) };
     let mut old: libc::sigaction = unsafe { core::mem::zeroed() };
     if real_sigaction(sig, &act, &mut old) != 0 {
-        crate::log::line(format_args!("heaplive: cannot install the handler for signal {sig}; signal dumps are off"));
+        crate::log::line(format_args!(
+            "heaplive: cannot install the handler for signal {sig}; signal dumps are off"
+        ));
         return;
     }
     APP_HANDLER.store(old.sa_sigaction, Release);
@@ -118,7 +127,11 @@ fn set_simple(handler: libc::sighandler_t, flags: c_int) -> libc::sighandler_t {
 }
 
 #[cfg_attr(not(test), unsafe(no_mangle))]
-pub unsafe extern "C" fn sigaction(sig: c_int, act: *const libc::sigaction, old: *mut libc::sigaction) -> c_int {
+pub unsafe extern "C" fn sigaction(
+    sig: c_int,
+    act: *const libc::sigaction,
+    old: *mut libc::sigaction,
+) -> c_int {
     if is_dump_signal(sig) {
         return virtual_sigaction(act, old);
     }
@@ -128,13 +141,21 @@ pub unsafe extern "C" fn sigaction(sig: c_int, act: *const libc::sigaction, old:
 macro_rules! simple_signal_export {
     ($name:ident, $sym:ident, $flags:expr) => {
         #[cfg_attr(not(test), unsafe(no_mangle))]
-        pub unsafe extern "C" fn $name(sig: c_int, handler: libc::sighandler_t) -> libc::sighandler_t {
+        pub unsafe extern "C" fn $name(
+            sig: c_int,
+            handler: libc::sighandler_t,
+        ) -> libc::sighandler_t {
             if is_dump_signal(sig) {
                 return set_simple(handler, $flags);
             }
             match real::c_fn(Sym::$sym) {
                 0 => libc::SIG_ERR,
-                a => call!(a, fn(c_int, libc::sighandler_t) -> libc::sighandler_t, sig, handler),
+                a => call!(
+                    a,
+                    fn(c_int, libc::sighandler_t) -> libc::sighandler_t,
+                    sig,
+                    handler
+                ),
             }
         }
     };
@@ -144,7 +165,11 @@ macro_rules! simple_signal_export {
 // resets the handler on delivery and does not block the signal.
 simple_signal_export!(signal, Signal, libc::SA_RESTART);
 simple_signal_export!(bsd_signal, BsdSignal, libc::SA_RESTART);
-simple_signal_export!(sysv_signal, SysvSignal, libc::SA_RESETHAND | libc::SA_NODEFER);
+simple_signal_export!(
+    sysv_signal,
+    SysvSignal,
+    libc::SA_RESETHAND | libc::SA_NODEFER
+);
 
 const SIG_HOLD: libc::sighandler_t = 2;
 
@@ -155,6 +180,11 @@ pub unsafe extern "C" fn sigset(sig: c_int, handler: libc::sighandler_t) -> libc
     }
     match real::c_fn(Sym::Sigset) {
         0 => libc::SIG_ERR,
-        a => call!(a, fn(c_int, libc::sighandler_t) -> libc::sighandler_t, sig, handler),
+        a => call!(
+            a,
+            fn(c_int, libc::sighandler_t) -> libc::sighandler_t,
+            sig,
+            handler
+        ),
     }
 }

@@ -140,7 +140,6 @@ pub fn intern(frames_in: &[usize]) -> StackId {
     OVERFLOW
 }
 
-
 /// Adds (or with negative amounts removes) live memory to a stack.
 pub fn account(id: StackId, bytes: i64, milliblocks: i64) -> Option<(i64, i64)> {
     let s = slot(id)?;
@@ -189,7 +188,12 @@ fn self_text() -> (usize, usize) {
                 first_vaddr = first_vaddr.min(p.p_vaddr as usize);
             }
         }
-        let bias = base_ptr - if first_vaddr == usize::MAX { 0 } else { first_vaddr };
+        let bias = base_ptr
+            - if first_vaddr == usize::MAX {
+                0
+            } else {
+                first_vaddr
+            };
         let (mut lo, mut hi) = (usize::MAX, 0usize);
         for i in 0..(*eh).e_phnum as usize {
             let p = &*ph.add(i);
@@ -236,7 +240,6 @@ pub fn capture(buf: &mut [usize; MAX_FRAMES]) -> usize {
     n - start
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -259,7 +262,11 @@ mod tests {
     fn intern_from_many_threads_agrees() {
         let ids: Vec<Vec<StackId>> = (0..8)
             .map(|_| {
-                std::thread::spawn(|| (0..2000usize).map(|i| intern(&[0xabc000 + i, 7, i])).collect())
+                std::thread::spawn(|| {
+                    (0..2000usize)
+                        .map(|i| intern(&[0xabc000 + i, 7, i]))
+                        .collect()
+                })
             })
             .collect::<Vec<_>>()
             .into_iter()

@@ -21,7 +21,11 @@ pub fn map(len: usize) -> *mut u8 {
         )
     };
     set_errno(saved);
-    if p == libc::MAP_FAILED { core::ptr::null_mut() } else { p.cast() }
+    if p == libc::MAP_FAILED {
+        core::ptr::null_mut()
+    } else {
+        p.cast()
+    }
 }
 
 /// Unmaps memory obtained from [`map`].
@@ -109,7 +113,10 @@ pub fn write_all(fd: i32, mut buf: &[u8]) -> bool {
 
 /// Monotonic clock in nanoseconds (vDSO: no system call).
 pub fn now_nanos() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: ts is a valid out-pointer.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
@@ -117,7 +124,10 @@ pub fn now_nanos() -> u64 {
 
 /// Wall clock in nanoseconds since the epoch.
 pub fn wall_nanos() -> i64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: ts is a valid out-pointer.
     unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
     ts.tv_sec as i64 * 1_000_000_000 + ts.tv_nsec as i64
@@ -133,7 +143,10 @@ pub struct StackBuf<const N: usize> {
 
 impl<const N: usize> StackBuf<N> {
     pub const fn new() -> Self {
-        StackBuf { buf: [0; N], len: 0 }
+        StackBuf {
+            buf: [0; N],
+            len: 0,
+        }
     }
     pub fn as_bytes(&self) -> &[u8] {
         &self.buf[..self.len]

@@ -200,8 +200,6 @@ NOINLINE void no_libstdcxx(void) {
     void *h = dlopen("libstdc++.so.6", RTLD_NOW | RTLD_NOLOAD);
     CHECK(h == NULL, "libstdc++ is not loaded in this C program");
     (void)dlerror(); /* the failed NOLOAD left a message: take it */
-    CHECK(dlsym(RTLD_DEFAULT, "_Znwm") == NULL || 1, "looked for operator new");
-    (void)dlerror();
 }
 NOINLINE void many_freed(void) {
     /* 10,000 blocks allocated and freed: none may remain. */
@@ -240,9 +238,9 @@ int main(void) {
     errno_checks();
     many_freed();
     /* The program's own successful dl calls leave no message behind. */
-    void *self = dlsym(RTLD_DEFAULT, "main");
+    void *sym = dlsym(RTLD_DEFAULT, "printf");
     const char *e = dlerror();
-    CHECK(self != NULL && e == NULL, "dlerror() after a successful dlsym is NULL (%s)", e ? e : "NULL");
+    CHECK(sym != NULL && e == NULL, "dlerror() after a successful dlsym is NULL (%s)", e ? e : "NULL");
     printf("kept %d blocks; %d failures\n", nkeep, failures);
     fflush(stdout);
     return failures ? 1 : 0;
