@@ -128,12 +128,20 @@ pub fn dump_locked(st: &mut DumpState, path: Option<&Path>, why: &str) -> std::i
     let t0 = sys::now_nanos();
     let cfg = config::get();
     let pid = sys::getpid();
-    let n = st.seq + 1;
+    let mut n = st.seq + 1;
+    let template = cfg.output_template();
+    let name_for = |n: u32| Path::new(cfg.start_dir.as_str()).join(output::expand(template, pid, cfg.exe.as_str(), n));
     let target = match path {
         Some(p) => p.to_path_buf(),
         None => {
-            let name = output::expand(cfg.output_template(), pid, cfg.exe.as_str(), n);
-            Path::new(cfg.start_dir.as_str()).join(name)
+            // The same pid may have dumped before an exec (php-fpm's master
+            // re-executes itself on reload): never overwrite its files.
+            if template.contains("%n") {
+                while n < st.seq + 10_000 && (name_for(n).exists() || fallback_of(&name_for(n)).exists()) {
+                    n += 1;
+                }
+            }
+            name_for(n)
         }
     };
     let profile = build_profile(st);
@@ -175,6 +183,11 @@ pub fn dump_locked(st: &mut DumpState, path: Option<&Path>, why: &str) -> std::i
         path: written,
         total,
     })
+}
+
+/// Where a file would go when its directory refuses us.
+fn fallback_of(p: &Path) -> PathBuf {
+    Path::new(config::get().tmpdir.as_str()).join(p.file_name().unwrap_or(p.as_os_str()))
 }
 
 /// `&mut dyn Write` as a sized `impl Write`.
@@ -346,6 +359,25 @@ pub fn request_from_signal() {
         unsafe { libc::write(fd, (&one as *const u64).cast(), 8) };
     }
     sys::set_errno(saved);
+}
+
+/// Called before an exec replaces the image: waits for a dump in progress
+/// (by taking the lock) and serves a request still waiting in the eventfd.
+pub fn before_exec() {
+    let _busy = crate::guard::Busy::enter();
+    let mut st = DUMP.lock();
+    let fd = EVENT_FD.load(Acquire);
+    if fd < 0 || DUMPER_PID.load(Acquire) != crate::fork::pid() {
+        return;
+    }
+    let mut v = 0u64;
+    // SAFETY: 8-byte read into v; the eventfd is non-blocking.
+    let n = unsafe { libc::read(fd, (&mut v as *mut u64).cast(), 8) };
+    if n == 8 && v > 0 {
+        if let Err(e) = dump_locked(&mut st, None, "signal") {
+            log::line(format_args!("heaplive[{}]: signal dump failed: {}", sys::getpid(), e));
+        }
+    }
 }
 
 /// The exit dump, registered with atexit by the constructor.

@@ -20,6 +20,11 @@ pub struct ThreadState {
     pub busy: u32,
     /// Set once the sampler drew this thread's first gap.
     pub sampler_ready: u32,
+    /// Requested size + 1 of an aligned operator new in progress (0 = none):
+    /// libstdc++ rounds the size up to the alignment before aligned_alloc,
+    /// and the profile reports what the program asked for.
+    pub aligned_new_size: u64,
+    _reserved: u64,
 }
 
 #[cfg(not(target_arch = "x86_64"))]
@@ -31,9 +36,9 @@ core::arch::global_asm!(
     ".globl heaplive_thread_state",
     ".hidden heaplive_thread_state",
     ".type heaplive_thread_state, @object",
-    ".size heaplive_thread_state, 32",
+    ".size heaplive_thread_state, 48",
     "heaplive_thread_state:",
-    ".zero 32",
+    ".zero 48",
     ".popsection",
 );
 

@@ -39,6 +39,14 @@ pub enum Sym {
     Dlopen,
     Dlclose,
     Fork,
+    Execve,
+    Execv,
+    Execvp,
+    Execvpe,
+    Execl,
+    Execlp,
+    Execle,
+    Fexecve,
     // C++: resolved lazily.
     New,
     NewArr,
@@ -63,6 +71,21 @@ pub enum Sym {
 }
 
 const FIRST_CXX: usize = Sym::New as usize;
+const FIRST_DELETE: usize = Sym::Delete as usize;
+
+impl Sym {
+    /// The C++ operator at `i` (an index the trampolines pass); out of
+    /// range gives `New`.
+    pub fn from_index(i: usize) -> Sym {
+        if (FIRST_CXX..COUNT).contains(&i) {
+            // SAFETY: Sym is repr(usize) with contiguous discriminants
+            // 0..COUNT.
+            unsafe { core::mem::transmute::<usize, Sym>(i) }
+        } else {
+            Sym::New
+        }
+    }
+}
 const COUNT: usize = Sym::DeleteArrSizedAligned as usize + 1;
 
 /// NUL-terminated names, in `Sym` order.
@@ -86,6 +109,14 @@ const NAMES: [&[u8]; COUNT] = [
     b"dlopen\0",
     b"dlclose\0",
     b"fork\0",
+    b"execve\0",
+    b"execv\0",
+    b"execvp\0",
+    b"execvpe\0",
+    b"execl\0",
+    b"execlp\0",
+    b"execle\0",
+    b"fexecve\0",
     b"_Znwm\0",
     b"_Znam\0",
     b"_ZnwmRKSt9nothrow_t\0",
@@ -196,9 +227,43 @@ fn resolve_cxx(s: Sym) -> usize {
     }
     clear_dlerror();
     if !p.is_null() {
+        if (s as usize) < FIRST_DELETE {
+            note_new_extent(s as usize - FIRST_CXX, p);
+        }
         SLOTS[s as usize].store(p as usize, Release);
     }
     p as usize
+}
+
+/// Where each real operator new lies ([start, end) from its symbol size):
+/// stack capture skips its frame, which sits between our malloc hook and
+/// the program when a trampoline jumped to it.
+static NEW_EXTENTS: [(AtomicUsize, AtomicUsize); 8] = [const { (AtomicUsize::new(0), AtomicUsize::new(0)) }; 8];
+
+/// glibc's `RTLD_DL_SYMENT` for dladdr1 (not in the libc crate).
+const RTLD_DL_SYMENT: i32 = 1;
+
+fn note_new_extent(i: usize, p: *mut c_void) {
+    let mut info: libc::Dl_info = unsafe { core::mem::zeroed() };
+    let mut sym: *const libc::Elf64_Sym = core::ptr::null();
+    // SAFETY: valid out-pointers; RTLD_DL_SYMENT stores a pointer to the
+    // symbol table entry.
+    let ok = unsafe {
+        libc::dladdr1(p, &mut info, (&mut sym as *mut *const libc::Elf64_Sym).cast(), RTLD_DL_SYMENT)
+    };
+    // Without a size, assume the short function libstdc++'s are.
+    let size = if ok != 0 && !sym.is_null() { unsafe { (*sym).st_size as usize } } else { 0 };
+    let size = if size == 0 { 256 } else { size };
+    NEW_EXTENTS[i].1.store(p as usize + size, Relaxed);
+    NEW_EXTENTS[i].0.store(p as usize, Release);
+}
+
+/// Is `ip` inside one of the real operator new functions?
+pub fn in_real_new(ip: usize) -> bool {
+    NEW_EXTENTS.iter().any(|(s, e)| {
+        let s = s.load(Acquire);
+        s != 0 && ip >= s && ip < e.load(Relaxed)
+    })
 }
 
 /// A failed dlsym leaves a message that the application would read at its

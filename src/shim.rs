@@ -4,7 +4,7 @@
 //! Exports carry `#[cfg_attr(not(test), unsafe(no_mangle))]` so that unit
 //! tests do not interpose the test runner's own malloc.
 
-use crate::guard::{self, Busy};
+use crate::guard::Busy;
 use crate::hooks::{on_alloc, on_free, retrack, untrack_for_realloc};
 use crate::real::{self, Sym, call, is_boot};
 use core::ffi::{c_int, c_void};
@@ -140,11 +140,24 @@ macro_rules! aligned_export {
     (@usize $arg:ident) => { usize };
 }
 
+/// The size an aligned operator new asked for, when this aligned_alloc is
+/// its rounded-up call; clears the note either way.
+#[inline(always)]
+fn requested_size(size: usize, align: usize) -> usize {
+    let t = crate::guard::state();
+    // SAFETY: this thread's own state.
+    let hint = unsafe { core::mem::replace(&mut (*t).aligned_new_size, 0) };
+    match hint.checked_sub(1) {
+        Some(asked) if (asked as usize) <= size && size - (asked as usize) < align.max(1) => asked as usize,
+        _ => size,
+    }
+}
+
 aligned_export!(
     aligned_alloc,
     AlignedAlloc,
     (align, size),
-    size,
+    requested_size(size, align),
     align.next_power_of_two()
 );
 aligned_export!(
@@ -165,53 +178,60 @@ pub unsafe extern "C" fn malloc_usable_size(p: Ptr) -> usize {
 // ---------------------------------------------------------------------------
 // C++ operators.
 //
-// A throwing `new` first asks the real *nothrow* variant with the guard set
-// (its inner malloc is then not counted twice): that call always returns,
-// so the guard is never left set by an exception. On NULL (no memory, no
-// new_handler, or a handler that threw) the real throwing variant runs
-// without the guard: it calls the new_handler and throws std::bad_alloc
-// through our frame to the program's catch (hence "C-unwind"); a block it
-// does obtain is counted by our malloc.
+// Each `operator new` is a trampoline that *jumps* to the real one, leaving
+// no frame of ours on the stack: the real `new` runs the new_handler loop
+// and throws std::bad_alloc exactly as it always does, and the exception
+// never crosses Rust code (built with panic=abort, Rust frames cannot be
+// unwound through). The real `new` allocates through malloc (libstdc++
+// calls malloc/aligned_alloc through the PLT), where our hook counts it
+// once; stack capture skips the real `new`'s frame (`real::in_real_new`),
+// so the leaf is still the function that called operator new.
+//
+// When no libstdc++ is loaded at all (a program with its own C++ runtime
+// that calls our exports), the jump goes to a fallback served by malloc.
 
-/// The object passed as `const std::nothrow_t&` (an empty struct).
-static NOTHROW: u8 = 0;
-
-#[inline(always)]
-fn nothrow_arg() -> *const u8 {
-    &NOTHROW
-}
-
-fn call_throwing(a: usize, size: usize, align: Option<usize>) -> Ptr {
-    // SAFETY: `a` is the real operator new of this shape, which may unwind.
-    unsafe {
-        match align {
-            None => {
-                let f: unsafe extern "C-unwind" fn(usize) -> Ptr = core::mem::transmute(a);
-                f(size)
-            }
-            Some(al) => {
-                let f: unsafe extern "C-unwind" fn(usize, usize) -> Ptr = core::mem::transmute(a);
-                f(size, al)
-            }
+macro_rules! new_export {
+    ($(#[$doc:meta])* $name:ident, $sym:ident, $fallback:ident) => {
+        $(#[$doc])*
+        #[cfg_attr(not(test), unsafe(no_mangle))]
+        #[unsafe(naked)]
+        pub unsafe extern "C" fn $name() {
+            core::arch::naked_asm!(
+                // Keep the (up to three) arguments across the lookup; three
+                // pushes also align the stack for the call.
+                "push rdi",
+                "push rsi",
+                "push rdx",
+                "mov rdx, rdi",
+                "mov edi, {sym}",
+                "lea rsi, [rip + {fallback}]",
+                "call {target}",
+                "pop rdx",
+                "pop rsi",
+                "pop rdi",
+                "jmp rax",
+                sym = const Sym::$sym as usize,
+                fallback = sym $fallback,
+                target = sym new_target,
+            )
         }
+    };
+}
+
+/// The address a `new` trampoline jumps to: the real operator, or the
+/// fallback when no libstdc++ is loaded.
+extern "C" fn new_target(sym: usize, fallback: usize, size: usize) -> usize {
+    let s = real::Sym::from_index(sym);
+    if matches!(s, Sym::NewAligned | Sym::NewArrAligned | Sym::NewAlignedNothrow | Sym::NewArrAlignedNothrow) {
+        // SAFETY: this thread's own state.
+        unsafe { (*crate::guard::state()).aligned_new_size = size as u64 + 1 };
+    }
+    match real::cxx_fn(s) {
+        0 => fallback,
+        a => a,
     }
 }
 
-fn call_nothrow(a: usize, size: usize, align: Option<usize>) -> Ptr {
-    match align {
-        None => call!(a, fn(usize, *const u8) -> Ptr, size, nothrow_arg()),
-        Some(al) => call!(
-            a,
-            fn(usize, usize, *const u8) -> Ptr,
-            size,
-            al,
-            nothrow_arg()
-        ),
-    }
-}
-
-/// No libstdc++ is loaded at all, yet someone called operator new (a
-/// program with its own C++ runtime): serve it from malloc.
 #[cold]
 fn new_without_libstdcxx(size: usize, align: Option<usize>, nothrow: bool) -> Ptr {
     // SAFETY: our own exports, with their contracts.
@@ -225,104 +245,42 @@ fn new_without_libstdcxx(size: usize, align: Option<usize>, nothrow: bool) -> Pt
         crate::log::line(format_args!(
             "heaplive: operator new({size}) failed and no libstdc++ is loaded to throw std::bad_alloc; aborting"
         ));
-        // SAFETY: abort has no preconditions; there is no way to report
-        // this failure to the caller.
+        // SAFETY: abort has no preconditions; without libstdc++ there is no
+        // std::bad_alloc to throw.
         unsafe { libc::abort() };
     }
     p
 }
 
-#[inline(always)]
-fn new_throwing(throwing: Sym, nothrow: Sym, size: usize, align: Option<usize>) -> Ptr {
-    if !guard::busy() {
-        let nt = real::cxx_fn(nothrow);
-        if nt != 0 {
-            let p = {
-                let _busy = Busy::enter();
-                call_nothrow(nt, size, align)
-            };
-            if !p.is_null() {
-                on_alloc(p, size);
-                return p;
-            }
-        }
-    }
-    match real::cxx_fn(throwing) {
-        0 => new_without_libstdcxx(size, align, false),
-        a => call_throwing(a, size, align),
-    }
+extern "C" fn fallback_new(size: usize) -> Ptr {
+    new_without_libstdcxx(size, None, false)
+}
+extern "C" fn fallback_new_aligned(size: usize, al: usize) -> Ptr {
+    new_without_libstdcxx(size, Some(al), false)
+}
+extern "C" fn fallback_new_nothrow(size: usize, _nt: *const u8) -> Ptr {
+    new_without_libstdcxx(size, None, true)
+}
+extern "C" fn fallback_new_aligned_nothrow(size: usize, al: usize, _nt: *const u8) -> Ptr {
+    new_without_libstdcxx(size, Some(al), true)
 }
 
-#[inline(always)]
-fn new_nothrow(nothrow: Sym, size: usize, align: Option<usize>) -> Ptr {
-    match real::cxx_fn(nothrow) {
-        0 => new_without_libstdcxx(size, align, true),
-        a => {
-            let p = {
-                let _busy = Busy::enter();
-                call_nothrow(a, size, align)
-            };
-            if !p.is_null() {
-                on_alloc(p, size);
-            }
-            p
-        }
-    }
-}
-
-/// _Znwm // operator new(size_t)
-#[cfg_attr(not(test), unsafe(no_mangle))]
-pub unsafe extern "C-unwind" fn _Znwm(size: usize) -> Ptr {
-    new_throwing(Sym::New, Sym::NewNothrow, size, None)
-}
-/// _Znam // operator new[](size_t)
-#[cfg_attr(not(test), unsafe(no_mangle))]
-pub unsafe extern "C-unwind" fn _Znam(size: usize) -> Ptr {
-    new_throwing(Sym::NewArr, Sym::NewArrNothrow, size, None)
-}
-/// _ZnwmSt11align_val_t // operator new(size_t, std::align_val_t)
-#[cfg_attr(not(test), unsafe(no_mangle))]
-pub unsafe extern "C-unwind" fn _ZnwmSt11align_val_t(size: usize, al: usize) -> Ptr {
-    new_throwing(Sym::NewAligned, Sym::NewAlignedNothrow, size, Some(al))
-}
-/// _ZnamSt11align_val_t // operator new[](size_t, std::align_val_t)
-#[cfg_attr(not(test), unsafe(no_mangle))]
-pub unsafe extern "C-unwind" fn _ZnamSt11align_val_t(size: usize, al: usize) -> Ptr {
-    new_throwing(
-        Sym::NewArrAligned,
-        Sym::NewArrAlignedNothrow,
-        size,
-        Some(al),
-    )
-}
-/// _ZnwmRKSt9nothrow_t // operator new(size_t, const std::nothrow_t&)
-#[cfg_attr(not(test), unsafe(no_mangle))]
-pub unsafe extern "C" fn _ZnwmRKSt9nothrow_t(size: usize, _nt: *const u8) -> Ptr {
-    new_nothrow(Sym::NewNothrow, size, None)
-}
-/// _ZnamRKSt9nothrow_t // operator new[](size_t, const std::nothrow_t&)
-#[cfg_attr(not(test), unsafe(no_mangle))]
-pub unsafe extern "C" fn _ZnamRKSt9nothrow_t(size: usize, _nt: *const u8) -> Ptr {
-    new_nothrow(Sym::NewArrNothrow, size, None)
-}
-/// _ZnwmSt11align_val_tRKSt9nothrow_t // operator new(size_t, std::align_val_t, const std::nothrow_t&)
-#[cfg_attr(not(test), unsafe(no_mangle))]
-pub unsafe extern "C" fn _ZnwmSt11align_val_tRKSt9nothrow_t(
-    size: usize,
-    al: usize,
-    _nt: *const u8,
-) -> Ptr {
-    new_nothrow(Sym::NewAlignedNothrow, size, Some(al))
-}
-/// _ZnamSt11align_val_tRKSt9nothrow_t // operator new[](size_t, std::align_val_t, const std::nothrow_t&)
-#[cfg_attr(not(test), unsafe(no_mangle))]
-pub unsafe extern "C" fn _ZnamSt11align_val_tRKSt9nothrow_t(
-    size: usize,
-    al: usize,
-    _nt: *const u8,
-) -> Ptr {
-    new_nothrow(Sym::NewArrAlignedNothrow, size, Some(al))
-}
+new_export!(/// _Znwm // operator new(size_t)
+    _Znwm, New, fallback_new);
+new_export!(/// _Znam // operator new[](size_t)
+    _Znam, NewArr, fallback_new);
+new_export!(/// _ZnwmRKSt9nothrow_t // operator new(size_t, const std::nothrow_t&)
+    _ZnwmRKSt9nothrow_t, NewNothrow, fallback_new_nothrow);
+new_export!(/// _ZnamRKSt9nothrow_t // operator new[](size_t, const std::nothrow_t&)
+    _ZnamRKSt9nothrow_t, NewArrNothrow, fallback_new_nothrow);
+new_export!(/// _ZnwmSt11align_val_t // operator new(size_t, std::align_val_t)
+    _ZnwmSt11align_val_t, NewAligned, fallback_new_aligned);
+new_export!(/// _ZnamSt11align_val_t // operator new[](size_t, std::align_val_t)
+    _ZnamSt11align_val_t, NewArrAligned, fallback_new_aligned);
+new_export!(/// _ZnwmSt11align_val_tRKSt9nothrow_t // operator new(size_t, std::align_val_t, const std::nothrow_t&)
+    _ZnwmSt11align_val_tRKSt9nothrow_t, NewAlignedNothrow, fallback_new_aligned_nothrow);
+new_export!(/// _ZnamSt11align_val_tRKSt9nothrow_t // operator new[](size_t, std::align_val_t, const std::nothrow_t&)
+    _ZnamSt11align_val_tRKSt9nothrow_t, NewArrAlignedNothrow, fallback_new_aligned_nothrow);
 
 /// Deletes: forget the sample, then the real delete (whose free passes our
 /// filter again, cheaply); plain free when no libstdc++ is loaded.

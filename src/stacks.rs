@@ -236,6 +236,10 @@ pub fn capture(buf: &mut [usize; MAX_FRAMES]) -> usize {
             start = i + 1;
         }
     }
+    // Then the real operator new, which our trampolines jump into.
+    while start < n && crate::real::in_real_new(buf[start]) {
+        start += 1;
+    }
     buf.copy_within(start..n, 0);
     n - start
 }

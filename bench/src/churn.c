@@ -4,7 +4,8 @@
  *
  * TOTAL_OPS allocations are split evenly over THREADS threads (strong
  * scaling: the same work whatever the thread count). Each thread keeps a
- * sliding window of WINDOW live objects (default 4096): every op frees the
+ * sliding window of WINDOW live objects (default 8192/THREADS, at least 256,
+ * so the total live set does not grow with the thread count): every op frees the
  * object in a random slot and allocates a new one there. Sizes: 96% are
  * 16 B..4 KiB (log-uniform), 1% are 64 KiB..1 MiB, the rest 4..64 KiB.
  * 8% of frees are cross-thread: the object is swapped into a shared
@@ -23,7 +24,7 @@
 #define XCHG 1024
 static _Atomic(void *) exchange[XCHG];
 static long ops_per_thread;
-static int window = 4096;
+static int window; /* per thread; default 8192/THREADS (min 256): the same total live set */
 static atomic_ulong checksum;
 
 static inline uint64_t rnd(uint64_t *s) { /* xorshift64* */
@@ -83,8 +84,9 @@ static void *worker(void *arg) {
 int main(int argc, char **argv) {
     int threads = argc > 1 ? atoi(argv[1]) : 2;
     long total = argc > 2 ? atol(argv[2]) : 2000000;
-    if (argc > 3) window = atoi(argv[3]);
     if (threads < 1) threads = 1;
+    window = argc > 3 ? atoi(argv[3]) : 8192 / threads;
+    if (window < 256) window = 256;
     ops_per_thread = total / threads;
     pthread_t *t = malloc(sizeof(pthread_t) * threads);
     for (long i = 0; i < threads; i++) pthread_create(&t[i], NULL, worker, (void *)i);

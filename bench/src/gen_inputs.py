@@ -4,7 +4,7 @@ data.json (for jq) and gccinput.c (for the gcc compile). Deterministic."""
 import json, random, sys, os
 
 out = sys.argv[1]
-NF = 40  # functions in gccinput.c
+NF = 30  # functions in gccinput.c
 rnd = random.Random(42)
 words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa"]
 

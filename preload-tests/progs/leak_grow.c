@@ -1,9 +1,10 @@
 /* Leak-warning scenarios for preload-tests/leaks.rs. One distinct stack per
  * role (noinline functions, one call site each), so each warns on its own:
- *   leak_grow steps BLOCK           grow_alloc to 1,2,4,8 MiB in steps;
+ *   leak_grow steps BLOCK [PAUSE_MS] grow_alloc to 1,2,4,8 MiB in steps
+ *                                    PAUSE_MS (400) apart;
  *                                    flat_alloc to 1.5 MiB, then churn flat;
  *                                    small_alloc to 512 KiB
- *   leak_grow sampled BLOCK          the same shape at 16x: grow to 16..128 MiB,
+ *   leak_grow sampled BLOCK [PAUSE]  the same shape at 16x: grow to 16..128 MiB,
  *                                    flat 24 MiB, small 1 MiB
  *   leak_grow threads WAIT_MS        16 threads cross 1 MiB at once (64 KiB
  *                                    blocks, own stack each by recursion depth);
@@ -11,6 +12,9 @@
  *                                    main_alloc crosses 1 MiB too
  *   leak_grow closed                 close(2), grow past 1 MiB, exit 7
  *   leak_grow reuse FILE             close(2), open FILE (gets fd 2), grow, exit 7
+ *   leak_grow closeall FILE          grow to 1 MiB, close fds 3..63, open FILE
+ *                                    and FILE.2 (the lowest free numbers),
+ *                                    grow to 2 MiB
  */
 #include <fcntl.h>
 #include <pthread.h>
@@ -21,11 +25,11 @@
 #include <unistd.h>
 
 #define MAXB 8192
-static void *grown[MAXB];
-static void *flat[MAXB];
-static void *small[MAXB];
-static void *mainb[64];
-static void *thr[16][16];
+void *grown[MAXB];
+void *flat[MAXB];
+void *small[MAXB];
+void *mainb[64];
+void *thr[16][16];
 volatile int sink;
 
 static void sleep_ms(long ms) {
@@ -63,22 +67,28 @@ __attribute__((noinline)) void make_small(size_t total, size_t block) {
     sink++;
 }
 
-static void steps(size_t unit, size_t block) {
+static void steps(size_t unit, size_t block, long pause) {
     make_flat(24 * unit / 16, block, 20); /* 1.5 units, then 20 free+malloc */
     make_small(unit / 2, block);
-    sleep_ms(400);
+    sleep_ms(pause);
     for (size_t t = unit; t <= 8 * unit; t *= 2) {
         grow_to(t, block);
-        sleep_ms(400);
+        sleep_ms(pause);
     }
 }
 
 static pthread_barrier_t barrier;
 
+/* The wait is out of line so that the compiler keeps one call site of
+ * thread_alloc (with the branch inline it peels the last iteration). */
+__attribute__((noinline)) void wait_before_last(int i) {
+    if (i == 15)
+        pthread_barrier_wait(&barrier);
+    sink++;
+}
 __attribute__((noinline)) void thread_leaf(int idx) {
     for (int i = 0; i < 16; i++) {
-        if (i == 15)
-            pthread_barrier_wait(&barrier);
+        wait_before_last(i);
         thr[idx][i] = thread_alloc(65536);
     }
     sink++;
@@ -99,9 +109,9 @@ static void *thread_main(void *arg) {
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "steps";
     if (!strcmp(mode, "steps")) {
-        steps(1 << 20, argc > 2 ? strtoul(argv[2], 0, 0) : 65536);
+        steps(1 << 20, argc > 2 ? strtoul(argv[2], 0, 0) : 65536, argc > 3 ? atol(argv[3]) : 400);
     } else if (!strcmp(mode, "sampled")) {
-        steps(16 << 20, argc > 2 ? strtoul(argv[2], 0, 0) : 65536);
+        steps(16 << 20, argc > 2 ? strtoul(argv[2], 0, 0) : 65536, argc > 3 ? atol(argv[3]) : 400);
     } else if (!strcmp(mode, "threads")) {
         long wait = argc > 2 ? atol(argv[2]) : 0;
         pthread_t t[16];
@@ -131,6 +141,28 @@ int main(int argc, char **argv) {
         sleep_ms(600);
         write(2, "program end\n", 12);
         exit(7);
+    } else if (!strcmp(mode, "closeall")) {
+        /* A daemon-like program: warns once, then closes every descriptor
+         * above 2 and opens FILE (which gets the lowest free number), then
+         * warns again. */
+        grow_to(1 << 20, 65536);
+        sleep_ms(600);
+        for (int fd = 3; fd < 64; fd++)
+            close(fd);
+        char second[4096];
+        snprintf(second, sizeof second, "%s.2", argv[2]);
+        int fd = open(argv[2], O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int fd2 = open(second, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd < 0 || fd2 < 0)
+            return 3;
+        write(fd, "program data\n", 13);
+        write(fd2, "program data\n", 13);
+        grow_to(2 << 20, 65536);
+        sleep_ms(600);
+        write(fd, "program end\n", 12);
+        write(fd2, "program end\n", 12);
+        close(fd);
+        close(fd2);
     } else {
         return 2;
     }

@@ -1,0 +1,207 @@
+#!/usr/bin/python3
+"""report.py OUTDIR STAMP RESULTS.md: medians, ratios and targets of one
+bench/run.sh session, appended to RESULTS.md as markdown.
+
+Ratios are paired: for each round, config/baseline of the same round (the
+runs were interleaved, so a load spike hits both), then the median of those
+per-round ratios. Medians of the raw figures are shown next to them."""
+import os, sys, statistics
+from collections import defaultdict
+
+out, stamp, results = sys.argv[1], sys.argv[2], sys.argv[3]
+tsv = os.path.join(out, f"results-{stamp}.tsv")
+meta = {}
+for line in open(os.path.join(out, f"meta-{stamp}.txt")):
+    k, _, v = line.rstrip("\n").partition("=")
+    meta[k] = v
+cmds_wl, cmds_cfg = {}, {}
+cf = os.path.join(out, f"commands-{stamp}.txt")
+if os.path.exists(cf):
+    for line in open(cf):
+        kind, name, cmd = (line.rstrip("\n").split("\t") + ["", ""])[:3]
+        (cmds_wl if kind == "wl" else cmds_cfg)[name] = cmd.strip()
+
+# runs[(workload, config)][round] = (wall, cpu, rss_kib, status)
+runs = defaultdict(dict)
+for line in open(tsv):
+    f = line.rstrip("\n").split("\t")
+    if len(f) < 8:
+        continue
+    wl, cfg, rnd = f[0], f[1], int(f[2])
+    wall, user, sys_, rss, st = float(f[3]), float(f[4]), float(f[5]), int(f[6]), int(f[7])
+    runs[(wl, cfg)][rnd] = (wall, user + sys_, rss, st)
+
+def med(xs):
+    return statistics.median(xs) if xs else float("nan")
+
+def fig(wl, cfg, i):
+    return [v[i] for v in runs.get((wl, cfg), {}).values() if v[3] == 0]
+
+def ratio(wl, cfg, base, i):
+    a, b = runs.get((wl, cfg), {}), runs.get((wl, base), {})
+    rs = [a[r][i] / b[r][i] for r in a if r in b and a[r][3] == 0 and b[r][3] == 0 and b[r][i] > 0]
+    return med(rs)
+
+def mratio(wl, cfg, base, i):
+    """min(config) / min(baseline): the best run of each, robust to
+    interference that only ever adds time."""
+    a, b = fig(wl, cfg, i), fig(wl, base, i)
+    return min(a) / min(b) if a and b and min(b) > 0 else float("nan")
+
+def spread(wl, cfg, i):
+    v = fig(wl, cfg, i)
+    return (max(v) - min(v)) / med(v) if len(v) > 1 and med(v) > 0 else float("nan")
+
+def rss_med(wl, cfg):
+    return med(fig(wl, cfg, 2))
+
+def fails(wl, cfg):
+    return sum(1 for v in runs.get((wl, cfg), {}).values() if v[3] != 0)
+
+def x(v, d=3):
+    return "n/a" if v != v else f"{v:.{d}f}x"
+
+L = []
+w = L.append
+ROOTREL = "bench/run.sh"
+w(f"\n## Session {meta.get('date', stamp)}\n")
+w(f"- machine: {meta.get('nproc')} CPUs, {meta.get('cpu')}, {meta.get('mem')} RAM; {meta.get('kernel')}; {meta.get('glibc')}; {meta.get('gcc')}")
+w(f"- heaplive: commit {meta.get('commit')}, libheaplive.so sha256 {meta.get('lib_sha256')}…")
+w(f"- tools: {meta.get('heaptrack')}; jemalloc 5 (Debian libjemalloc2, {meta.get('jemalloc_prof', 'absent')}); sqlite {meta.get('sqlite3')}; {meta.get('jq')}; {meta.get('python3')}")
+w(f"- rounds: {meta.get('rounds')} interleaved (heaplive-exact and heaptrack in the first {meta.get('slow_rounds')}), sweep {meta.get('sweep_rounds')}, dump {meta.get('dump_rounds')}; load average before {meta.get('load_before')}, after {meta.get('load_after')}; session took {meta.get('duration_s')} s")
+w(f"- raw data: `bench/out/results-{stamp}.tsv` (one line per run: workload, config, round, wall s, user s, sys s, max RSS KiB, status)")
+w("")
+
+workloads = []
+for (wl, cfg) in runs:
+    if wl not in workloads and not wl.startswith("sweep-") and wl != "dump":
+        workloads.append(wl)
+cfg_order = ["none", "null", "heaplive", "heaplive-exact", "heaptrack", "jemalloc", "jemalloc-prof"]
+baseline = {c: "none" for c in cfg_order}
+baseline["jemalloc-prof"] = "jemalloc"
+
+if workloads:
+    w("### Overhead per workload\n")
+    w("Reproduce: `BENCH_ONLY=main BENCH_ROUNDS=%s BENCH_SLOW_ROUNDS=%s bash %s` (configs and workloads: `BENCH_CONFIGS=...`, `BENCH_WORKLOADS=...`)." % (meta.get("rounds"), meta.get("slow_rounds"), ROOTREL))
+    w("Ratios are medians of per-round (paired) ratios against the row's baseline: no preload, except jemalloc-prof, whose baseline is plain jemalloc; `min` is the best run over the baseline's best run, a cross-check that is robust to interference from other processes (which only ever adds time); `spread` is (max-min)/median of the CPU time, a gauge of the noise. heaplive runs with `HEAPLIVE_DUMP_AT_EXIT=0` (dump cost is measured separately below); heaptrack is its whole pipeline (`heaptrack -o`, interpreter and zstd included in CPU time and in peak RSS, which is the largest single process).\n")
+    for wl in workloads:
+        w(f"#### {wl}\n")
+        if wl in cmds_wl:
+            w(f"`{cmds_wl[wl]}`\n")
+        w("| config | n | wall s (median) | wall ratio | min | CPU s (median) | CPU ratio | min | spread | peak RSS MiB | RSS ratio | vs |")
+        w("|---|---|---|---|---|---|---|---|---|---|---|---|")
+        for cfg in cfg_order:
+            if (wl, cfg) not in runs:
+                continue
+            b = baseline[cfg]
+            n = len(fig(wl, cfg, 0))
+            fl = fails(wl, cfg)
+            nstr = f"{n}" + (f" ({fl} failed)" if fl else "")
+            if cfg == b:
+                rw = rc = rr = mw = mc = "1"
+            else:
+                rw, rc, rr = x(ratio(wl, cfg, b, 0)), x(ratio(wl, cfg, b, 1)), x(ratio(wl, cfg, b, 2), 2)
+                mw, mc = x(mratio(wl, cfg, b, 0)), x(mratio(wl, cfg, b, 1))
+            sp = spread(wl, cfg, 1)
+            sp = "" if sp != sp else f"{100 * sp:.0f}%"
+            w(f"| {cfg} | {nstr} | {med(fig(wl, cfg, 0)):.3f} | {rw} | {mw} | {med(fig(wl, cfg, 1)):.3f} | {rc} | {mc} | {sp} | {rss_med(wl, cfg) / 1024:.1f} | {rr} | {b if cfg != b else ''} |")
+        w("")
+
+# --- sweep
+sweep = sorted({int(wl[7:]) for (wl, _) in runs if wl.startswith("sweep-t")})
+if sweep:
+    w("### Thread-count sweep (churn, 500,000 allocations in total split over the threads)\n")
+    w("Reproduce: `BENCH_ONLY=sweep BENCH_SWEEP_ROUNDS=%s bash %s`; one run: `bench/out/churn THREADS 500000` under each config's environment.\n" % (meta.get("sweep_rounds"), ROOTREL))
+    w("Ratios against no preload at the same thread count: median of paired ratios (min-based in parentheses).\n")
+    w("| threads | none wall s | null | heaplive | heaplive-exact | none CPU s | null CPU | heaplive CPU | heaplive-exact CPU |")
+    w("|---|---|---|---|---|---|---|---|---|")
+    for t in sweep:
+        wl = f"sweep-t{t}"
+        c = lambda cfg, i, d=3: f"{x(ratio(wl, cfg, 'none', i), d)} ({x(mratio(wl, cfg, 'none', i), d)})"
+        w(f"| {t} | {med(fig(wl, 'none', 0)):.3f} | {c('null', 0)} | {c('heaplive', 0)} | {c('heaplive-exact', 0, 2)} | "
+          f"{med(fig(wl, 'none', 1)):.3f} | {c('null', 1)} | {c('heaplive', 1)} | {c('heaplive-exact', 1, 2)} |")
+    w("")
+
+# --- dump
+dumps = []
+df = os.path.join(out, f"dump-{stamp}.txt")
+if os.path.exists(df):
+    for line in open(df):
+        kv = dict(p.split("=", 1) for p in line.split() if "=" in p)
+        if "dump1_ms" in kv:
+            dumps.append(kv)
+if dumps:
+    d1 = med([float(k["dump1_ms"]) for k in dumps])
+    d2 = med([float(k["dump2_ms"]) for k in dumps])
+    w("### Dump time (10,000 live samples over 1,000 distinct stacks, exact mode)\n")
+    w("Reproduce: `BENCH_ONLY=dump bash %s`; one run: `LD_PRELOAD=$PWD/target/release/libheaplive.so HEAPLIVE_SAMPLE_INTERVAL=1 HEAPLIVE_DUMP_AT_EXIT=0 bench/out/dumpbench /tmp 10000`.\n" % ROOTREL)
+    w("| run | first dump ms | repeated dump ms | rc | folded lines | folded bytes |")
+    w("|---|---|---|---|---|---|")
+    for i, k in enumerate(dumps, 1):
+        w(f"| {i} | {float(k['dump1_ms']):.1f} | {float(k['dump2_ms']):.1f} | {k.get('rc1')}/{k.get('rc2')} | {k.get('lines')} | {k.get('bytes')} |")
+    w(f"| median | {d1:.1f} | {d2:.1f} | | | |\n")
+else:
+    d1 = d2 = float("nan")
+
+# --- targets
+def verdict(val, limit, fmt=x, alt=None):
+    if val != val:
+        return "not measured"
+    tail = ""
+    if alt is not None and alt == alt:
+        tail = f"; min-based {fmt(alt)}: {'met' if alt <= limit else 'missed'}"
+    if val <= limit:
+        return f"**met** ({fmt(val)}{tail})"
+    return f"**missed** by {100 * (val / limit - 1):.1f}% ({fmt(val)} vs {fmt(limit)}{tail})"
+
+def tv(wl, cfg, base, i, limit):
+    return verdict(ratio(wl, cfg, base, i), limit, x, mratio(wl, cfg, base, i))
+
+T = []
+churns = [wl for wl in ("churn", "cxxchurn") if wl in workloads]
+reals = [wl for wl in workloads if wl not in churns]
+for wl in churns:
+    T.append((f"{wl}: heaplive wall ≤ 1.05x null interposer", tv(wl, "heaplive", "null", 0, 1.05)))
+    T.append((f"{wl}: heaplive CPU ≤ 1.05x null interposer", tv(wl, "heaplive", "null", 1, 1.05)))
+    T.append((f"{wl}: heaplive wall ≤ 1.10x no preload", tv(wl, "heaplive", "none", 0, 1.10)))
+    T.append((f"{wl}: heaplive CPU ≤ 1.10x no preload", tv(wl, "heaplive", "none", 1, 1.10)))
+for wl in reals:
+    T.append((f"{wl}: heaplive wall ≤ 1.02x no preload", tv(wl, "heaplive", "none", 0, 1.02)))
+    T.append((f"{wl}: heaplive CPU ≤ 1.02x no preload", tv(wl, "heaplive", "none", 1, 1.02)))
+for wl in workloads:
+    base, hl = rss_med(wl, "none"), rss_med(wl, "heaplive")
+    lim = 1.05 * base + 8192
+    if hl == hl and base == base:
+        s = (f"**met** ({hl / 1024:.1f} MiB vs limit {lim / 1024:.1f})" if hl <= lim
+             else f"**missed** by {(hl - lim) / 1024:.1f} MiB ({hl / 1024:.1f} MiB vs limit {lim / 1024:.1f})")
+    else:
+        s = "not measured"
+    T.append((f"{wl}: heaplive peak RSS ≤ 1.05x + 8 MiB", s))
+for wl in churns:
+    if (wl, "heaptrack") in runs and (wl, "heaplive-exact") in runs:
+        e, h = med(fig(wl, "heaplive-exact", 0)), med(fig(wl, "heaptrack", 0))
+        ec, hc = med(fig(wl, "heaplive-exact", 1)), med(fig(wl, "heaptrack", 1))
+        T.append((f"{wl}: exact mode faster than heaptrack (wall)", f"**met** ({e:.2f} s vs {h:.2f} s)" if e < h else f"**missed**: {e / h:.2f}x heaptrack's time ({e:.2f} s vs {h:.2f} s)"))
+        T.append((f"{wl}: exact mode cheaper than heaptrack (CPU)", f"**met** ({ec:.2f} s vs {hc:.2f} s)" if ec < hc else f"**missed**: {ec / hc:.2f}x heaptrack's CPU ({ec:.2f} s vs {hc:.2f} s)"))
+fmt_ms = lambda v: f"{v:.1f} ms"
+T.append(("repeated dump < 100 ms", verdict(d2, 100, fmt_ms)))
+T.append(("first dump < 1 s", verdict(d1, 1000, fmt_ms)))
+w("### Targets\n")
+w("| target | result |")
+w("|---|---|")
+for a, b in T:
+    w(f"| {a} | {b} |")
+w("")
+if cmds_cfg:
+    w("<details><summary>Exact environment of each configuration</summary>\n")
+    for c, e in cmds_cfg.items():
+        w(f"- {c}: `{e or '(nothing)'}`")
+    w("\n</details>\n")
+
+new = not os.path.exists(results)
+with open(results, "a") as f:
+    if new:
+        f.write("# heaplive benchmark results\n\nAppended by `make bench` (`bench/run.sh`); newest session last. "
+                "Each session records the machine, the date, the exact reproduce command of each table and the targets.\n")
+    f.write("\n".join(L) + "\n")
+print("\n".join(L))

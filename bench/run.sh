@@ -1,0 +1,203 @@
+#!/usr/bin/env bash
+# heaplive benchmark suite: `make bench` (or `bash bench/run.sh`).
+#
+# Builds the workloads into bench/out/, runs every configuration interleaved
+# (per workload and round: the fast configurations back to back in an order
+# rotated every round, A B C / B C A / ..., then the slow ones in the first
+# BENCH_SLOW_ROUNDS rounds), records one TSV line per run
+# (wall, user, sys, peak RSS) and appends medians, ratios and the targets to
+# bench/RESULTS.md. Measures and records only: it never fails the build.
+#
+# Knobs (environment):
+#   BENCH_ROUNDS=9        interleaved rounds of the fast configurations
+#   BENCH_SLOW_ROUNDS=3   rounds in which the slow ones (heaplive-exact,
+#                         heaptrack) also run (the first N rounds)
+#   BENCH_SWEEP_ROUNDS=4  rounds of the thread-count sweep
+#   BENCH_DUMP_ROUNDS=3   runs of the dump-time benchmark
+#   BENCH_ONLY="main sweep dump"   sections to run
+#   BENCH_WORKLOADS="churn cxxchurn sqlite3 jq python3 gcc"
+#   BENCH_CONFIGS="none null heaplive heaplive-exact heaptrack jemalloc jemalloc-prof"
+#   BENCH_RESULTS=bench/RESULTS.md  where the report is appended
+#   BENCH_NO_BUILD=1      do not run cargo build (use target/release as is)
+set -u
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$HERE/.." && pwd)
+OUT=$HERE/out
+SRC=$HERE/src
+mkdir -p "$OUT/tmp" "$OUT/logs"
+
+ROUNDS=${BENCH_ROUNDS:-9}
+SLOW_ROUNDS=${BENCH_SLOW_ROUNDS:-3}
+SWEEP_ROUNDS=${BENCH_SWEEP_ROUNDS:-4}
+DUMP_ROUNDS=${BENCH_DUMP_ROUNDS:-3}
+ONLY=${BENCH_ONLY:-main sweep dump}
+WORKLOADS=${BENCH_WORKLOADS:-churn cxxchurn sqlite3 jq python3 gcc}
+CONFIGS=${BENCH_CONFIGS:-none null heaplive heaplive-exact heaptrack jemalloc jemalloc-prof}
+RESULTS=${BENCH_RESULTS:-$HERE/RESULTS.md}
+PY=/usr/bin/python3
+[ -x $PY ] || PY=python3
+JE=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2
+START=$(date +%s)
+STAMP=$(date -u +%Y%m%dT%H%M%SZ)
+TSV=$OUT/results-$STAMP.tsv
+META=$OUT/meta-$STAMP.txt
+: > "$TSV"; : > "$META"
+
+say() { echo "bench: $*" >&2; }
+meta() { printf '%s=%s\n' "$1" "$2" >> "$META"; }
+
+# --- build -----------------------------------------------------------------
+CF="-O2 -g -Wall"
+build() {
+    gcc $CF -o "$OUT/runit" "$SRC/runit.c" &&
+    gcc $CF -shared -fPIC -o "$OUT/nullpreload.so" "$SRC/nullpreload.c" -ldl &&
+    gcc $CF -pthread -o "$OUT/churn" "$SRC/churn.c" -lm &&
+    g++ $CF -std=c++17 -pthread -o "$OUT/cxxchurn" "$SRC/cxxchurn.cpp" &&
+    gcc -O1 -g -fno-optimize-sibling-calls -fno-inline -o "$OUT/dumpbench" "$SRC/dumpbench.c" -ldl &&
+    $PY "$SRC/gen_inputs.py" "$OUT" &&
+    gcc -E -o "$OUT/gccinput.i" "$OUT/gccinput.c"
+}
+if ! build; then say "building the workloads failed; nothing measured"; exit 0; fi
+
+# Snapshot the library: others may rebuild target/ while we measure.
+LIBSRC=$ROOT/target/release/libheaplive.so
+if [ -z "${BENCH_NO_BUILD:-}" ] && ! [ -f "$LIBSRC" ]; then
+    (cd "$ROOT" && cargo build --release >/dev/null 2>&1) || true
+fi
+if ! [ -f "$LIBSRC" ]; then say "no $LIBSRC: build it first (make build); nothing measured"; exit 0; fi
+cp "$LIBSRC" "$OUT/libheaplive.so"
+HL=$OUT/libheaplive.so
+
+# --- machine and versions ----------------------------------------------------
+meta date "$(date -u '+%Y-%m-%d %H:%M:%S UTC')"
+meta nproc "$(nproc)"
+meta cpu "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
+meta kernel "$(uname -sr)"
+meta glibc "$(ldd --version 2>&1 | head -1)"
+meta gcc "$(gcc --version | head -1)"
+meta mem "$(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo)"
+meta commit "$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null) ($(git -C "$ROOT" status --porcelain src 2>/dev/null | wc -l) modified files under src/)"
+meta lib_sha256 "$(sha256sum "$HL" | cut -c1-16)"
+meta load_before "$(cut -d' ' -f1-3 /proc/loadavg)"
+meta rounds "$ROUNDS"; meta slow_rounds "$SLOW_ROUNDS"; meta sweep_rounds "$SWEEP_ROUNDS"; meta dump_rounds "$DUMP_ROUNDS"
+meta heaptrack "$(heaptrack --version 2>/dev/null | head -1 || echo absent)"
+meta sqlite3 "$(sqlite3 --version 2>/dev/null | cut -d' ' -f1)"
+meta jq "$(jq --version 2>/dev/null)"
+meta python3 "$($PY --version 2>&1)"
+
+# Which optional configurations exist here.
+have_cfg() {
+    case $1 in
+        heaptrack) command -v heaptrack >/dev/null ;;
+        jemalloc|jemalloc-prof) [ -f "$JE" ] ;;
+        *) true ;;
+    esac
+}
+if [ -f "$JE" ]; then
+    w=$(MALLOC_CONF=prof:true,lg_prof_sample:19 LD_PRELOAD=$JE /bin/true 2>&1)
+    meta jemalloc_prof "$([ -z "$w" ] && echo 'prof:true accepted without a warning' || echo "WARNING: $w")"
+fi
+CFGS=()
+for c in $CONFIGS; do if have_cfg "$c"; then CFGS+=("$c"); else say "skipping $c (not installed)"; fi; done
+
+# --- workloads and configurations ----------------------------------------------
+CC1=$(gcc -print-prog-name=cc1)
+JQ_PROG='[.[] | select(.score > 20) | {n: .name, t: (.tags | join(",")), s: (.nested.b | add)}] | group_by(.n) | map({n: .[0].n, c: length, s: (map(.s) | add)}) | length'
+# wl_cmd NAME [THREADS]: sets CMD (array) and STDIN.
+wl_cmd() {
+    STDIN=/dev/null
+    case $1 in
+        churn) CMD=("$OUT/churn" "${2:-2}" "${3:-1000000}") ;;
+        cxxchurn) CMD=("$OUT/cxxchurn" "${2:-2}" 150000) ;;
+        sqlite3) CMD=(sqlite3 :memory:); STDIN=$SRC/sqlite.sql ;;
+        jq) CMD=(jq -c "$JQ_PROG" "$OUT/data.json") ;;
+        python3) CMD=("$PY" -I "$SRC/pywork.py" "$OUT/data.json") ;;
+        gcc) CMD=("$CC1" -quiet -O2 -fpreprocessed "$OUT/gccinput.i" -o /dev/null) ;;
+    esac
+}
+# cfg_env CONFIG TAG: sets ENV (array of K=V) and PREFIX (array).
+cfg_env() {
+    ENV=(); PREFIX=()
+    local hl=(LD_PRELOAD="$HL" HEAPLIVE_DUMP_AT_EXIT=0 HEAPLIVE_OUTPUT="$OUT/tmp/hl.%e.%p.%n.folded")
+    case $1 in
+        none) ;;
+        null) ENV=(LD_PRELOAD="$OUT/nullpreload.so") ;;
+        heaplive) ENV=("${hl[@]}") ;;
+        heaplive-exact) ENV=("${hl[@]}" HEAPLIVE_SAMPLE_INTERVAL=1) ;;
+        heaptrack) PREFIX=(heaptrack -o "$OUT/tmp/ht.$2") ;;
+        jemalloc) ENV=(LD_PRELOAD="$JE") ;;
+        jemalloc-prof) ENV=(LD_PRELOAD="$JE" MALLOC_CONF=prof:true,lg_prof_sample:19) ;;
+    esac
+}
+is_slow() { [ "$1" = heaplive-exact ] || [ "$1" = heaptrack ]; }
+
+run_one() { # SECTION/WORKLOAD-LABEL CONFIG ROUND WORKLOAD [THREADS [OPS]]
+    local label=$1 cfg=$2 round=$3 wl=$4
+    wl_cmd "$wl" "${5:-}" "${6:-}"
+    cfg_env "$cfg" "$label.$round"
+    "$OUT/runit" "$TSV" "$label" "$cfg" "$round" -i "$STDIN" -o /dev/null -e "$OUT/logs/$label.$cfg.log" \
+        "${ENV[@]}" -- "${PREFIX[@]}" "${CMD[@]}" || say "runit failed for $label/$cfg"
+    rm -f "$OUT"/tmp/ht.* "$OUT"/tmp/hl.*
+}
+
+# The exact command lines, for the report.
+{
+    for wl in $WORKLOADS; do wl_cmd "$wl"; printf 'wl\t%s\t%s%s\n' "$wl" "${CMD[*]}" "$([ "$STDIN" != /dev/null ] && echo " < $STDIN")"; done
+    for c in "${CFGS[@]}"; do cfg_env "$c" X; printf 'cfg\t%s\t%s\n' "$c" "${ENV[*]} ${PREFIX[*]}"; done
+} > "$OUT/commands-$STAMP.txt"
+
+# --- main matrix ---------------------------------------------------------------
+if [[ " $ONLY " == *" main "* ]]; then
+    FAST=(); SLOW=()
+    for c in "${CFGS[@]}"; do if is_slow "$c"; then SLOW+=("$c"); else FAST+=("$c"); fi; done
+    n=${#FAST[@]}
+    for r in $(seq 1 "$ROUNDS"); do
+        say "main round $r/$ROUNDS ($(( $(date +%s) - START ))s)"
+        for wl in $WORKLOADS; do
+            # The fast configurations back to back (order rotated every
+            # round), so that paired runs are close in time; then the slow.
+            for k in $(seq 0 $((n - 1))); do
+                run_one "$wl" "${FAST[$(( (k + r - 1) % n ))]}" "$r" "$wl"
+            done
+            if [ "$r" -le "$SLOW_ROUNDS" ]; then
+                for c in "${SLOW[@]}"; do run_one "$wl" "$c" "$r" "$wl"; done
+            fi
+        done
+    done
+fi
+
+# --- thread-count sweep (strong scaling: 500,000 ops in total) -------------------
+if [[ " $ONLY " == *" sweep "* ]]; then
+    SW=(none null heaplive)
+    for r in $(seq 1 "$SWEEP_ROUNDS"); do
+        say "sweep round $r/$SWEEP_ROUNDS ($(( $(date +%s) - START ))s)"
+        for t in 1 2 4 8 16; do
+            for k in 0 1 2; do
+                run_one "sweep-t$t" "${SW[$(( (k + r - 1) % 3 ))]}" "$r" churn "$t" 500000
+            done
+            run_one "sweep-t$t" heaplive-exact "$r" churn "$t" 500000
+        done
+    done
+fi
+
+# --- dump time -------------------------------------------------------------------
+if [[ " $ONLY " == *" dump "* ]]; then
+    say "dump benchmark ($(( $(date +%s) - START ))s)"
+    : > "$OUT/dump-$STAMP.txt"
+    for r in $(seq 1 "$DUMP_ROUNDS"); do
+        rm -f "$OUT"/tmp/dumpbench.*
+        "$OUT/runit" "$TSV" dump heaplive-exact "$r" -o "$OUT/tmp/dump.out" -e "$OUT/logs/dump.log" \
+            LD_PRELOAD="$HL" HEAPLIVE_SAMPLE_INTERVAL=1 HEAPLIVE_DUMP_AT_EXIT=0 \
+            HEAPLIVE_OUTPUT="$OUT/tmp/hl.%p.%n.folded" -- "$OUT/dumpbench" "$OUT/tmp" 10000
+        line=$(cat "$OUT/tmp/dump.out")
+        f=$OUT/tmp/dumpbench.2.folded
+        printf '%s lines=%s bytes=%s\n' "$line" "$( [ -f "$f" ] && wc -l < "$f" || echo 0)" "$( [ -f "$f" ] && wc -c < "$f" || echo 0)" >> "$OUT/dump-$STAMP.txt"
+    done
+    cp "$OUT/tmp/dumpbench.2.folded" "$OUT/dumpbench.sample.folded" 2>/dev/null
+fi
+
+meta load_after "$(cut -d' ' -f1-3 /proc/loadavg)"
+meta duration_s "$(( $(date +%s) - START ))"
+say "measured in $(( $(date +%s) - START ))s; writing $RESULTS"
+$PY "$HERE/report.py" "$OUT" "$STAMP" "$RESULTS" || say "report failed (raw data in $TSV)"
+exit 0
