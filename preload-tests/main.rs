@@ -4,6 +4,7 @@
 //! `target/release/libheaplive.so`: `make test` builds it first.
 
 mod cli;
+mod cli_real;
 mod common;
 mod core_exact;
 mod leaks;

@@ -13,7 +13,7 @@ use crate::symbolize::{SymConfig, Symbolizer};
 use crate::{config, live, log, output, sampler, stacks, sys};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering::*};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::*};
 
 pub struct DumpState {
     symbolizer: Option<Symbolizer>,
@@ -30,8 +30,8 @@ pub static DUMP: SpinLock<DumpState> = SpinLock::new(DumpState {
     entries: Vec::new(),
 });
 
-/// The eventfd the signal handler writes to; -1 before the dumper exists.
-pub static EVENT_FD: AtomicI32 = AtomicI32::new(-1);
+/// The eventfd the signal handler writes to.
+pub static EVENT_FD: sys::OwnFd = sys::OwnFd::new();
 /// The pid whose dumper thread is running.
 static DUMPER_PID: AtomicU32 = AtomicU32::new(0);
 /// Monotonic time the profile started (for pprof's duration).
@@ -249,7 +249,7 @@ fn start_dumper(pid: u32) {
             output::errno_text(sys::errno())
         ));
     } else {
-        let old = EVENT_FD.swap(fd, AcqRel);
+        let old = EVENT_FD.set(fd);
         if old >= 0 {
             // The parent's, inherited through fork.
             // SAFETY: no one else in this process uses it any more.
@@ -314,7 +314,10 @@ fn dumper_main() {
             // A forked child copied us mid-flight; the child has its own.
             return;
         }
-        let fd = EVENT_FD.load(Acquire);
+        let fd = match EVENT_FD.get() {
+            Some(fd) => fd,
+            None => renew_eventfd(),
+        };
         let now = sys::now_nanos();
         let wait_ms = (next_periodic.min(now + 250_000_000).saturating_sub(now) / 1_000_000) as i32;
         let mut pfd = libc::pollfd {
@@ -347,13 +350,26 @@ fn dumper_main() {
     }
 }
 
-/// Asks the dumper for a dump: async-signal-safe (one write to the eventfd,
-/// errno kept).
+/// The program closed our eventfd (and may have reused its number): make a
+/// new one. -1 if the kernel refuses.
+#[cold]
+fn renew_eventfd() -> i32 {
+    EVENT_FD.forget();
+    // SAFETY: eventfd has no preconditions.
+    let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+    if fd < 0 {
+        return -1;
+    }
+    EVENT_FD.set(fd);
+    EVENT_FD.get().unwrap_or(-1)
+}
+
+/// Asks the dumper for a dump: async-signal-safe (fstat and one write to the
+/// eventfd, errno kept).
 #[inline]
 pub fn request_from_signal() {
     let saved = sys::errno();
-    let fd = EVENT_FD.load(Acquire);
-    if fd >= 0 {
+    if let Some(fd) = EVENT_FD.get() {
         let one = 1u64;
         // SAFETY: 8-byte write from a local.
         unsafe { libc::write(fd, (&one as *const u64).cast(), 8) };
@@ -366,8 +382,8 @@ pub fn request_from_signal() {
 pub fn before_exec() {
     let _busy = crate::guard::Busy::enter();
     let mut st = DUMP.lock();
-    let fd = EVENT_FD.load(Acquire);
-    if fd < 0 || DUMPER_PID.load(Acquire) != crate::fork::pid() {
+    let Some(fd) = EVENT_FD.get() else { return };
+    if DUMPER_PID.load(Acquire) != crate::fork::pid() {
         return;
     }
     let mut v = 0u64;

@@ -157,10 +157,11 @@ fn check(
 }
 
 /// Writes the queued warnings (background thread).
+static SUPPRESSED: AtomicU64 = AtomicU64::new(0);
+
 pub fn report_pending() {
     static WINDOW_START: AtomicU64 = AtomicU64::new(0);
     static IN_WINDOW: AtomicU64 = AtomicU64::new(0);
-    static SUPPRESSED: AtomicU64 = AtomicU64::new(0);
     loop {
         let (ev, dropped) = {
             let mut q = QUEUE.lock();
@@ -273,11 +274,14 @@ pub fn exit_summary(written: Option<&crate::dump::Written>) {
     let dump = written
         .map(|w| w.path.display().to_string())
         .unwrap_or_else(|| "none (HEAPLIVE_DUMP_AT_EXIT=0)".into());
+    let suppressed = SUPPRESSED.swap(0, Relaxed) + core::mem::take(&mut QUEUE.lock().dropped);
+    let note = if suppressed > 0 { format!("; {suppressed} more warnings suppressed") } else { String::new() };
     crate::log::line(format_args!(
-        "heaplive[{}]: at exit: {} live (estimate); {} stacks warned; final dump: {}",
+        "heaplive[{}]: at exit: {} live (estimate); {} stacks warned{}; final dump: {}",
         crate::fork::pid(),
         total,
         warned,
+        note,
         dump
     ));
 }

@@ -12,8 +12,10 @@ use core::sync::atomic::{AtomicI32, AtomicU64, Ordering::*};
 
 static STDERR_DEV: AtomicU64 = AtomicU64::new(0);
 static STDERR_INO: AtomicU64 = AtomicU64::new(0);
-/// The HEAPLIVE_LOG file: -1 not opened yet, -2 failed (stderr used).
-static LOG_FD: AtomicI32 = AtomicI32::new(-1);
+/// The HEAPLIVE_LOG file, once opened.
+static LOG: sys::OwnFd = sys::OwnFd::new();
+/// 0 not tried yet, 1 open, 2 failed or not configured (stderr is used).
+static LOG_STATE: AtomicI32 = AtomicI32::new(0);
 
 fn fstat(fd: i32) -> Option<(u64, u64)> {
     // SAFETY: st is a valid out-pointer.
@@ -41,15 +43,24 @@ fn stderr_is_ours() -> bool {
     }
 }
 
-fn log_fd() -> i32 {
-    let fd = LOG_FD.load(Acquire);
-    if fd >= 0 || fd == -2 {
-        return fd;
+/// The log file's descriptor, opening it (again, if the program closed
+/// ours) as needed; None means stderr.
+fn log_fd() -> Option<i32> {
+    match LOG_STATE.load(Acquire) {
+        2 => return None,
+        1 => {
+            if let Some(fd) = LOG.get() {
+                return Some(fd);
+            }
+            // The program closed it behind our back: reopen the path.
+            LOG.forget();
+        }
+        _ => {}
     }
     let cfg = crate::config::get();
     if cfg.log.is_empty() {
-        LOG_FD.store(-2, Release);
-        return -2;
+        LOG_STATE.store(2, Release);
+        return None;
     }
     let mut path = [0u8; 4097];
     path[..cfg.log.as_bytes().len()].copy_from_slice(cfg.log.as_bytes());
@@ -62,7 +73,7 @@ fn log_fd() -> i32 {
         )
     };
     if fd < 0 {
-        LOG_FD.store(-2, Release);
+        LOG_STATE.store(2, Release);
         let mut b = StackBuf::<600>::new();
         let _ = write!(
             b,
@@ -71,16 +82,15 @@ fn log_fd() -> i32 {
             crate::output::errno_text(sys::errno())
         );
         write_stderr(b.as_bytes());
-        return -2;
+        return None;
     }
-    match LOG_FD.compare_exchange(-1, fd, AcqRel, Acquire) {
-        Ok(_) => fd,
-        Err(other) => {
-            // SAFETY: our fd, not shared.
-            unsafe { libc::close(fd) };
-            other
-        }
+    let old = LOG.set(fd);
+    if old >= 0 {
+        // SAFETY: a descriptor of ours that lost a race; nobody uses it.
+        unsafe { libc::close(old) };
     }
+    LOG_STATE.store(1, Release);
+    LOG.get()
 }
 
 fn write_stderr(b: &[u8]) {
@@ -103,7 +113,11 @@ fn write_no_sigpipe(fd: i32, b: &[u8]) {
         libc::pthread_sigmask(libc::SIG_BLOCK, &pipe, &mut old);
         libc::sigpending(&mut pending);
         let was_pending = libc::sigismember(&pending, libc::SIGPIPE) == 1;
-        let ok = sys::write_all(fd, b);
+        // A full pipe nobody reads must not stall the program (the exit
+        // summary runs on its thread): give it a moment, then drop the line.
+        let mut pfd = libc::pollfd { fd, events: libc::POLLOUT, revents: 0 };
+        let ready = libc::poll(&mut pfd, 1, 100) == 1 && pfd.revents & libc::POLLOUT != 0;
+        let ok = ready && sys::write_all(fd, b);
         if !ok && !was_pending {
             let zero = libc::timespec {
                 tv_sec: 0,
@@ -122,8 +136,8 @@ pub fn write_line(text: &[u8]) {
     b.push_bytes(&text[..text.len().min(2040)]);
     b.push_bytes(b"\n");
     match log_fd() {
-        fd if fd >= 0 => write_no_sigpipe(fd, b.as_bytes()),
-        _ => write_stderr(b.as_bytes()),
+        Some(fd) => write_no_sigpipe(fd, b.as_bytes()),
+        None => write_stderr(b.as_bytes()),
     }
 }
 

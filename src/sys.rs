@@ -164,3 +164,74 @@ impl<const N: usize> core::fmt::Write for StackBuf<N> {
         Ok(())
     }
 }
+
+/// A descriptor of the library's own (the eventfd, the log file) that the
+/// program may close behind our back, after which its number can come back
+/// as one of the program's files. We move it high, remember which file it
+/// is, and check before every use (fstat is async-signal-safe).
+pub struct OwnFd {
+    fd: core::sync::atomic::AtomicI32,
+    dev: core::sync::atomic::AtomicU64,
+    ino: core::sync::atomic::AtomicU64,
+}
+
+impl OwnFd {
+    pub const fn new() -> OwnFd {
+        OwnFd {
+            fd: core::sync::atomic::AtomicI32::new(-1),
+            dev: core::sync::atomic::AtomicU64::new(0),
+            ino: core::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    fn identity(fd: i32) -> Option<(u64, u64)> {
+        // SAFETY: st is a valid out-pointer.
+        let mut st: libc::stat = unsafe { core::mem::zeroed() };
+        if unsafe { libc::fstat(fd, &mut st) } != 0 {
+            return None;
+        }
+        Some((st.st_dev, st.st_ino))
+    }
+
+    /// Takes ownership of `fd`: moves it to a high number (out of the way of
+    /// programs that close or reuse low ones) and remembers its identity.
+    /// Returns the previous descriptor, if any, for the caller to close.
+    pub fn set(&self, fd: i32) -> i32 {
+        use core::sync::atomic::Ordering::*;
+        let saved = errno();
+        // SAFETY: fcntl on our own descriptor.
+        let high = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 900) };
+        let fd = if high >= 0 {
+            // SAFETY: the low copy is ours and no longer needed.
+            unsafe { libc::close(fd) };
+            high
+        } else {
+            fd
+        };
+        let (d, i) = Self::identity(fd).unwrap_or((0, 0));
+        self.fd.store(-1, Release);
+        self.dev.store(d, Relaxed);
+        self.ino.store(i, Relaxed);
+        let old = self.fd.swap(fd, AcqRel);
+        set_errno(saved);
+        old
+    }
+
+    /// The descriptor, if it is still the file we opened.
+    pub fn get(&self) -> Option<i32> {
+        use core::sync::atomic::Ordering::*;
+        let fd = self.fd.load(Acquire);
+        if fd < 0 {
+            return None;
+        }
+        let saved = errno();
+        let same = Self::identity(fd) == Some((self.dev.load(Relaxed), self.ino.load(Relaxed)));
+        set_errno(saved);
+        if same { Some(fd) } else { None }
+    }
+
+    /// Forgets the descriptor without closing it (it is no longer ours).
+    pub fn forget(&self) {
+        self.fd.store(-1, core::sync::atomic::Ordering::Release);
+    }
+}

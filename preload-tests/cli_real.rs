@@ -1,0 +1,161 @@
+//! The `heaplive` command on files and processes of the real library (the
+//! tests in `cli.rs` use synthetic files and a stand-in library).
+
+use crate::common::*;
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+const BIN: &str = env!("CARGO_BIN_EXE_heaplive");
+
+fn heaplive(args: &[&str]) -> std::process::Output {
+    Command::new(BIN).args(args).env_remove("LD_PRELOAD").output().expect("run heaplive")
+}
+
+fn ok(o: std::process::Output) -> String {
+    assert!(o.status.success(), "heaplive failed: {:?}\nstdout:\n{}\nstderr:\n{}", o.status, stdout(&o), stderr(&o));
+    stdout(&o)
+}
+
+/// A `cli_grow` process under the library in exact mode, driven by lines.
+struct Grower {
+    child: std::process::Child,
+    out: BufReader<std::process::ChildStdout>,
+}
+
+impl Grower {
+    fn start(dir: &Path) -> Grower {
+        let prog = compile("cli_grow.c", "cli_grow", dir, &[]);
+        let mut child = Command::new(prog)
+            .current_dir(dir)
+            .env("LD_PRELOAD", lib())
+            .env("HEAPLIVE_SAMPLE_INTERVAL", "1")
+            .env("HEAPLIVE_OUTPUT", dir.join("heaplive.%e.%p.%n.folded"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let mut l = String::new();
+        out.read_line(&mut l).unwrap();
+        assert_eq!(l, "ready\n");
+        Grower { child, out }
+    }
+    fn say(&mut self, cmd: &str) {
+        writeln!(self.child.stdin.as_mut().unwrap(), "{cmd}").unwrap();
+        let mut l = String::new();
+        self.out.read_line(&mut l).unwrap();
+        assert_eq!(l, "ok\n", "after {cmd}");
+    }
+    fn pid(&self) -> String {
+        self.child.id().to_string()
+    }
+}
+
+impl Drop for Grower {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn dump_top_diff_merge_and_flamegraph_on_a_live_process() {
+    let dir = tempdir("cli-real");
+    let mut g = Grower::start(&dir);
+    g.say("grow 100000");
+    let first = ok(heaplive(&["dump", &g.pid(), "--timeout", "30"]));
+    let first = first.trim().to_string();
+    assert!(first.ends_with(".1.folded") && Path::new(&first).exists(), "dump printed {first:?}");
+    g.say("grow 250000");
+    g.say("grow 50000");
+    let second = ok(heaplive(&["dump", &g.pid(), "--timeout", "30"])).trim().to_string();
+    assert!(second.ends_with(".2.folded") && Path::new(&second).exists(), "dump printed {second:?}");
+
+    let (a, b) = (parse_folded(Path::new(&first)), parse_folded(Path::new(&second)));
+    assert_eq!(bytes_by_leaf(&a).get("grow_site"), Some(&100_000));
+    assert_eq!(bytes_by_leaf(&b).get("grow_site"), Some(&400_000));
+    assert_eq!(bytes_by_leaf(&b).get("steady_site"), Some(&4242));
+
+    // top: the total line equals the folded total, and the grown site leads.
+    let top = ok(heaplive(&["top", "--bytes", &second]));
+    assert!(top.contains(&format!("total: {} bytes", total(&b))), "top:\n{top}");
+    let first_row = top.lines().nth(1).unwrap_or("");
+    assert!(first_row.contains("grow_site"), "top:\n{top}");
+
+    // diff --folded: the grown stack went from 100000 to 400000 exactly,
+    // the steady one did not move.
+    let diff = ok(heaplive(&["diff", "--folded", &first, &second]));
+    let grown: Vec<&str> = diff.lines().filter(|l| l.contains(";grow_site ")).collect();
+    assert_eq!(grown.len(), 1, "diff:\n{diff}");
+    assert!(grown[0].ends_with(" 100000 400000"), "diff:\n{diff}");
+    let steady: Vec<&str> = diff.lines().filter(|l| l.contains(";steady_site ")).collect();
+    assert!(steady.len() == 1 && steady[0].ends_with(" 4242 4242"), "diff:\n{diff}");
+    let text = ok(heaplive(&["diff", "--bytes", &first, &second]));
+    assert!(text.contains("grow_site") && text.contains("+300000"), "diff:\n{text}");
+
+    // merge sums the two dumps stack by stack.
+    let merged = ok(heaplive(&["merge", &first, &second]));
+    let mfile = dir.join("merged.folded");
+    std::fs::write(&mfile, merged).unwrap();
+    let m = parse_folded(&mfile);
+    assert_eq!(total(&m), total(&a) + total(&b));
+    assert_eq!(bytes_by_leaf(&m).get("grow_site"), Some(&500_000));
+
+    // flamegraph: well-formed SVG naming the functions.
+    let svg = dir.join("live.svg");
+    ok(heaplive(&["flamegraph", &second, "-o", svg.to_str().unwrap()]));
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(text.contains("grow_site") && text.contains("steady_site"));
+    let xml = Command::new("/usr/bin/python3")
+        .args(["-c", "import sys, xml.dom.minidom; xml.dom.minidom.parse(sys.argv[1])"])
+        .arg(&svg)
+        .output()
+        .expect("python3 for the XML check");
+    assert!(xml.status.success(), "SVG is not well-formed XML: {}", stderr(&xml));
+}
+
+#[test]
+fn run_passes_settings_to_the_real_library_and_returns_the_status() {
+    let dir = tempdir("cli-run-real");
+    let prog = compile("cli_grow.c", "cli_grow", &dir, &[]);
+    let template = dir.join("h.%e.%p.%n.folded");
+    let mut child = Command::new(BIN)
+        .args(["run", "--interval", "1", "--signal", "USR1", "--output", template.to_str().unwrap(), "--"])
+        .arg(&prog)
+        .env("HEAPLIVE_LIB", lib())
+        .env_remove("LD_PRELOAD")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.as_mut().unwrap().write_all(b"grow 7777\nquit\n").unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(5), "stderr:\n{}", stderr(&o));
+    assert_eq!(stdout(&o), "ready\nok\n");
+    let files = folded_files(&dir);
+    assert_eq!(files.len(), 1, "{files:?}\n{}", stderr(&o));
+    // Exact mode came through: the exact bytes of both sites.
+    let by_leaf = bytes_by_leaf(&parse_folded(&files[0]));
+    assert_eq!(by_leaf.get("grow_site"), Some(&7777));
+    assert_eq!(by_leaf.get("steady_site"), Some(&4242));
+    // And so did the signal: the status file the library wrote names USR1.
+    let err = stderr(&o);
+    assert!(err.contains(files[0].to_str().unwrap()), "run should list the file:\n{err}");
+}
+
+#[test]
+fn dump_fails_clearly_for_a_process_without_the_library_and_a_dead_pid() {
+    let mut sleeper = Command::new("sleep").arg("30").spawn().unwrap();
+    let pid = sleeper.id().to_string();
+    let o = heaplive(&["dump", &pid, "--timeout", "2"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("not running heaplive"), "{}", stderr(&o));
+    sleeper.kill().unwrap();
+    sleeper.wait().unwrap();
+    let o = heaplive(&["dump", &pid, "--timeout", "2"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("no such process"), "{}", stderr(&o));
+}
