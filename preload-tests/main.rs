@@ -11,5 +11,6 @@ mod leaks;
 mod php_fpm;
 mod real_programs;
 mod sampled;
+mod stress;
 mod signals_fork;
 mod symbols;
