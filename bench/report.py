@@ -154,8 +154,20 @@ def verdict(val, limit, fmt=x, alt=None):
         return f"**met** ({fmt(val)}{tail})"
     return f"**missed** by {100 * (val / limit - 1):.1f}% ({fmt(val)} vs {fmt(limit)}{tail})"
 
+def iqr(wl, cfg, base, i):
+    a, b = runs.get((wl, cfg), {}), runs.get((wl, base), {})
+    rs = sorted(a[r][i] / b[r][i] for r in a if r in b and a[r][3] == 0 and b[r][3] == 0 and b[r][i] > 0)
+    if len(rs) < 4:
+        return None
+    q = statistics.quantiles(rs, n=4)
+    return q[0], q[2]
+
 def tv(wl, cfg, base, i, limit):
-    return verdict(ratio(wl, cfg, base, i), limit, x, mratio(wl, cfg, base, i))
+    v = verdict(ratio(wl, cfg, base, i), limit, x, mratio(wl, cfg, base, i))
+    q = iqr(wl, cfg, base, i)
+    if q:
+        v += f"; paired IQR {q[0]:.2f}–{q[1]:.2f}" + (" (limit inside it: within noise)" if q[0] <= limit <= q[1] else "")
+    return v
 
 T = []
 churns = [wl for wl in ("churn", "cxxchurn") if wl in workloads]
@@ -186,7 +198,33 @@ for wl in churns:
 fmt_ms = lambda v: f"{v:.1f} ms"
 T.append(("repeated dump < 100 ms", verdict(d2, 100, fmt_ms)))
 T.append(("first dump < 1 s", verdict(d1, 1000, fmt_ms)))
+# --- attribution
+af = os.path.join(out, f"attr-{stamp}.txt")
+if os.path.exists(af) and os.path.getsize(af) > 0:
+    share = defaultdict(float)
+    awl = []
+    for line in open(af):
+        f = line.rstrip("\n").split("\t")
+        if len(f) == 4:
+            share[(f[0], f[1], f[2])] += float(f[3])
+            if f[0] not in awl:
+                awl.append(f[0])
+    w("### Where the CPU goes (perf sampling, one run each)\n")
+    w("Reproduce: `BENCH_ONLY=attr bash %s`; one run: `perf record -F 2999 -- env LD_PRELOAD=... CMD` then `perf report --sort dso`. "
+      "Share of all samples (user and kernel) that land in the preloaded library, and in libgcc_s (the DWARF unwinder, which only heaplive's sampling calls in these programs; C++ exceptions aside). "
+      "Unlike the timings above this does not depend on the machine's load; it misses indirect costs (cache and TLB pollution, page faults of heaplive's own tables, which land in the kernel).\n" % ROOTREL)
+    w("| workload | libheaplive.so | libgcc_s (unwinder) | heaplive total | kernel | nullpreload.so (null config) |")
+    w("|---|---|---|---|---|---|")
+    for wl in awl:
+        h = share.get((wl, "heaplive", "libheaplive.so"), 0.0)
+        g = share.get((wl, "heaplive", "libgcc_s.so.1"), 0.0)
+        k = share.get((wl, "heaplive", "[kernel.kallsyms]"), 0.0)
+        n = share.get((wl, "null", "nullpreload.so"), 0.0)
+        w(f"| {wl} | {h:.1f}% | {g:.1f}% | {h + g:.1f}% | {k:.1f}% | {n:.1f}% |")
+    w("")
+
 w("### Targets\n")
+w("Verdicts use the median of paired ratios; the min-based ratio and the interquartile range of the paired ratios show how far the noise of this machine reaches.\n")
 w("| target | result |")
 w("|---|---|")
 for a, b in T:

@@ -14,7 +14,8 @@
 #                         heaptrack) also run (the first N rounds)
 #   BENCH_SWEEP_ROUNDS=4  rounds of the thread-count sweep
 #   BENCH_DUMP_ROUNDS=3   runs of the dump-time benchmark
-#   BENCH_ONLY="main sweep dump"   sections to run
+#   BENCH_ONLY="main sweep dump attr"   sections to run (attr: where the
+#                         CPU goes under heaplive, by perf sampling; needs perf)
 #   BENCH_WORKLOADS="churn cxxchurn sqlite3 jq python3 gcc"
 #   BENCH_CONFIGS="none null heaplive heaplive-exact heaptrack jemalloc jemalloc-prof"
 #   BENCH_RESULTS=bench/RESULTS.md  where the report is appended
@@ -30,7 +31,7 @@ ROUNDS=${BENCH_ROUNDS:-9}
 SLOW_ROUNDS=${BENCH_SLOW_ROUNDS:-3}
 SWEEP_ROUNDS=${BENCH_SWEEP_ROUNDS:-4}
 DUMP_ROUNDS=${BENCH_DUMP_ROUNDS:-3}
-ONLY=${BENCH_ONLY:-main sweep dump}
+ONLY=${BENCH_ONLY:-main sweep dump attr}
 WORKLOADS=${BENCH_WORKLOADS:-churn cxxchurn sqlite3 jq python3 gcc}
 CONFIGS=${BENCH_CONFIGS:-none null heaplive heaplive-exact heaptrack jemalloc jemalloc-prof}
 RESULTS=${BENCH_RESULTS:-$HERE/RESULTS.md}
@@ -195,6 +196,26 @@ if [[ " $ONLY " == *" dump "* ]]; then
     done
     cp "$OUT/tmp/dumpbench.2.folded" "$OUT/dumpbench.sample.folded" 2>/dev/null
 fi
+
+# --- attribution: share of CPU samples per DSO (needs perf) ------------------------
+# Timing on a shared 2-core VM is noisy (see the spread column); the share of
+# samples that land in libheaplive.so (and in libgcc_s, the unwinder, which
+# only heaplive calls in these programs) is a noise-free lower bound of the
+# direct overhead.
+if [[ " $ONLY " == *" attr "* ]] && command -v perf >/dev/null && perf record -q -o "$OUT/tmp/perf.probe" -- /bin/true >/dev/null 2>&1; then
+    say "attribution ($(( $(date +%s) - START ))s)"
+    : > "$OUT/attr-$STAMP.txt"
+    for wl in $WORKLOADS; do
+        for c in heaplive null; do
+            wl_cmd "$wl"; cfg_env "$c" attr
+            perf record -q -F 2999 -o "$OUT/tmp/perf.data" -- env "${ENV[@]}" "${CMD[@]}" < "$STDIN" >/dev/null 2>>"$OUT/logs/attr.log"
+            perf report -i "$OUT/tmp/perf.data" --no-children --sort dso --stdio 2>/dev/null |
+                awk -v wl="$wl" -v c="$c" '/^ +[0-9.]+%/ { sub("%", "", $1); print wl "\t" c "\t" $2 "\t" $1 }' >> "$OUT/attr-$STAMP.txt"
+        done
+    done
+    rm -f "$OUT/tmp/perf.data" "$OUT/tmp/perf.data.old"
+fi
+rm -f "$OUT/tmp/perf.probe"
 
 meta load_after "$(cut -d' ' -f1-3 /proc/loadavg)"
 meta duration_s "$(( $(date +%s) - START ))"

@@ -9,11 +9,21 @@ use std::process::{Command, Stdio};
 const BIN: &str = env!("CARGO_BIN_EXE_heaplive");
 
 fn heaplive(args: &[&str]) -> std::process::Output {
-    Command::new(BIN).args(args).env_remove("LD_PRELOAD").output().expect("run heaplive")
+    Command::new(BIN)
+        .args(args)
+        .env_remove("LD_PRELOAD")
+        .output()
+        .expect("run heaplive")
 }
 
 fn ok(o: std::process::Output) -> String {
-    assert!(o.status.success(), "heaplive failed: {:?}\nstdout:\n{}\nstderr:\n{}", o.status, stdout(&o), stderr(&o));
+    assert!(
+        o.status.success(),
+        "heaplive failed: {:?}\nstdout:\n{}\nstderr:\n{}",
+        o.status,
+        stdout(&o),
+        stderr(&o)
+    );
     stdout(&o)
 }
 
@@ -67,20 +77,34 @@ fn dump_top_diff_merge_and_flamegraph_on_a_live_process() {
     g.say("grow 100000");
     let first = ok(heaplive(&["dump", &g.pid(), "--timeout", "30"]));
     let first = first.trim().to_string();
-    assert!(first.ends_with(".1.folded") && Path::new(&first).exists(), "dump printed {first:?}");
+    assert!(
+        first.ends_with(".1.folded") && Path::new(&first).exists(),
+        "dump printed {first:?}"
+    );
     g.say("grow 250000");
     g.say("grow 50000");
-    let second = ok(heaplive(&["dump", &g.pid(), "--timeout", "30"])).trim().to_string();
-    assert!(second.ends_with(".2.folded") && Path::new(&second).exists(), "dump printed {second:?}");
+    let second = ok(heaplive(&["dump", &g.pid(), "--timeout", "30"]))
+        .trim()
+        .to_string();
+    assert!(
+        second.ends_with(".2.folded") && Path::new(&second).exists(),
+        "dump printed {second:?}"
+    );
 
-    let (a, b) = (parse_folded(Path::new(&first)), parse_folded(Path::new(&second)));
+    let (a, b) = (
+        parse_folded(Path::new(&first)),
+        parse_folded(Path::new(&second)),
+    );
     assert_eq!(bytes_by_leaf(&a).get("grow_site"), Some(&100_000));
     assert_eq!(bytes_by_leaf(&b).get("grow_site"), Some(&400_000));
     assert_eq!(bytes_by_leaf(&b).get("steady_site"), Some(&4242));
 
     // top: the total line equals the folded total, and the grown site leads.
     let top = ok(heaplive(&["top", "--bytes", &second]));
-    assert!(top.contains(&format!("total: {} bytes", total(&b))), "top:\n{top}");
+    assert!(
+        top.contains(&format!("total: {} bytes", total(&b))),
+        "top:\n{top}"
+    );
     let first_row = top.lines().nth(1).unwrap_or("");
     assert!(first_row.contains("grow_site"), "top:\n{top}");
 
@@ -90,10 +114,19 @@ fn dump_top_diff_merge_and_flamegraph_on_a_live_process() {
     let grown: Vec<&str> = diff.lines().filter(|l| l.contains(";grow_site ")).collect();
     assert_eq!(grown.len(), 1, "diff:\n{diff}");
     assert!(grown[0].ends_with(" 100000 400000"), "diff:\n{diff}");
-    let steady: Vec<&str> = diff.lines().filter(|l| l.contains(";steady_site ")).collect();
-    assert!(steady.len() == 1 && steady[0].ends_with(" 4242 4242"), "diff:\n{diff}");
+    let steady: Vec<&str> = diff
+        .lines()
+        .filter(|l| l.contains(";steady_site "))
+        .collect();
+    assert!(
+        steady.len() == 1 && steady[0].ends_with(" 4242 4242"),
+        "diff:\n{diff}"
+    );
     let text = ok(heaplive(&["diff", "--bytes", &first, &second]));
-    assert!(text.contains("grow_site") && text.contains("+300000"), "diff:\n{text}");
+    assert!(
+        text.contains("grow_site") && text.contains("+300000"),
+        "diff:\n{text}"
+    );
 
     // merge sums the two dumps stack by stack.
     let merged = ok(heaplive(&["merge", &first, &second]));
@@ -105,15 +138,27 @@ fn dump_top_diff_merge_and_flamegraph_on_a_live_process() {
 
     // flamegraph: well-formed SVG naming the functions.
     let svg = dir.join("live.svg");
-    ok(heaplive(&["flamegraph", &second, "-o", svg.to_str().unwrap()]));
+    ok(heaplive(&[
+        "flamegraph",
+        &second,
+        "-o",
+        svg.to_str().unwrap(),
+    ]));
     let text = std::fs::read_to_string(&svg).unwrap();
     assert!(text.contains("grow_site") && text.contains("steady_site"));
     let xml = Command::new("/usr/bin/python3")
-        .args(["-c", "import sys, xml.dom.minidom; xml.dom.minidom.parse(sys.argv[1])"])
+        .args([
+            "-c",
+            "import sys, xml.dom.minidom; xml.dom.minidom.parse(sys.argv[1])",
+        ])
         .arg(&svg)
         .output()
         .expect("python3 for the XML check");
-    assert!(xml.status.success(), "SVG is not well-formed XML: {}", stderr(&xml));
+    assert!(
+        xml.status.success(),
+        "SVG is not well-formed XML: {}",
+        stderr(&xml)
+    );
 }
 
 #[test]
@@ -122,7 +167,16 @@ fn run_passes_settings_to_the_real_library_and_returns_the_status() {
     let prog = compile("cli_grow.c", "cli_grow", &dir, &[]);
     let template = dir.join("h.%e.%p.%n.folded");
     let mut child = Command::new(BIN)
-        .args(["run", "--interval", "1", "--signal", "USR1", "--output", template.to_str().unwrap(), "--"])
+        .args([
+            "run",
+            "--interval",
+            "1",
+            "--signal",
+            "USR1",
+            "--output",
+            template.to_str().unwrap(),
+            "--",
+        ])
         .arg(&prog)
         .env("HEAPLIVE_LIB", lib())
         .env_remove("LD_PRELOAD")
@@ -131,7 +185,12 @@ fn run_passes_settings_to_the_real_library_and_returns_the_status() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    child.stdin.as_mut().unwrap().write_all(b"grow 7777\nquit\n").unwrap();
+    child
+        .stdin
+        .as_mut()
+        .unwrap()
+        .write_all(b"grow 7777\nquit\n")
+        .unwrap();
     let o = child.wait_with_output().unwrap();
     assert_eq!(o.status.code(), Some(5), "stderr:\n{}", stderr(&o));
     assert_eq!(stdout(&o), "ready\nok\n");
@@ -143,7 +202,10 @@ fn run_passes_settings_to_the_real_library_and_returns_the_status() {
     assert_eq!(by_leaf.get("steady_site"), Some(&4242));
     // And so did the signal: the status file the library wrote names USR1.
     let err = stderr(&o);
-    assert!(err.contains(files[0].to_str().unwrap()), "run should list the file:\n{err}");
+    assert!(
+        err.contains(files[0].to_str().unwrap()),
+        "run should list the file:\n{err}"
+    );
 }
 
 #[test]
@@ -152,7 +214,11 @@ fn dump_fails_clearly_for_a_process_without_the_library_and_a_dead_pid() {
     let pid = sleeper.id().to_string();
     let o = heaplive(&["dump", &pid, "--timeout", "2"]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(stderr(&o).contains("not running heaplive"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("not running heaplive"),
+        "{}",
+        stderr(&o)
+    );
     sleeper.kill().unwrap();
     sleeper.wait().unwrap();
     let o = heaplive(&["dump", &pid, "--timeout", "2"]);

@@ -51,7 +51,11 @@ fn run_exact(tag: &str, bin: &Path, args: &[&str], expect_ok: bool) -> (Output, 
     let dir = common::tempdir(tag);
     let plain = common::run_plain(&dir, bin, args);
     if expect_ok {
-        assert!(plain.status.success(), "{tag}: the program fails even without the preload:\n{}", show(&plain));
+        assert!(
+            plain.status.success(),
+            "{tag}: the program fails even without the preload:\n{}",
+            show(&plain)
+        );
     }
     let pre = common::run_preloaded(&dir, bin, args, &[("HEAPLIVE_SAMPLE_INTERVAL", "1")]);
     assert_same(tag, &plain, &pre);
@@ -83,7 +87,9 @@ fn assert_leaves(tag: &str, stacks: &[Stack], want: &[(&str, u64)], absent: &[&s
     for (leaf, bytes) in want {
         let got = by_leaf.get(*leaf).copied().unwrap_or(0);
         if got != *bytes {
-            bad.push(format!("leaf {leaf}: expected {bytes} live bytes, profile says {got}"));
+            bad.push(format!(
+                "leaf {leaf}: expected {bytes} live bytes, profile says {got}"
+            ));
         }
     }
     for name in absent {
@@ -92,7 +98,12 @@ fn assert_leaves(tag: &str, stacks: &[Stack], want: &[(&str, u64)], absent: &[&s
             bad.push(format!("{name}: its allocations were all freed, yet {got} bytes are live in stacks through it"));
         }
     }
-    assert!(bad.is_empty(), "{tag}:\n  {}\nfolded profile:\n{}", bad.join("\n  "), dump(stacks));
+    assert!(
+        bad.is_empty(),
+        "{tag}:\n  {}\nfolded profile:\n{}",
+        bad.join("\n  "),
+        dump(stacks)
+    );
 }
 
 #[test]
@@ -101,7 +112,11 @@ fn core_exact_c_entry_points() {
     let (pre, stacks) = run_exact("core-c-api", &bin, &[], true);
     // The program checked errno, ENOMEM, alignment, malloc_usable_size and
     // dlerror itself; its "ok:" lines were equal with and without us.
-    assert!(common::stdout(&pre).contains("; 0 failures"), "core_c_api:\n{}", show(&pre));
+    assert!(
+        common::stdout(&pre).contains("; 0 failures"),
+        "core_c_api:\n{}",
+        show(&pre)
+    );
     assert_leaves(
         "core_c_api (exact live bytes per call site)",
         &stacks,
@@ -162,11 +177,22 @@ fn core_exact_c_entry_points() {
             "many_freed",
         ],
     );
-    let strdup_under_site = stacks.iter().filter(|s| s.leaf() == "__strdup" && s.has("site_strdup")).map(|s| s.bytes).sum::<u64>();
-    assert_eq!(strdup_under_site, 100, "strdup's block must be under site_strdup:\n{}", dump(&stacks));
+    let strdup_under_site = stacks
+        .iter()
+        .filter(|s| s.leaf() == "__strdup" && s.has("site_strdup"))
+        .map(|s| s.bytes)
+        .sum::<u64>();
+    assert_eq!(
+        strdup_under_site,
+        100,
+        "strdup's block must be under site_strdup:\n{}",
+        dump(&stacks)
+    );
     for s in &stacks {
         assert!(
-            !s.frames.iter().any(|f| f.contains("heaplive") || f.starts_with("_Znwm") || f.starts_with("operator new")),
+            !s.frames.iter().any(|f| f.contains("heaplive")
+                || f.starts_with("_Znwm")
+                || f.starts_with("operator new")),
             "a frame of the library or of operator new appears in a C program's profile:\n  {}",
             s.frames.join(";")
         );
@@ -177,29 +203,61 @@ fn core_exact_c_entry_points() {
 /// allocates base+0..3, keeps base+0, frees base+1..3 through the three
 /// matching deletes (in this order).
 const NEW_VARIANTS: [(&str, u64, [&str; 3]); 8] = [
-    ("new_plain", 2000, ["_ZdlPv", "_ZdlPvRKSt9nothrow_t", "_ZdlPvm"]),
-    ("new_array", 2100, ["_ZdaPv", "_ZdaPvRKSt9nothrow_t", "_ZdaPvm"]),
-    ("new_nothrow", 2200, ["_ZdlPv", "_ZdlPvRKSt9nothrow_t", "_ZdlPvm"]),
-    ("new_array_nothrow", 2300, ["_ZdaPv", "_ZdaPvRKSt9nothrow_t", "_ZdaPvm"]),
+    (
+        "new_plain",
+        2000,
+        ["_ZdlPv", "_ZdlPvRKSt9nothrow_t", "_ZdlPvm"],
+    ),
+    (
+        "new_array",
+        2100,
+        ["_ZdaPv", "_ZdaPvRKSt9nothrow_t", "_ZdaPvm"],
+    ),
+    (
+        "new_nothrow",
+        2200,
+        ["_ZdlPv", "_ZdlPvRKSt9nothrow_t", "_ZdlPvm"],
+    ),
+    (
+        "new_array_nothrow",
+        2300,
+        ["_ZdaPv", "_ZdaPvRKSt9nothrow_t", "_ZdaPvm"],
+    ),
     (
         "new_aligned",
         2400,
-        ["_ZdlPvSt11align_val_t", "_ZdlPvSt11align_val_tRKSt9nothrow_t", "_ZdlPvmSt11align_val_t"],
+        [
+            "_ZdlPvSt11align_val_t",
+            "_ZdlPvSt11align_val_tRKSt9nothrow_t",
+            "_ZdlPvmSt11align_val_t",
+        ],
     ),
     (
         "new_array_aligned",
         2500,
-        ["_ZdaPvSt11align_val_t", "_ZdaPvSt11align_val_tRKSt9nothrow_t", "_ZdaPvmSt11align_val_t"],
+        [
+            "_ZdaPvSt11align_val_t",
+            "_ZdaPvSt11align_val_tRKSt9nothrow_t",
+            "_ZdaPvmSt11align_val_t",
+        ],
     ),
     (
         "new_aligned_nothrow",
         2600,
-        ["_ZdlPvSt11align_val_t", "_ZdlPvSt11align_val_tRKSt9nothrow_t", "_ZdlPvmSt11align_val_t"],
+        [
+            "_ZdlPvSt11align_val_t",
+            "_ZdlPvSt11align_val_tRKSt9nothrow_t",
+            "_ZdlPvmSt11align_val_t",
+        ],
     ),
     (
         "new_array_aligned_nothrow",
         2700,
-        ["_ZdaPvSt11align_val_t", "_ZdaPvSt11align_val_tRKSt9nothrow_t", "_ZdaPvmSt11align_val_t"],
+        [
+            "_ZdaPvSt11align_val_t",
+            "_ZdaPvSt11align_val_tRKSt9nothrow_t",
+            "_ZdaPvmSt11align_val_t",
+        ],
     ),
 ];
 
@@ -207,7 +265,11 @@ const NEW_VARIANTS: [(&str, u64, [&str; 3]); 8] = [
 fn core_exact_cxx_twenty_new_delete_variants() {
     let bin = built("core_cxx_ops.cpp", "core_cxx_ops", &[]);
     let (pre, stacks) = run_exact("core-cxx-variants", &bin, &["variants"], true);
-    assert!(common::stdout(&pre).contains("variants: 0 failures"), "{}", show(&pre));
+    assert!(
+        common::stdout(&pre).contains("variants: 0 failures"),
+        "{}",
+        show(&pre)
+    );
     let by_leaf = common::bytes_by_leaf(&stacks);
     let mut bad = Vec::new();
     for (leaf, base, deletes) in NEW_VARIANTS {
@@ -218,15 +280,24 @@ fn core_exact_cxx_twenty_new_delete_variants() {
         // Name the deletes whose block is still counted.
         let mut why = Vec::new();
         if got < base {
-            why.push(format!("the kept block of {base} bytes is missing or under-counted"));
+            why.push(format!(
+                "the kept block of {base} bytes is missing or under-counted"
+            ));
         } else {
             let extra = got - base;
             for mask in 1u64..8 {
-                let sum: u64 = (0..3).filter(|k| mask & (1 << k) != 0).map(|k| base + 1 + k).sum();
+                let sum: u64 = (0..3)
+                    .filter(|k| mask & (1 << k) != 0)
+                    .map(|k| base + 1 + k)
+                    .sum();
                 if sum == extra {
                     for k in 0..3 {
                         if mask & (1 << k) != 0 {
-                            why.push(format!("block of {} bytes freed by {} still counted", base + 1 + k, deletes[k as usize]));
+                            why.push(format!(
+                                "block of {} bytes freed by {} still counted",
+                                base + 1 + k,
+                                deletes[k as usize]
+                            ));
                         }
                     }
                 }
@@ -235,7 +306,10 @@ fn core_exact_cxx_twenty_new_delete_variants() {
                 why.push(format!("{extra} unexplained extra bytes"));
             }
         }
-        bad.push(format!("{leaf}: expected {base} live bytes, profile says {got}: {}", why.join("; ")));
+        bad.push(format!(
+            "{leaf}: expected {base} live bytes, profile says {got}: {}",
+            why.join("; ")
+        ));
     }
     for del in [
         "del_plain",
@@ -253,10 +327,17 @@ fn core_exact_cxx_twenty_new_delete_variants() {
     ] {
         let got = common::bytes_under(&stacks, del);
         if got != 0 {
-            bad.push(format!("{del} allocates nothing, yet {got} bytes are live under it"));
+            bad.push(format!(
+                "{del} allocates nothing, yet {got} bytes are live under it"
+            ));
         }
     }
-    assert!(bad.is_empty(), "operator new/delete variants:\n  {}\nfolded profile:\n{}", bad.join("\n  "), dump(&stacks));
+    assert!(
+        bad.is_empty(),
+        "operator new/delete variants:\n  {}\nfolded profile:\n{}",
+        bad.join("\n  "),
+        dump(&stacks)
+    );
     // Each new is counted once, at the program's function: libstdc++'s new
     // calls malloc/aligned_alloc, which must not add a second stack.
     for s in &stacks {
@@ -275,7 +356,11 @@ fn core_exact_cxx_twenty_new_delete_variants() {
 fn core_exact_cxx_nothrow_new_returns_null_for_impossible_size() {
     let bin = built("core_cxx_ops.cpp", "core_cxx_ops", &[]);
     let (pre, _) = run_exact("core-cxx-nothrow", &bin, &["nothrow"], true);
-    assert!(common::stdout(&pre).contains("nothrow: 0 failures"), "{}", show(&pre));
+    assert!(
+        common::stdout(&pre).contains("nothrow: 0 failures"),
+        "{}",
+        show(&pre)
+    );
 }
 
 #[test]
@@ -283,20 +368,38 @@ fn core_exact_cxx_bad_alloc_is_caught() {
     let bin = built("core_cxx_ops.cpp", "core_cxx_ops", &[]);
     let (pre, stacks) = run_exact("core-cxx-bad-alloc", &bin, &["bad_alloc"], true);
     let out = common::stdout(&pre);
-    assert!(out.contains("caught std::bad_alloc 5 times of 5"), "{}", show(&pre));
-    assert_eq!(common::bytes_under(&stacks, "catch_bad_alloc") - stdout_buffer_under(&stacks, "catch_bad_alloc"), 0, "{}", dump(&stacks));
+    assert!(
+        out.contains("caught std::bad_alloc 5 times of 5"),
+        "{}",
+        show(&pre)
+    );
+    assert_eq!(
+        common::bytes_under(&stacks, "catch_bad_alloc")
+            - stdout_buffer_under(&stacks, "catch_bad_alloc"),
+        0,
+        "{}",
+        dump(&stacks)
+    );
 }
 
 /// Bytes of stdio's own buffer (allocated by the first printf) under `name`.
 fn stdout_buffer_under(stacks: &[Stack], name: &str) -> u64 {
-    stacks.iter().filter(|s| s.has(name) && s.leaf() == "_IO_file_doallocate").map(|s| s.bytes).sum()
+    stacks
+        .iter()
+        .filter(|s| s.has(name) && s.leaf() == "_IO_file_doallocate")
+        .map(|s| s.bytes)
+        .sum()
 }
 
 #[test]
 fn core_exact_cxx_new_handler_is_called() {
     let bin = built("core_cxx_ops.cpp", "core_cxx_ops", &[]);
     let (pre, _) = run_exact("core-cxx-handlers", &bin, &["handlers"], true);
-    assert!(common::stdout(&pre).contains("handlers: 0 failures"), "{}", show(&pre));
+    assert!(
+        common::stdout(&pre).contains("handlers: 0 failures"),
+        "{}",
+        show(&pre)
+    );
 }
 
 #[test]
@@ -311,20 +414,39 @@ fn core_exact_thousand_threads_cross_thread_frees() {
             want.insert(k.to_string(), v.parse().unwrap());
         }
     }
-    assert_eq!(want.len(), 6, "core_threads printed no expectations:\n{}", show(&pre));
+    assert_eq!(
+        want.len(),
+        6,
+        "core_threads printed no expectations:\n{}",
+        show(&pre)
+    );
     let want_ref: Vec<(&str, u64)> = want.iter().map(|(k, v)| (k.as_str(), *v)).collect();
-    assert_leaves("1,000 threads with cross-thread frees", &stacks, &want_ref, &["thr_freed"]);
+    assert_leaves(
+        "1,000 threads with cross-thread frees",
+        &stacks,
+        &want_ref,
+        &["thr_freed"],
+    );
 }
 
 #[test]
 fn core_exact_cxx_library_dlopened_local_from_c() {
     let dir = common::tempdir("core-dl-bin");
-    let lib = common::compile("dl_cxxlib.cpp", "libdl_cxxlib.so", &dir, &["-shared", "-fPIC"]);
+    let lib = common::compile(
+        "dl_cxxlib.cpp",
+        "libdl_cxxlib.so",
+        &dir,
+        &["-shared", "-fPIC"],
+    );
     let host = common::compile("dl_host.c", "dl_host", &dir, &[]);
     let lib_arg = lib.to_str().unwrap();
     let (pre, stacks) = run_exact("core-dl", &host, &[lib_arg], true);
     let out = common::stdout(&pre);
-    assert!(out.contains("dl_lib_run returned 42") && out.contains("0 failures"), "{}", show(&pre));
+    assert!(
+        out.contains("dl_lib_run returned 42") && out.contains("0 failures"),
+        "{}",
+        show(&pre)
+    );
     assert_leaves(
         "C++ library dlopen'ed RTLD_LOCAL from a C program",
         &stacks,
@@ -339,10 +461,21 @@ fn core_exact_cxx_library_dlopened_local_from_c() {
     );
     // The vector's final buffer (capacity 1024 ints) through std::vector's
     // frames, plus the vector object itself.
-    assert_eq!(common::bytes_under(&stacks, "dl_lib_vector"), 24 + 4096, "{}", dump(&stacks));
-    for leaf in ["dl_lib_new_object", "dl_lib_new_aligned", "dl_lib_new_nothrow"] {
+    assert_eq!(
+        common::bytes_under(&stacks, "dl_lib_vector"),
+        24 + 4096,
+        "{}",
+        dump(&stacks)
+    );
+    for leaf in [
+        "dl_lib_new_object",
+        "dl_lib_new_aligned",
+        "dl_lib_new_nothrow",
+    ] {
         assert!(
-            stacks.iter().any(|s| s.leaf() == leaf && s.has("dl_lib_run") && s.has("main")),
+            stacks
+                .iter()
+                .any(|s| s.leaf() == leaf && s.has("dl_lib_run") && s.has("main")),
             "{leaf} is not under main;dl_lib_run:\n{}",
             dump(&stacks)
         );

@@ -26,7 +26,12 @@ fn prog() -> PathBuf {
 
 /// Both outputs of a run, for failure messages.
 fn show(o: &Output) -> String {
-    format!("status: {:?}\n--- stdout ---\n{}\n--- stderr ---\n{}", o.status, stdout(o), stderr(o))
+    format!(
+        "status: {:?}\n--- stdout ---\n{}\n--- stderr ---\n{}",
+        o.status,
+        stdout(o),
+        stderr(o)
+    )
 }
 
 /// `1.0 MiB`, `512 B`: the library's human units, to compare lines exactly.
@@ -38,7 +43,11 @@ fn human(n: f64) -> String {
         v /= 1024.0;
         u += 1;
     }
-    if u == 0 { format!("{} B", v.round() as i64) } else { format!("{:.1} {}", v, units[u]) }
+    if u == 0 {
+        format!("{} B", v.round() as i64)
+    } else {
+        format!("{:.1} {}", v, units[u])
+    }
 }
 
 /// `4,096`.
@@ -61,7 +70,11 @@ fn simulate(amounts: &[i64], threshold: i64, growth: f64) -> Vec<i64> {
     let mut warned = Vec::new();
     let mut last = 0i64;
     for &a in amounts {
-        let next = if last <= 0 { threshold } else { ((last as f64 * growth).ceil() as i64).max(last + 1) };
+        let next = if last <= 0 {
+            threshold
+        } else {
+            ((last as f64 * growth).ceil() as i64).max(last + 1)
+        };
         if a >= next {
             warned.push(a);
             last = a;
@@ -111,12 +124,23 @@ impl Warning {
 /// Parses one warning line completely, or says what is wrong with it.
 fn parse_warning(line: &str) -> Result<Warning, String> {
     let err = |what: &str| format!("{what} in warning line: {line:?}");
-    let rest = line.strip_prefix("heaplive[").ok_or_else(|| err("no `heaplive[` prefix"))?;
-    let (pid, rest) = rest.split_once("]: possible leak: ").ok_or_else(|| err("no `]: possible leak: `"))?;
+    let rest = line
+        .strip_prefix("heaplive[")
+        .ok_or_else(|| err("no `heaplive[` prefix"))?;
+    let (pid, rest) = rest
+        .split_once("]: possible leak: ")
+        .ok_or_else(|| err("no `]: possible leak: `"))?;
     let pid: u32 = pid.parse().map_err(|_| err("bad pid"))?;
-    let (bytes, rest) = rest.split_once(" live in ").ok_or_else(|| err("no ` live in `"))?;
-    let (blocks, rest) = rest.split_once(" blocks (").ok_or_else(|| err("no ` blocks (`"))?;
-    let blocks: u64 = blocks.replace(',', "").parse().map_err(|_| err("bad block count"))?;
+    let (bytes, rest) = rest
+        .split_once(" live in ")
+        .ok_or_else(|| err("no ` live in `"))?;
+    let (blocks, rest) = rest
+        .split_once(" blocks (")
+        .ok_or_else(|| err("no ` blocks (`"))?;
+    let blocks: u64 = blocks
+        .replace(',', "")
+        .parse()
+        .map_err(|_| err("bad block count"))?;
     let (why, rest) = rest.split_once(") at ").ok_or_else(|| err("no `) at `"))?;
     let ok_why = why.starts_with("reached HEAPLIVE_WARN_BYTES=")
         || why.starts_with("reached HEAPLIVE_WARN_BLOCKS=")
@@ -126,8 +150,13 @@ fn parse_warning(line: &str) -> Result<Warning, String> {
     }
     let (frames, suppressed) = match rest.strip_suffix(" more warnings suppressed)") {
         Some(r) => {
-            let (f, n) = r.rsplit_once(" (").ok_or_else(|| err("bad suppressed note"))?;
-            (f, n.parse::<u64>().map_err(|_| err("bad suppressed count"))?)
+            let (f, n) = r
+                .rsplit_once(" (")
+                .ok_or_else(|| err("bad suppressed note"))?;
+            (
+                f,
+                n.parse::<u64>().map_err(|_| err("bad suppressed count"))?,
+            )
         }
         None => (rest, 0),
     };
@@ -140,7 +169,14 @@ fn parse_warning(line: &str) -> Result<Warning, String> {
     if num.parse::<f64>().is_err() || !["B", "KiB", "MiB", "GiB", "TiB"].contains(&unit) {
         return Err(err("bad amount"));
     }
-    Ok(Warning { pid, bytes: bytes.to_string(), blocks, why: why.to_string(), frames, suppressed })
+    Ok(Warning {
+        pid,
+        bytes: bytes.to_string(),
+        blocks,
+        why: why.to_string(),
+        frames,
+        suppressed,
+    })
 }
 
 /// Every `possible leak` line of `text`, each parsed completely. Also
@@ -150,7 +186,10 @@ fn warnings(text: &str, context: &str) -> Vec<Warning> {
     let mut out = Vec::new();
     for l in text.lines() {
         if l.contains("heaplive") {
-            assert!(l.starts_with("heaplive[") || l.starts_with("heaplive:"), "a torn heaplive line {l:?}\n{context}");
+            assert!(
+                l.starts_with("heaplive[") || l.starts_with("heaplive:"),
+                "a torn heaplive line {l:?}\n{context}"
+            );
         }
         if l.contains("possible leak") {
             out.push(parse_warning(l).unwrap_or_else(|e| panic!("{e}\n{context}")));
@@ -165,27 +204,63 @@ fn by_leaf<'a>(ws: &'a [Warning], leaf: &str) -> Vec<&'a Warning> {
 
 /// The `at exit:` summary line, if any.
 fn summary_line(text: &str) -> Option<String> {
-    text.lines().find(|l| l.contains("]: at exit: ")).map(String::from)
+    text.lines()
+        .find(|l| l.contains("]: at exit: "))
+        .map(String::from)
 }
 
 /// Checks the lines of one role against the amounts it must have warned at
 /// (`expected`, in units of `unit_bytes` per block: bytes or blocks mode).
-fn check_role(ws: &[Warning], leaf: &str, expected: &[i64], block: i64, by_blocks: bool, threshold_text: &str, context: &str) {
+fn check_role(
+    ws: &[Warning],
+    leaf: &str,
+    expected: &[i64],
+    block: i64,
+    by_blocks: bool,
+    threshold_text: &str,
+    context: &str,
+) {
     let got = by_leaf(ws, leaf);
-    let want: Vec<String> = expected.iter().map(|&b| format!("{} in {} blocks", human((b * block) as f64), grouped(b as u64))).collect();
-    let have: Vec<String> = got.iter().map(|w| format!("{} in {} blocks", w.bytes, grouped(w.blocks))).collect();
+    let want: Vec<String> = expected
+        .iter()
+        .map(|&b| {
+            format!(
+                "{} in {} blocks",
+                human((b * block) as f64),
+                grouped(b as u64)
+            )
+        })
+        .collect();
+    let have: Vec<String> = got
+        .iter()
+        .map(|w| format!("{} in {} blocks", w.bytes, grouped(w.blocks)))
+        .collect();
     let suppressed: u64 = ws.iter().map(|w| w.suppressed).sum();
-    assert_eq!(have, want, "warnings of {leaf}: amounts differ ({suppressed} suppressed in all)\n{context}");
+    assert_eq!(
+        have, want,
+        "warnings of {leaf}: amounts differ ({suppressed} suppressed in all)\n{context}"
+    );
     for (i, w) in got.iter().enumerate() {
         if i == 0 {
             let kind = if by_blocks { "BLOCKS" } else { "BYTES" };
-            assert_eq!(w.why, format!("reached HEAPLIVE_WARN_{kind}={threshold_text}"), "first warning of {leaf}\n{context}");
+            assert_eq!(
+                w.why,
+                format!("reached HEAPLIVE_WARN_{kind}={threshold_text}"),
+                "first warning of {leaf}\n{context}"
+            );
         } else {
             let ratio = expected[i] as f64 / expected[i - 1] as f64;
             let prefix = format!("x{ratio:.1} in ");
-            assert!(w.why.starts_with(&prefix), "warning {i} of {leaf}: want `{prefix}...`, got `{}`\n{context}", w.why);
+            assert!(
+                w.why.starts_with(&prefix),
+                "warning {i} of {leaf}: want `{prefix}...`, got `{}`\n{context}",
+                w.why
+            );
         }
-        assert_eq!(w.suppressed, 0, "no warning should have been suppressed here\n{context}");
+        assert_eq!(
+            w.suppressed, 0,
+            "no warning should have been suppressed here\n{context}"
+        );
     }
 }
 
@@ -213,7 +288,11 @@ fn exact_bytes_warn_once_per_doubling() {
     let block = 64 * KIB;
     let s = shape(MIB, block);
     let t = MIB / block;
-    let (g, f, sm) = (simulate(&s.grow, t, 2.0), simulate(&s.flat, t, 2.0), simulate(&s.small, t, 2.0));
+    let (g, f, sm) = (
+        simulate(&s.grow, t, 2.0),
+        simulate(&s.flat, t, 2.0),
+        simulate(&s.small, t, 2.0),
+    );
     assert_eq!(g.len(), 4, "the plan: 1, 2, 4, 8 MiB");
     assert_eq!(f.len(), 1);
     assert!(sm.is_empty());
@@ -225,7 +304,11 @@ fn exact_bytes_warn_once_per_doubling() {
     assert!(ws.iter().all(|w| w.pid == pid), "one pid\n{ctx}");
     // Caller frames follow the leaf.
     let gw = by_leaf(&ws, "grow_alloc");
-    assert_eq!(gw[0].frames[..4], ["grow_alloc", "grow_to", "steps", "main"], "frames of the warning\n{ctx}");
+    assert_eq!(
+        gw[0].frames[..4],
+        ["grow_alloc", "grow_to", "steps", "main"],
+        "frames of the warning\n{ctx}"
+    );
 
     // The exit summary names the final dump, which exists and is the only
     // folded file, and repeats its total.
@@ -244,21 +327,40 @@ fn exact_bytes_warn_once_per_doubling() {
     // And the dump agrees with what the program holds.
     let leaves = bytes_by_leaf(&stacks);
     assert_eq!(leaves.get("grow_alloc"), Some(&(8 * MIB as u64)), "{ctx}");
-    assert_eq!(leaves.get("flat_alloc"), Some(&(3 * MIB as u64 / 2)), "{ctx}");
+    assert_eq!(
+        leaves.get("flat_alloc"),
+        Some(&(3 * MIB as u64 / 2)),
+        "{ctx}"
+    );
     assert_eq!(leaves.get("small_alloc"), Some(&(MIB as u64 / 2)), "{ctx}");
 }
 
 #[test]
 fn exact_bytes_growth_factor_one_and_a_half() {
-    let (_dir, o, ctx) = run_steps_paused("leak-growth", "700", &[("HEAPLIVE_WARN_BYTES", "1M"), ("HEAPLIVE_WARN_GROWTH", "1.5")]);
+    let (_dir, o, ctx) = run_steps_paused(
+        "leak-growth",
+        "700",
+        &[
+            ("HEAPLIVE_WARN_BYTES", "1M"),
+            ("HEAPLIVE_WARN_GROWTH", "1.5"),
+        ],
+    );
     let ws = warnings(&stderr(&o), &ctx);
     let block = 64 * KIB;
     let s = shape(MIB, block);
     let t = MIB / block;
-    let (g, f, sm) = (simulate(&s.grow, t, 1.5), simulate(&s.flat, t, 1.5), simulate(&s.small, t, 1.5));
+    let (g, f, sm) = (
+        simulate(&s.grow, t, 1.5),
+        simulate(&s.flat, t, 1.5),
+        simulate(&s.small, t, 1.5),
+    );
     // 1, 1.5, 2.25, 3.375, 5.0625, 7.625 MiB (the last rounded up to a block).
     assert_eq!(g.len(), 6);
-    assert_eq!(f.len(), 2, "flat reaches 1.5 MiB exactly, then churns without growing");
+    assert_eq!(
+        f.len(),
+        2,
+        "flat reaches 1.5 MiB exactly, then churns without growing"
+    );
     check_role(&ws, "grow_alloc", &g, block, false, "1.0 MiB", &ctx);
     check_role(&ws, "flat_alloc", &f, block, false, "1.0 MiB", &ctx);
     check_role(&ws, "small_alloc", &sm, block, false, "1.0 MiB", &ctx);
@@ -269,11 +371,18 @@ fn exact_bytes_growth_factor_one_and_a_half() {
 
 #[test]
 fn exact_blocks_threshold() {
-    let (_dir, o, ctx) = run_steps("leak-blocks", &[("HEAPLIVE_WARN_BYTES", "0"), ("HEAPLIVE_WARN_BLOCKS", "16")]);
+    let (_dir, o, ctx) = run_steps(
+        "leak-blocks",
+        &[("HEAPLIVE_WARN_BYTES", "0"), ("HEAPLIVE_WARN_BLOCKS", "16")],
+    );
     let ws = warnings(&stderr(&o), &ctx);
     let block = 64 * KIB;
     let s = shape(MIB, block);
-    let (g, f, sm) = (simulate(&s.grow, 16, 2.0), simulate(&s.flat, 16, 2.0), simulate(&s.small, 16, 2.0));
+    let (g, f, sm) = (
+        simulate(&s.grow, 16, 2.0),
+        simulate(&s.flat, 16, 2.0),
+        simulate(&s.small, 16, 2.0),
+    );
     assert_eq!((g.len(), f.len(), sm.len()), (4, 1, 0));
     check_role(&ws, "grow_alloc", &g, block, true, "16", &ctx);
     check_role(&ws, "flat_alloc", &f, block, true, "16", &ctx);
@@ -287,7 +396,13 @@ fn exact_blocks_threshold() {
 fn exact_bytes_and_blocks_together_count_stacks_once() {
     // Both kinds on: the same stack may warn by bytes and by blocks, but it
     // is one stack warned. Blocks 24 hits flat (24 blocks) and grow only.
-    let (_dir, o, ctx) = run_steps("leak-both", &[("HEAPLIVE_WARN_BYTES", "1M"), ("HEAPLIVE_WARN_BLOCKS", "24")]);
+    let (_dir, o, ctx) = run_steps(
+        "leak-both",
+        &[
+            ("HEAPLIVE_WARN_BYTES", "1M"),
+            ("HEAPLIVE_WARN_BLOCKS", "24"),
+        ],
+    );
     let ws = warnings(&stderr(&o), &ctx);
     let block = 64 * KIB;
     let s = shape(MIB, block);
@@ -311,24 +426,47 @@ fn exact_bytes_and_blocks_together_count_stacks_once() {
 #[test]
 fn no_warnings_no_summary() {
     let (_dir, o, ctx) = run_steps("leak-off", &[("HEAPLIVE_WARN_BYTES", "0")]);
-    assert!(!stderr(&o).contains("possible leak"), "WARN_BYTES=0 turns warnings off\n{ctx}");
-    assert!(summary_line(&stderr(&o)).is_none(), "no summary without warnings\n{ctx}");
+    assert!(
+        !stderr(&o).contains("possible leak"),
+        "WARN_BYTES=0 turns warnings off\n{ctx}"
+    );
+    assert!(
+        summary_line(&stderr(&o)).is_none(),
+        "no summary without warnings\n{ctx}"
+    );
     let (_dir, o, ctx) = run_steps("leak-high", &[("HEAPLIVE_WARN_BYTES", "9M")]);
-    assert!(!stderr(&o).contains("possible leak"), "nothing reaches 9M\n{ctx}");
-    assert!(summary_line(&stderr(&o)).is_none(), "no summary without warnings\n{ctx}");
+    assert!(
+        !stderr(&o).contains("possible leak"),
+        "nothing reaches 9M\n{ctx}"
+    );
+    assert!(
+        summary_line(&stderr(&o)).is_none(),
+        "no summary without warnings\n{ctx}"
+    );
 }
 
 #[test]
 fn sampled_mode_warns_for_the_growing_stack_only() {
     let dir = tempdir("leak-sampled");
     for seed in ["1", "77", "4242"] {
-        let o = run_preloaded(&dir, &prog(), &["sampled", "65536"], &[("HEAPLIVE_WARN_BYTES", "16M"), ("HEAPLIVE_SEED", seed)]);
+        let o = run_preloaded(
+            &dir,
+            &prog(),
+            &["sampled", "65536"],
+            &[("HEAPLIVE_WARN_BYTES", "16M"), ("HEAPLIVE_SEED", seed)],
+        );
         let ctx = format!("seed {seed}\n{}", show(&o));
         assert!(o.status.success(), "{ctx}");
         let ws = warnings(&stderr(&o), &ctx);
         let g = by_leaf(&ws, "grow_alloc");
-        assert!(!g.is_empty(), "the stack growing to 128 MiB must warn\n{ctx}");
-        assert!(by_leaf(&ws, "small_alloc").is_empty(), "the 1 MiB stack must never warn\n{ctx}");
+        assert!(
+            !g.is_empty(),
+            "the stack growing to 128 MiB must warn\n{ctx}"
+        );
+        assert!(
+            by_leaf(&ws, "small_alloc").is_empty(),
+            "the 1 MiB stack must never warn\n{ctx}"
+        );
         assert!(g[0].why == "reached HEAPLIVE_WARN_BYTES=16.0 MiB", "{ctx}");
         // Amounts: at least the threshold, each later one at least twice the
         // one before (the estimates are what they are, the rule is exact).
@@ -346,10 +484,16 @@ fn sampled_mode_warns_for_the_growing_stack_only() {
         for p in g.windows(2) {
             assert!(mib(p[1]) >= 2.0 * mib(p[0]) - 0.1, "growth rule\n{ctx}");
         }
-        assert!(g.len() <= 4, "at most one warning per doubling of ~128 MiB from 16 MiB\n{ctx}");
+        assert!(
+            g.len() <= 4,
+            "at most one warning per doubling of ~128 MiB from 16 MiB\n{ctx}"
+        );
         // No foreign stacks (only flat may join).
         for w in &ws {
-            assert!(["grow_alloc", "flat_alloc"].contains(&w.leaf()), "unexpected warning {w:?}\n{ctx}");
+            assert!(
+                ["grow_alloc", "flat_alloc"].contains(&w.leaf()),
+                "unexpected warning {w:?}\n{ctx}"
+            );
         }
         for f in folded_files(&dir) {
             std::fs::remove_file(f).unwrap();
@@ -362,17 +506,36 @@ fn sampled_mode_warns_for_the_growing_stack_only() {
 #[test]
 fn many_threads_at_once_then_a_later_warning() {
     let dir = tempdir("leak-threads");
-    let o = run_preloaded(&dir, &prog(), &["threads", "1500"], &[("HEAPLIVE_SAMPLE_INTERVAL", "1"), ("HEAPLIVE_WARN_BYTES", "1M")]);
+    let o = run_preloaded(
+        &dir,
+        &prog(),
+        &["threads", "1500"],
+        &[
+            ("HEAPLIVE_SAMPLE_INTERVAL", "1"),
+            ("HEAPLIVE_WARN_BYTES", "1M"),
+        ],
+    );
     let ctx = show(&o);
     assert!(o.status.success(), "{ctx}");
     let ws = warnings(&stderr(&o), &ctx);
     let lines = ws.len() as u64;
     let suppressed: u64 = ws.iter().map(|w| w.suppressed).sum();
-    assert_eq!(lines + suppressed, 17, "16 thread stacks + main's: lines {lines} + suppressed {suppressed}\n{ctx}");
+    assert_eq!(
+        lines + suppressed,
+        17,
+        "16 thread stacks + main's: lines {lines} + suppressed {suppressed}\n{ctx}"
+    );
     assert!(lines <= 5 + 1 + 5, "at most 5 lines a second\n{ctx}");
-    assert_eq!(by_leaf(&ws, "main_alloc").len(), 1, "main's warning comes after the pause\n{ctx}");
+    assert_eq!(
+        by_leaf(&ws, "main_alloc").len(),
+        1,
+        "main's warning comes after the pause\n{ctx}"
+    );
     for w in &ws {
-        assert!(["thread_alloc", "main_alloc"].contains(&w.leaf()), "unexpected warning {w:?}\n{ctx}");
+        assert!(
+            ["thread_alloc", "main_alloc"].contains(&w.leaf()),
+            "unexpected warning {w:?}\n{ctx}"
+        );
         assert_eq!(w.bytes, "1.0 MiB", "{ctx}");
         assert_eq!(w.blocks, 16, "{ctx}");
     }
@@ -385,7 +548,15 @@ fn many_threads_at_once_then_a_later_warning() {
 #[test]
 fn many_threads_at_once_then_exit() {
     let dir = tempdir("leak-threads-exit");
-    let o = run_preloaded(&dir, &prog(), &["threads", "0"], &[("HEAPLIVE_SAMPLE_INTERVAL", "1"), ("HEAPLIVE_WARN_BYTES", "1M")]);
+    let o = run_preloaded(
+        &dir,
+        &prog(),
+        &["threads", "0"],
+        &[
+            ("HEAPLIVE_SAMPLE_INTERVAL", "1"),
+            ("HEAPLIVE_WARN_BYTES", "1M"),
+        ],
+    );
     let ctx = show(&o);
     assert!(o.status.success(), "{ctx}");
     let err = stderr(&o);
@@ -399,7 +570,11 @@ fn many_threads_at_once_then_exit() {
     let suppressed: u64 = ws.iter().map(|w| w.suppressed).sum::<u64>()
         + sum
             .split(|c: char| c == '(' || c == ';')
-            .filter_map(|p| p.trim().strip_suffix(" more warnings suppressed)").or_else(|| p.trim().strip_suffix(" more warnings suppressed")))
+            .filter_map(|p| {
+                p.trim()
+                    .strip_suffix(" more warnings suppressed)")
+                    .or_else(|| p.trim().strip_suffix(" more warnings suppressed"))
+            })
             .filter_map(|n| n.trim().parse::<u64>().ok())
             .sum::<u64>();
     assert_eq!(
@@ -414,12 +589,28 @@ fn many_threads_at_once_then_exit() {
 #[test]
 fn closed_stderr_does_not_hurt_the_program() {
     let dir = tempdir("leak-closed");
-    let o = run_preloaded(&dir, &prog(), &["closed"], &[("HEAPLIVE_SAMPLE_INTERVAL", "1"), ("HEAPLIVE_WARN_BYTES", "1M")]);
+    let o = run_preloaded(
+        &dir,
+        &prog(),
+        &["closed"],
+        &[
+            ("HEAPLIVE_SAMPLE_INTERVAL", "1"),
+            ("HEAPLIVE_WARN_BYTES", "1M"),
+        ],
+    );
     let ctx = show(&o);
-    assert_eq!(o.status.code(), Some(7), "the program's own exit status\n{ctx}");
+    assert_eq!(
+        o.status.code(),
+        Some(7),
+        "the program's own exit status\n{ctx}"
+    );
     assert!(stderr(&o).is_empty(), "stderr was closed\n{ctx}");
     let stacks = only_folded(&dir);
-    assert_eq!(bytes_by_leaf(&stacks).get("grow_alloc"), Some(&(2 * MIB as u64)), "{ctx}");
+    assert_eq!(
+        bytes_by_leaf(&stacks).get("grow_alloc"),
+        Some(&(2 * MIB as u64)),
+        "{ctx}"
+    );
 }
 
 #[test]
@@ -430,14 +621,28 @@ fn reused_fd_2_gets_no_heaplive_lines() {
         &dir,
         &prog(),
         &["reuse", file.to_str().unwrap()],
-        &[("HEAPLIVE_SAMPLE_INTERVAL", "1"), ("HEAPLIVE_WARN_BYTES", "1M")],
+        &[
+            ("HEAPLIVE_SAMPLE_INTERVAL", "1"),
+            ("HEAPLIVE_WARN_BYTES", "1M"),
+        ],
     );
     let ctx = show(&o);
-    assert_eq!(o.status.code(), Some(7), "the program's own exit status (3 = open did not get fd 2)\n{ctx}");
+    assert_eq!(
+        o.status.code(),
+        Some(7),
+        "the program's own exit status (3 = open did not get fd 2)\n{ctx}"
+    );
     let text = std::fs::read_to_string(&file).unwrap();
-    assert_eq!(text, "program data\nprogram end\n", "the program's file got foreign lines\n{ctx}");
+    assert_eq!(
+        text, "program data\nprogram end\n",
+        "the program's file got foreign lines\n{ctx}"
+    );
     let stacks = only_folded(&dir);
-    assert_eq!(bytes_by_leaf(&stacks).get("grow_alloc"), Some(&(2 * MIB as u64)), "{ctx}");
+    assert_eq!(
+        bytes_by_leaf(&stacks).get("grow_alloc"),
+        Some(&(2 * MIB as u64)),
+        "{ctx}"
+    );
 }
 
 #[test]
@@ -446,30 +651,56 @@ fn heaplive_log_gets_the_lines_appended() {
     let log = dir.join("heaplive.log");
     std::fs::write(&log, "an earlier line\n").unwrap();
     let log_s = log.to_str().unwrap().to_string();
-    let (_d, o, ctx) = run_steps("leak-log-run", &[("HEAPLIVE_WARN_BYTES", "1M"), ("HEAPLIVE_LOG", &log_s)]);
+    let (_d, o, ctx) = run_steps(
+        "leak-log-run",
+        &[("HEAPLIVE_WARN_BYTES", "1M"), ("HEAPLIVE_LOG", &log_s)],
+    );
     let text = std::fs::read_to_string(&log).unwrap();
     let ctx = format!("{ctx}\n--- {} ---\n{text}", log.display());
-    assert!(!stderr(&o).contains("possible leak"), "warnings must go to HEAPLIVE_LOG only\n{ctx}");
+    assert!(
+        !stderr(&o).contains("possible leak"),
+        "warnings must go to HEAPLIVE_LOG only\n{ctx}"
+    );
     assert!(!stderr(&o).contains("at exit:"), "the summary too\n{ctx}");
-    assert!(text.starts_with("an earlier line\n"), "appended, not truncated\n{ctx}");
+    assert!(
+        text.starts_with("an earlier line\n"),
+        "appended, not truncated\n{ctx}"
+    );
     let ws = warnings(&text, &ctx);
     assert_eq!(by_leaf(&ws, "grow_alloc").len(), 4, "{ctx}");
     assert_eq!(by_leaf(&ws, "flat_alloc").len(), 1, "{ctx}");
-    assert!(summary_line(&text).is_some_and(|l| l.contains("; 2 stacks warned; ")), "{ctx}");
+    assert!(
+        summary_line(&text).is_some_and(|l| l.contains("; 2 stacks warned; ")),
+        "{ctx}"
+    );
 
     // A second run appends after the first.
-    let (_d, o2, ctx2) = run_steps("leak-log-run2", &[("HEAPLIVE_WARN_BYTES", "1M"), ("HEAPLIVE_LOG", &log_s)]);
+    let (_d, o2, ctx2) = run_steps(
+        "leak-log-run2",
+        &[("HEAPLIVE_WARN_BYTES", "1M"), ("HEAPLIVE_LOG", &log_s)],
+    );
     let text2 = std::fs::read_to_string(&log).unwrap();
-    assert!(text2.starts_with(&text), "the second run must append\n{ctx2}\n--- log ---\n{text2}");
+    assert!(
+        text2.starts_with(&text),
+        "the second run must append\n{ctx2}\n--- log ---\n{text2}"
+    );
     assert!(!stderr(&o2).contains("possible leak"), "{ctx2}");
-    assert_eq!(warnings(&text2, &ctx2).len(), 10, "{ctx2}\n--- log ---\n{text2}");
+    assert_eq!(
+        warnings(&text2, &ctx2).len(),
+        10,
+        "{ctx2}\n--- log ---\n{text2}"
+    );
 }
 
 /// Installed programs at the defaults (1 GiB threshold) never warn.
 #[test]
 fn real_programs_do_not_warn_at_the_defaults() {
     let dir = tempdir("leak-real");
-    std::fs::write(dir.join("t.c"), "#include <stdio.h>\nint main(void){ printf(\"%d\\n\", 6*7); return 0; }\n").unwrap();
+    std::fs::write(
+        dir.join("t.c"),
+        "#include <stdio.h>\nint main(void){ printf(\"%d\\n\", 6*7); return 0; }\n",
+    )
+    .unwrap();
     std::fs::write(
         dir.join("t.sql"),
         "create table t(a integer primary key, b text);\n\
@@ -480,12 +711,27 @@ fn real_programs_do_not_warn_at_the_defaults() {
     )
     .unwrap();
     let which = |p: &str| -> Option<PathBuf> {
-        std::env::var_os("PATH")
-            .and_then(|paths| std::env::split_paths(&paths).map(|d| d.join(p)).find(|c| c.is_file()))
+        std::env::var_os("PATH").and_then(|paths| {
+            std::env::split_paths(&paths)
+                .map(|d| d.join(p))
+                .find(|c| c.is_file())
+        })
     };
     let cases: Vec<(&str, Vec<&str>)> = vec![
-        ("python3", vec!["-c", "import json; d={str(i): list(range(i % 50)) for i in range(20000)}; print(len(json.dumps(d)))"]),
-        ("perl", vec!["-e", "my %h; $h{$_} = [1..($_ % 50)] for 1..20000; print scalar(keys %h), \"\\n\""]),
+        (
+            "python3",
+            vec![
+                "-c",
+                "import json; d={str(i): list(range(i % 50)) for i in range(20000)}; print(len(json.dumps(d)))",
+            ],
+        ),
+        (
+            "perl",
+            vec![
+                "-e",
+                "my %h; $h{$_} = [1..($_ % 50)] for 1..20000; print scalar(keys %h), \"\\n\"",
+            ],
+        ),
         ("sqlite3", vec![":memory:", ".read t.sql"]),
         ("gcc", vec!["-O2", "-o", "t", "t.c"]),
     ];
@@ -497,7 +743,10 @@ fn real_programs_do_not_warn_at_the_defaults() {
         let o = run_preloaded(&dir, &bin, &args, &[]);
         let ctx = format!("{name} {args:?}\n{}", show(&o));
         assert!(o.status.success(), "{ctx}");
-        assert!(!stderr(&o).contains("possible leak"), "a warning at the defaults\n{ctx}");
+        assert!(
+            !stderr(&o).contains("possible leak"),
+            "a warning at the defaults\n{ctx}"
+        );
         assert!(summary_line(&stderr(&o)).is_none(), "{ctx}");
         ran += 1;
     }
@@ -519,7 +768,11 @@ fn program_closing_all_fds_keeps_its_files_to_itself() {
         &dir,
         &prog(),
         &["closeall", file.to_str().unwrap()],
-        &[("HEAPLIVE_SAMPLE_INTERVAL", "1"), ("HEAPLIVE_WARN_BYTES", "1M"), ("HEAPLIVE_LOG", log.to_str().unwrap())],
+        &[
+            ("HEAPLIVE_SAMPLE_INTERVAL", "1"),
+            ("HEAPLIVE_WARN_BYTES", "1M"),
+            ("HEAPLIVE_LOG", log.to_str().unwrap()),
+        ],
     );
     let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_else(|e| format!("<{e}>"));
     let (t1, t2, tl) = (read(&file), read(&file2), read(&log));
@@ -536,18 +789,42 @@ fn program_closing_all_fds_keeps_its_files_to_itself() {
         folded_files(&dir).len()
     );
     assert!(o.status.success(), "{ctx}");
-    assert!(t1 == "program data\nprogram end\n", "the program's first file got foreign lines\n{ctx}");
-    assert!(t2 == "program data\nprogram end\n", "the program's second file got foreign lines\n{ctx}");
-    assert_eq!(folded_files(&dir).len(), 1, "only the exit dump was asked for\n{ctx}");
-    assert!(by_leaf(&warnings(&tl, &ctx), "grow_alloc").len() >= 1, "{ctx}");
+    assert!(
+        t1 == "program data\nprogram end\n",
+        "the program's first file got foreign lines\n{ctx}"
+    );
+    assert!(
+        t2 == "program data\nprogram end\n",
+        "the program's second file got foreign lines\n{ctx}"
+    );
+    assert_eq!(
+        folded_files(&dir).len(),
+        1,
+        "only the exit dump was asked for\n{ctx}"
+    );
+    assert!(
+        by_leaf(&warnings(&tl, &ctx), "grow_alloc").len() >= 1,
+        "{ctx}"
+    );
 }
 
 /// An unopenable HEAPLIVE_LOG: one line saying so, then stderr.
 #[test]
 fn unopenable_log_falls_back_to_stderr() {
-    let (_dir, o, ctx) = run_steps("leak-badlog", &[("HEAPLIVE_WARN_BYTES", "1M"), ("HEAPLIVE_LOG", "/nonexistent-dir/heaplive.log")]);
+    let (_dir, o, ctx) = run_steps(
+        "leak-badlog",
+        &[
+            ("HEAPLIVE_WARN_BYTES", "1M"),
+            ("HEAPLIVE_LOG", "/nonexistent-dir/heaplive.log"),
+        ],
+    );
     let err = stderr(&o);
-    assert_eq!(err.matches("cannot open HEAPLIVE_LOG='/nonexistent-dir/heaplive.log'").count(), 1, "{ctx}");
+    assert_eq!(
+        err.matches("cannot open HEAPLIVE_LOG='/nonexistent-dir/heaplive.log'")
+            .count(),
+        1,
+        "{ctx}"
+    );
     let ws = warnings(&err, &ctx);
     assert_eq!(by_leaf(&ws, "grow_alloc").len(), 4, "{ctx}");
     assert!(summary_line(&err).is_some(), "{ctx}");

@@ -6,11 +6,12 @@
 mod cli;
 mod cli_real;
 mod common;
+mod config_errors;
 mod core_exact;
 mod leaks;
 mod php_fpm;
 mod real_programs;
 mod sampled;
-mod stress;
 mod signals_fork;
+mod stress;
 mod symbols;

@@ -44,14 +44,20 @@ struct Step {
 }
 
 fn step(cmd: &str, args: &[&str]) -> Step {
-    Step { cmd: which(cmd), args: args.iter().map(|s| s.to_string()).collect() }
+    Step {
+        cmd: which(cmd),
+        args: args.iter().map(|s| s.to_string()).collect(),
+    }
 }
 
 /// The installed program, or a clear failure naming it.
 fn which(cmd: &str) -> PathBuf {
     if cmd.starts_with('/') {
         let p = PathBuf::from(cmd);
-        assert!(p.exists(), "{cmd} is not installed; the real-program tests need it");
+        assert!(
+            p.exists(),
+            "{cmd} is not installed; the real-program tests need it"
+        );
         return p;
     }
     for d in ["/usr/local/bin", "/usr/bin", "/bin"] {
@@ -60,28 +66,48 @@ fn which(cmd: &str) -> PathBuf {
             return p;
         }
     }
-    panic!("{cmd} is not installed (looked in /usr/local/bin, /usr/bin, /bin); the real-program tests need it");
+    panic!(
+        "{cmd} is not installed (looked in /usr/local/bin, /usr/bin, /bin); the real-program tests need it"
+    );
 }
 
 fn show(o: &Output) -> String {
     const MAX: usize = 6000;
     let cut = |b: &[u8]| {
         if b.len() > MAX {
-            format!("{}... [{} bytes in all]", String::from_utf8_lossy(&b[..MAX]), b.len())
+            format!(
+                "{}... [{} bytes in all]",
+                String::from_utf8_lossy(&b[..MAX]),
+                b.len()
+            )
         } else {
             String::from_utf8_lossy(b).into_owned()
         }
     };
-    format!("status: {}\n--- stdout ---\n{}\n--- stderr ---\n{}", o.status, cut(&o.stdout), cut(&o.stderr))
+    format!(
+        "status: {}\n--- stdout ---\n{}\n--- stderr ---\n{}",
+        o.status,
+        cut(&o.stdout),
+        cut(&o.stderr)
+    )
 }
 
 /// A frame that names a function: not `[unknown]`, not `module+0xoffset`.
 fn is_real_name(f: &str) -> bool {
-    !f.is_empty() && f != "[unknown]" && !f.contains("+0x") && f.chars().next().is_some_and(|c| c.is_alphabetic() || c == '_')
+    !f.is_empty()
+        && f != "[unknown]"
+        && !f.contains("+0x")
+        && f.chars()
+            .next()
+            .is_some_and(|c| c.is_alphabetic() || c == '_')
 }
 
 fn dump_head(stacks: &[Stack]) -> String {
-    stacks.iter().take(20).map(|s| format!("  {} {}\n", s.frames.join(";"), s.bytes)).collect()
+    stacks
+        .iter()
+        .take(20)
+        .map(|s| format!("  {} {}\n", s.frames.join(";"), s.bytes))
+        .collect()
 }
 
 /// Runs `steps` in two fresh directories prepared by `setup`: plainly and
@@ -107,9 +133,19 @@ fn scenario(
     setup(&pre_dir);
     for (i, s) in steps.iter().enumerate() {
         let args: Vec<&str> = s.args.iter().map(|a| a.as_str()).collect();
-        let what = format!("{tag} ({}), step {}: {} {}", mode.name(), i + 1, s.cmd.display(), s.args.join(" "));
+        let what = format!(
+            "{tag} ({}), step {}: {} {}",
+            mode.name(),
+            i + 1,
+            s.cmd.display(),
+            s.args.join(" ")
+        );
         let plain = common::run_plain(&plain_dir, &s.cmd, &args);
-        assert!(plain.status.success(), "{what}: fails even without the preload (test environment problem?):\n{}", show(&plain));
+        assert!(
+            plain.status.success(),
+            "{what}: fails even without the preload (test environment problem?):\n{}",
+            show(&plain)
+        );
         let pre = common::run_preloaded(&pre_dir, &s.cmd, &args, &mode.env());
         if plain.status.code() != pre.status.code() || plain.stdout != pre.stdout {
             panic!(
@@ -121,12 +157,20 @@ fn scenario(
     }
 
     let files = common::folded_files(&pre_dir);
-    assert!(!files.is_empty(), "{tag} ({}): no folded file in {}", mode.name(), pre_dir.display());
+    assert!(
+        !files.is_empty(),
+        "{tag} ({}): no folded file in {}",
+        mode.name(),
+        pre_dir.display()
+    );
     let exe_of = |p: &Path| -> String {
         // heaplive.<exe>.<pid>.<n>.folded
         let name = p.file_name().unwrap().to_string_lossy().into_owned();
         let parts: Vec<&str> = name.split('.').collect();
-        assert!(parts.len() >= 5 && parts[0] == "heaplive", "{tag}: unexpected file name {name}");
+        assert!(
+            parts.len() >= 5 && parts[0] == "heaplive",
+            "{tag}: unexpected file name {name}"
+        );
         parts[1..parts.len() - 3].join(".")
     };
     let exes: Vec<String> = files.iter().map(|p| exe_of(p)).collect();
@@ -156,7 +200,11 @@ fn scenario(
                 mode.name(),
                 f.display()
             );
-            let named = stacks.iter().flat_map(|s| s.frames.iter()).filter(|fr| is_real_name(fr)).count();
+            let named = stacks
+                .iter()
+                .flat_map(|s| s.frames.iter())
+                .filter(|fr| is_real_name(fr))
+                .count();
             assert!(
                 named > 0,
                 "{tag} ({}): {} has no frame with a function name (only [unknown] / module+0x..):\n{}",
@@ -186,7 +234,14 @@ print("entries", result[0][0], "items", result[0][1])
 
 fn python(mode: Mode, n: &str) {
     let setup = |d: &Path| std::fs::write(d.join("dict.py"), PY_SCRIPT).unwrap();
-    scenario("python3", mode, &setup, &[step("/usr/bin/python3", &["dict.py", n])], &["python3"], &["python3"]);
+    scenario(
+        "python3",
+        mode,
+        &setup,
+        &[step("/usr/bin/python3", &["dict.py", n])],
+        &["python3"],
+        &["python3"],
+    );
 }
 
 #[test]
@@ -203,7 +258,14 @@ fn perl(mode: Mode, n: &str) {
     let script = format!(
         r#"my %h; for my $i (1..{n}) {{ $h{{"k$i"}} = "x" x ($i % 50); }} my $t = 0; $t += length($_) for values %h; print scalar(keys %h), " $t\n";"#
     );
-    scenario("perl", mode, &|_| {}, &[step("perl", &["-e", &script])], &["perl"], &["perl"]);
+    scenario(
+        "perl",
+        mode,
+        &|_| {},
+        &[step("perl", &["-e", &script])],
+        &["perl"],
+        &["perl"],
+    );
 }
 
 #[test]
@@ -225,8 +287,19 @@ fn sqlite(mode: Mode, rows: u32) {
          select count(*), sum(length(b)), min(b), max(b) from t; \
          select b from t where a % 997 = 0 order by b desc limit 3;"
     );
-    let must: &[&str] = if mode == Mode::Exact { &["sqlite3"] } else { &[] };
-    scenario("sqlite3", mode, &|_| {}, &[step("sqlite3", &[":memory:", &sql])], &["sqlite3"], must);
+    let must: &[&str] = if mode == Mode::Exact {
+        &["sqlite3"]
+    } else {
+        &[]
+    };
+    scenario(
+        "sqlite3",
+        mode,
+        &|_| {},
+        &[step("sqlite3", &[":memory:", &sql])],
+        &["sqlite3"],
+        must,
+    );
 }
 
 #[test]
@@ -250,9 +323,18 @@ fn git(mode: Mode, files: usize) {
     };
     // Fixed identity and dates: the commit id is the same in both runs.
     let cfg = [
-        "-c", "user.name=Heap Live", "-c", "user.email=heaplive@example.invalid",
-        "-c", "init.defaultBranch=main", "-c", "core.autocrlf=false", "-c", "gc.auto=0",
-        "-c", "commit.gpgsign=false",
+        "-c",
+        "user.name=Heap Live",
+        "-c",
+        "user.email=heaplive@example.invalid",
+        "-c",
+        "init.defaultBranch=main",
+        "-c",
+        "core.autocrlf=false",
+        "-c",
+        "gc.auto=0",
+        "-c",
+        "commit.gpgsign=false",
     ];
     let g = |args: &[&str]| {
         let mut a: Vec<&str> = cfg.to_vec();
@@ -289,7 +371,9 @@ fn data(len: usize) -> Vec<u8> {
     // Text with some structure, so xz has work to do; deterministic.
     let mut v = Vec::with_capacity(len);
     let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
-    let words = ["heap", "live", "malloc", "free", "stack", "sample", "profile", "folded", "\n"];
+    let words = [
+        "heap", "live", "malloc", "free", "stack", "sample", "profile", "folded", "\n",
+    ];
     while v.len() < len {
         x ^= x << 13;
         x ^= x >> 7;
@@ -307,7 +391,14 @@ fn data(len: usize) -> Vec<u8> {
 fn xz(mode: Mode, len: usize, level: &str) {
     let setup = move |d: &Path| std::fs::write(d.join("data.txt"), data(len)).unwrap();
     // The compressed stream goes to stdout: compared byte for byte.
-    let dir = scenario("xz", mode, &setup, &[step("xz", &["-T1", level, "-c", "data.txt"])], &["xz"], &["xz"]);
+    let dir = scenario(
+        "xz",
+        mode,
+        &setup,
+        &[step("xz", &["-T1", level, "-c", "data.txt"])],
+        &["xz"],
+        &["xz"],
+    );
     assert!(dir.join("data.txt").exists());
 }
 

@@ -33,19 +33,36 @@ struct Run {
 }
 
 fn show(o: &Output) -> String {
-    format!("status: {}\n--- stdout ---\n{}--- stderr ---\n{}", o.status, common::stdout(o), common::stderr(o))
+    format!(
+        "status: {}\n--- stdout ---\n{}--- stderr ---\n{}",
+        o.status,
+        common::stdout(o),
+        common::stderr(o)
+    )
 }
 
 fn truth(out: &str, key: &str) -> u64 {
     out.lines()
-        .find_map(|l| l.strip_prefix(key).and_then(|r| r.strip_prefix(' ')).map(|v| v.trim().parse::<u64>().unwrap()))
+        .find_map(|l| {
+            l.strip_prefix(key)
+                .and_then(|r| r.strip_prefix(' '))
+                .map(|v| v.trim().parse::<u64>().unwrap())
+        })
         .unwrap_or_else(|| panic!("sampled_mix printed no '{key}' line:\n{out}"))
 }
 
 fn one_run(bin: &Path, seed: u64, plain_out: &[u8]) -> Run {
     let dir = common::tempdir(&format!("sampled-{seed}"));
     let seed_s = seed.to_string();
-    let o = common::run_preloaded(&dir, bin, &[], &[("HEAPLIVE_SAMPLE_INTERVAL", "512K"), ("HEAPLIVE_SEED", &seed_s)]);
+    let o = common::run_preloaded(
+        &dir,
+        bin,
+        &[],
+        &[
+            ("HEAPLIVE_SAMPLE_INTERVAL", "512K"),
+            ("HEAPLIVE_SEED", &seed_s),
+        ],
+    );
     assert!(
         o.status.success() && o.stdout == plain_out,
         "seed {seed}: the preload changed the program's behaviour\nwithout: {}\nwith:\n{}",
@@ -53,12 +70,24 @@ fn one_run(bin: &Path, seed: u64, plain_out: &[u8]) -> Run {
         show(&o)
     );
     let files = common::folded_files(&dir);
-    assert_eq!(files.len(), 1, "seed {seed}: expected one folded file in {}, found {files:?}\n{}", dir.display(), show(&o));
+    assert_eq!(
+        files.len(),
+        1,
+        "seed {seed}: expected one folded file in {}, found {files:?}\n{}",
+        dir.display(),
+        show(&o)
+    );
     let stacks = common::parse_folded(&files[0]);
     let by_leaf = common::bytes_by_leaf(&stacks);
     let get = |k: &str| by_leaf.get(k).copied().unwrap_or(0);
     let (a, b, churn) = (get("site_a"), get("site_b"), get("site_churn"));
-    Run { seed, a, b, churn, other: common::total(&stacks) - a - b - churn }
+    Run {
+        seed,
+        a,
+        b,
+        churn,
+        other: common::total(&stacks) - a - b - churn,
+    }
 }
 
 #[test]
@@ -66,21 +95,34 @@ fn sampled_default_sampler_is_unbiased() {
     let dir = common::tempdir("sampled-bin");
     let bin = common::compile("sampled_mix.c", "sampled_mix", &dir, &[]);
     let plain = common::run_plain(&dir, &bin, &[]);
-    assert!(plain.status.success(), "sampled_mix fails without the preload:\n{}", show(&plain));
+    assert!(
+        plain.status.success(),
+        "sampled_mix fails without the preload:\n{}",
+        show(&plain)
+    );
     let out = common::stdout(&plain);
     let (true_a, true_b) = (truth(&out, "site_a"), truth(&out, "site_b"));
-    assert_eq!((true_a, true_b), (48 << 20, 16 << 20), "sampled_mix's totals changed:\n{out}");
+    assert_eq!(
+        (true_a, true_b),
+        (48 << 20, 16 << 20),
+        "sampled_mix's totals changed:\n{out}"
+    );
 
     // The runs are independent processes: four at a time.
     let mut runs: Vec<Run> = Vec::new();
     let seeds: Vec<u64> = (1..=RUNS).collect();
     for chunk in seeds.chunks(4) {
         std::thread::scope(|s| {
-            let hs: Vec<_> = chunk.iter().map(|&seed| s.spawn({
-                let bin = &bin;
-                let p = &plain.stdout;
-                move || one_run(bin, seed, p)
-            })).collect();
+            let hs: Vec<_> = chunk
+                .iter()
+                .map(|&seed| {
+                    s.spawn({
+                        let bin = &bin;
+                        let p = &plain.stdout;
+                        move || one_run(bin, seed, p)
+                    })
+                })
+                .collect();
             for h in hs {
                 runs.push(h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)));
             }
@@ -89,21 +131,45 @@ fn sampled_default_sampler_is_unbiased() {
 
     let table: String = runs
         .iter()
-        .map(|r| format!("  seed {:>2}: site_a {:>10} site_b {:>10} site_churn {} other {}\n", r.seed, r.a, r.b, r.churn, r.other))
+        .map(|r| {
+            format!(
+                "  seed {:>2}: site_a {:>10} site_b {:>10} site_churn {} other {}\n",
+                r.seed, r.a, r.b, r.churn, r.other
+            )
+        })
         .collect();
     // Freed blocks never count, whatever the seed.
-    assert!(runs.iter().all(|r| r.churn == 0), "site_churn's blocks were all freed, yet some runs report them:\n{table}");
+    assert!(
+        runs.iter().all(|r| r.churn == 0),
+        "site_churn's blocks were all freed, yet some runs report them:\n{table}"
+    );
     // The seed matters (a sampler that ignores it, or samples nothing,
     // gives the same numbers every time).
-    let distinct: std::collections::BTreeSet<(u64, u64)> = runs.iter().map(|r| (r.a, r.b)).collect();
-    assert!(distinct.len() > RUNS as usize / 2, "different seeds gave the same estimates:\n{table}");
+    let distinct: std::collections::BTreeSet<(u64, u64)> =
+        runs.iter().map(|r| (r.a, r.b)).collect();
+    assert!(
+        distinct.len() > RUNS as usize / 2,
+        "different seeds gave the same estimates:\n{table}"
+    );
 
     let n = RUNS as f64;
     let mut bad = Vec::new();
     for (name, truth, est) in [
-        ("site_a", true_a, runs.iter().map(|r| r.a).collect::<Vec<_>>()),
-        ("site_b", true_b, runs.iter().map(|r| r.b).collect::<Vec<_>>()),
-        ("site_a + site_b", true_a + true_b, runs.iter().map(|r| r.a + r.b).collect::<Vec<_>>()),
+        (
+            "site_a",
+            true_a,
+            runs.iter().map(|r| r.a).collect::<Vec<_>>(),
+        ),
+        (
+            "site_b",
+            true_b,
+            runs.iter().map(|r| r.b).collect::<Vec<_>>(),
+        ),
+        (
+            "site_a + site_b",
+            true_a + true_b,
+            runs.iter().map(|r| r.a + r.b).collect::<Vec<_>>(),
+        ),
     ] {
         let l = truth as f64;
         let mean = est.iter().map(|&x| x as f64).sum::<f64>() / n;
@@ -120,7 +186,11 @@ fn sampled_default_sampler_is_unbiased() {
             bad.push(line);
         }
     }
-    assert!(bad.is_empty(), "the sampler's estimates are biased:\n  {}\nper run:\n{table}", bad.join("\n  "));
+    assert!(
+        bad.is_empty(),
+        "the sampler's estimates are biased:\n  {}\nper run:\n{table}",
+        bad.join("\n  ")
+    );
 }
 
 #[test]

@@ -21,7 +21,11 @@ fn exact_totals_survive_sixteen_threads_of_churn() {
     let stacks = only_folded(&dir);
     let by_leaf = bytes_by_leaf(&stacks);
     for (site, bytes) in &truth {
-        assert_eq!(by_leaf.get(site).copied().unwrap_or(0), *bytes, "site {site}\nprofile: {by_leaf:?}");
+        assert_eq!(
+            by_leaf.get(site).copied().unwrap_or(0),
+            *bytes,
+            "site {site}\nprofile: {by_leaf:?}"
+        );
     }
     // Nothing else of the program is live but stdio's buffer.
     let others: u64 = by_leaf
@@ -29,5 +33,8 @@ fn exact_totals_survive_sixteen_threads_of_churn() {
         .filter(|(k, _)| !truth.iter().any(|(s, _)| s == *k))
         .map(|(_, v)| *v)
         .sum();
-    assert!(others <= 8192, "unexpected live memory outside the sites: {by_leaf:?}");
+    assert!(
+        others <= 8192,
+        "unexpected live memory outside the sites: {by_leaf:?}"
+    );
 }

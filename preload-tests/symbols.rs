@@ -13,17 +13,29 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 fn show(o: &Output) -> String {
-    format!("status: {:?}\n--- stdout ---\n{}\n--- stderr ---\n{}", o.status, stdout(o), stderr(o))
+    format!(
+        "status: {:?}\n--- stdout ---\n{}\n--- stderr ---\n{}",
+        o.status,
+        stdout(o),
+        stderr(o)
+    )
 }
 
 /// The folded file's text, for failure messages.
 fn folded_text(dir: &Path) -> String {
-    folded_files(dir).iter().map(|f| std::fs::read_to_string(f).unwrap()).collect::<Vec<_>>().join("\n")
+    folded_files(dir)
+        .iter()
+        .map(|f| std::fs::read_to_string(f).unwrap())
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// Runs a tool, asserting success.
 fn tool(cmd: &str, args: &[&str]) -> String {
-    let o = Command::new(cmd).args(args).output().unwrap_or_else(|e| panic!("cannot run {cmd}: {e}"));
+    let o = Command::new(cmd)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd}: {e}"));
     assert!(o.status.success(), "{cmd} {args:?} failed\n{}", show(&o));
     stdout(&o)
 }
@@ -31,7 +43,12 @@ fn tool(cmd: &str, args: &[&str]) -> String {
 /// The 1-based line of `progs/<src>` holding `marker`.
 fn src_line(src: &str, marker: &str) -> u32 {
     let text = std::fs::read_to_string(root().join("preload-tests/progs").join(src)).unwrap();
-    let hits: Vec<u32> = text.lines().enumerate().filter(|(_, l)| l.contains(marker)).map(|(i, _)| i as u32 + 1).collect();
+    let hits: Vec<u32> = text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| l.contains(marker))
+        .map(|(i, _)| i as u32 + 1)
+        .collect();
     assert_eq!(hits.len(), 1, "marker {marker} in {src}");
     hits[0]
 }
@@ -40,17 +57,30 @@ fn src_line(src: &str, marker: &str) -> u32 {
 fn build_id(path: &Path) -> String {
     let out = tool("readelf", &["-nW", path.to_str().unwrap()]);
     out.lines()
-        .find_map(|l| l.split_once("Build ID: ").map(|(_, id)| id.trim().to_string()))
+        .find_map(|l| {
+            l.split_once("Build ID: ")
+                .map(|(_, id)| id.trim().to_string())
+        })
         .unwrap_or_else(|| panic!("no build id in {}:\n{out}", path.display()))
 }
 
 /// Runs `bin` under the library in exact mode with `env`, asserting success;
 /// returns the stacks of the one folded file and a failure context.
-fn profile(dir: &Path, bin: &Path, args: &[&str], env: &[(&str, &str)]) -> (Vec<Stack>, Output, String) {
+fn profile(
+    dir: &Path,
+    bin: &Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> (Vec<Stack>, Output, String) {
     let mut e = vec![("HEAPLIVE_SAMPLE_INTERVAL", "1")];
     e.extend_from_slice(env);
     let o = run_preloaded(dir, bin, args, &e);
-    let ctx = format!("{} {args:?} with {env:?}\n{}\n--- folded ---\n{}", bin.display(), show(&o), folded_text(dir));
+    let ctx = format!(
+        "{} {args:?} with {env:?}\n{}\n--- folded ---\n{}",
+        bin.display(),
+        show(&o),
+        folded_text(dir)
+    );
     assert!(o.status.success(), "{ctx}");
     let stacks = only_folded(dir);
     (stacks, o, ctx)
@@ -66,24 +96,60 @@ fn subdir(dir: &Path, name: &str) -> PathBuf {
 
 /// Bytes per stack whose last frames (leaf last) are exactly `tail`.
 fn bytes_ending(stacks: &[Stack], tail: &[&str]) -> u64 {
-    stacks.iter().filter(|s| s.frames.len() >= tail.len() && s.frames[s.frames.len() - tail.len()..] == *tail).map(|s| s.bytes).sum()
+    stacks
+        .iter()
+        .filter(|s| {
+            s.frames.len() >= tail.len() && s.frames[s.frames.len() - tail.len()..] == *tail
+        })
+        .map(|s| s.bytes)
+        .sum()
 }
 
 /// Checks the split program's stacks: names, and (file:line) with lines on.
 fn check_split(stacks: &[Stack], lines: bool, ctx: &str) {
     let f = |name: &str, marker: &str| {
-        if lines { format!("{name} (sym_split.c:{})", src_line("sym_split.c", marker)) } else { name.to_string() }
+        if lines {
+            format!("{name} (sym_split.c:{})", src_line("sym_split.c", marker))
+        } else {
+            name.to_string()
+        }
     };
-    let a = [f("split_caller", "L_CALL_A"), f("split_alloc_a", "L_MALLOC_A")];
-    let b = [f("split_caller", "L_CALL_B"), f("split_alloc_b", "L_CALLOC_B")];
+    let a = [
+        f("split_caller", "L_CALL_A"),
+        f("split_alloc_a", "L_MALLOC_A"),
+    ];
+    let b = [
+        f("split_caller", "L_CALL_B"),
+        f("split_alloc_b", "L_CALLOC_B"),
+    ];
     let a: Vec<&str> = a.iter().map(|s| s.as_str()).collect();
     let b: Vec<&str> = b.iter().map(|s| s.as_str()).collect();
-    assert_eq!(bytes_ending(stacks, &a), 400_000, "want stacks ending {a:?}\n{ctx}");
-    assert_eq!(bytes_ending(stacks, &b), 210_000, "want stacks ending {b:?}\n{ctx}");
-    let main_frame = stacks.iter().find(|s| s.leaf().starts_with("split_alloc_a")).unwrap().frames.iter().rev().nth(2).unwrap().clone();
+    assert_eq!(
+        bytes_ending(stacks, &a),
+        400_000,
+        "want stacks ending {a:?}\n{ctx}"
+    );
+    assert_eq!(
+        bytes_ending(stacks, &b),
+        210_000,
+        "want stacks ending {b:?}\n{ctx}"
+    );
+    let main_frame = stacks
+        .iter()
+        .find(|s| s.leaf().starts_with("split_alloc_a"))
+        .unwrap()
+        .frames
+        .iter()
+        .rev()
+        .nth(2)
+        .unwrap()
+        .clone();
     assert!(main_frame.starts_with("main"), "{ctx}");
     if lines {
-        assert!(main_frame.starts_with("main (sym_split.c:"), "main's frame has its line too: {main_frame}\n{ctx}");
+        assert!(
+            main_frame.starts_with("main (sym_split.c:"),
+            "main's frame has its line too: {main_frame}\n{ctx}"
+        );
     }
 }
 
@@ -100,14 +166,26 @@ fn debuglink_next_to_the_binary() {
     // the link holds the bare name.
     let o = Command::new("objcopy")
         .current_dir(&dir)
-        .args(["--strip-debug", "--add-gnu-debuglink=sym_split.debug", "sym_split"])
+        .args([
+            "--strip-debug",
+            "--add-gnu-debuglink=sym_split.debug",
+            "sym_split",
+        ])
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", show(&o));
     let sections = tool("readelf", &["-SW", b]);
-    assert!(!sections.contains(".debug_info") && sections.contains(".gnu_debuglink"), "{sections}");
+    assert!(
+        !sections.contains(".debug_info") && sections.contains(".gnu_debuglink"),
+        "{sections}"
+    );
 
-    let (stacks, _, ctx) = profile(&subdir(&dir, "lines"), &bin, &[], &[("HEAPLIVE_LINES", "1")]);
+    let (stacks, _, ctx) = profile(
+        &subdir(&dir, "lines"),
+        &bin,
+        &[],
+        &[("HEAPLIVE_LINES", "1")],
+    );
     check_split(&stacks, true, &ctx);
     let (stacks, _, ctx) = profile(&subdir(&dir, "names"), &bin, &[], &[]);
     check_split(&stacks, false, &ctx);
@@ -116,16 +194,38 @@ fn debuglink_next_to_the_binary() {
     // lines from it (names still come from the binary's .symtab).
     let other_dir = dir.join("other");
     std::fs::create_dir_all(&other_dir).unwrap();
-    let other = compile("sym_split.c", "sym_split", &other_dir, &["-O0", "-DOTHER_BUILD"]);
+    let other = compile(
+        "sym_split.c",
+        "sym_split",
+        &other_dir,
+        &["-O0", "-DOTHER_BUILD"],
+    );
     let other_dbg = other_dir.join("sym_split.debug");
-    tool("objcopy", &["--only-keep-debug", other.to_str().unwrap(), other_dbg.to_str().unwrap()]);
+    tool(
+        "objcopy",
+        &[
+            "--only-keep-debug",
+            other.to_str().unwrap(),
+            other_dbg.to_str().unwrap(),
+        ],
+    );
     std::fs::rename(&dbg, dir.join("sym_split.debug.good")).unwrap();
     std::fs::copy(&other_dbg, &dbg).unwrap();
-    let (stacks, _, ctx) = profile(&subdir(&dir, "wrongcrc"), &bin, &[], &[("HEAPLIVE_LINES", "1")]);
+    let (stacks, _, ctx) = profile(
+        &subdir(&dir, "wrongcrc"),
+        &bin,
+        &[],
+        &[("HEAPLIVE_LINES", "1")],
+    );
     check_split(&stacks, false, &ctx);
     // No debug file at all: the same.
     std::fs::remove_file(&dbg).unwrap();
-    let (stacks, _, ctx) = profile(&subdir(&dir, "nodebug"), &bin, &[], &[("HEAPLIVE_LINES", "1")]);
+    let (stacks, _, ctx) = profile(
+        &subdir(&dir, "nodebug"),
+        &bin,
+        &[],
+        &[("HEAPLIVE_LINES", "1")],
+    );
     check_split(&stacks, false, &ctx);
 }
 
@@ -143,23 +243,48 @@ fn build_id_tree_in_debug_dirs() {
     tool("objcopy", &["--only-keep-debug", b, dbg.to_str().unwrap()]);
     tool("strip", &["--strip-all", b]);
     let sections = tool("readelf", &["-SW", b]);
-    assert!(!sections.contains(".debug_info") && !sections.contains(".symtab") && !sections.contains(".gnu_debuglink"), "{sections}");
+    assert!(
+        !sections.contains(".debug_info")
+            && !sections.contains(".symtab")
+            && !sections.contains(".gnu_debuglink"),
+        "{sections}"
+    );
     assert_eq!(build_id(&bin), id, "strip keeps the build id");
 
     let dirs = format!("/nonexistent/heaplive-debug:{}", dir.join("dbg").display());
-    let (stacks, _, ctx) = profile(&subdir(&dir, "lines"), &bin, &[], &[("HEAPLIVE_LINES", "1"), ("HEAPLIVE_DEBUG_DIRS", &dirs)]);
+    let (stacks, _, ctx) = profile(
+        &subdir(&dir, "lines"),
+        &bin,
+        &[],
+        &[("HEAPLIVE_LINES", "1"), ("HEAPLIVE_DEBUG_DIRS", &dirs)],
+    );
     check_split(&stacks, true, &ctx);
-    let (stacks, _, ctx) = profile(&subdir(&dir, "names"), &bin, &[], &[("HEAPLIVE_DEBUG_DIRS", &dirs)]);
+    let (stacks, _, ctx) = profile(
+        &subdir(&dir, "names"),
+        &bin,
+        &[],
+        &[("HEAPLIVE_DEBUG_DIRS", &dirs)],
+    );
     check_split(&stacks, false, &ctx);
 
     // Without the directory there is nothing to name them by.
     let (stacks, _, ctx) = profile(&subdir(&dir, "without"), &bin, &[], &[]);
     for s in &stacks {
-        assert!(!s.frames.iter().any(|f| f.starts_with("split_")), "names without debug info or symbols?\n{ctx}");
+        assert!(
+            !s.frames.iter().any(|f| f.starts_with("split_")),
+            "names without debug info or symbols?\n{ctx}"
+        );
     }
     let leaves = bytes_by_leaf(&stacks);
-    let unnamed: u64 = leaves.iter().filter(|(l, _)| l.starts_with("sym_split_bid+0x")).map(|(_, b)| *b).sum();
-    assert_eq!(unnamed, 610_000, "the program's frames as sym_split_bid+0x...\n{ctx}");
+    let unnamed: u64 = leaves
+        .iter()
+        .filter(|(l, _)| l.starts_with("sym_split_bid+0x"))
+        .map(|(_, b)| *b)
+        .sum();
+    assert_eq!(
+        unnamed, 610_000,
+        "the program's frames as sym_split_bid+0x...\n{ctx}"
+    );
 }
 
 /// ELF program headers: (file offset, vaddr, file size) of each LOAD.
@@ -186,7 +311,10 @@ fn stripped_dynsym_names_and_uncovered_addresses() {
     std::fs::copy(&bin, &full).unwrap();
     tool("strip", &["--strip-all", bin.to_str().unwrap()]);
     let dynsym = tool("readelf", &["--dyn-syms", "-W", bin.to_str().unwrap()]);
-    assert!(dynsym.contains(" visible_alloc") && !dynsym.contains("hidden_alloc"), "{dynsym}");
+    assert!(
+        dynsym.contains(" visible_alloc") && !dynsym.contains("hidden_alloc"),
+        "{dynsym}"
+    );
 
     // hidden_alloc's range, from the unstripped copy, as file offsets.
     let nm = tool("nm", &["-S", full.to_str().unwrap()]);
@@ -194,33 +322,66 @@ fn stripped_dynsym_names_and_uncovered_addresses() {
         .lines()
         .find_map(|l| {
             let f: Vec<&str> = l.split_whitespace().collect();
-            (f.len() == 4 && f[3] == "hidden_alloc").then(|| (u64::from_str_radix(f[0], 16).unwrap(), u64::from_str_radix(f[1], 16).unwrap()))
+            (f.len() == 4 && f[3] == "hidden_alloc").then(|| {
+                (
+                    u64::from_str_radix(f[0], 16).unwrap(),
+                    u64::from_str_radix(f[1], 16).unwrap(),
+                )
+            })
         })
         .unwrap_or_else(|| panic!("no hidden_alloc in nm:\n{nm}"));
     let to_off = |va: u64| {
-        loads(&full).iter().find(|(_, v, sz)| *v <= va && va < v + sz).map(|(o, v, _)| va - v + o).expect("in a LOAD")
+        loads(&full)
+            .iter()
+            .find(|(_, v, sz)| *v <= va && va < v + sz)
+            .map(|(o, v, _)| va - v + o)
+            .expect("in a LOAD")
     };
     let (lo, hi) = (to_off(start), to_off(start) + size);
 
     let (stacks, _, ctx) = profile(&dir, &bin, &[], &[("HEAPLIVE_LINES", "1")]);
-    assert_eq!(bytes_ending(&stacks, &["main", "visible_alloc"]), 44_444, "{ctx}");
-    assert_eq!(bytes_ending(&stacks, &["main", "after_hidden"]), 33_333, "{ctx}");
-    let hidden: Vec<&Stack> = stacks.iter().filter(|s| s.frames.len() >= 2 && s.frames[s.frames.len() - 2] == "calls_hidden").collect();
+    assert_eq!(
+        bytes_ending(&stacks, &["main", "visible_alloc"]),
+        44_444,
+        "{ctx}"
+    );
+    assert_eq!(
+        bytes_ending(&stacks, &["main", "after_hidden"]),
+        33_333,
+        "{ctx}"
+    );
+    let hidden: Vec<&Stack> = stacks
+        .iter()
+        .filter(|s| s.frames.len() >= 2 && s.frames[s.frames.len() - 2] == "calls_hidden")
+        .collect();
     assert!(!hidden.is_empty(), "no stack through calls_hidden\n{ctx}");
-    assert_eq!(hidden.iter().map(|s| s.bytes).sum::<u64>(), 3 * 55_555, "{ctx}");
+    assert_eq!(
+        hidden.iter().map(|s| s.bytes).sum::<u64>(),
+        3 * 55_555,
+        "{ctx}"
+    );
     for s in &hidden {
         let leaf = s.leaf();
         let off = leaf
             .strip_prefix("sym_stripped+0x")
             .and_then(|h| u64::from_str_radix(h, 16).ok())
-            .unwrap_or_else(|| panic!("hidden_alloc's frame should be sym_stripped+0x<hex>, is {leaf:?}\n{ctx}"));
-        assert!(lo <= off && off < hi, "offset {off:#x} outside hidden_alloc's code [{lo:#x}, {hi:#x})\n{ctx}");
+            .unwrap_or_else(|| {
+                panic!("hidden_alloc's frame should be sym_stripped+0x<hex>, is {leaf:?}\n{ctx}")
+            });
+        assert!(
+            lo <= off && off < hi,
+            "offset {off:#x} outside hidden_alloc's code [{lo:#x}, {hi:#x})\n{ctx}"
+        );
     }
     // No exported name sneaks onto an address it does not cover.
     for s in &stacks {
         for (i, f) in s.frames.iter().enumerate() {
             if f == "visible_alloc" || f == "after_hidden" {
-                assert_eq!(i, s.frames.len() - 1, "a neighbour's name in the middle of a stack: {s:?}\n{ctx}");
+                assert_eq!(
+                    i,
+                    s.frames.len() - 1,
+                    "a neighbour's name in the middle of a stack: {s:?}\n{ctx}"
+                );
                 assert_eq!(s.frames[i - 1], "main", "{ctx}");
             }
         }
@@ -238,7 +399,10 @@ fn require_libc_dbg() {
         .to_string();
     let id = build_id(Path::new(&libc));
     let dbg = format!("/usr/lib/debug/.build-id/{}/{}.debug", &id[..2], &id[2..]);
-    assert!(Path::new(&dbg).exists(), "{dbg} is missing: install libc6-dbg (`make test` does)");
+    assert!(
+        Path::new(&dbg).exists(),
+        "{dbg} is missing: install libc6-dbg (`make test` does)"
+    );
 }
 
 /// libc's own frames named from libc6-dbg: qsort's internals between the
@@ -249,23 +413,57 @@ fn libc_frames_from_libc6_dbg() {
     let dir = tempdir("sym-libc");
     let bin = compile("sym_libc.c", "sym_libc", &dir, &[]);
     let (stacks, o, ctx) = profile(&dir, &bin, &[], &[]);
-    let nkeep: u64 = stdout(&o).trim().strip_prefix("done ").and_then(|n| n.parse().ok()).expect("done N");
+    let nkeep: u64 = stdout(&o)
+        .trim()
+        .strip_prefix("done ")
+        .and_then(|n| n.parse().ok())
+        .expect("done N");
     assert!(nkeep > 100, "{ctx}");
     let cmp: Vec<&Stack> = stacks.iter().filter(|s| s.leaf() == "cmp_alloc").collect();
-    assert_eq!(cmp.iter().map(|s| s.bytes).sum::<u64>(), 24 * nkeep, "every comparator block under cmp_alloc\n{ctx}");
+    assert_eq!(
+        cmp.iter().map(|s| s.bytes).sum::<u64>(),
+        24 * nkeep,
+        "every comparator block under cmp_alloc\n{ctx}"
+    );
     for s in &cmp {
-        let i = s.frames.iter().position(|f| f == "sort_some").unwrap_or_else(|| panic!("sort_some missing: {s:?}\n{ctx}"));
+        let i = s
+            .frames
+            .iter()
+            .position(|f| f == "sort_some")
+            .unwrap_or_else(|| panic!("sort_some missing: {s:?}\n{ctx}"));
         let between = &s.frames[i + 1..s.frames.len() - 1];
         assert!(!between.is_empty(), "{ctx}");
-        assert!(between.iter().any(|f| f == "msort_with_tmp" || f == "__qsort_r"), "qsort's internals by name: {between:?}\n{ctx}");
-        assert!(between.iter().all(|f| !f.contains("+0x") && !f.starts_with('[')), "an unnamed libc frame: {between:?}\n{ctx}");
+        assert!(
+            between
+                .iter()
+                .any(|f| f == "msort_with_tmp" || f == "__qsort_r"),
+            "qsort's internals by name: {between:?}\n{ctx}"
+        );
+        assert!(
+            between
+                .iter()
+                .all(|f| !f.contains("+0x") && !f.starts_with('[')),
+            "an unnamed libc frame: {between:?}\n{ctx}"
+        );
     }
     let n = "a string that strdup copies, 48 bytes long....".len() as u64 + 1;
-    assert_eq!(bytes_ending(&stacks, &["dup_some", "__strdup"]), 8 * n, "{ctx}");
+    assert_eq!(
+        bytes_ending(&stacks, &["dup_some", "__strdup"]),
+        8 * n,
+        "{ctx}"
+    );
 
     // With lines: libc's source files.
-    let (stacks, _, ctx) = profile(&subdir(&dir, "lines"), &bin, &[], &[("HEAPLIVE_LINES", "1")]);
-    let dup: Vec<&Stack> = stacks.iter().filter(|s| s.leaf().starts_with("__strdup")).collect();
+    let (stacks, _, ctx) = profile(
+        &subdir(&dir, "lines"),
+        &bin,
+        &[],
+        &[("HEAPLIVE_LINES", "1")],
+    );
+    let dup: Vec<&Stack> = stacks
+        .iter()
+        .filter(|s| s.leaf().starts_with("__strdup"))
+        .collect();
     assert!(!dup.is_empty(), "{ctx}");
     for s in dup {
         assert!(s.leaf().starts_with("__strdup (strdup.c:"), "{s:?}\n{ctx}");
@@ -280,10 +478,25 @@ fn inline_frames_are_frames() {
     let bin = compile("sym_inline.c", "sym_inline", &dir, &["-O2"]);
     let want_bytes: u64 = (0..5).map(|i| 77_777 + i).sum();
     let (stacks, _, ctx) = profile(&dir, &bin, &[], &[]);
-    assert_eq!(bytes_ending(&stacks, &["main", "outer_fn", "inl_alloc"]), want_bytes, "{ctx}");
-    let (stacks, _, ctx) = profile(&subdir(&dir, "lines"), &bin, &[], &[("HEAPLIVE_LINES", "1")]);
-    let outer = format!("outer_fn (sym_inline.c:{})", src_line("sym_inline.c", "L_OUTER_CALL"));
-    let inl = format!("inl_alloc (sym_inline.c:{})", src_line("sym_inline.c", "L_INL_MALLOC"));
+    assert_eq!(
+        bytes_ending(&stacks, &["main", "outer_fn", "inl_alloc"]),
+        want_bytes,
+        "{ctx}"
+    );
+    let (stacks, _, ctx) = profile(
+        &subdir(&dir, "lines"),
+        &bin,
+        &[],
+        &[("HEAPLIVE_LINES", "1")],
+    );
+    let outer = format!(
+        "outer_fn (sym_inline.c:{})",
+        src_line("sym_inline.c", "L_OUTER_CALL")
+    );
+    let inl = format!(
+        "inl_alloc (sym_inline.c:{})",
+        src_line("sym_inline.c", "L_INL_MALLOC")
+    );
     assert_eq!(bytes_ending(&stacks, &[&outer, &inl]), want_bytes, "{ctx}");
 }
 
@@ -301,17 +514,35 @@ fn cpp_template_names() {
         .sum();
     assert_eq!(grow, 5 * 1000 * 48, "leaf Pool<Widget>::grow\n{ctx}");
     for s in &stacks {
-        assert!(!s.frames.iter().any(|f| f.starts_with("_Z")), "a mangled frame with demangling on: {s:?}\n{ctx}");
+        assert!(
+            !s.frames.iter().any(|f| f.starts_with("_Z")),
+            "a mangled frame with demangling on: {s:?}\n{ctx}"
+        );
     }
-    let (stacks, _, ctx) = profile(&subdir(&dir, "mangled"), &bin, &[], &[("HEAPLIVE_DEMANGLE", "0")]);
-    let grow: u64 = stacks.iter().filter(|s| s.leaf().starts_with("_ZN4PoolI6WidgetE4grow")).map(|s| s.bytes).sum();
+    let (stacks, _, ctx) = profile(
+        &subdir(&dir, "mangled"),
+        &bin,
+        &[],
+        &[("HEAPLIVE_DEMANGLE", "0")],
+    );
+    let grow: u64 = stacks
+        .iter()
+        .filter(|s| s.leaf().starts_with("_ZN4PoolI6WidgetE4grow"))
+        .map(|s| s.bytes)
+        .sum();
     assert_eq!(grow, 5 * 1000 * 48, "leaf _ZN4PoolI6WidgetE4grow...\n{ctx}");
-    assert!(!stacks.iter().any(|s| s.frames.iter().any(|f| f.contains("Pool<Widget>"))), "{ctx}");
+    assert!(
+        !stacks
+            .iter()
+            .any(|s| s.frames.iter().any(|f| f.contains("Pool<Widget>"))),
+        "{ctx}"
+    );
 }
 
 fn is_rust_hash_suffix(f: &str) -> bool {
     // `...::h0123456789abcdef`
-    f.rsplit_once("::h").is_some_and(|(_, h)| h.len() == 16 && h.chars().all(|c| c.is_ascii_hexdigit()))
+    f.rsplit_once("::h")
+        .is_some_and(|(_, h)| h.len() == 16 && h.chars().all(|c| c.is_ascii_hexdigit()))
 }
 
 /// A Rust function leaking a Vec: `leaky::leaky_rust_fn` without the hash,
@@ -328,20 +559,40 @@ fn rust_names() {
         .expect("run rustc");
     assert!(o.status.success(), "rustc failed\n{}", show(&o));
     let (stacks, _, ctx) = profile(&subdir(&dir, "demangled"), &bin, &[], &[]);
-    assert_eq!(bytes_under(&stacks, "leaky::leaky_rust_fn"), 4 * 123_456, "{ctx}");
+    assert_eq!(
+        bytes_under(&stacks, "leaky::leaky_rust_fn"),
+        4 * 123_456,
+        "{ctx}"
+    );
     for s in stacks.iter().filter(|s| s.has("leaky::leaky_rust_fn")) {
-        let i = s.frames.iter().position(|f| f == "leaky::leaky_rust_fn").unwrap();
+        let i = s
+            .frames
+            .iter()
+            .position(|f| f == "leaky::leaky_rust_fn")
+            .unwrap();
         assert_eq!(s.frames[i - 1], "leaky::main", "{ctx}");
     }
     for s in &stacks {
         for f in &s.frames {
-            assert!(!is_rust_hash_suffix(f) && !f.starts_with("_ZN"), "a hash or a mangled name: {f}\n{ctx}");
+            assert!(
+                !is_rust_hash_suffix(f) && !f.starts_with("_ZN"),
+                "a hash or a mangled name: {f}\n{ctx}"
+            );
         }
     }
-    let (stacks, _, ctx) = profile(&subdir(&dir, "mangled"), &bin, &[], &[("HEAPLIVE_DEMANGLE", "0")]);
+    let (stacks, _, ctx) = profile(
+        &subdir(&dir, "mangled"),
+        &bin,
+        &[],
+        &[("HEAPLIVE_DEMANGLE", "0")],
+    );
     let mangled: u64 = stacks
         .iter()
-        .filter(|s| s.frames.iter().any(|f| f.starts_with("_ZN5leaky13leaky_rust_fn17h") && f.ends_with('E')))
+        .filter(|s| {
+            s.frames
+                .iter()
+                .any(|f| f.starts_with("_ZN5leaky13leaky_rust_fn17h") && f.ends_with('E'))
+        })
         .map(|s| s.bytes)
         .sum();
     assert_eq!(mangled, 4 * 123_456, "{ctx}");
@@ -367,7 +618,11 @@ fn perf_map_names_jit_code() {
     let ctx = format!("{}\n--- folded ---\n{}", show(&o), folded_text(&dir));
     assert!(o.status.success() && pid.is_some(), "{ctx}");
     let stacks = only_folded(&dir);
-    assert_eq!(bytes_by_leaf(&stacks).get("jitted_alloc"), Some(&(3 * 4242)), "{ctx}");
+    assert_eq!(
+        bytes_by_leaf(&stacks).get("jitted_alloc"),
+        Some(&(3 * 4242)),
+        "{ctx}"
+    );
     drop(_cleanup);
     assert!(!Path::new(&format!("/tmp/perf-{}.map", pid.unwrap())).exists());
 
@@ -377,12 +632,20 @@ fn perf_map_names_jit_code() {
     let ctx = format!("{}\n--- folded ---\n{}", show(&o), folded_text(&d2));
     assert!(o.status.success(), "{ctx}");
     let stacks = only_folded(&d2);
-    assert_eq!(bytes_by_leaf(&stacks).get("[jit]"), Some(&(3 * 4242)), "{ctx}");
+    assert_eq!(
+        bytes_by_leaf(&stacks).get("[jit]"),
+        Some(&(3 * 4242)),
+        "{ctx}"
+    );
 }
 
 /// `go` on PATH or in Debian's place.
 fn go() -> PathBuf {
-    if let Some(p) = std::env::var_os("PATH").and_then(|paths| std::env::split_paths(&paths).map(|d| d.join("go")).find(|c| c.is_file())) {
+    if let Some(p) = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join("go"))
+            .find(|c| c.is_file())
+    }) {
         return p;
     }
     let p = PathBuf::from("/usr/lib/go/bin/go");
@@ -405,7 +668,11 @@ fn pprof(dir: &Path, args: &[&str], file: &Path) -> String {
         .env_remove("LD_PRELOAD")
         .output()
         .expect("run go tool pprof");
-    assert!(o.status.success(), "go tool pprof {args:?} failed\n{}", show(&o));
+    assert!(
+        o.status.success(),
+        "go tool pprof {args:?} failed\n{}",
+        show(&o)
+    );
     stdout(&o)
 }
 
@@ -434,7 +701,15 @@ fn short_name(name: &str) -> String {
 /// agrees with the folded file: the total, and the bytes per leaf.
 fn check_pprof_against_folded(tag: &str, bin: &Path) {
     let dir = tempdir(tag);
-    let o = run_preloaded(&dir, bin, &[], &[("HEAPLIVE_SAMPLE_INTERVAL", "1"), ("HEAPLIVE_FORMAT", "folded,pprof")]);
+    let o = run_preloaded(
+        &dir,
+        bin,
+        &[],
+        &[
+            ("HEAPLIVE_SAMPLE_INTERVAL", "1"),
+            ("HEAPLIVE_FORMAT", "folded,pprof"),
+        ],
+    );
     let ctx = format!("{}\n--- folded ---\n{}", show(&o), folded_text(&dir));
     assert!(o.status.success(), "{ctx}");
     let stacks = only_folded(&dir);
@@ -444,10 +719,23 @@ fn check_pprof_against_folded(tag: &str, bin: &Path) {
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.to_str().is_some_and(|s| s.ends_with(".pb.gz")))
         .collect();
-    assert_eq!(pb.len(), 1, "one .pb.gz next to the folded file: {pb:?}\n{ctx}");
+    assert_eq!(
+        pb.len(),
+        1,
+        "one .pb.gz next to the folded file: {pb:?}\n{ctx}"
+    );
     let pb = &pb[0];
-    let folded_name = folded_files(&dir)[0].file_name().unwrap().to_str().unwrap().to_string();
-    assert_eq!(pb.file_name().unwrap().to_str().unwrap(), format!("{}.pb.gz", folded_name.trim_end_matches(".folded")), "{ctx}");
+    let folded_name = folded_files(&dir)[0]
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        pb.file_name().unwrap().to_str().unwrap(),
+        format!("{}.pb.gz", folded_name.trim_end_matches(".folded")),
+        "{ctx}"
+    );
 
     let common = ["-unit=B", "-nodefraction=0", "-sample_index=inuse_space"];
     let mut args = vec!["-top"];
@@ -455,9 +743,18 @@ fn check_pprof_against_folded(tag: &str, bin: &Path) {
     let top = pprof(&dir, &args, pb);
     let ctx = format!("{ctx}\n--- pprof -top ---\n{top}");
     // "Showing nodes accounting for 614096B, 100% of 614096B total"
-    let line = top.lines().find(|l| l.starts_with("Showing nodes accounting for")).unwrap_or_else(|| panic!("{ctx}"));
-    let pprof_total = line.rsplit_once(" of ").and_then(|(_, t)| bytes_value(t.trim_end_matches(" total"))).unwrap_or_else(|| panic!("{line}\n{ctx}"));
-    assert_eq!(pprof_total, folded_total, "pprof's total vs the folded file's\n{ctx}");
+    let line = top
+        .lines()
+        .find(|l| l.starts_with("Showing nodes accounting for"))
+        .unwrap_or_else(|| panic!("{ctx}"));
+    let pprof_total = line
+        .rsplit_once(" of ")
+        .and_then(|(_, t)| bytes_value(t.trim_end_matches(" total")))
+        .unwrap_or_else(|| panic!("{line}\n{ctx}"));
+    assert_eq!(
+        pprof_total, folded_total,
+        "pprof's total vs the folded file's\n{ctx}"
+    );
     // Flat bytes per function in -top: the leaves of the folded file.
     let mut flat: BTreeMap<String, u64> = BTreeMap::new();
     let mut in_table = false;
@@ -469,7 +766,11 @@ fn check_pprof_against_folded(tag: &str, bin: &Path) {
         if in_table {
             let f: Vec<&str> = l.split_whitespace().collect();
             if f.len() >= 6 {
-                let v = if f[0] == "0" { 0 } else { bytes_value(f[0]).unwrap_or_else(|| panic!("{l}\n{ctx}")) };
+                let v = if f[0] == "0" {
+                    0
+                } else {
+                    bytes_value(f[0]).unwrap_or_else(|| panic!("{l}\n{ctx}"))
+                };
                 if v > 0 {
                     *flat.entry(f[5..].join(" ")).or_insert(0) += v;
                 }
@@ -484,12 +785,18 @@ fn check_pprof_against_folded(tag: &str, bin: &Path) {
             *leaves.entry(short_name(&leaf)).or_insert(0) += b;
         }
     }
-    assert_eq!(flat, leaves, "flat bytes per function (pprof) vs bytes per leaf (folded)\n{ctx}");
+    assert_eq!(
+        flat, leaves,
+        "flat bytes per function (pprof) vs bytes per leaf (folded)\n{ctx}"
+    );
 
     // The full names are in the file itself.
     let raw = pprof(&dir, &["-raw"], pb);
     for leaf in bytes_by_leaf(&stacks).keys() {
-        assert!(raw.contains(leaf.as_str()), "{leaf} missing from pprof -raw\n{ctx}\n--- pprof -raw ---\n{raw}");
+        assert!(
+            raw.contains(leaf.as_str()),
+            "{leaf} missing from pprof -raw\n{ctx}\n--- pprof -raw ---\n{raw}"
+        );
     }
 
     let mut args = vec!["-traces"];
@@ -511,7 +818,10 @@ fn check_pprof_against_folded(tag: &str, bin: &Path) {
             }
         }
     }
-    assert_eq!(sum, folded_total, "sum of the traces vs the folded total\n{ctx}");
+    assert_eq!(
+        sum, folded_total,
+        "sum of the traces vs the folded total\n{ctx}"
+    );
     assert_eq!(by_leaf, leaves, "traces per leaf vs folded per leaf\n{ctx}");
 }
 

@@ -136,7 +136,7 @@ fn env(name: &[u8]) -> Option<&'static [u8]> {
 }
 
 /// One line on stderr: `heaplive: HEAPLIVE_X='v' is <why>; using <default>`.
-pub fn warn_bad(name: &str, value: &[u8], why: &str, default: core::fmt::Arguments) {
+pub fn warn_bad(name: &str, value: &[u8], why: &str, default: &str) {
     let mut b = StackBuf::<512>::new();
     let _ = write!(b, "heaplive: {}='", name);
     b.push_bytes(&value[..value.len().min(200)]);
@@ -149,122 +149,80 @@ pub fn load() {
     // SAFETY: see `Cell`: we are the one loading thread.
     let c = unsafe { &mut *CONFIG.0.get() };
 
-    if let Some(v) = env(b"HEAPLIVE_SAMPLE_INTERVAL\0") {
-        match parse_size(v) {
-            Some(n) if n >= 1 => c.interval = n,
-            _ => warn_bad(
-                "HEAPLIVE_SAMPLE_INTERVAL",
-                v,
-                "is not a size of at least 1 byte (examples: 1, 64K, 512K, 4M)",
-                format_args!("512K"),
-            ),
-        }
-    }
-    if let Some(v) = env(b"HEAPLIVE_SEED\0") {
-        match parse_u64(v) {
-            Some(n) => c.seed = n,
-            None => warn_bad(
-                "HEAPLIVE_SEED",
-                v,
-                "is not a whole number",
-                format_args!("0 (seed from the clock)"),
-            ),
-        }
-    }
+    load_var(
+        b"HEAPLIVE_SAMPLE_INTERVAL\0",
+        &mut c.interval,
+        "512K",
+        |v| {
+            parse_size(v)
+                .filter(|&n| n >= 1)
+                .ok_or("is not a size of at least 1 byte (examples: 1, 64K, 512K, 4M)")
+        },
+    );
+    load_var(
+        b"HEAPLIVE_SEED\0",
+        &mut c.seed,
+        "0 (seed from the clock)",
+        |v| parse_u64(v).ok_or("is not a whole number"),
+    );
     if let Some(v) = env(b"HEAPLIVE_OUTPUT\0") {
         if v.is_empty() || !c.output.set(v) {
             warn_bad(
                 "HEAPLIVE_OUTPUT",
                 v,
                 "is empty or longer than 4096 bytes",
-                format_args!("{}", DEFAULT_OUTPUT),
+                DEFAULT_OUTPUT,
             );
         }
     }
-    load_bool(b"HEAPLIVE_DUMP_AT_EXIT\0", &mut c.dump_at_exit);
-    if let Some(v) = env(b"HEAPLIVE_SIGNAL\0") {
-        match parse_signal(v) {
-            Ok(s) => c.signal = s,
-            Err(why) => warn_bad("HEAPLIVE_SIGNAL", v, why, format_args!("USR2")),
+    load_var(
+        b"HEAPLIVE_DUMP_AT_EXIT\0",
+        &mut c.dump_at_exit,
+        "1",
+        bool_value,
+    );
+    load_var(b"HEAPLIVE_SIGNAL\0", &mut c.signal, "USR2", parse_signal);
+    load_var(
+        b"HEAPLIVE_DUMP_EVERY\0",
+        &mut c.dump_every_ms,
+        "0 (off)",
+        |v| parse_duration_ms(v).ok_or("is not a duration (examples: 30, 30s, 5m, 1h; 0 = off)"),
+    );
+    let mut formats = (c.folded, c.pprof);
+    load_var(b"HEAPLIVE_FORMAT\0", &mut formats, "folded", |v| {
+        parse_format(v).ok_or("is not one of folded, pprof, folded,pprof")
+    });
+    (c.folded, c.pprof) = formats;
+    load_var(b"HEAPLIVE_WARN_BYTES\0", &mut c.warn_bytes, "256M", |v| {
+        parse_size(v).ok_or("is not a size (examples: 0 = off, 64M, 1G)")
+    });
+    load_var(
+        b"HEAPLIVE_WARN_BLOCKS\0",
+        &mut c.warn_blocks,
+        "0 (off)",
+        |v| parse_u64(v).ok_or("is not a whole number (0 = off)"),
+    );
+    load_var(b"HEAPLIVE_WARN_GROWTH\0", &mut c.warn_growth, "2", |v| {
+        parse_float(v)
+            .filter(|&g| g > 1.0)
+            .ok_or("is not a number above 1 (examples: 1.5, 2)")
+    });
+    for (name, slot, default) in [
+        (&b"HEAPLIVE_LOG\0"[..], &mut c.log, "stderr"),
+        (
+            &b"HEAPLIVE_DEBUG_DIRS\0"[..],
+            &mut c.debug_dirs,
+            "/usr/lib/debug only",
+        ),
+    ] {
+        if let Some(v) = env(name) {
+            if !slot.set(v) {
+                warn_bad(shown(name), v, "is longer than 4096 bytes", default);
+            }
         }
     }
-    if let Some(v) = env(b"HEAPLIVE_DUMP_EVERY\0") {
-        match parse_duration_ms(v) {
-            Some(ms) => c.dump_every_ms = ms,
-            None => warn_bad(
-                "HEAPLIVE_DUMP_EVERY",
-                v,
-                "is not a duration (examples: 30, 30s, 5m, 1h; 0 = off)",
-                format_args!("0 (off)"),
-            ),
-        }
-    }
-    if let Some(v) = env(b"HEAPLIVE_FORMAT\0") {
-        match parse_format(v) {
-            Some((f, p)) => (c.folded, c.pprof) = (f, p),
-            None => warn_bad(
-                "HEAPLIVE_FORMAT",
-                v,
-                "is not one of folded, pprof, folded,pprof",
-                format_args!("folded"),
-            ),
-        }
-    }
-    if let Some(v) = env(b"HEAPLIVE_WARN_BYTES\0") {
-        match parse_size(v) {
-            Some(n) => c.warn_bytes = n,
-            None => warn_bad(
-                "HEAPLIVE_WARN_BYTES",
-                v,
-                "is not a size (examples: 0 = off, 64M, 1G)",
-                format_args!("256M"),
-            ),
-        }
-    }
-    if let Some(v) = env(b"HEAPLIVE_WARN_BLOCKS\0") {
-        match parse_u64(v) {
-            Some(n) => c.warn_blocks = n,
-            None => warn_bad(
-                "HEAPLIVE_WARN_BLOCKS",
-                v,
-                "is not a whole number (0 = off)",
-                format_args!("0 (off)"),
-            ),
-        }
-    }
-    if let Some(v) = env(b"HEAPLIVE_WARN_GROWTH\0") {
-        match parse_float(v) {
-            Some(g) if g > 1.0 => c.warn_growth = g,
-            _ => warn_bad(
-                "HEAPLIVE_WARN_GROWTH",
-                v,
-                "is not a number above 1 (examples: 1.5, 2)",
-                format_args!("2"),
-            ),
-        }
-    }
-    if let Some(v) = env(b"HEAPLIVE_LOG\0") {
-        if !c.log.set(v) {
-            warn_bad(
-                "HEAPLIVE_LOG",
-                v,
-                "is longer than 4096 bytes",
-                format_args!("stderr"),
-            );
-        }
-    }
-    if let Some(v) = env(b"HEAPLIVE_DEBUG_DIRS\0") {
-        if !c.debug_dirs.set(v) {
-            warn_bad(
-                "HEAPLIVE_DEBUG_DIRS",
-                v,
-                "is longer than 4096 bytes",
-                format_args!("/usr/lib/debug only"),
-            );
-        }
-    }
-    load_bool(b"HEAPLIVE_LINES\0", &mut c.lines);
-    load_bool(b"HEAPLIVE_DEMANGLE\0", &mut c.demangle);
+    load_var(b"HEAPLIVE_LINES\0", &mut c.lines, "0", bool_value);
+    load_var(b"HEAPLIVE_DEMANGLE\0", &mut c.demangle, "1", bool_value);
 
     // The environment and the process around it, as they are at start.
     let mut cwd = [0u8; 4096];
@@ -283,14 +241,29 @@ pub fn load() {
     c.exe.set(exe_name().as_bytes());
 }
 
-fn load_bool(name: &[u8], slot: &mut bool) {
-    let shown = core::str::from_utf8(&name[..name.len() - 1]).unwrap_or("HEAPLIVE_?");
+/// The variable's name without its NUL.
+fn shown(name: &[u8]) -> &str {
+    core::str::from_utf8(&name[..name.len() - 1]).unwrap_or("HEAPLIVE_?")
+}
+
+/// Parses one variable into `slot` when it is set; a bad value keeps the
+/// default and says so in one line.
+fn load_var<T>(
+    name: &[u8],
+    slot: &mut T,
+    default: &str,
+    parse: impl Fn(&[u8]) -> Result<T, &'static str>,
+) {
     if let Some(v) = env(name) {
-        match parse_bool(v) {
-            Some(b) => *slot = b,
-            None => warn_bad(shown, v, "is not 0 or 1", format_args!("{}", *slot as u8)),
+        match parse(v) {
+            Ok(x) => *slot = x,
+            Err(why) => warn_bad(shown(name), v, why, default),
         }
     }
+}
+
+fn bool_value(v: &[u8]) -> Result<bool, &'static str> {
+    parse_bool(v).ok_or("is not 0 or 1")
 }
 
 /// The program's name as it was started (argv[0]'s base name), with

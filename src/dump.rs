@@ -130,14 +130,18 @@ pub fn dump_locked(st: &mut DumpState, path: Option<&Path>, why: &str) -> std::i
     let pid = sys::getpid();
     let mut n = st.seq + 1;
     let template = cfg.output_template();
-    let name_for = |n: u32| Path::new(cfg.start_dir.as_str()).join(output::expand(template, pid, cfg.exe.as_str(), n));
+    let name_for = |n: u32| {
+        Path::new(cfg.start_dir.as_str()).join(output::expand(template, pid, cfg.exe.as_str(), n))
+    };
     let target = match path {
         Some(p) => p.to_path_buf(),
         None => {
             // The same pid may have dumped before an exec (php-fpm's master
             // re-executes itself on reload): never overwrite its files.
             if template.contains("%n") {
-                while n < st.seq + 10_000 && (name_for(n).exists() || fallback_of(&name_for(n)).exists()) {
+                while n < st.seq + 10_000
+                    && (name_for(n).exists() || fallback_of(&name_for(n)).exists())
+                {
                     n += 1;
                 }
             }
@@ -391,7 +395,11 @@ pub fn before_exec() {
     let n = unsafe { libc::read(fd, (&mut v as *mut u64).cast(), 8) };
     if n == 8 && v > 0 {
         if let Err(e) = dump_locked(&mut st, None, "signal") {
-            log::line(format_args!("heaplive[{}]: signal dump failed: {}", sys::getpid(), e));
+            log::line(format_args!(
+                "heaplive[{}]: signal dump failed: {}",
+                sys::getpid(),
+                e
+            ));
         }
     }
 }

@@ -163,10 +163,19 @@ extern "C" fn exec_prepare(sym: usize) -> usize {
     if !crate::guard::busy() {
         dump::before_exec();
     }
-    let s = [Sym::Execve, Sym::Execv, Sym::Execvp, Sym::Execvpe, Sym::Execl, Sym::Execlp, Sym::Execle, Sym::Fexecve]
-        .into_iter()
-        .find(|s| *s as usize == sym)
-        .unwrap_or(Sym::Execve);
+    let s = [
+        Sym::Execve,
+        Sym::Execv,
+        Sym::Execvp,
+        Sym::Execvpe,
+        Sym::Execl,
+        Sym::Execlp,
+        Sym::Execle,
+        Sym::Fexecve,
+    ]
+    .into_iter()
+    .find(|s| *s as usize == sym)
+    .unwrap_or(Sym::Execve);
     match real::c_fn(s) {
         0 => exec_unavailable as *const () as usize,
         a => a,

@@ -275,7 +275,11 @@ pub fn exit_summary(written: Option<&crate::dump::Written>) {
         .map(|w| w.path.display().to_string())
         .unwrap_or_else(|| "none (HEAPLIVE_DUMP_AT_EXIT=0)".into());
     let suppressed = SUPPRESSED.swap(0, Relaxed) + core::mem::take(&mut QUEUE.lock().dropped);
-    let note = if suppressed > 0 { format!("; {suppressed} more warnings suppressed") } else { String::new() };
+    let note = if suppressed > 0 {
+        format!("; {suppressed} more warnings suppressed")
+    } else {
+        String::new()
+    };
     crate::log::line(format_args!(
         "heaplive[{}]: at exit: {} live (estimate); {} stacks warned{}; final dump: {}",
         crate::fork::pid(),

@@ -115,7 +115,11 @@ fn write_no_sigpipe(fd: i32, b: &[u8]) {
         let was_pending = libc::sigismember(&pending, libc::SIGPIPE) == 1;
         // A full pipe nobody reads must not stall the program (the exit
         // summary runs on its thread): give it a moment, then drop the line.
-        let mut pfd = libc::pollfd { fd, events: libc::POLLOUT, revents: 0 };
+        let mut pfd = libc::pollfd {
+            fd,
+            events: libc::POLLOUT,
+            revents: 0,
+        };
         let ready = libc::poll(&mut pfd, 1, 100) == 1 && pfd.revents & libc::POLLOUT != 0;
         let ok = ready && sys::write_all(fd, b);
         if !ok && !was_pending {

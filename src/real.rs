@@ -238,7 +238,8 @@ fn resolve_cxx(s: Sym) -> usize {
 /// Where each real operator new lies ([start, end) from its symbol size):
 /// stack capture skips its frame, which sits between our malloc hook and
 /// the program when a trampoline jumped to it.
-static NEW_EXTENTS: [(AtomicUsize, AtomicUsize); 8] = [const { (AtomicUsize::new(0), AtomicUsize::new(0)) }; 8];
+static NEW_EXTENTS: [(AtomicUsize, AtomicUsize); 8] =
+    [const { (AtomicUsize::new(0), AtomicUsize::new(0)) }; 8];
 
 /// glibc's `RTLD_DL_SYMENT` for dladdr1 (not in the libc crate).
 const RTLD_DL_SYMENT: i32 = 1;
@@ -249,10 +250,19 @@ fn note_new_extent(i: usize, p: *mut c_void) {
     // SAFETY: valid out-pointers; RTLD_DL_SYMENT stores a pointer to the
     // symbol table entry.
     let ok = unsafe {
-        libc::dladdr1(p, &mut info, (&mut sym as *mut *const libc::Elf64_Sym).cast(), RTLD_DL_SYMENT)
+        libc::dladdr1(
+            p,
+            &mut info,
+            (&mut sym as *mut *const libc::Elf64_Sym).cast(),
+            RTLD_DL_SYMENT,
+        )
     };
     // Without a size, assume the short function libstdc++'s are.
-    let size = if ok != 0 && !sym.is_null() { unsafe { (*sym).st_size as usize } } else { 0 };
+    let size = if ok != 0 && !sym.is_null() {
+        unsafe { (*sym).st_size as usize }
+    } else {
+        0
+    };
     let size = if size == 0 { 256 } else { size };
     NEW_EXTENTS[i].1.store(p as usize + size, Relaxed);
     NEW_EXTENTS[i].0.store(p as usize, Release);

@@ -72,7 +72,6 @@ const NULL_L2: AtomicPtr<L2> = AtomicPtr::new(null_mut());
 static ROOT: [AtomicPtr<L2>; ROOT_LEN] = [NULL_L2; ROOT_LEN];
 
 static LEAVES_MADE: AtomicUsize = AtomicUsize::new(0);
-static LEAVES_PRUNED: AtomicUsize = AtomicUsize::new(0);
 
 #[inline(always)]
 fn split(addr: usize) -> (usize, usize, usize, usize, u64) {
@@ -200,44 +199,47 @@ pub fn clear(addr: usize) {
     }
 }
 
-/// Gives the pages of empty leaves back to the kernel. Runs on the
-/// background thread; concurrent `set`s on a leaf being pruned wait.
-pub fn prune() -> usize {
-    let mut pruned = 0;
+/// Calls `f` on every L3 node of the tree.
+fn each_l3(mut f: impl FnMut(&L3)) {
     for l2p in ROOT.iter() {
         let l2 = l2p.load(Acquire);
         if l2.is_null() {
             continue;
         }
+        // SAFETY: installed nodes are never freed.
         for l3p in unsafe { (*l2).l3.iter() } {
             let l3 = l3p.load(Acquire);
-            if l3.is_null() {
-                continue;
-            }
-            // SAFETY: installed nodes are never freed.
-            let l3 = unsafe { &*l3 };
-            for (i, count) in l3.counts.iter().enumerate() {
-                if count.load(Relaxed) != DIRTY {
-                    continue;
-                }
-                if count
-                    .compare_exchange(DIRTY, PRUNING, Acquire, Relaxed)
-                    .is_err()
-                {
-                    continue;
-                }
-                let leaf = l3.leaves[i].load(Acquire);
-                if !leaf.is_null() {
-                    // SAFETY: the count is zero and PRUNING keeps setters
-                    // out, so no bit is set or will be until we finish.
-                    unsafe { crate::sys::discard(leaf.cast(), LEAF_BYTES) };
-                }
-                count.store(0, Release);
-                pruned += 1;
+            if !l3.is_null() {
+                // SAFETY: as above.
+                f(unsafe { &*l3 });
             }
         }
     }
-    LEAVES_PRUNED.fetch_add(pruned, Relaxed);
+}
+
+/// Gives the pages of empty leaves back to the kernel. Runs on the
+/// background thread; concurrent `set`s on a leaf being pruned wait.
+pub fn prune() -> usize {
+    let mut pruned = 0;
+    each_l3(|l3| {
+        for (i, count) in l3.counts.iter().enumerate() {
+            if count.load(Relaxed) != DIRTY
+                || count
+                    .compare_exchange(DIRTY, PRUNING, Acquire, Relaxed)
+                    .is_err()
+            {
+                continue;
+            }
+            let leaf = l3.leaves[i].load(Acquire);
+            if !leaf.is_null() {
+                // SAFETY: the count is zero and PRUNING keeps setters out,
+                // so no bit is set or will be until we finish.
+                unsafe { crate::sys::discard(leaf.cast(), LEAF_BYTES) };
+            }
+            count.store(0, Release);
+            pruned += 1;
+        }
+    });
     pruned
 }
 
@@ -246,22 +248,13 @@ pub fn prune() -> usize {
 #[cfg(test)]
 pub fn resident_leaves() -> usize {
     let mut n = 0;
-    for l2p in ROOT.iter() {
-        let l2 = l2p.load(Acquire);
-        if l2.is_null() {
-            continue;
-        }
-        for l3p in unsafe { (*l2).l3.iter() } {
-            let l3 = l3p.load(Acquire);
-            if l3.is_null() {
-                continue;
-            }
-            // SAFETY: installed nodes are never freed.
-            n += unsafe { (*l3).counts.iter() }
-                .filter(|c| c.load(Relaxed) & (DIRTY | COUNT_MASK) != 0)
-                .count();
-        }
-    }
+    each_l3(|l3| {
+        n += l3
+            .counts
+            .iter()
+            .filter(|c| c.load(Relaxed) & (DIRTY | COUNT_MASK) != 0)
+            .count()
+    });
     n
 }
 
@@ -273,24 +266,13 @@ pub fn leaves_made() -> usize {
 /// A fork's child may inherit a leaf marked PRUNING by a thread that does
 /// not exist there; finish what it was doing.
 pub fn reset_after_fork() {
-    for l2p in ROOT.iter() {
-        let l2 = l2p.load(Acquire);
-        if l2.is_null() {
-            continue;
-        }
-        for l3p in unsafe { (*l2).l3.iter() } {
-            let l3 = l3p.load(Acquire);
-            if l3.is_null() {
-                continue;
-            }
-            // SAFETY: installed nodes are never freed.
-            for c in unsafe { (*l3).counts.iter() } {
-                if c.load(Relaxed) == PRUNING {
-                    c.store(0, Release);
-                }
+    each_l3(|l3| {
+        for c in l3.counts.iter() {
+            if c.load(Relaxed) == PRUNING {
+                c.store(0, Release);
             }
         }
-    }
+    });
 }
 
 #[cfg(test)]

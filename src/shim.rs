@@ -148,7 +148,9 @@ fn requested_size(size: usize, align: usize) -> usize {
     // SAFETY: this thread's own state.
     let hint = unsafe { core::mem::replace(&mut (*t).aligned_new_size, 0) };
     match hint.checked_sub(1) {
-        Some(asked) if (asked as usize) <= size && size - (asked as usize) < align.max(1) => asked as usize,
+        Some(asked) if (asked as usize) <= size && size - (asked as usize) < align.max(1) => {
+            asked as usize
+        }
         _ => size,
     }
 }
@@ -222,7 +224,10 @@ macro_rules! new_export {
 /// fallback when no libstdc++ is loaded.
 extern "C" fn new_target(sym: usize, fallback: usize, size: usize) -> usize {
     let s = real::Sym::from_index(sym);
-    if matches!(s, Sym::NewAligned | Sym::NewArrAligned | Sym::NewAlignedNothrow | Sym::NewArrAlignedNothrow) {
+    if matches!(
+        s,
+        Sym::NewAligned | Sym::NewArrAligned | Sym::NewAlignedNothrow | Sym::NewArrAlignedNothrow
+    ) {
         // SAFETY: this thread's own state.
         unsafe { (*crate::guard::state()).aligned_new_size = size as u64 + 1 };
     }

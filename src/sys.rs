@@ -111,26 +111,24 @@ pub fn write_all(fd: i32, mut buf: &[u8]) -> bool {
     ok
 }
 
-/// Monotonic clock in nanoseconds (vDSO: no system call).
-pub fn now_nanos() -> u64 {
+fn clock_nanos(clock: libc::clockid_t) -> i64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
     // SAFETY: ts is a valid out-pointer.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    ts.tv_sec as i64 * 1_000_000_000 + ts.tv_nsec as i64
+}
+
+/// Monotonic clock in nanoseconds (vDSO: no system call).
+pub fn now_nanos() -> u64 {
+    clock_nanos(libc::CLOCK_MONOTONIC) as u64
 }
 
 /// Wall clock in nanoseconds since the epoch.
 pub fn wall_nanos() -> i64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: ts is a valid out-pointer.
-    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
-    ts.tv_sec as i64 * 1_000_000_000 + ts.tv_nsec as i64
+    clock_nanos(libc::CLOCK_REALTIME)
 }
 
 /// A tiny formatter into a fixed buffer: lets hooks and signal-free paths

@@ -1,0 +1,118 @@
+//! Bad settings and unwritable outputs: one clear line each, and the host
+//! keeps its own output and exit status.
+
+use crate::common::*;
+use std::path::Path;
+
+/// Runs a small program that exits through exit() with status 5 (it reads
+/// "quit" from a file given as stdin).
+fn sh(dir: &Path, env: &[(&str, &str)]) -> std::process::Output {
+    let prog = compile("cli_grow.c", "cli_grow", dir, &[]);
+    let input = dir.join("input");
+    std::fs::write(&input, "quit\n").unwrap();
+    let mut c = std::process::Command::new(&prog);
+    c.current_dir(dir)
+        .stdin(std::fs::File::open(&input).unwrap());
+    for (k, _) in std::env::vars() {
+        if k.starts_with("HEAPLIVE_") {
+            c.env_remove(k);
+        }
+    }
+    c.env("LD_PRELOAD", lib())
+        .env("HEAPLIVE_OUTPUT", dir.join("heaplive.%e.%p.%n.folded"));
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let o = c.output().unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(5),
+        "the host's exit status must not change\n{}",
+        stderr(&o)
+    );
+    assert_eq!(stdout(&o), "ready\n");
+    o
+}
+
+#[test]
+fn each_bad_value_gives_one_line_naming_variable_value_and_default() {
+    let dir = tempdir("config-bad");
+    let cases = [
+        ("HEAPLIVE_SAMPLE_INTERVAL", "lots", "512K"),
+        ("HEAPLIVE_SEED", "-4", "0 (seed from the clock)"),
+        ("HEAPLIVE_DUMP_AT_EXIT", "maybe", "1"),
+        ("HEAPLIVE_SIGNAL", "SEGV", "USR2"),
+        ("HEAPLIVE_DUMP_EVERY", "soon", "0 (off)"),
+        ("HEAPLIVE_FORMAT", "svg", "folded"),
+        ("HEAPLIVE_WARN_BYTES", "big", "256M"),
+        ("HEAPLIVE_WARN_BLOCKS", "1.5", "0 (off)"),
+        ("HEAPLIVE_WARN_GROWTH", "0.5", "2"),
+        ("HEAPLIVE_LINES", "yes please", "0"),
+        ("HEAPLIVE_DEMANGLE", "2", "1"),
+    ];
+    let o = sh(
+        &dir,
+        &cases.iter().map(|&(k, v, _)| (k, v)).collect::<Vec<_>>(),
+    );
+    let err = stderr(&o);
+    for (name, value, default) in cases {
+        let lines: Vec<&str> = err
+            .lines()
+            .filter(|l| l.contains(&format!("{name}=")))
+            .collect();
+        assert_eq!(lines.len(), 1, "{name}: expected one line\n{err}");
+        let l = lines[0];
+        assert!(l.starts_with("heaplive: "), "{l}");
+        assert!(l.contains(&format!("{name}='{value}'")), "{l}");
+        assert!(l.ends_with(&format!("using the default {default}")), "{l}");
+    }
+    // The defaults really are in force: the exit dump was written (folded).
+    assert_eq!(folded_files(&dir).len(), 1, "{err}");
+}
+
+#[test]
+fn unwritable_output_gives_one_line_and_the_fallback_directory() {
+    // A directory that cannot exist: the file cannot be written anywhere
+    // with that name except the fallback, which is $TMPDIR.
+    let dir = tempdir("config-out");
+    let tmp = tempdir("config-out-tmp");
+    let o = sh(
+        &dir,
+        &[
+            ("HEAPLIVE_OUTPUT", "/proc/heaplive-no-such-dir/h.%p.folded"),
+            ("TMPDIR", tmp.to_str().unwrap()),
+        ],
+    );
+    let err = stderr(&o);
+    let lines: Vec<&str> = err.lines().filter(|l| l.contains("cannot write")).collect();
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(
+        lines[0].contains("/proc/heaplive-no-such-dir/")
+            && lines[0].contains(tmp.to_str().unwrap()),
+        "{err}"
+    );
+    assert_eq!(
+        folded_files(&tmp).len(),
+        1,
+        "the file should be in $TMPDIR\n{err}"
+    );
+}
+
+#[test]
+fn nowhere_to_write_gives_one_line_and_the_host_exits_normally() {
+    let dir = tempdir("config-nowhere");
+    let o = sh(
+        &dir,
+        &[
+            ("HEAPLIVE_OUTPUT", "/proc/heaplive-no-such-dir/h.folded"),
+            ("TMPDIR", "/proc/heaplive-no-tmp"),
+        ],
+    );
+    let err = stderr(&o);
+    let lines: Vec<&str> = err.lines().filter(|l| l.contains("dump failed")).collect();
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(
+        lines[0].contains("/proc/heaplive-no-such-dir/h.folded"),
+        "{err}"
+    );
+}
