@@ -104,8 +104,10 @@ fn build_profile(st: &mut DumpState) -> Profile {
         });
     }
     let started = STARTED_NS.load(Relaxed);
+    let mappings = sym.mappings();
+    sym.release_debug_info();
     Profile {
-        mappings: sym.mappings(),
+        mappings,
         locations,
         samples,
         sample_interval: cfg.interval,

@@ -248,6 +248,7 @@ fn top_frames(id: stacks::StackId) -> String {
             break;
         }
     }
+    sym.release_debug_info();
     if names.is_empty() {
         return "[no stack]".into();
     }

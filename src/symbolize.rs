@@ -58,8 +58,12 @@ impl Default for SymConfig {
 /// Process-lifetime symbolizer. Not for signal handlers or allocation paths.
 pub struct Symbolizer {
     cfg: SymConfig,
-    /// Per registry index (see [`modules::find_index`]); `None` = not loaded yet.
+    /// Per registry index (see [`modules::find_index`]); `None` = not loaded
+    /// yet, or released after a dump.
     states: Vec<Option<ModState>>,
+    /// Per registry index: where its mappings start in `mappings`, once
+    /// handed out (kept when the state is released).
+    first_mappings: Vec<Option<usize>>,
     mappings: Vec<Mapping>,
     /// (registry index, address) -> answer. Keyed by module too, so a new
     /// library loaded where a dlclose'd one was gets its own answers.
@@ -85,6 +89,7 @@ impl Symbolizer {
         Symbolizer {
             cfg,
             states: Vec::new(),
+            first_mappings: Vec::new(),
             mappings: Vec::new(),
             cache: HashMap::new(),
             jit: Jit::new(),
@@ -188,21 +193,41 @@ impl Symbolizer {
         }
         if self.states[index].is_none() {
             let module = modules::get(index)?;
-            let first_mapping = self.mappings.len();
-            let build_id = hex(&module.build_id);
-            for &(start, end, file_offset) in &module.ranges {
-                self.mappings.push(Mapping {
-                    start,
-                    end,
-                    file_offset,
-                    path: module.path.clone(),
-                    build_id: build_id.clone(),
-                });
+            if self.first_mappings.len() <= index {
+                self.first_mappings.resize(index + 1, None);
             }
+            let first_mapping = match self.first_mappings[index] {
+                Some(f) => f,
+                None => {
+                    let f = self.mappings.len();
+                    let build_id = hex(&module.build_id);
+                    for &(start, end, file_offset) in &module.ranges {
+                        self.mappings.push(Mapping {
+                            start,
+                            end,
+                            file_offset,
+                            path: module.path.clone(),
+                            build_id: build_id.clone(),
+                        });
+                    }
+                    self.first_mappings[index] = Some(f);
+                    f
+                }
+            };
             let state = load_module(&module, first_mapping, &self.cfg, &mut self.files_opened);
             self.states[index] = Some(state);
         }
         self.states[index].as_ref()
+    }
+
+    /// Drops the debug information and symbol tables loaded so far (tens
+    /// of MiB for libc's decompressed DWARF) but keeps every answer and
+    /// mapping: a later dump of the same addresses is still a hash lookup,
+    /// and a module is read again only for addresses not seen before.
+    pub fn release_debug_info(&mut self) {
+        for s in &mut self.states {
+            *s = None;
+        }
     }
 
     #[cfg(test)]
