@@ -68,6 +68,7 @@ w(f"\n## Session {meta.get('date', stamp)}\n")
 w(f"- machine: {meta.get('nproc')} CPUs, {meta.get('cpu')}, {meta.get('mem')} RAM; {meta.get('kernel')}; {meta.get('glibc')}; {meta.get('gcc')}")
 w(f"- heaplive: commit {meta.get('commit')}, libheaplive.so sha256 {meta.get('lib_sha256')}…")
 w(f"- tools: {meta.get('heaptrack')}; jemalloc 5 (Debian libjemalloc2, {meta.get('jemalloc_prof', 'absent')}); sqlite {meta.get('sqlite3')}; {meta.get('jq')}; {meta.get('python3')}")
+w(f"- sections: {meta.get('sections', 'main sweep dump attr')}; workloads: {meta.get('workloads', '')}")
 w(f"- rounds: {meta.get('rounds')} interleaved (heaplive-exact and heaptrack in the first {meta.get('slow_rounds')}), sweep {meta.get('sweep_rounds')}, dump {meta.get('dump_rounds')}; load average before {meta.get('load_before')}, after {meta.get('load_after')}; session took {meta.get('duration_s')} s")
 w(f"- raw data: `bench/out/results-{stamp}.tsv` (one line per run: workload, config, round, wall s, user s, sys s, max RSS KiB, status)")
 w("")
@@ -240,6 +241,9 @@ new = not os.path.exists(results)
 with open(results, "a") as f:
     if new:
         f.write("# heaplive benchmark results\n\nAppended by `make bench` (`bench/run.sh`); newest session last. "
-                "Each session records the machine, the date, the exact reproduce command of each table and the targets.\n")
+                "Each session records the machine, the date, the exact reproduce command of each table and the targets.\n\n"
+                "How to run: `make bench` (about 5 minutes on 2 cores), or `bash bench/run.sh` with the knobs listed at the top of it "
+                "(`BENCH_ROUNDS`, `BENCH_SLOW_ROUNDS`, `BENCH_SWEEP_ROUNDS`, `BENCH_ONLY`, `BENCH_WORKLOADS`, `BENCH_CONFIGS`, `BENCH_RESULTS`). "
+                "Everything builds into `bench/out/`; raw per-run data stays there as `results-*.tsv`.\n")
     f.write("\n".join(L) + "\n")
 print("\n".join(L))

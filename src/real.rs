@@ -141,7 +141,7 @@ const NAMES: [&[u8]; COUNT] = [
 
 #[allow(clippy::declare_interior_mutable_const)]
 const ZERO: AtomicUsize = AtomicUsize::new(0);
-static SLOTS: [AtomicUsize; COUNT] = [ZERO; COUNT];
+pub(crate) static SLOTS: [AtomicUsize; COUNT] = [ZERO; COUNT];
 
 const UNRESOLVED: u8 = 0;
 const RESOLVING: u8 = 1;

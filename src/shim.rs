@@ -192,37 +192,52 @@ pub unsafe extern "C" fn malloc_usable_size(p: Ptr) -> usize {
 // When no libstdc++ is loaded at all (a program with its own C++ runtime
 // that calls our exports), the jump goes to a fallback served by malloc.
 
-macro_rules! new_export {
-    ($(#[$doc:meta])* $name:ident, $sym:ident, $fallback:ident) => {
+macro_rules! cxx_jump {
+    // The common case: the real function is known, jump to it.
+    ($(#[$doc:meta])* $name:ident, $sym:ident, $fallback:path) => {
         $(#[$doc])*
         #[cfg_attr(not(test), unsafe(no_mangle))]
         #[unsafe(naked)]
         pub unsafe extern "C" fn $name() {
             core::arch::naked_asm!(
-                // Keep the (up to three) arguments across the lookup; three
-                // pushes also align the stack for the call.
-                "push rdi",
-                "push rsi",
-                "push rdx",
-                "mov rdx, rdi",
-                "mov edi, {sym}",
-                "lea rsi, [rip + {fallback}]",
-                "call {target}",
-                "pop rdx",
-                "pop rsi",
-                "pop rdi",
+                "mov rax, qword ptr [rip + {slots} + {off}]",
+                "test rax, rax",
+                "jz 2f",
                 "jmp rax",
+                "2:",
+                cxx_jump!(@resolve),
+                slots = sym real::SLOTS,
+                off = const Sym::$sym as usize * 8,
                 sym = const Sym::$sym as usize,
                 fallback = sym $fallback,
-                target = sym new_target,
+                target = sym cxx_target,
             )
         }
     };
+    // Always through `cxx_target` (aligned new notes the requested size).
+    (@noted $(#[$doc:meta])* $name:ident, $sym:ident, $fallback:path) => {
+        $(#[$doc])*
+        #[cfg_attr(not(test), unsafe(no_mangle))]
+        #[unsafe(naked)]
+        pub unsafe extern "C" fn $name() {
+            core::arch::naked_asm!(
+                cxx_jump!(@resolve),
+                sym = const Sym::$sym as usize,
+                fallback = sym $fallback,
+                target = sym cxx_target,
+            )
+        }
+    };
+    // Keep the (up to three) arguments across `cxx_target(sym, fallback,
+    // first argument)`; three pushes also align the stack for the call.
+    (@resolve) => {
+        "push rdi\n push rsi\n push rdx\n mov rdx, rdi\n mov edi, {sym}\n lea rsi, [rip + {fallback}]\n call {target}\n pop rdx\n pop rsi\n pop rdi\n jmp rax"
+    };
 }
 
-/// The address a `new` trampoline jumps to: the real operator, or the
-/// fallback when no libstdc++ is loaded.
-extern "C" fn new_target(sym: usize, fallback: usize, size: usize) -> usize {
+/// The address a trampoline jumps to: the real operator, or the fallback
+/// when no libstdc++ is loaded.
+extern "C" fn cxx_target(sym: usize, fallback: usize, size: usize) -> usize {
     let s = real::Sym::from_index(sym);
     if matches!(
         s,
@@ -270,63 +285,52 @@ extern "C" fn fallback_new_aligned_nothrow(size: usize, al: usize, _nt: *const u
     new_without_libstdcxx(size, Some(al), true)
 }
 
-new_export!(/// _Znwm // operator new(size_t)
+cxx_jump!(/// _Znwm // operator new(size_t)
     _Znwm, New, fallback_new);
-new_export!(/// _Znam // operator new[](size_t)
+cxx_jump!(/// _Znam // operator new[](size_t)
     _Znam, NewArr, fallback_new);
-new_export!(/// _ZnwmRKSt9nothrow_t // operator new(size_t, const std::nothrow_t&)
+cxx_jump!(/// _ZnwmRKSt9nothrow_t // operator new(size_t, const std::nothrow_t&)
     _ZnwmRKSt9nothrow_t, NewNothrow, fallback_new_nothrow);
-new_export!(/// _ZnamRKSt9nothrow_t // operator new[](size_t, const std::nothrow_t&)
+cxx_jump!(/// _ZnamRKSt9nothrow_t // operator new[](size_t, const std::nothrow_t&)
     _ZnamRKSt9nothrow_t, NewArrNothrow, fallback_new_nothrow);
-new_export!(/// _ZnwmSt11align_val_t // operator new(size_t, std::align_val_t)
+cxx_jump!(@noted /// _ZnwmSt11align_val_t // operator new(size_t, std::align_val_t)
     _ZnwmSt11align_val_t, NewAligned, fallback_new_aligned);
-new_export!(/// _ZnamSt11align_val_t // operator new[](size_t, std::align_val_t)
+cxx_jump!(@noted /// _ZnamSt11align_val_t // operator new[](size_t, std::align_val_t)
     _ZnamSt11align_val_t, NewArrAligned, fallback_new_aligned);
-new_export!(/// _ZnwmSt11align_val_tRKSt9nothrow_t // operator new(size_t, std::align_val_t, const std::nothrow_t&)
+cxx_jump!(@noted /// _ZnwmSt11align_val_tRKSt9nothrow_t // operator new(size_t, std::align_val_t, const std::nothrow_t&)
     _ZnwmSt11align_val_tRKSt9nothrow_t, NewAlignedNothrow, fallback_new_aligned_nothrow);
-new_export!(/// _ZnamSt11align_val_tRKSt9nothrow_t // operator new[](size_t, std::align_val_t, const std::nothrow_t&)
+cxx_jump!(@noted /// _ZnamSt11align_val_tRKSt9nothrow_t // operator new[](size_t, std::align_val_t, const std::nothrow_t&)
     _ZnamSt11align_val_tRKSt9nothrow_t, NewArrAlignedNothrow, fallback_new_aligned_nothrow);
 
-/// Deletes: forget the sample, then the real delete (whose free passes our
-/// filter again, cheaply); plain free when no libstdc++ is loaded.
-macro_rules! delete_export {
-    ($(#[$doc:meta])* $name:ident, $sym:ident, ($($arg:ident: $t:ty),*)) => {
-        $(#[$doc])*
-        #[cfg_attr(not(test), unsafe(no_mangle))]
-        pub unsafe extern "C" fn $name(p: Ptr $(, $arg: $t)*) {
-            if is_boot(p) {
-                return;
-            }
-            on_free(p);
-            match real::cxx_fn(Sym::$sym) {
-                0 => real::free(p),
-                a => call!(a, fn(Ptr $(, $t)*) -> (), p $(, $arg)*),
-            }
-        }
-    };
+// Deletes jump to the real ones too: they end in `free`, whose hook forgets
+// the sample. With no libstdc++ loaded, they are our `free`.
+
+extern "C" fn delete_fallback(p: Ptr) {
+    // SAFETY: our own export; operator delete has free's contract here.
+    unsafe { free(p) }
 }
 
-delete_export!(/// operator delete(void*)
-    _ZdlPv, Delete, ());
-delete_export!(/// operator delete[](void*)
-    _ZdaPv, DeleteArr, ());
-delete_export!(/// operator delete(void*, const std::nothrow_t&)
-    _ZdlPvRKSt9nothrow_t, DeleteNothrow, (nt: *const u8));
-delete_export!(/// operator delete[](void*, const std::nothrow_t&)
-    _ZdaPvRKSt9nothrow_t, DeleteArrNothrow, (nt: *const u8));
-delete_export!(/// operator delete(void*, size_t)
-    _ZdlPvm, DeleteSized, (size: usize));
-delete_export!(/// operator delete[](void*, size_t)
-    _ZdaPvm, DeleteArrSized, (size: usize));
-delete_export!(/// operator delete(void*, std::align_val_t)
-    _ZdlPvSt11align_val_t, DeleteAligned, (al: usize));
-delete_export!(/// operator delete[](void*, std::align_val_t)
-    _ZdaPvSt11align_val_t, DeleteArrAligned, (al: usize));
-delete_export!(/// operator delete(void*, std::align_val_t, const std::nothrow_t&)
-    _ZdlPvSt11align_val_tRKSt9nothrow_t, DeleteAlignedNothrow, (al: usize, nt: *const u8));
-delete_export!(/// operator delete[](void*, std::align_val_t, const std::nothrow_t&)
-    _ZdaPvSt11align_val_tRKSt9nothrow_t, DeleteArrAlignedNothrow, (al: usize, nt: *const u8));
-delete_export!(/// operator delete(void*, size_t, std::align_val_t)
-    _ZdlPvmSt11align_val_t, DeleteSizedAligned, (size: usize, al: usize));
-delete_export!(/// operator delete[](void*, size_t, std::align_val_t)
-    _ZdaPvmSt11align_val_t, DeleteArrSizedAligned, (size: usize, al: usize));
+cxx_jump!(/// _ZdlPv // operator delete(void*)
+    _ZdlPv, Delete, delete_fallback);
+cxx_jump!(/// _ZdaPv // operator delete[](void*)
+    _ZdaPv, DeleteArr, delete_fallback);
+cxx_jump!(/// _ZdlPvRKSt9nothrow_t // operator delete(void*, const std::nothrow_t&)
+    _ZdlPvRKSt9nothrow_t, DeleteNothrow, delete_fallback);
+cxx_jump!(/// _ZdaPvRKSt9nothrow_t // operator delete[](void*, const std::nothrow_t&)
+    _ZdaPvRKSt9nothrow_t, DeleteArrNothrow, delete_fallback);
+cxx_jump!(/// _ZdlPvm // operator delete(void*, size_t)
+    _ZdlPvm, DeleteSized, delete_fallback);
+cxx_jump!(/// _ZdaPvm // operator delete[](void*, size_t)
+    _ZdaPvm, DeleteArrSized, delete_fallback);
+cxx_jump!(/// _ZdlPvSt11align_val_t // operator delete(void*, std::align_val_t)
+    _ZdlPvSt11align_val_t, DeleteAligned, delete_fallback);
+cxx_jump!(/// _ZdaPvSt11align_val_t // operator delete[](void*, std::align_val_t)
+    _ZdaPvSt11align_val_t, DeleteArrAligned, delete_fallback);
+cxx_jump!(/// _ZdlPvSt11align_val_tRKSt9nothrow_t // operator delete(void*, std::align_val_t, const std::nothrow_t&)
+    _ZdlPvSt11align_val_tRKSt9nothrow_t, DeleteAlignedNothrow, delete_fallback);
+cxx_jump!(/// _ZdaPvSt11align_val_tRKSt9nothrow_t // operator delete[](void*, std::align_val_t, const std::nothrow_t&)
+    _ZdaPvSt11align_val_tRKSt9nothrow_t, DeleteArrAlignedNothrow, delete_fallback);
+cxx_jump!(/// _ZdlPvmSt11align_val_t // operator delete(void*, size_t, std::align_val_t)
+    _ZdlPvmSt11align_val_t, DeleteSizedAligned, delete_fallback);
+cxx_jump!(/// _ZdaPvmSt11align_val_t // operator delete[](void*, size_t, std::align_val_t)
+    _ZdaPvmSt11align_val_t, DeleteArrSizedAligned, delete_fallback);
