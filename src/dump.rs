@@ -34,6 +34,9 @@ pub static DUMP: SpinLock<DumpState> = SpinLock::new(DumpState {
 pub static EVENT_FD: sys::OwnFd = sys::OwnFd::new();
 /// The pid whose dumper thread is running.
 static DUMPER_PID: AtomicU32 = AtomicU32::new(0);
+/// How often the dumper prunes the shadow bitmap (empty leaves, stale page
+/// summaries).
+const PRUNE_EVERY_NS: u64 = 1_000_000_000;
 /// Monotonic time the profile started (for pprof's duration).
 static STARTED_NS: AtomicU64 = AtomicU64::new(0);
 
@@ -314,7 +317,7 @@ fn dumper_main() {
     } else {
         u64::MAX
     };
-    let mut next_prune = sys::now_nanos() + 10_000_000_000;
+    let mut next_prune = sys::now_nanos() + PRUNE_EVERY_NS;
     loop {
         if crate::fork::pid() != my_pid || DUMPER_PID.load(Acquire) != my_pid {
             // A forked child copied us mid-flight; the child has its own.
@@ -351,7 +354,7 @@ fn dumper_main() {
         if now >= next_prune {
             let _st = DUMP.lock();
             crate::shadow::prune();
-            next_prune = now + 10_000_000_000;
+            next_prune = now + PRUNE_EVERY_NS;
         }
     }
 }

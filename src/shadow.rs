@@ -8,11 +8,16 @@
 //! |---------|-------|----------------------------------------|
 //! | 47..56  | root  | 512 pointers, static                   |
 //! | 34..47  | L2    | 8,192 pointers (64 KiB, mmap)          |
-//! | 21..34  | L3    | 8,192 pointers + 8,192 counts (96 KiB) |
+//! | 21..34  | L3    | 8,192 leaf pointers, counts, page summaries (608 KiB) |
 //! | 3..21   | leaf  | 262,144 bits = 32 KiB, one per 8 bytes |
 //!
 //! One bit per 8 bytes: glibc returns 16-byte aligned blocks on x86-64, but
 //! other allocators under us may return 8-byte aligned small blocks.
+//!
+//! The free path reads the root, the L2 entry and the L3 node's page
+//! summary (one bit per 4 KiB page that may hold a sample): for almost every
+//! free that is the end, three loads from memory that stays in cache. Only
+//! frees in a page holding a sample read the leaf pointer and the leaf word.
 //!
 //! Nodes come from our own mmap and are installed with compare-and-swap;
 //! they are never freed, so readers need no lock. The tree is shared by all
@@ -30,8 +35,8 @@
 //! (MADV_DONTNEED), so in a long run whose sampled addresses move around,
 //! resident leaf memory is bounded by the regions that hold live samples
 //! now, at most 4 KiB per page-sized window of 256 KiB holding one: with N
-//! live samples, at most N * 4 KiB, plus the 12 bytes per leaf ever made
-//! in the L3 nodes.
+//! live samples, at most N * 4 KiB, plus the 76 bytes per leaf ever made
+//! (pointer, count, page summary) in the L3 nodes.
 
 use core::ptr::null_mut;
 use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering::*};
@@ -46,12 +51,49 @@ const L2_LEN: usize = 1 << (L2_SHIFT - L3_SHIFT);
 const ROOT_LEN: usize = 1 << (MAX_ADDR_BITS - L2_SHIFT);
 const LEAF_WORDS: usize = 1 << (LEAF_SHIFT - GRAIN - 6);
 const LEAF_BYTES: usize = LEAF_WORDS * 8;
+// (page summaries: see L3::pages)
 
-/// Leaf count flags: a leaf being pruned, and one with pages to give back.
-const PRUNING: u32 = 1 << 30;
+/// Leaf count word: the number of set bits, plus LOCKED (a setter, a
+/// clearer tidying a page summary, or the pruner is at work on this leaf:
+/// the others wait) and DIRTY (the leaf has pages to give back).
+const LOCKED: u32 = 1 << 30;
 const DIRTY: u32 = 1 << 31;
 #[cfg(test)]
-const COUNT_MASK: u32 = PRUNING - 1;
+const COUNT_MASK: u32 = LOCKED - 1;
+
+/// Takes a leaf's lock; returns the count word as it was.
+fn lock_leaf(count: &AtomicU32, add: u32) -> u32 {
+    let mut c = count.load(Relaxed);
+    loop {
+        if c & LOCKED != 0 {
+            core::hint::spin_loop();
+            c = count.load(Relaxed);
+            continue;
+        }
+        let new = if add > 0 {
+            (c + add) | DIRTY | LOCKED
+        } else {
+            c | LOCKED
+        };
+        match count.compare_exchange_weak(c, new, Acquire, Relaxed) {
+            Ok(_) => return c,
+            Err(now) => c = now,
+        }
+    }
+}
+
+fn unlock_leaf(count: &AtomicU32) {
+    count.fetch_and(!LOCKED, Release);
+}
+
+/// Are all the leaf bits of the 4 KiB page that `w` (a word index) is in
+/// clear? One cache line.
+fn page_empty(leaf: &Leaf, w: usize) -> bool {
+    let first = w & !(WORDS_PER_PAGE - 1);
+    leaf.words[first..first + WORDS_PER_PAGE]
+        .iter()
+        .all(|x| x.load(Acquire) == 0)
+}
 
 struct Leaf {
     words: [AtomicU64; LEAF_WORDS],
@@ -59,8 +101,25 @@ struct Leaf {
 
 struct L3 {
     leaves: [AtomicPtr<Leaf>; L3_LEN],
-    /// Set bits per leaf, with PRUNING and DIRTY.
+    /// Set bits per leaf, with LOCKED and DIRTY.
     counts: [AtomicU32; L3_LEN],
+    /// Per leaf, one bit per 4 KiB page that may hold a set bit: 64 bytes
+    /// per 2 MiB region, so the summaries of a whole heap stay in cache and
+    /// most frees stop here without touching the (large, cold) leaf.
+    /// Set by `set` after the leaf bit; cleared only by `prune`, with
+    /// setters of that leaf held off.
+    pages: [[AtomicU64; PAGE_WORDS]; L3_LEN],
+}
+
+const PAGE_SHIFT: u32 = 12;
+const PAGE_WORDS: usize = 1 << (LEAF_SHIFT - PAGE_SHIFT - 6);
+/// Leaf words per 4 KiB page of addresses.
+const WORDS_PER_PAGE: usize = 1 << (PAGE_SHIFT - GRAIN - 6);
+
+#[inline(always)]
+fn page_of(addr: usize) -> (usize, u64) {
+    let page = (addr >> PAGE_SHIFT) & ((1 << (LEAF_SHIFT - PAGE_SHIFT)) - 1);
+    (page >> 6, 1u64 << (page & 63))
 }
 
 struct L2 {
@@ -97,6 +156,11 @@ pub fn test(addr: usize) -> bool {
     // SAFETY: installed nodes are never freed.
     let l3 = unsafe { (*l2).l3[i2].load(Acquire) };
     if l3.is_null() {
+        return false;
+    }
+    let (pw, pbit) = page_of(addr);
+    // SAFETY: as above.
+    if unsafe { (*l3).pages[i3][pw].load(Acquire) } & pbit == 0 {
         return false;
     }
     // SAFETY: as above.
@@ -153,21 +217,16 @@ pub fn set(addr: usize) -> bool {
     if was_null {
         LEAVES_MADE.fetch_add(1, Relaxed);
     }
-    // Count first, so a pruner never sees zero while the bit is set.
-    let mut c = count.load(Relaxed);
-    loop {
-        if c & PRUNING != 0 {
-            core::hint::spin_loop();
-            c = count.load(Relaxed);
-            continue;
-        }
-        match count.compare_exchange_weak(c, (c + 1) | DIRTY, Acquire, Relaxed) {
-            Ok(_) => break,
-            Err(now) => c = now,
-        }
-    }
+    // Count and lock first, so neither the pruner nor a clearer tidying the
+    // page summary can act on this leaf until both bits are in place.
+    lock_leaf(count, 1);
     // SAFETY: as above.
     unsafe { (*leaf).words[w].fetch_or(mask, Release) };
+    // Then the page summary, so a reader that sees it also sees the bit.
+    let (pw, pbit) = page_of(addr);
+    // SAFETY: as above.
+    unsafe { (*l3).pages[i3][pw].fetch_or(pbit, Release) };
+    unlock_leaf(count);
     true
 }
 
@@ -192,10 +251,21 @@ pub fn clear(addr: usize) {
         return;
     }
     // SAFETY: as above.
-    let old = unsafe { (*leaf).words[w].fetch_and(!mask, Release) };
+    let (leaf, l3) = unsafe { (&*leaf, &*l3) };
+    let old = leaf.words[w].fetch_and(!mask, Release);
     if old & mask != 0 {
-        // SAFETY: as above.
-        unsafe { (*l3).counts[i3].fetch_sub(1, Release) };
+        l3.counts[i3].fetch_sub(1, Release);
+    }
+    // The last sample of its page gone: clear the page's summary bit, so
+    // frees there stop at the summary again. Under the leaf lock, so that
+    // no setter is between its leaf bit and its summary bit.
+    if page_empty(leaf, w) {
+        let (pw, pbit) = page_of(addr);
+        lock_leaf(&l3.counts[i3], 0);
+        if page_empty(leaf, w) {
+            l3.pages[i3][pw].fetch_and(!pbit, Release);
+        }
+        unlock_leaf(&l3.counts[i3]);
     }
 }
 
@@ -223,21 +293,53 @@ pub fn prune() -> usize {
     let mut pruned = 0;
     each_l3(|l3| {
         for (i, count) in l3.counts.iter().enumerate() {
-            if count.load(Relaxed) != DIRTY
-                || count
-                    .compare_exchange(DIRTY, PRUNING, Acquire, Relaxed)
-                    .is_err()
+            let c = count.load(Relaxed);
+            if c == 0 || c & LOCKED != 0 {
+                continue;
+            }
+            // Hold setters of this leaf off; clearers may go on.
+            if count
+                .compare_exchange(c, c | LOCKED, Acquire, Relaxed)
+                .is_err()
             {
                 continue;
             }
             let leaf = l3.leaves[i].load(Acquire);
-            if !leaf.is_null() {
-                // SAFETY: the count is zero and PRUNING keeps setters out,
-                // so no bit is set or will be until we finish.
-                unsafe { crate::sys::discard(leaf.cast(), LEAF_BYTES) };
+            if c == DIRTY {
+                // Empty: give its pages back and forget every summary bit.
+                if !leaf.is_null() {
+                    // SAFETY: the count is zero and LOCKED keeps setters
+                    // out, so no bit is set or will be until we finish.
+                    unsafe { crate::sys::discard(leaf.cast(), LEAF_BYTES) };
+                }
+                for w in &l3.pages[i] {
+                    w.store(0, Release);
+                }
+                count.store(0, Release);
+                pruned += 1;
+                continue;
             }
-            count.store(0, Release);
-            pruned += 1;
+            // Still in use: clear the summary bits of pages with no bit left.
+            // Bits only go away while we look (setters wait), so a page seen
+            // empty stays empty until we let setters in again.
+            if !leaf.is_null() {
+                for (pw, word) in l3.pages[i].iter().enumerate() {
+                    let mut summary = word.load(Acquire);
+                    while summary != 0 {
+                        let b = summary.trailing_zeros() as usize;
+                        summary &= summary - 1;
+                        let first = (pw * 64 + b) * WORDS_PER_PAGE;
+                        // SAFETY: the leaf is never freed; indexes in range.
+                        let empty =
+                            unsafe { (&(*leaf).words)[first..first + WORDS_PER_PAGE].iter() }
+                                .all(|x| x.load(Acquire) == 0);
+                        if empty {
+                            word.fetch_and(!(1u64 << b), Release);
+                        }
+                    }
+                }
+            }
+            unlock_leaf(count);
         }
     });
     pruned
@@ -263,13 +365,19 @@ pub fn leaves_made() -> usize {
     LEAVES_MADE.load(Relaxed)
 }
 
-/// A fork's child may inherit a leaf marked PRUNING by a thread that does
-/// not exist there; finish what it was doing.
+/// A fork's child may inherit a leaf locked by a thread that does not exist
+/// there (the parent's pruner, or a setter or clearer interrupted between
+/// two stores): unlock it. An interrupted setter's page summary bit may be
+/// missing, so every page summary of a nonempty leaf is set again (the next
+/// prune tidies them).
 pub fn reset_after_fork() {
     each_l3(|l3| {
-        for c in l3.counts.iter() {
-            if c.load(Relaxed) == PRUNING {
-                c.store(0, Release);
+        for (i, c) in l3.counts.iter().enumerate() {
+            if c.load(Relaxed) & LOCKED != 0 {
+                c.fetch_and(!LOCKED, Release);
+                for w in &l3.pages[i] {
+                    w.store(u64::MAX, Release);
+                }
             }
         }
     });
@@ -419,5 +527,36 @@ mod tests {
         }
         prune();
         assert_eq!(resident_leaves(), 0);
+    }
+
+    /// Page summaries: a page whose samples are all gone stops sending frees
+    /// to its leaf after a prune, and a page that still holds one keeps
+    /// answering correctly throughout.
+    #[test]
+    fn page_summaries_are_pruned_per_page() {
+        let _s = SERIAL.lock().unwrap();
+        let base = 0x7100_0000_0000usize;
+        let (a, b) = (base + 0x1000 + 64, base + 0x5000 + 128);
+        assert!(set(a) && set(b));
+        clear(a);
+        prune();
+        assert!(!test(a));
+        assert!(test(b));
+        // The emptied page's summary bit is gone; the other's stays.
+        let summary = |addr: usize| {
+            let (r, i2, i3, _, _) = split(addr);
+            let l3 = unsafe { (*ROOT[r].load(Acquire)).l3[i2].load(Acquire) };
+            let (pw, pbit) = page_of(addr);
+            unsafe { (*l3).pages[i3][pw].load(Acquire) & pbit != 0 }
+        };
+        assert!(!summary(a));
+        assert!(summary(b));
+        assert!(set(a));
+        assert!(test(a) && summary(a));
+        clear(a);
+        clear(b);
+        prune();
+        assert!(!summary(b));
+        assert!(!test(a) && !test(b));
     }
 }
