@@ -840,3 +840,62 @@ fn pprof_agrees_with_folded_cpp() {
     let bin = compile("sym_template.cpp", "sym_template", &dir, &[]);
     check_pprof_against_folded("sym-pprof-cpp", &bin);
 }
+
+/// `.gnu_debugaltlink`: dwz moves DWARF shared by two programs (here the
+/// inline function's description) into a supplementary file. Its name then
+/// comes only from that file: with it, the inline frame is named; without
+/// it, the name is lost (which shows the file is really read).
+#[test]
+fn dwz_supplementary_file_names_inline_frames() {
+    let dir = tempdir("sym-dwz");
+    let a = compile("sym_dwz_a.c", "sym_dwz_a", &dir, &[]);
+    let b = compile("sym_dwz_b.c", "sym_dwz_b", &dir, &[]);
+    let common = dir.join("common.debug");
+    let o = std::process::Command::new("dwz")
+        .arg("-m")
+        .arg(&common)
+        .arg("-M")
+        .arg(&common)
+        .arg(&a)
+        .arg(&b)
+        .output()
+        .expect("dwz (package dwz; `make test` installs it)");
+    assert!(
+        o.status.success(),
+        "dwz failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let run = |tag: &str| {
+        let d = tempdir(tag);
+        let o = run_preloaded(
+            &d,
+            &a,
+            &[],
+            &[("HEAPLIVE_SAMPLE_INTERVAL", "1"), ("HEAPLIVE_LINES", "1")],
+        );
+        assert!(o.status.success(), "{}", stderr(&o));
+        assert_eq!(stdout(&o), "4242\n");
+        only_folded(&d)
+    };
+    let with = run("sym-dwz-with");
+    let leaf = with
+        .iter()
+        .find(|s| s.frames.iter().any(|f| f.starts_with("user_fn_a")))
+        .expect("user_fn_a's stack");
+    assert!(
+        leaf.leaf()
+            .starts_with("shared_inline_alloc (sym_dwz_shared.h:"),
+        "the inline frame should be named from the supplementary file: {:?}",
+        leaf.frames
+    );
+    assert_eq!(leaf.bytes, 4242 + 120);
+    std::fs::rename(&common, dir.join("moved.debug")).unwrap();
+    let without = run("sym-dwz-without");
+    assert!(
+        !without.iter().any(|s| s
+            .frames
+            .iter()
+            .any(|f| f.starts_with("shared_inline_alloc"))),
+        "without the supplementary file the name cannot be known: {without:?}"
+    );
+}

@@ -17,6 +17,7 @@ have git || need+=(git)
 have xz || need+=(xz-utils)
 [ -x /usr/bin/python3 ] || need+=(python3)
 have objcopy || need+=(binutils)
+have dwz || need+=(dwz)
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing test dependencies: ${need[*]}"
   SUDO=""
