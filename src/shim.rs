@@ -198,6 +198,7 @@ macro_rules! cxx_jump {
         $(#[$doc])*
         #[cfg_attr(not(test), unsafe(no_mangle))]
         #[unsafe(naked)]
+        #[allow(non_snake_case)] // the mangled C++ names
         pub unsafe extern "C" fn $name() {
             core::arch::naked_asm!(
                 "mov rax, qword ptr [rip + {slots} + {off}]",
@@ -219,6 +220,7 @@ macro_rules! cxx_jump {
         $(#[$doc])*
         #[cfg_attr(not(test), unsafe(no_mangle))]
         #[unsafe(naked)]
+        #[allow(non_snake_case)] // the mangled C++ names
         pub unsafe extern "C" fn $name() {
             core::arch::naked_asm!(
                 cxx_jump!(@resolve),
