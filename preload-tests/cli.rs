@@ -622,6 +622,7 @@ static void dump(void) {
     if (path[0] != '/' && getcwd(cwd, sizeof cwd)) snprintf(abs, sizeof abs, "%s/%s", cwd, path);
     else snprintf(abs, sizeof abs, "%s", path);
     mkdir("/tmp/heaplive-status", 01777);
+    chmod("/tmp/heaplive-status", 01777);
     snprintf(status, sizeof status, "/tmp/heaplive-status/%d", (int)getpid());
     snprintf(stmp, sizeof stmp, "%s.tmp", status);
     fd = open(stmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);

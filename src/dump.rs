@@ -420,6 +420,7 @@ pub extern "C" fn at_exit() {
         None
     };
     crate::leaks::exit_summary(written.as_ref());
+    output::remove_status(sys::getpid());
 }
 
 /// `int heaplive_dump(const char *path)`: dumps now, to `path` or (NULL) to

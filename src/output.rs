@@ -138,9 +138,17 @@ pub const STATUS_DIR: &str = "/tmp/heaplive-status";
 /// `heaplive dump` can tell when a requested dump is done.
 pub fn write_status(pid: u32, dumps: u32, last: &Path, signal: i32) {
     let dir = Path::new(STATUS_DIR);
-    if std::fs::create_dir(dir).is_ok() {
-        use std::os::unix::fs::PermissionsExt;
-        let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o1777));
+    let _ = std::fs::create_dir(dir);
+    // Shared by every user's processes (php-fpm workers run as www-data):
+    // world-writable and sticky, like /tmp. Whoever owns it sets that.
+    {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        if let Ok(m) = std::fs::symlink_metadata(dir) {
+            // SAFETY: geteuid has no preconditions.
+            if m.is_dir() && m.uid() == unsafe { libc::geteuid() } && m.mode() & 0o7777 != 0o1777 {
+                let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o1777));
+            }
+        }
     }
     let text = format!(
         "dumps {}\nlast {}\nsignal {}\n",
@@ -151,6 +159,12 @@ pub fn write_status(pid: u32, dumps: u32, last: &Path, signal: i32) {
     let _ = write_atomic(&dir.join(pid.to_string()), &mut |w| {
         w.write_all(text.as_bytes())
     });
+}
+
+/// At exit: the process is going away, and `heaplive dump` has nothing
+/// to wait for; do not leave its status file behind.
+pub fn remove_status(pid: u32) {
+    let _ = std::fs::remove_file(Path::new(STATUS_DIR).join(pid.to_string()));
 }
 
 #[cfg(test)]
