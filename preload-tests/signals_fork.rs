@@ -645,3 +645,51 @@ fn dump_files_before_an_exec_are_not_overwritten_after_it() {
             .all(|p| p.to_string_lossy().contains(&format!(".{pid}.")))
     );
 }
+
+/// fork while four threads allocate flat out in exact mode (every call takes
+/// the library's locks) and dump signals arrive: no child or parent may
+/// hang or crash, and every child writes its own exit dump with its own
+/// allocations.
+#[test]
+fn fork_during_multithreaded_allocation_keeps_every_lock_usable() {
+    let dir = tempdir("fork-threads");
+    let prog = compile("fork_threads.c", "fork_threads", &dir, &[]);
+    let mut child = std::process::Command::new(&prog)
+        .current_dir(&dir)
+        .env("LD_PRELOAD", lib())
+        .env("HEAPLIVE_SAMPLE_INTERVAL", "1")
+        .env("HEAPLIVE_OUTPUT", dir.join("h.%e.%p.%n.folded"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("fork_threads hung (a lock left held across fork?)");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let o = child.wait_with_output().unwrap();
+    assert!(status.success(), "status {status:?}\nstdout:\n{}\nstderr:\n{}", stdout(&o), stderr(&o));
+    assert_eq!(stdout(&o), "children 40 ok 40\n");
+    let files = folded_files(&dir);
+    // 40 children's exit dumps plus the parent's (and its signal dumps).
+    let child_files: Vec<_> = files
+        .iter()
+        .filter(|f| {
+            let stacks = parse_folded(f);
+            bytes_by_leaf(&stacks).get("child_keep").is_some()
+        })
+        .collect();
+    assert_eq!(child_files.len(), 40, "one exit dump per child with its blocks: {files:?}");
+    for f in child_files {
+        let by_leaf = bytes_by_leaf(&parse_folded(f));
+        let kept = by_leaf["child_keep"];
+        assert!((3000..3040).contains(&kept), "{}: child_keep {kept}", f.display());
+    }
+}
