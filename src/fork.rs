@@ -3,7 +3,8 @@
 //! eventfd and dumper thread.
 //!
 //! pthread_atfork handlers keep every lock consistent across fork(): prepare
-//! takes them all (dump lock first, the order every other path uses), parent
+//! takes them all (the leak reporter's lock, then the dump lock: the order
+//! every other path uses), parent
 //! and child release them. `_Fork`, vfork and posix_spawn run no handlers:
 //! vfork and posix_spawn children only exec; a `_Fork` child that finds a
 //! lock held by a thread that does not exist in it notices when it has
@@ -24,6 +25,7 @@ pub fn pid() -> u32 {
 
 extern "C" fn prepare() {
     let _busy = Busy::enter();
+    crate::leaks::lock_reporting_for_fork();
     dump::DUMP.lock_raw();
     crate::modules::lock_for_fork();
     crate::leaks::lock_for_fork();
@@ -52,6 +54,7 @@ unsafe fn unlock_all() {
         crate::leaks::unlock_after_fork();
         crate::modules::unlock_after_fork();
         dump::DUMP.unlock_raw();
+        crate::leaks::unlock_reporting_after_fork();
     }
 }
 

@@ -158,10 +158,15 @@ fn check(
 
 /// Writes the queued warnings (background thread).
 static SUPPRESSED: AtomicU64 = AtomicU64::new(0);
+/// Held while events are taken from the queue and written or counted, so
+/// the exit summary (on the exiting thread) waits for one the background
+/// thread has in hand. Taken before the dump lock, never after it.
+static REPORTING: SpinLock<()> = SpinLock::new(());
 
 pub fn report_pending() {
     static WINDOW_START: AtomicU64 = AtomicU64::new(0);
     static IN_WINDOW: AtomicU64 = AtomicU64::new(0);
+    let _reporting = REPORTING.lock();
     loop {
         let (ev, dropped) = {
             let mut q = QUEUE.lock();
@@ -289,6 +294,18 @@ pub fn exit_summary(written: Option<&crate::dump::Written>) {
         note,
         dump
     ));
+}
+
+/// Before the dump lock (a reporter holds this one and then takes that).
+pub fn lock_reporting_for_fork() {
+    REPORTING.lock_raw();
+}
+
+/// # Safety
+/// Fork handlers only, paired with `lock_reporting_for_fork`.
+pub unsafe fn unlock_reporting_after_fork() {
+    // SAFETY: guaranteed by the caller.
+    unsafe { REPORTING.unlock_raw() };
 }
 
 pub fn lock_for_fork() {
