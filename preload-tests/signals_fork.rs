@@ -448,9 +448,8 @@ fn dumps_on(spec: &str, sig: i32) {
         "{spec}\n{}",
         show(&o)
     );
-    let st = status_of(pid).unwrap_or_else(|| panic!("no status file for {pid}\n{}", show(&o)));
-    assert_eq!(st.2, sig, "status file's signal for {spec}");
-    assert_eq!(st.0, 2, "status: signal dump + exit dump");
+    // The status file (for `heaplive dump`) leaves with the process.
+    assert!(status_of(pid).is_none(), "status file of {pid} left behind after exit");
 }
 
 #[test]
