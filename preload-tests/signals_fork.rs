@@ -449,7 +449,10 @@ fn dumps_on(spec: &str, sig: i32) {
         show(&o)
     );
     // The status file (for `heaplive dump`) leaves with the process.
-    assert!(status_of(pid).is_none(), "status file of {pid} left behind after exit");
+    assert!(
+        status_of(pid).is_none(),
+        "status file of {pid} left behind after exit"
+    );
 }
 
 #[test]
@@ -674,7 +677,12 @@ fn fork_during_multithreaded_allocation_keeps_every_lock_usable() {
         std::thread::sleep(std::time::Duration::from_millis(50));
     };
     let o = child.wait_with_output().unwrap();
-    assert!(status.success(), "status {status:?}\nstdout:\n{}\nstderr:\n{}", stdout(&o), stderr(&o));
+    assert!(
+        status.success(),
+        "status {status:?}\nstdout:\n{}\nstderr:\n{}",
+        stdout(&o),
+        stderr(&o)
+    );
     assert_eq!(stdout(&o), "children 40 ok 40\n");
     let files = folded_files(&dir);
     // 40 children's exit dumps plus the parent's (and its signal dumps).
@@ -685,10 +693,18 @@ fn fork_during_multithreaded_allocation_keeps_every_lock_usable() {
             bytes_by_leaf(&stacks).get("child_keep").is_some()
         })
         .collect();
-    assert_eq!(child_files.len(), 40, "one exit dump per child with its blocks: {files:?}");
+    assert_eq!(
+        child_files.len(),
+        40,
+        "one exit dump per child with its blocks: {files:?}"
+    );
     for f in child_files {
         let by_leaf = bytes_by_leaf(&parse_folded(f));
         let kept = by_leaf["child_keep"];
-        assert!((3000..3040).contains(&kept), "{}: child_keep {kept}", f.display());
+        assert!(
+            (3000..3040).contains(&kept),
+            "{}: child_keep {kept}",
+            f.display()
+        );
     }
 }

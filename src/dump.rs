@@ -19,14 +19,12 @@ pub struct DumpState {
     symbolizer: Option<Symbolizer>,
     /// Files written by this process (`%n` of the next is this + 1).
     pub seq: u32,
-    pub last_path: Option<PathBuf>,
     entries: Vec<live::Entry>,
 }
 
 pub static DUMP: SpinLock<DumpState> = SpinLock::new(DumpState {
     symbolizer: None,
     seq: 0,
-    last_path: None,
     entries: Vec::new(),
 });
 
@@ -48,14 +46,15 @@ pub struct Written {
 pub fn symbolizer_of(st: &mut DumpState) -> &mut Symbolizer {
     st.symbolizer.get_or_insert_with(|| {
         let cfg = config::get();
-        let mut dirs = vec![PathBuf::from("/usr/lib/debug")];
-        dirs.extend(
-            cfg.debug_dirs
-                .as_str()
-                .split(':')
-                .filter(|s| !s.is_empty())
-                .map(PathBuf::from),
-        );
+        // HEAPLIVE_DEBUG_DIRS first, then the distribution's directory.
+        let mut dirs: Vec<PathBuf> = cfg
+            .debug_dirs
+            .as_str()
+            .split(':')
+            .filter(|s| !s.is_empty())
+            .map(PathBuf::from)
+            .collect();
+        dirs.push(PathBuf::from("/usr/lib/debug"));
         Symbolizer::new(SymConfig {
             debug_dirs: dirs,
             demangle: cfg.demangle,
@@ -156,6 +155,7 @@ pub fn dump_locked(st: &mut DumpState, path: Option<&Path>, why: &str) -> std::i
     let profile = build_profile(st);
     let total = profile.total_bytes();
     let mut written: Option<PathBuf> = None;
+    let mut also = String::new();
     if cfg.folded || path.is_some() && !cfg.pprof {
         written = Some(output::write_with_fallback(&target, &mut |w| {
             crate::folded::write_folded(&profile, w)
@@ -166,21 +166,25 @@ pub fn dump_locked(st: &mut DumpState, path: Option<&Path>, why: &str) -> std::i
         let p = output::write_with_fallback(&pb, &mut |w| {
             crate::pprof::write_pprof(&profile, &mut WriteRef(w))
         })?;
-        written.get_or_insert(p);
+        if written.is_some() {
+            also = format!(" and {}", p.display());
+        } else {
+            written = Some(p);
+        }
     }
     let written = written.unwrap_or(target);
     st.seq = n;
-    st.last_path = Some(written.clone());
     let ms = (sys::now_nanos() - t0) as f64 / 1e6;
     let samples: usize = st.entries.len();
     let rss = rss_bytes()
         .map(|r| format!("{}", log::human_bytes(r as f64)))
         .unwrap_or_else(|| "?".into());
     log::line(format_args!(
-        "heaplive[{}]: {} dump {}: {} live (estimate) in {} samples over {} stacks; RSS {}; took {:.1} ms",
+        "heaplive[{}]: {} dump {}{}: {} live (estimate) in {} samples over {} stacks; RSS {}; took {:.1} ms",
         pid,
         why,
         written.display(),
+        also,
         log::human_bytes(total as f64),
         log::Grouped(samples as u64),
         log::Grouped(profile.samples.len() as u64),
@@ -449,5 +453,4 @@ pub unsafe extern "C" fn heaplive_dump(path: *const core::ffi::c_char) -> core::
 /// In a forked child: files count from 1 again.
 pub fn reset_after_fork(st: &mut DumpState) {
     st.seq = 0;
-    st.last_path = None;
 }
