@@ -163,7 +163,9 @@ exec_export!(fexecve, Fexecve);
 /// cannot be found).
 extern "C" fn exec_prepare(sym: usize) -> usize {
     let _errno = sys::ErrnoGuard::save();
-    if !crate::guard::busy() {
+    // Not in the child of a vfork (it shares the parent's memory and thread,
+    // and must do nothing but exec): there our pid is still the parent's.
+    if !crate::guard::busy() && sys::getpid() == pid() {
         dump::before_exec();
     }
     let s = [
