@@ -186,6 +186,7 @@ pub fn resolve_all() {
         SLOTS[i].store(p as usize, Release);
     }
     clear_dlerror();
+    crate::shadow::init();
     STATE.store(RESOLVED, Release);
 }
 

@@ -14,10 +14,11 @@
 //! One bit per 8 bytes: glibc returns 16-byte aligned blocks on x86-64, but
 //! other allocators under us may return 8-byte aligned small blocks.
 //!
-//! The free path reads the root, the L2 entry and the L3 node's page
-//! summary (one bit per 4 KiB page that may hold a sample): for almost every
-//! free that is the end, three loads from memory that stays in cache. Only
-//! frees in a page holding a sample read the leaf pointer and the leaf word.
+//! Page summaries: one bit per 4 KiB page that may hold a sample. Below
+//! 2^47 they live in one flat reserved array (see `FLAT`), so for almost
+//! every free the filter is one load and a bit test; above 2^47 (or if the
+//! reservation is refused) they live in the L3 nodes, three loads deep. Only
+//! frees in a page holding a sample walk the tree to the leaf word.
 //!
 //! Nodes come from our own mmap and are installed with compare-and-swap;
 //! they are never freed, so readers need no lock. The tree is shared by all
@@ -116,6 +117,48 @@ const PAGE_WORDS: usize = 1 << (LEAF_SHIFT - PAGE_SHIFT - 6);
 /// Leaf words per 4 KiB page of addresses.
 const WORDS_PER_PAGE: usize = 1 << (PAGE_SHIFT - GRAIN - 6);
 
+/// Page summaries of addresses below 2^47 (all of user space without
+/// 5-level paging) live in one flat array instead of the L3 nodes: one bit
+/// per 4 KiB page, 4 GiB of address space reserved with MAP_NORESERVE (only
+/// touched pages are backed: 4 KiB per 128 MiB of heap addresses; untouched
+/// ones read as the kernel's zero page). The free path is then one load and
+/// a bit test. If the reservation fails (strict overcommit), the L3 nodes'
+/// summaries serve, as they do above 2^47.
+const FLAT_LIMIT: usize = 1 << 47;
+const FLAT_BYTES: usize = FLAT_LIMIT >> (PAGE_SHIFT + 3);
+static FLAT: AtomicPtr<AtomicU64> = AtomicPtr::new(null_mut());
+
+/// Reserves the flat summaries. Called once before the first sample.
+pub fn init() {
+    if !FLAT.load(Acquire).is_null() {
+        return;
+    }
+    let p = crate::sys::map(FLAT_BYTES) as *mut AtomicU64;
+    if !p.is_null()
+        && FLAT
+            .compare_exchange(null_mut(), p, AcqRel, Acquire)
+            .is_err()
+    {
+        // SAFETY: nobody saw `p`.
+        unsafe { crate::sys::unmap(p.cast(), FLAT_BYTES) };
+    }
+}
+
+/// The summary words (one bit per 4 KiB page) of the 2 MiB region holding
+/// `addr`, whose leaf is `l3`'s entry `i3`.
+#[inline(always)]
+fn page_words(l3: &L3, i3: usize, addr: usize) -> &[AtomicU64; PAGE_WORDS] {
+    let f = FLAT.load(Relaxed);
+    if !f.is_null() && addr < FLAT_LIMIT {
+        let first = (addr & !((1usize << LEAF_SHIFT) - 1)) >> (PAGE_SHIFT + 6);
+        // SAFETY: first + PAGE_WORDS <= FLAT_BYTES / 8 for addr < 2^47, and
+        // the reservation is never unmapped.
+        unsafe { &*(f.add(first) as *const [AtomicU64; PAGE_WORDS]) }
+    } else {
+        &l3.pages[i3]
+    }
+}
+
 #[inline(always)]
 fn page_of(addr: usize) -> (usize, u64) {
     let page = (addr >> PAGE_SHIFT) & ((1 << (LEAF_SHIFT - PAGE_SHIFT)) - 1);
@@ -145,6 +188,26 @@ fn split(addr: usize) -> (usize, usize, usize, usize, u64) {
 /// Is `addr` marked? The free path's filter: no lock, no call, four loads.
 #[inline(always)]
 pub fn test(addr: usize) -> bool {
+    let f = FLAT.load(Relaxed);
+    if !f.is_null() && addr < FLAT_LIMIT {
+        // SAFETY: in bounds of the reservation, which is never unmapped.
+        let word = unsafe { (*f.add(addr >> (PAGE_SHIFT + 6))).load(Acquire) };
+        if word & (1u64 << ((addr >> PAGE_SHIFT) & 63)) == 0 {
+            return false;
+        }
+        return test_leaf(addr);
+    }
+    test_tree(addr)
+}
+
+/// The second half of `test` in flat mode: the page holds a sample.
+#[inline(always)]
+fn test_leaf(addr: usize) -> bool {
+    test_tree(addr)
+}
+
+#[inline(always)]
+fn test_tree(addr: usize) -> bool {
     let (r, i2, i3, w, mask) = split(addr);
     if r >= ROOT_LEN {
         return false;
@@ -160,7 +223,7 @@ pub fn test(addr: usize) -> bool {
     }
     let (pw, pbit) = page_of(addr);
     // SAFETY: as above.
-    if unsafe { (*l3).pages[i3][pw].load(Acquire) } & pbit == 0 {
+    if page_words(unsafe { &*l3 }, i3, addr)[pw].load(Acquire) & pbit == 0 {
         return false;
     }
     // SAFETY: as above.
@@ -225,7 +288,7 @@ pub fn set(addr: usize) -> bool {
     // Then the page summary, so a reader that sees it also sees the bit.
     let (pw, pbit) = page_of(addr);
     // SAFETY: as above.
-    unsafe { (*l3).pages[i3][pw].fetch_or(pbit, Release) };
+    page_words(unsafe { &*l3 }, i3, addr)[pw].fetch_or(pbit, Release);
     unlock_leaf(count);
     true
 }
@@ -263,35 +326,40 @@ pub fn clear(addr: usize) {
         let (pw, pbit) = page_of(addr);
         lock_leaf(&l3.counts[i3], 0);
         if page_empty(leaf, w) {
-            l3.pages[i3][pw].fetch_and(!pbit, Release);
+            page_words(l3, i3, addr)[pw].fetch_and(!pbit, Release);
         }
         unlock_leaf(&l3.counts[i3]);
     }
 }
 
 /// Calls `f` on every L3 node of the tree.
-fn each_l3(mut f: impl FnMut(&L3)) {
-    for l2p in ROOT.iter() {
+fn each_l3(mut f: impl FnMut(&L3, usize)) {
+    for (r, l2p) in ROOT.iter().enumerate() {
         let l2 = l2p.load(Acquire);
         if l2.is_null() {
             continue;
         }
         // SAFETY: installed nodes are never freed.
-        for l3p in unsafe { (*l2).l3.iter() } {
+        for (i2, l3p) in unsafe { (*l2).l3.iter() }.enumerate() {
             let l3 = l3p.load(Acquire);
             if !l3.is_null() {
                 // SAFETY: as above.
-                f(unsafe { &*l3 });
+                f(unsafe { &*l3 }, (r << L2_SHIFT) | (i2 << L3_SHIFT));
             }
         }
     }
+}
+
+/// The address where the region of `l3`'s entry `i` starts.
+fn region_base(l3_base: usize, i: usize) -> usize {
+    l3_base | (i << LEAF_SHIFT)
 }
 
 /// Gives the pages of empty leaves back to the kernel. Runs on the
 /// background thread; concurrent `set`s on a leaf being pruned wait.
 pub fn prune() -> usize {
     let mut pruned = 0;
-    each_l3(|l3| {
+    each_l3(|l3, base| {
         for (i, count) in l3.counts.iter().enumerate() {
             let c = count.load(Relaxed);
             if c == 0 || c & LOCKED != 0 {
@@ -312,7 +380,7 @@ pub fn prune() -> usize {
                     // out, so no bit is set or will be until we finish.
                     unsafe { crate::sys::discard(leaf.cast(), LEAF_BYTES) };
                 }
-                for w in &l3.pages[i] {
+                for w in page_words(l3, i, region_base(base, i)) {
                     w.store(0, Release);
                 }
                 count.store(0, Release);
@@ -323,7 +391,7 @@ pub fn prune() -> usize {
             // Bits only go away while we look (setters wait), so a page seen
             // empty stays empty until we let setters in again.
             if !leaf.is_null() {
-                for (pw, word) in l3.pages[i].iter().enumerate() {
+                for (pw, word) in page_words(l3, i, region_base(base, i)).iter().enumerate() {
                     let mut summary = word.load(Acquire);
                     while summary != 0 {
                         let b = summary.trailing_zeros() as usize;
@@ -350,7 +418,7 @@ pub fn prune() -> usize {
 #[cfg(test)]
 pub fn resident_leaves() -> usize {
     let mut n = 0;
-    each_l3(|l3| {
+    each_l3(|l3, _| {
         n += l3
             .counts
             .iter()
@@ -371,11 +439,11 @@ pub fn leaves_made() -> usize {
 /// missing, so every page summary of a nonempty leaf is set again (the next
 /// prune tidies them).
 pub fn reset_after_fork() {
-    each_l3(|l3| {
+    each_l3(|l3, base| {
         for (i, c) in l3.counts.iter().enumerate() {
             if c.load(Relaxed) & LOCKED != 0 {
                 c.fetch_and(!LOCKED, Release);
-                for w in &l3.pages[i] {
+                for w in page_words(l3, i, region_base(base, i)) {
                     w.store(u64::MAX, Release);
                 }
             }
@@ -390,6 +458,19 @@ mod tests {
 
     /// The tree is global: tests that count leaves must not overlap.
     static SERIAL: Mutex<()> = Mutex::new(());
+
+    /// Runs `f` with the page summaries in the L3 nodes, then in the flat
+    /// array (the library's mode once `init` ran). The bitmap must be empty
+    /// between the two, as it is before the first sample in a process.
+    fn both_modes(f: impl Fn()) {
+        let saved = FLAT.swap(null_mut(), AcqRel);
+        f();
+        init();
+        f();
+        if !saved.is_null() {
+            FLAT.store(saved, Release);
+        }
+    }
 
     fn boundaries() -> Vec<usize> {
         let mut v = vec![0usize, 8, 16, 4088, 4096, 4104];
@@ -410,84 +491,90 @@ mod tests {
     #[test]
     fn set_test_clear_at_boundaries_both_widths() {
         let _s = SERIAL.lock().unwrap();
-        for &a in &boundaries() {
-            assert!(!test(a), "{a:#x} clear at start");
-            assert!(set(a), "{a:#x} set");
-            assert!(test(a), "{a:#x} set");
-            // Neighbours in the same word and across grains stay clear.
-            for n in [a.wrapping_sub(8), a + 8] {
-                if !boundaries().contains(&n) {
-                    assert!(!test(n), "{n:#x} next to {a:#x}");
+        both_modes(|| {
+            for &a in &boundaries() {
+                assert!(!test(a), "{a:#x} clear at start");
+                assert!(set(a), "{a:#x} set");
+                assert!(test(a), "{a:#x} set");
+                // Neighbours in the same word and across grains stay clear.
+                for n in [a.wrapping_sub(8), a + 8] {
+                    if !boundaries().contains(&n) {
+                        assert!(!test(n), "{n:#x} next to {a:#x}");
+                    }
                 }
             }
-        }
-        for &a in &boundaries() {
-            clear(a);
-            assert!(!test(a), "{a:#x} cleared");
-        }
-        // Beyond 56 bits: refused, never reported as set.
-        assert!(!set(1usize << 56));
-        assert!(!test(1usize << 56));
-        assert!(!test(usize::MAX - 7));
+            for &a in &boundaries() {
+                clear(a);
+                assert!(!test(a), "{a:#x} cleared");
+            }
+            // Beyond 56 bits: refused, never reported as set.
+            assert!(!set(1usize << 56));
+            assert!(!test(1usize << 56));
+            assert!(!test(usize::MAX - 7));
+        });
     }
 
     #[test]
     fn exhaustive_within_one_word_and_page() {
         let _s = SERIAL.lock().unwrap();
-        let base = 0x7f00_1234_0000usize;
-        // Every 8-byte grain of one page: set each alone, then all, then
-        // clear every other one.
-        for off in (0..4096).step_by(8) {
-            assert!(set(base + off));
-            for other in (0..4096).step_by(8) {
-                assert_eq!(test(base + other), other == off, "set {off} test {other}");
+        both_modes(|| {
+            let base = 0x7f00_1234_0000usize;
+            // Every 8-byte grain of one page: set each alone, then all, then
+            // clear every other one.
+            for off in (0..4096).step_by(8) {
+                assert!(set(base + off));
+                for other in (0..4096).step_by(8) {
+                    assert_eq!(test(base + other), other == off, "set {off} test {other}");
+                }
+                clear(base + off);
             }
-            clear(base + off);
-        }
-        for off in (0..4096).step_by(8) {
-            set(base + off);
-        }
-        for off in (0..4096).step_by(16) {
-            clear(base + off);
-        }
-        for off in (0..4096).step_by(8) {
-            assert_eq!(test(base + off), off % 16 == 8);
-        }
-        for off in (8..4096).step_by(16) {
-            clear(base + off);
-        }
+            for off in (0..4096).step_by(8) {
+                set(base + off);
+            }
+            for off in (0..4096).step_by(16) {
+                clear(base + off);
+            }
+            for off in (0..4096).step_by(8) {
+                assert_eq!(test(base + off), off % 16 == 8);
+            }
+            for off in (8..4096).step_by(16) {
+                clear(base + off);
+            }
+        });
     }
 
     #[test]
     fn concurrent_set_and_clear_share_words() {
         let _s = SERIAL.lock().unwrap();
-        let base = 0x5500_0000_0000usize;
-        let threads: Vec<_> = (0..8)
-            .map(|t| {
-                std::thread::spawn(move || {
-                    for round in 0..200 {
-                        // Thread t owns grain t of every 64-byte group, so
-                        // threads share every bitmap word.
-                        for g in 0..512usize {
-                            let a = base + g * 64 + t * 8;
-                            assert!(set(a));
+        both_modes(|| {
+            let base = 0x5500_0000_0000usize;
+            let threads: Vec<_> = (0..8)
+                .map(|t| {
+                    std::thread::spawn(move || {
+                        for round in 0..200 {
+                            // Thread t owns grain t of every 64-byte group, so
+                            // threads share every bitmap word.
+                            for g in 0..512usize {
+                                let a = base + g * 64 + t * 8;
+                                assert!(set(a));
+                            }
+                            for g in 0..512usize {
+                                let a = base + g * 64 + t * 8;
+                                assert!(test(a), "round {round}");
+                                clear(a);
+                                assert!(!test(a));
+                            }
                         }
-                        for g in 0..512usize {
-                            let a = base + g * 64 + t * 8;
-                            assert!(test(a), "round {round}");
-                            clear(a);
-                            assert!(!test(a));
-                        }
-                    }
+                    })
                 })
-            })
-            .collect();
-        for t in threads {
-            t.join().unwrap();
-        }
-        for g in 0..4096usize {
-            assert!(!test(base + g * 8));
-        }
+                .collect();
+            for t in threads {
+                t.join().unwrap();
+            }
+            for g in 0..4096usize {
+                assert!(!test(base + g * 8));
+            }
+        });
     }
 
     /// A long run whose sampled addresses keep moving: 4,000 distinct 2 MiB
@@ -535,28 +622,30 @@ mod tests {
     #[test]
     fn page_summaries_are_pruned_per_page() {
         let _s = SERIAL.lock().unwrap();
-        let base = 0x7100_0000_0000usize;
-        let (a, b) = (base + 0x1000 + 64, base + 0x5000 + 128);
-        assert!(set(a) && set(b));
-        clear(a);
-        prune();
-        assert!(!test(a));
-        assert!(test(b));
-        // The emptied page's summary bit is gone; the other's stays.
-        let summary = |addr: usize| {
-            let (r, i2, i3, _, _) = split(addr);
-            let l3 = unsafe { (*ROOT[r].load(Acquire)).l3[i2].load(Acquire) };
-            let (pw, pbit) = page_of(addr);
-            unsafe { (*l3).pages[i3][pw].load(Acquire) & pbit != 0 }
-        };
-        assert!(!summary(a));
-        assert!(summary(b));
-        assert!(set(a));
-        assert!(test(a) && summary(a));
-        clear(a);
-        clear(b);
-        prune();
-        assert!(!summary(b));
-        assert!(!test(a) && !test(b));
+        both_modes(|| {
+            let base = 0x7100_0000_0000usize;
+            let (a, b) = (base + 0x1000 + 64, base + 0x5000 + 128);
+            assert!(set(a) && set(b));
+            clear(a);
+            prune();
+            assert!(!test(a));
+            assert!(test(b));
+            // The emptied page's summary bit is gone; the other's stays.
+            let summary = |addr: usize| {
+                let (r, i2, i3, _, _) = split(addr);
+                let l3 = unsafe { (*ROOT[r].load(Acquire)).l3[i2].load(Acquire) };
+                let (pw, pbit) = page_of(addr);
+                page_words(unsafe { &*l3 }, i3, addr)[pw].load(Acquire) & pbit != 0
+            };
+            assert!(!summary(a));
+            assert!(summary(b));
+            assert!(set(a));
+            assert!(test(a) && summary(a));
+            clear(a);
+            clear(b);
+            prune();
+            assert!(!summary(b));
+            assert!(!test(a) && !test(b));
+        });
     }
 }
