@@ -102,9 +102,7 @@ pub unsafe extern "C" fn fork() -> libc::pid_t {
     };
     if r == 0 {
         let _errno = sys::ErrnoGuard::save();
-        if crate::config::get().signal != 0 || crate::config::get().dump_every_ms != 0 {
-            dump::ensure_dumper();
-        }
+        dump::ensure_dumper();
     }
     r
 }

@@ -117,10 +117,9 @@ fn init() {
     log::init();
     fork::init();
     signals::install();
-    let cfg = config::get();
-    if cfg.signal != 0 || cfg.dump_every_ms != 0 || cfg.warn_bytes != 0 || cfg.warn_blocks != 0 {
-        dump::ensure_dumper();
-    }
+    // Always: besides dumps and warnings, the thread prunes the shadow
+    // bitmap, which keeps its memory bounded.
+    dump::ensure_dumper();
     // SAFETY: a plain function that stays mapped.
     unsafe { libc::atexit(dump::at_exit) };
 }
