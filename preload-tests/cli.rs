@@ -43,7 +43,7 @@ impl Drop for TempDir {
     }
 }
 
-fn heaplive(args: &[&str]) -> Output {
+pub(crate) fn heaplive(args: &[&str]) -> Output {
     Command::new(BIN)
         .args(args)
         .env_remove("LD_PRELOAD")
@@ -62,7 +62,7 @@ fn stderr(o: &Output) -> String {
 }
 
 /// Asserts success and returns stdout.
-fn ok(o: Output) -> String {
+pub(crate) fn ok(o: Output) -> String {
     assert!(
         o.status.success(),
         "heaplive failed: {:?}\nstdout:\n{}\nstderr:\n{}",

@@ -6,26 +6,9 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
+use crate::cli::{heaplive, ok};
+
 const BIN: &str = env!("CARGO_BIN_EXE_heaplive");
-
-fn heaplive(args: &[&str]) -> std::process::Output {
-    Command::new(BIN)
-        .args(args)
-        .env_remove("LD_PRELOAD")
-        .output()
-        .expect("run heaplive")
-}
-
-fn ok(o: std::process::Output) -> String {
-    assert!(
-        o.status.success(),
-        "heaplive failed: {:?}\nstdout:\n{}\nstderr:\n{}",
-        o.status,
-        stdout(&o),
-        stderr(&o)
-    );
-    stdout(&o)
-}
 
 /// A `cli_grow` process under the library in exact mode, driven by lines.
 struct Grower {

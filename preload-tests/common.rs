@@ -70,9 +70,9 @@ pub fn compile(src: &str, out_name: &str, dir: &Path, extra: &[&str]) -> PathBuf
     out
 }
 
-/// Runs `cmd args` in `dir` with the library preloaded, the output template
-/// pointing into `dir`, and `env` on top. Returns the process output.
-pub fn run_preloaded(dir: &Path, cmd: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+/// `cmd args` in `dir` with the library preloaded, the output template
+/// pointing into `dir`, no inherited HEAPLIVE_* settings, and `env` on top.
+pub fn preloaded_command(dir: &Path, cmd: &Path, args: &[&str], env: &[(&str, &str)]) -> Command {
     let mut c = Command::new(cmd);
     c.args(args).current_dir(dir);
     for (k, _) in std::env::vars() {
@@ -85,7 +85,14 @@ pub fn run_preloaded(dir: &Path, cmd: &Path, args: &[&str], env: &[(&str, &str)]
     for (k, v) in env {
         c.env(k, v);
     }
-    c.output().expect("run the program")
+    c
+}
+
+/// Runs `preloaded_command` and returns the process output.
+pub fn run_preloaded(dir: &Path, cmd: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    preloaded_command(dir, cmd, args, env)
+        .output()
+        .expect("run the program")
 }
 
 /// The same command without the library (for comparing outputs).

@@ -10,19 +10,8 @@ fn sh(dir: &Path, env: &[(&str, &str)]) -> std::process::Output {
     let prog = compile("cli_grow.c", "cli_grow", dir, &[]);
     let input = dir.join("input");
     std::fs::write(&input, "quit\n").unwrap();
-    let mut c = std::process::Command::new(&prog);
-    c.current_dir(dir)
-        .stdin(std::fs::File::open(&input).unwrap());
-    for (k, _) in std::env::vars() {
-        if k.starts_with("HEAPLIVE_") {
-            c.env_remove(k);
-        }
-    }
-    c.env("LD_PRELOAD", lib())
-        .env("HEAPLIVE_OUTPUT", dir.join("heaplive.%e.%p.%n.folded"));
-    for (k, v) in env {
-        c.env(k, v);
-    }
+    let mut c = preloaded_command(dir, &prog, &[], env);
+    c.stdin(std::fs::File::open(&input).unwrap());
     let o = c.output().unwrap();
     assert_eq!(
         o.status.code(),

@@ -135,7 +135,7 @@ fn env(name: &[u8]) -> Option<&'static [u8]> {
     Some(unsafe { core::ffi::CStr::from_ptr(p) }.to_bytes())
 }
 
-/// One line on stderr: `heaplive: HEAPLIVE_X='v' is <why>; using <default>`.
+/// One line on stderr: `heaplive: <variable>='<value>' <why>; using the default <default>`.
 pub fn warn_bad(name: &str, value: &[u8], why: &str, default: &str) {
     let mut b = StackBuf::<512>::new();
     let _ = write!(b, "heaplive: {}='", name);
