@@ -18,6 +18,7 @@ have xz || need+=(xz-utils)
 [ -x /usr/bin/python3 ] || need+=(python3)
 have objcopy || need+=(binutils)
 have dwz || need+=(dwz)
+have heaptrack || need+=(heaptrack)
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing test dependencies: ${need[*]}"
   SUDO=""
