@@ -100,6 +100,13 @@ fn unaccount(e: &Entry, interval: u64) {
 #[cold]
 #[inline(never)]
 fn free_slow(p: *mut c_void) {
+    // On a thread inside the library (a signal handler that frees while
+    // this thread holds a shard lock, for instance) the sample stays: its
+    // bit is still set, so the next free or sampled malloc at this address
+    // replaces it. Taking the lock here could deadlock.
+    if guard::busy() {
+        return;
+    }
     let _busy = Busy::enter();
     let _errno = ErrnoGuard::save();
     if let Some(e) = live::untrack(p as usize) {
@@ -121,6 +128,9 @@ pub fn untrack_for_realloc(p: *mut c_void) -> Option<Entry> {
 #[cold]
 #[inline(never)]
 fn untrack_slow(p: *mut c_void) -> Option<Entry> {
+    if guard::busy() {
+        return None;
+    }
     let _busy = Busy::enter();
     let _errno = ErrnoGuard::save();
     let e = live::untrack(p as usize)?;
