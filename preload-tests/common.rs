@@ -183,6 +183,16 @@ pub fn only_folded(dir: &Path) -> Vec<Stack> {
     parse_folded(&files[0])
 }
 
+/// Both outputs of a run and its status, for failure messages.
+pub fn show(o: &Output) -> String {
+    format!(
+        "status: {:?}\n--- stdout ---\n{}\n--- stderr ---\n{}",
+        o.status,
+        stdout(o),
+        stderr(o)
+    )
+}
+
 pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }

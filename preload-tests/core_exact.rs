@@ -4,7 +4,7 @@
 //! stdout and exit status, and then the exact live bytes per call site (the
 //! leaf frame: the function that called the allocation entry point).
 
-use crate::common::{self, Stack};
+use crate::common::{self, Stack, show};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::Output;
@@ -22,15 +22,6 @@ fn built(src: &str, out_name: &str, extra: &[&str]) -> PathBuf {
     let p = common::compile(src, out_name, &dir, extra);
     map.insert(out_name.to_string(), p.clone());
     p
-}
-
-fn show(o: &Output) -> String {
-    format!(
-        "status: {}\n--- stdout ---\n{}--- stderr ---\n{}",
-        o.status,
-        common::stdout(o),
-        common::stderr(o)
-    )
 }
 
 /// The program's stdout and exit status must not change under the preload.

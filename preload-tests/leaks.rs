@@ -24,16 +24,6 @@ fn prog() -> PathBuf {
     .clone()
 }
 
-/// Both outputs of a run, for failure messages.
-fn show(o: &Output) -> String {
-    format!(
-        "status: {:?}\n--- stdout ---\n{}\n--- stderr ---\n{}",
-        o.status,
-        stdout(o),
-        stderr(o)
-    )
-}
-
 /// `1.0 MiB`, `512 B`: the library's human units, to compare lines exactly.
 fn human(n: f64) -> String {
     let units = ["B", "KiB", "MiB", "GiB", "TiB"];

@@ -10,9 +10,8 @@
 //! ones that keep memory to the end (python's daemon thread, perl, xz, cc1)
 //! must have samples in every mode.
 
-use crate::common::{self, Stack};
+use crate::common::{self, Stack, show};
 use std::path::{Path, PathBuf};
-use std::process::Output;
 
 #[derive(Clone, Copy, PartialEq)]
 enum Mode {
@@ -69,27 +68,6 @@ fn which(cmd: &str) -> PathBuf {
     panic!(
         "{cmd} is not installed (looked in /usr/local/bin, /usr/bin, /bin); the real-program tests need it"
     );
-}
-
-fn show(o: &Output) -> String {
-    const MAX: usize = 6000;
-    let cut = |b: &[u8]| {
-        if b.len() > MAX {
-            format!(
-                "{}... [{} bytes in all]",
-                String::from_utf8_lossy(&b[..MAX]),
-                b.len()
-            )
-        } else {
-            String::from_utf8_lossy(b).into_owned()
-        }
-    };
-    format!(
-        "status: {}\n--- stdout ---\n{}\n--- stderr ---\n{}",
-        o.status,
-        cut(&o.stdout),
-        cut(&o.stderr)
-    )
 }
 
 /// A frame that names a function: not `[unknown]`, not `module+0xoffset`.

@@ -16,9 +16,8 @@
 //! give a false-failure probability below 2e-6 for a random choice of
 //! seeds. With the fixed seeds the test is deterministic.
 
-use crate::common;
+use crate::common::{self, show};
 use std::path::Path;
-use std::process::Output;
 
 const INTERVAL: u64 = 512 * 1024;
 const RUNS: u64 = 32;
@@ -30,15 +29,6 @@ struct Run {
     b: u64,
     churn: u64,
     other: u64,
-}
-
-fn show(o: &Output) -> String {
-    format!(
-        "status: {}\n--- stdout ---\n{}--- stderr ---\n{}",
-        o.status,
-        common::stdout(o),
-        common::stderr(o)
-    )
 }
 
 fn truth(out: &str, key: &str) -> u64 {

@@ -8,16 +8,6 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-/// Everything about a run, for failure messages.
-fn show(o: &Output) -> String {
-    format!(
-        "status: {}\n--- stdout ---\n{}\n--- stderr ---\n{}",
-        o.status,
-        stdout(o),
-        stderr(o)
-    )
-}
-
 fn assert_ok(o: &Output, what: &str) {
     assert!(
         o.status.success(),

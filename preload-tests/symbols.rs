@@ -12,15 +12,6 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-fn show(o: &Output) -> String {
-    format!(
-        "status: {:?}\n--- stdout ---\n{}\n--- stderr ---\n{}",
-        o.status,
-        stdout(o),
-        stderr(o)
-    )
-}
-
 /// The folded file's text, for failure messages.
 fn folded_text(dir: &Path) -> String {
     folded_files(dir)
