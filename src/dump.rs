@@ -377,11 +377,17 @@ fn renew_eventfd() -> i32 {
     EVENT_FD.get().unwrap_or(-1)
 }
 
-/// Asks the dumper for a dump: async-signal-safe (fstat and one write to the
-/// eventfd, errno kept).
+/// Asks the dumper for a dump: async-signal-safe (getpid, fstat and one
+/// write to the eventfd, errno kept).
 #[inline]
 pub fn request_from_signal() {
     let saved = sys::errno();
+    // A child made by _Fork (no fork handlers ran) still shares its
+    // parent's eventfd: a request from it would make the parent dump.
+    if sys::getpid() != crate::fork::pid() {
+        sys::set_errno(saved);
+        return;
+    }
     if let Some(fd) = EVENT_FD.get() {
         let one = 1u64;
         // SAFETY: 8-byte write from a local.
