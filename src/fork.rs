@@ -166,19 +166,7 @@ extern "C" fn exec_prepare(sym: usize) -> usize {
     if !crate::guard::busy() && sys::getpid() == pid() {
         dump::before_exec();
     }
-    let s = [
-        Sym::Execve,
-        Sym::Execv,
-        Sym::Execvp,
-        Sym::Execvpe,
-        Sym::Execl,
-        Sym::Execlp,
-        Sym::Execle,
-        Sym::Fexecve,
-    ]
-    .into_iter()
-    .find(|s| *s as usize == sym)
-    .unwrap_or(Sym::Execve);
+    let s = Sym::from_index(sym).unwrap_or(Sym::Execve);
     match real::c_fn(s) {
         0 => exec_unavailable as *const () as usize,
         a => a,

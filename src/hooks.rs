@@ -32,7 +32,7 @@ pub fn on_alloc(p: *mut c_void, size: usize) {
 #[inline(always)]
 pub fn on_free(p: *mut c_void) {
     if shadow::test(p as usize) {
-        free_slow(p);
+        untrack_slow(p);
     }
 }
 
@@ -97,23 +97,6 @@ fn unaccount(e: &Entry, interval: u64) {
     stacks::account(e.stack, -b, -m);
 }
 
-#[cold]
-#[inline(never)]
-fn free_slow(p: *mut c_void) {
-    // On a thread inside the library (a signal handler that frees while
-    // this thread holds a shard lock, for instance) the sample stays: its
-    // bit is still set, so the next free or sampled malloc at this address
-    // replaces it. Taking the lock here could deadlock.
-    if guard::busy() {
-        return;
-    }
-    let _busy = Busy::enter();
-    let _errno = ErrnoGuard::save();
-    if let Some(e) = live::untrack(p as usize) {
-        unaccount(&e, config::get().interval);
-    }
-}
-
 /// realloc's first half: takes `p`'s sample out (if any) before the real
 /// call, since after it the address may belong to someone else.
 #[inline(always)]
@@ -125,9 +108,14 @@ pub fn untrack_for_realloc(p: *mut c_void) -> Option<Entry> {
     }
 }
 
+/// Takes a sampled block's sample out of the table and its stack's totals.
 #[cold]
 #[inline(never)]
 fn untrack_slow(p: *mut c_void) -> Option<Entry> {
+    // On a thread inside the library (a signal handler that frees while
+    // this thread holds a shard lock, for instance) the sample stays: its
+    // bit is still set, so the next free or sampled malloc at this address
+    // replaces it. Taking the lock here could deadlock.
     if guard::busy() {
         return None;
     }

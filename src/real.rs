@@ -74,16 +74,10 @@ const FIRST_CXX: usize = Sym::New as usize;
 const FIRST_DELETE: usize = Sym::Delete as usize;
 
 impl Sym {
-    /// The C++ operator at `i` (an index the trampolines pass); out of
-    /// range gives `New`.
-    pub fn from_index(i: usize) -> Sym {
-        if (FIRST_CXX..COUNT).contains(&i) {
-            // SAFETY: Sym is repr(usize) with contiguous discriminants
-            // 0..COUNT.
-            unsafe { core::mem::transmute::<usize, Sym>(i) }
-        } else {
-            Sym::New
-        }
+    /// The symbol at index `i` (what the trampolines pass).
+    pub fn from_index(i: usize) -> Option<Sym> {
+        // SAFETY: Sym is repr(usize) with contiguous discriminants 0..COUNT.
+        (i < COUNT).then(|| unsafe { core::mem::transmute::<usize, Sym>(i) })
     }
 }
 const COUNT: usize = Sym::DeleteArrSizedAligned as usize + 1;

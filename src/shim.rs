@@ -240,7 +240,7 @@ macro_rules! cxx_jump {
 /// The address a trampoline jumps to: the real operator, or the fallback
 /// when no libstdc++ is loaded.
 extern "C" fn cxx_target(sym: usize, fallback: usize, size: usize) -> usize {
-    let s = real::Sym::from_index(sym);
+    let s = real::Sym::from_index(sym).unwrap_or(Sym::New);
     if matches!(
         s,
         Sym::NewAligned | Sym::NewArrAligned | Sym::NewAlignedNothrow | Sym::NewArrAlignedNothrow
