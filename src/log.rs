@@ -8,39 +8,22 @@
 
 use crate::sys::{self, StackBuf};
 use core::fmt::Write;
-use core::sync::atomic::{AtomicI32, AtomicU64, Ordering::*};
+use core::sync::atomic::{AtomicI32, Ordering::*};
 
-static STDERR_DEV: AtomicU64 = AtomicU64::new(0);
-static STDERR_INO: AtomicU64 = AtomicU64::new(0);
+/// The file stderr was at load.
+static STDERR: sys::FdIdentity = sys::FdIdentity::new();
 /// The HEAPLIVE_LOG file, once opened.
 static LOG: sys::OwnFd = sys::OwnFd::new();
 /// 0 not tried yet, 1 open, 2 failed or not configured (stderr is used).
 static LOG_STATE: AtomicI32 = AtomicI32::new(0);
 
-fn fstat(fd: i32) -> Option<(u64, u64)> {
-    // SAFETY: st is a valid out-pointer.
-    let mut st: libc::stat = unsafe { core::mem::zeroed() };
-    if unsafe { libc::fstat(fd, &mut st) } != 0 {
-        return None;
-    }
-    Some((st.st_dev, st.st_ino))
-}
-
 /// Remembers which file stderr is. Called once at load.
 pub fn init() {
-    let saved = sys::errno();
-    if let Some((d, i)) = fstat(2) {
-        STDERR_DEV.store(d, Relaxed);
-        STDERR_INO.store(i, Relaxed);
-    }
-    sys::set_errno(saved);
+    STDERR.remember(2);
 }
 
 fn stderr_is_ours() -> bool {
-    match fstat(2) {
-        Some((d, i)) => d == STDERR_DEV.load(Relaxed) && i == STDERR_INO.load(Relaxed),
-        None => false,
-    }
+    STDERR.matches(2)
 }
 
 /// The log file's descriptor, opening it (again, if the program closed

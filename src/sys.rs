@@ -169,26 +169,54 @@ impl<const N: usize> core::fmt::Write for StackBuf<N> {
 /// is, and check before every use (fstat is async-signal-safe).
 pub struct OwnFd {
     fd: core::sync::atomic::AtomicI32,
+    identity: FdIdentity,
+}
+
+/// Which file a descriptor refers to (device and inode), remembered so that
+/// a later check can tell whether the number now names another file.
+pub struct FdIdentity {
     dev: core::sync::atomic::AtomicU64,
     ino: core::sync::atomic::AtomicU64,
+}
+
+impl FdIdentity {
+    pub const fn new() -> FdIdentity {
+        FdIdentity {
+            dev: core::sync::atomic::AtomicU64::new(0),
+            ino: core::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    fn of(fd: i32) -> Option<(u64, u64)> {
+        let saved = errno();
+        // SAFETY: st is a valid out-pointer.
+        let mut st: libc::stat = unsafe { core::mem::zeroed() };
+        let ok = unsafe { libc::fstat(fd, &mut st) } == 0;
+        set_errno(saved);
+        ok.then_some((st.st_dev, st.st_ino))
+    }
+
+    /// Remembers the file `fd` names now (async-signal-safe, errno kept).
+    pub fn remember(&self, fd: i32) {
+        use core::sync::atomic::Ordering::Relaxed;
+        let (d, i) = Self::of(fd).unwrap_or((0, 0));
+        self.dev.store(d, Relaxed);
+        self.ino.store(i, Relaxed);
+    }
+
+    /// Does `fd` still name the remembered file?
+    pub fn matches(&self, fd: i32) -> bool {
+        use core::sync::atomic::Ordering::Relaxed;
+        Self::of(fd) == Some((self.dev.load(Relaxed), self.ino.load(Relaxed)))
+    }
 }
 
 impl OwnFd {
     pub const fn new() -> OwnFd {
         OwnFd {
             fd: core::sync::atomic::AtomicI32::new(-1),
-            dev: core::sync::atomic::AtomicU64::new(0),
-            ino: core::sync::atomic::AtomicU64::new(0),
+            identity: FdIdentity::new(),
         }
-    }
-
-    fn identity(fd: i32) -> Option<(u64, u64)> {
-        // SAFETY: st is a valid out-pointer.
-        let mut st: libc::stat = unsafe { core::mem::zeroed() };
-        if unsafe { libc::fstat(fd, &mut st) } != 0 {
-            return None;
-        }
-        Some((st.st_dev, st.st_ino))
     }
 
     /// Takes ownership of `fd`: moves it to a high number (out of the way of
@@ -206,11 +234,10 @@ impl OwnFd {
         } else {
             fd
         };
-        let (d, i) = Self::identity(fd).unwrap_or((0, 0));
-        self.fd.store(-1, Release);
-        self.dev.store(d, Relaxed);
-        self.ino.store(i, Relaxed);
-        let old = self.fd.swap(fd, AcqRel);
+        // Readers see no descriptor while the identity changes.
+        let old = self.fd.swap(-1, AcqRel);
+        self.identity.remember(fd);
+        self.fd.store(fd, Release);
         set_errno(saved);
         old
     }
@@ -222,10 +249,11 @@ impl OwnFd {
         if fd < 0 {
             return None;
         }
-        let saved = errno();
-        let same = Self::identity(fd) == Some((self.dev.load(Relaxed), self.ino.load(Relaxed)));
-        set_errno(saved);
-        if same { Some(fd) } else { None }
+        if self.identity.matches(fd) {
+            Some(fd)
+        } else {
+            None
+        }
     }
 
     /// Forgets the descriptor without closing it (it is no longer ours).
