@@ -119,14 +119,14 @@ pub fn refresh_if_changed() {
 }
 
 /// A copy of every module ever seen, in registration order.
-#[allow(dead_code)] // used by tests and kept for tools
+#[cfg(test)]
 pub fn snapshot() -> Vec<Module> {
     REGISTRY.lock().modules.clone()
 }
 
 /// The module whose executable ranges contain `ip`, preferring loaded
 /// modules when an unloaded one overlapped the same addresses.
-#[allow(dead_code)] // used by tests and kept for tools
+#[cfg(test)]
 pub fn find(ip: u64) -> Option<Module> {
     let reg = REGISTRY.lock();
     find_in(&reg.modules, ip).map(|i| reg.modules[i].clone())
