@@ -29,30 +29,10 @@
 // Unit tests do not export the hooks, so code reachable only from them looks dead.
 #![cfg_attr(test, allow(dead_code))]
 
-mod arena;
-mod config;
-mod dl;
-mod dump;
-mod folded;
-mod fork;
-mod guard;
-mod hooks;
-mod leaks;
-mod live;
-mod lock;
-mod log;
-mod modules;
-mod output;
-mod pprof;
-mod profile;
-mod real;
-mod sampler;
-mod shadow;
-mod shim;
-mod signals;
-mod stacks;
+mod background;
+mod hot;
+mod interpose;
 mod symbolize;
-mod sys;
 
 use core::alloc::{GlobalAlloc, Layout};
 
@@ -65,16 +45,16 @@ struct RealAllocator;
 unsafe impl GlobalAlloc for RealAllocator {
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
         if l.align() <= 16 {
-            real::malloc(l.size()).cast()
+            hot::real::malloc(l.size()).cast()
         } else {
-            real::memalign(l.align(), l.size()).cast()
+            hot::real::memalign(l.align(), l.size()).cast()
         }
     }
     unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
         if l.align() <= 16 {
-            real::calloc(1, l.size()).cast()
+            hot::real::calloc(1, l.size()).cast()
         } else {
-            let p = real::memalign(l.align(), l.size()).cast::<u8>();
+            let p = hot::real::memalign(l.align(), l.size()).cast::<u8>();
             if !p.is_null() {
                 // SAFETY: p has l.size() bytes.
                 unsafe { core::ptr::write_bytes(p, 0, l.size()) };
@@ -83,11 +63,11 @@ unsafe impl GlobalAlloc for RealAllocator {
         }
     }
     unsafe fn dealloc(&self, p: *mut u8, _l: Layout) {
-        real::free(p.cast())
+        hot::real::free(p.cast())
     }
     unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
         if l.align() <= 16 {
-            real::realloc(p.cast(), new).cast()
+            hot::real::realloc(p.cast(), new).cast()
         } else {
             // SAFETY: as GlobalAlloc::realloc's default: alloc, copy, free.
             unsafe {
@@ -111,15 +91,15 @@ static ALLOCATOR: RealAllocator = RealAllocator;
 #[cfg(not(test))]
 #[ctor::ctor(unsafe)]
 fn init() {
-    let _busy = guard::Busy::enter();
-    let _errno = sys::ErrnoGuard::save();
-    real::resolve_all();
-    log::init();
-    fork::init();
-    signals::install();
+    let _busy = hot::guard::Busy::enter();
+    let _errno = hot::sys::ErrnoGuard::save();
+    hot::real::resolve_all();
+    hot::log::init();
+    background::fork::init();
+    hot::signal::install();
     // Always: besides dumps and warnings, the thread prunes the shadow
     // bitmap, which keeps its memory bounded.
-    dump::ensure_dumper();
+    background::dumper::ensure_dumper();
     // SAFETY: a plain function that stays mapped.
-    unsafe { libc::atexit(dump::at_exit) };
+    unsafe { libc::atexit(background::dumper::at_exit) };
 }

@@ -5,7 +5,7 @@
 //! copied into fixed buffers. A bad value gives one stderr line naming the
 //! variable, the value and the default used.
 
-use crate::sys::StackBuf;
+use crate::hot::sys::StackBuf;
 use core::cell::UnsafeCell;
 use core::fmt::Write;
 
@@ -141,7 +141,7 @@ pub fn warn_bad(name: &str, value: &[u8], why: &str, default: &str) {
     let _ = write!(b, "heaplive: {}='", name);
     b.push_bytes(&value[..value.len().min(200)]);
     let _ = write!(b, "' {}; using the default {}\n", why, default);
-    crate::sys::write_all(2, b.as_bytes());
+    crate::hot::sys::write_all(2, b.as_bytes());
 }
 
 /// Reads every variable. Called once by the resolver.

@@ -4,9 +4,9 @@
 //! Exports carry `#[cfg_attr(not(test), unsafe(no_mangle))]` so that unit
 //! tests do not interpose the test runner's own malloc.
 
-use crate::guard::Busy;
-use crate::hooks::{on_alloc, on_free, retrack, untrack_for_realloc};
-use crate::real::{self, Sym, call, is_boot};
+use crate::hot::guard::Busy;
+use crate::hot::track::{on_alloc, on_free, retrack, untrack_for_realloc};
+use crate::hot::real::{self, Sym, call, is_boot};
 use core::ffi::{c_int, c_void};
 
 type Ptr = *mut c_void;
@@ -74,7 +74,7 @@ pub unsafe extern "C" fn reallocarray(p: Ptr, n: usize, size: usize) -> Ptr {
             // SAFETY: same contract as ours.
             Some(t) => unsafe { realloc(p, t) },
             None => {
-                crate::sys::set_errno(libc::ENOMEM);
+                crate::hot::sys::set_errno(libc::ENOMEM);
                 core::ptr::null_mut()
             }
         };
@@ -144,7 +144,7 @@ macro_rules! aligned_export {
 /// its rounded-up call; clears the note either way.
 #[inline(always)]
 fn requested_size(size: usize, align: usize) -> usize {
-    let t = crate::guard::state();
+    let t = crate::hot::guard::state();
     // SAFETY: this thread's own state.
     let hint = unsafe { core::mem::replace(&mut (*t).aligned_new_size, 0) };
     match hint.checked_sub(1) {
@@ -246,7 +246,7 @@ extern "C" fn cxx_target(sym: usize, fallback: usize, size: usize) -> usize {
         Sym::NewAligned | Sym::NewArrAligned | Sym::NewAlignedNothrow | Sym::NewArrAlignedNothrow
     ) {
         // SAFETY: this thread's own state.
-        unsafe { (*crate::guard::state()).aligned_new_size = size as u64 + 1 };
+        unsafe { (*crate::hot::guard::state()).aligned_new_size = size as u64 + 1 };
     }
     match real::cxx_fn(s) {
         0 => fallback,
@@ -264,7 +264,7 @@ fn new_without_libstdcxx(size: usize, align: Option<usize>, nothrow: bool) -> Pt
         }
     };
     if p.is_null() && !nothrow {
-        crate::log::line(format_args!(
+        crate::hot::log::line(format_args!(
             "heaplive: operator new({size}) failed and no libstdc++ is loaded to throw std::bad_alloc; aborting"
         ));
         // SAFETY: abort has no preconditions; without libstdc++ there is no

@@ -56,7 +56,7 @@ impl<T> SpinLock<T> {
                 // SAFETY: sched_yield has no preconditions. Contention only.
                 unsafe { libc::sched_yield() };
                 if spins % 4096 == 0 {
-                    crate::fork::check_orphaned_locks();
+                    crate::background::fork::check_orphaned_locks();
                 }
             }
         }

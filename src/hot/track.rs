@@ -4,10 +4,13 @@
 //! Hot path of an allocation: the guard check and one subtract-and-branch.
 //! Hot path of a free: the shadow bitmap test.
 
-use crate::guard::{self, Busy};
-use crate::live::{self, Entry};
-use crate::sys::ErrnoGuard;
-use crate::{config, sampler, shadow, stacks};
+use crate::hot::guard::{self, Busy};
+use crate::hot::live::{self, Entry};
+use crate::hot::sys::ErrnoGuard;
+use crate::hot::config;
+use crate::hot::sampler;
+use crate::hot::shadow;
+use crate::hot::stacks;
 use core::ffi::c_void;
 
 /// Counts an allocation of `size` bytes at `p` (non-null) toward this
@@ -43,7 +46,7 @@ fn alloc_slow(p: *mut c_void, size: usize) {
     let _errno = ErrnoGuard::save();
     // SAFETY: this thread's own state; nothing else holds a reference.
     let t = unsafe { &mut *guard::state() };
-    if !crate::real::resolved() {
+    if !crate::hot::real::resolved() {
         t.bytes_until_sample = 0;
         return;
     }
@@ -63,7 +66,7 @@ fn alloc_slow(p: *mut c_void, size: usize) {
 }
 
 fn record(addr: usize, size: usize, interval: u64) {
-    crate::dump::ensure_dumper();
+    crate::background::dumper::ensure_dumper();
     let mut buf = [0usize; stacks::MAX_FRAMES];
     let n = stacks::capture(&mut buf);
     let id = stacks::intern(&buf[..n]);
@@ -88,7 +91,7 @@ fn amounts(e: &Entry, interval: u64) -> (i64, i64) {
 fn account(e: &Entry, interval: u64) {
     let (b, m) = amounts(e, interval);
     if let Some((live_b, live_m)) = stacks::account(e.stack, b, m) {
-        crate::leaks::after_growth(e.stack, live_b, live_m);
+        crate::hot::leak_check::after_growth(e.stack, live_b, live_m);
     }
 }
 

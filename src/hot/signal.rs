@@ -9,8 +9,8 @@
 //! calls the program's handler if that is a function (never applying
 //! SIG_DFL or SIG_IGN). Every other signal passes straight through.
 
-use crate::lock::SpinLock;
-use crate::real::{self, Sym, call};
+use crate::hot::lock::SpinLock;
+use crate::hot::real::{self, Sym, call};
 use core::ffi::c_int;
 use core::sync::atomic::{AtomicI32, AtomicUsize, Ordering::*};
 
@@ -24,7 +24,7 @@ static APP_ACTION: SpinLock<Option<libc::sigaction>> = SpinLock::new(None);
 fn real_sigaction(sig: c_int, act: *const libc::sigaction, old: *mut libc::sigaction) -> c_int {
     match real::c_fn(Sym::Sigaction) {
         0 => {
-            crate::sys::set_errno(libc::ENOSYS);
+            crate::hot::sys::set_errno(libc::ENOSYS);
             -1
         }
         a => call!(
@@ -38,7 +38,7 @@ fn real_sigaction(sig: c_int, act: *const libc::sigaction, old: *mut libc::sigac
 }
 
 extern "C" fn on_signal(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut core::ffi::c_void) {
-    crate::dump::request_from_signal();
+    crate::background::dumper::request_from_signal();
     let h = APP_HANDLER.load(Acquire);
     let flags = APP_FLAGS.load(Acquire);
     if h == libc::SIG_DFL || h == libc::SIG_IGN {
@@ -66,7 +66,7 @@ extern "C" fn on_signal(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut core::
 /// Installs our handler for the configured signal (at load), keeping what
 /// was there as the program's virtual disposition.
 pub fn install() {
-    let sig = crate::config::get().signal;
+    let sig = crate::hot::config::get().signal;
     if sig == 0 {
         return;
     }
@@ -77,7 +77,7 @@ pub fn install() {
     unsafe { libc::sigemptyset(&mut act.sa_mask) };
     let mut old: libc::sigaction = unsafe { core::mem::zeroed() };
     if real_sigaction(sig, &act, &mut old) != 0 {
-        crate::log::line(format_args!(
+        crate::hot::log::line(format_args!(
             "heaplive: cannot install the handler for signal {sig}; signal dumps are off"
         ));
         return;

@@ -11,9 +11,11 @@
 //! live blocks reach `HEAPLIVE_WARN_BLOCKS`), then again only when it
 //! reaches the last warned amount times `HEAPLIVE_WARN_GROWTH`.
 
-use crate::lock::SpinLock;
-use crate::log::{Grouped, human_bytes};
-use crate::{config, stacks, sys};
+use crate::hot::lock::SpinLock;
+use crate::hot::log::{Grouped, human_bytes};
+use crate::hot::config;
+use crate::hot::stacks;
+use crate::hot::sys;
 use core::sync::atomic::{AtomicU64, Ordering::*};
 use std::fmt::Write;
 
@@ -191,7 +193,7 @@ pub fn report_pending() {
         let suppressed = SUPPRESSED.swap(0, Relaxed);
         let text = format_event(&ev, suppressed);
         LINES.fetch_add(1, Relaxed);
-        crate::log::write_line(text.as_bytes());
+        crate::hot::log::write_line(text.as_bytes());
     }
 }
 
@@ -201,7 +203,7 @@ fn format_event(ev: &Event, suppressed: u64) -> String {
     let _ = write!(
         s,
         "heaplive[{}]: possible leak: {} live in {} blocks",
-        crate::fork::pid(),
+        crate::background::fork::pid(),
         human_bytes(ev.bytes as f64),
         Grouped(blocks)
     );
@@ -241,8 +243,8 @@ fn format_event(ev: &Event, suppressed: u64) -> String {
 
 /// The leaf-most frames of a stack, `leaf <- caller <- ...`.
 fn top_frames(id: stacks::StackId) -> String {
-    let mut st = crate::dump::DUMP.lock();
-    let sym = crate::dump::symbolizer_of(&mut st);
+    let mut st = crate::background::dumper::DUMP.lock();
+    let sym = crate::background::dumper::symbolizer_of(&mut st);
     let mut names: Vec<String> = Vec::new();
     for &ip in stacks::frames(id) {
         let (_, frames) = sym.lookup((ip as u64).saturating_sub(1));
@@ -267,7 +269,7 @@ fn top_frames(id: stacks::StackId) -> String {
 }
 
 /// The closing line at exit, when warnings were issued.
-pub fn exit_summary(written: Option<&crate::dump::Written>) {
+pub fn exit_summary(written: Option<&crate::background::dumper::Written>) {
     report_pending();
     let warned = WARNED_STACKS.load(Relaxed);
     if warned == 0 {
@@ -286,9 +288,9 @@ pub fn exit_summary(written: Option<&crate::dump::Written>) {
     } else {
         String::new()
     };
-    crate::log::line(format_args!(
+    crate::hot::log::line(format_args!(
         "heaplive[{}]: at exit: {} live (estimate); {} stacks warned{}; final dump: {}",
-        crate::fork::pid(),
+        crate::background::fork::pid(),
         total,
         warned,
         note,

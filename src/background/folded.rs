@@ -3,7 +3,7 @@
 //! other line (totals and times go to the log), since renderers warn about
 //! lines they cannot read.
 
-use crate::profile::{Frame, Profile};
+use crate::background::profile::{Frame, Profile};
 use std::collections::BTreeMap;
 use std::io::{self, Write};
 
@@ -63,7 +63,7 @@ pub fn write_folded(p: &Profile, out: &mut dyn Write) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::profile::{Location, Sample};
+    use crate::background::profile::{Location, Sample};
 
     fn f(name: &str) -> Frame {
         Frame {

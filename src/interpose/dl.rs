@@ -10,7 +10,7 @@
 //! dlclose refreshes the module registry before the real call, so frames of
 //! a library unloaded before a dump still symbolize from its file.
 
-use crate::real::{self, Sym, call};
+use crate::hot::real::{self, Sym, call};
 use core::ffi::{c_char, c_int, c_void};
 use core::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
@@ -19,11 +19,11 @@ static NOTED: AtomicBool = AtomicBool::new(false);
 /// Called by the dlopen trampoline with the caller's flags; returns the
 /// real dlopen (0 if unknown).
 extern "C" fn dlopen_prepare(flags: c_int) -> usize {
-    let _errno = crate::sys::ErrnoGuard::save();
+    let _errno = crate::hot::sys::ErrnoGuard::save();
     if flags & libc::RTLD_DEEPBIND != 0 && !NOTED.swap(true, Relaxed) {
-        crate::log::line(format_args!(
+        crate::hot::log::line(format_args!(
             "heaplive[{}]: dlopen with RTLD_DEEPBIND: flag cleared so that the library's allocations are seen (said once)",
-            crate::sys::getpid()
+            crate::hot::sys::getpid()
         ));
     }
     real::c_fn(Sym::Dlopen)
@@ -57,10 +57,10 @@ pub unsafe extern "C" fn dlopen(file: *const c_char, flags: c_int) -> *mut c_voi
 
 #[cfg_attr(not(test), unsafe(no_mangle))]
 pub unsafe extern "C" fn dlclose(handle: *mut c_void) -> c_int {
-    if !crate::guard::busy() {
-        let _busy = crate::guard::Busy::enter();
-        let _errno = crate::sys::ErrnoGuard::save();
-        crate::modules::refresh();
+    if !crate::hot::guard::busy() {
+        let _busy = crate::hot::guard::Busy::enter();
+        let _errno = crate::hot::sys::ErrnoGuard::save();
+        crate::symbolize::modules::refresh();
     }
     match real::c_fn(Sym::Dlclose) {
         0 => -1,

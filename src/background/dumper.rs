@@ -7,10 +7,16 @@
 //! samples by stack, symbolizes each distinct address once (cached across
 //! dumps) and writes the files.
 
-use crate::lock::SpinLock;
-use crate::profile::{Location, Profile, Sample};
+use crate::hot::lock::SpinLock;
+use crate::background::profile::{Location, Profile, Sample};
 use crate::symbolize::{SymConfig, Symbolizer};
-use crate::{config, live, log, output, sampler, stacks, sys};
+use crate::hot::config;
+use crate::hot::live;
+use crate::hot::log;
+use crate::background::output;
+use crate::hot::sampler;
+use crate::hot::stacks;
+use crate::hot::sys;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::*};
@@ -75,7 +81,7 @@ fn build_profile(st: &mut DumpState) -> Profile {
     }
     st.entries = entries;
 
-    crate::modules::refresh();
+    crate::symbolize::modules::refresh();
     let sym = symbolizer_of(st);
     let mut loc_of: HashMap<usize, usize> = HashMap::new();
     let mut locations: Vec<Location> = Vec::new();
@@ -158,13 +164,13 @@ pub fn dump_locked(st: &mut DumpState, path: Option<&Path>, why: &str) -> std::i
     let mut also = String::new();
     if cfg.folded || path.is_some() && !cfg.pprof {
         written = Some(output::write_with_fallback(&target, &mut |w| {
-            crate::folded::write_folded(&profile, w)
+            crate::background::folded::write_folded(&profile, w)
         })?);
     }
     if cfg.pprof {
         let pb = output::pprof_name(&target);
         let p = output::write_with_fallback(&pb, &mut |w| {
-            crate::pprof::write_pprof(&profile, &mut WriteRef(w))
+            crate::background::pprof::write_pprof(&profile, &mut WriteRef(w))
         })?;
         if written.is_some() {
             also = format!(" and {}", p.display());
@@ -216,7 +222,7 @@ impl std::io::Write for WriteRef<'_> {
 
 /// Takes the dump lock and dumps, reporting failures in one line.
 pub fn dump(path: Option<&Path>, why: &str) -> std::io::Result<Written> {
-    let _busy = crate::guard::Busy::enter();
+    let _busy = crate::hot::guard::Busy::enter();
     let mut st = DUMP.lock();
     let r = dump_locked(&mut st, path, why);
     if let Err(e) = &r {
@@ -237,7 +243,7 @@ pub fn dump(path: Option<&Path>, why: &str) -> std::io::Result<Written> {
 /// it does: two loads.
 #[inline]
 pub fn ensure_dumper() {
-    let pid = crate::fork::pid();
+    let pid = crate::background::fork::pid();
     if DUMPER_PID.load(Acquire) != pid {
         start_dumper(pid);
     }
@@ -248,7 +254,7 @@ fn start_dumper(pid: u32) {
     if DUMPER_PID.swap(pid, AcqRel) == pid {
         return;
     }
-    let _busy = crate::guard::Busy::enter();
+    let _busy = crate::hot::guard::Busy::enter();
     let _errno = sys::ErrnoGuard::save();
     if STARTED_NS.load(Relaxed) == 0 {
         STARTED_NS.store(sys::now_nanos(), Relaxed);
@@ -305,7 +311,7 @@ fn start_dumper(pid: u32) {
 extern "C" fn dumper_start(_: *mut libc::c_void) -> *mut libc::c_void {
     // This thread is the library's own: nothing it does is profiled.
     // SAFETY: this thread's own state.
-    unsafe { (*crate::guard::state()).busy = 1 };
+    unsafe { (*crate::hot::guard::state()).busy = 1 };
     // SAFETY: a name for tools like top; the string is NUL-terminated.
     unsafe { libc::pthread_setname_np(libc::pthread_self(), b"heaplive\0".as_ptr().cast()) };
     dumper_main();
@@ -323,7 +329,7 @@ fn dumper_main() {
     };
     let mut next_prune = sys::now_nanos() + PRUNE_EVERY_NS;
     loop {
-        if crate::fork::pid() != my_pid || DUMPER_PID.load(Acquire) != my_pid {
+        if crate::background::fork::pid() != my_pid || DUMPER_PID.load(Acquire) != my_pid {
             // A forked child copied us mid-flight; the child has its own.
             return;
         }
@@ -354,10 +360,10 @@ fn dumper_main() {
             let _ = dump(None, "periodic");
             next_periodic = sys::now_nanos() + every_ns;
         }
-        crate::leaks::report_pending();
+        crate::hot::leak_check::report_pending();
         if now >= next_prune {
             let _st = DUMP.lock();
-            crate::shadow::prune();
+            crate::hot::shadow::prune();
             next_prune = now + PRUNE_EVERY_NS;
         }
     }
@@ -384,7 +390,7 @@ pub fn request_from_signal() {
     let saved = sys::errno();
     // A child made by _Fork (no fork handlers ran) still shares its
     // parent's eventfd: a request from it would make the parent dump.
-    if sys::getpid() != crate::fork::pid() {
+    if sys::getpid() != crate::background::fork::pid() {
         sys::set_errno(saved);
         return;
     }
@@ -399,10 +405,10 @@ pub fn request_from_signal() {
 /// Called before an exec replaces the image: waits for a dump in progress
 /// (by taking the lock) and serves a request still waiting in the eventfd.
 pub fn before_exec() {
-    let _busy = crate::guard::Busy::enter();
+    let _busy = crate::hot::guard::Busy::enter();
     let mut st = DUMP.lock();
     let Some(fd) = EVENT_FD.get() else { return };
-    if DUMPER_PID.load(Acquire) != crate::fork::pid() {
+    if DUMPER_PID.load(Acquire) != crate::background::fork::pid() {
         return;
     }
     let mut v = 0u64;
@@ -422,14 +428,14 @@ pub fn before_exec() {
 /// The exit dump, registered with atexit by the constructor.
 pub extern "C" fn at_exit() {
     let cfg = config::get();
-    let _busy = crate::guard::Busy::enter();
+    let _busy = crate::hot::guard::Busy::enter();
     let _errno = sys::ErrnoGuard::save();
     let written = if cfg.dump_at_exit {
         dump(None, "exit").ok()
     } else {
         None
     };
-    crate::leaks::exit_summary(written.as_ref());
+    crate::hot::leak_check::exit_summary(written.as_ref());
     output::remove_status(sys::getpid());
 }
 
@@ -437,7 +443,7 @@ pub extern "C" fn at_exit() {
 /// the next file of the template. 0, or -1 with errno.
 #[cfg_attr(not(test), unsafe(no_mangle))]
 pub unsafe extern "C" fn heaplive_dump(path: *const core::ffi::c_char) -> core::ffi::c_int {
-    let _busy = crate::guard::Busy::enter();
+    let _busy = crate::hot::guard::Busy::enter();
     let explicit = if path.is_null() {
         None
     } else {

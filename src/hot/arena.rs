@@ -1,7 +1,7 @@
 //! A bump arena over our own mmap: memory for stack records that lives as
 //! long as the process. Never returns memory; never calls the allocator.
 
-use crate::lock::SpinLock;
+use crate::hot::lock::SpinLock;
 
 const CHUNK: usize = 4 << 20;
 
@@ -29,7 +29,7 @@ impl Arena {
             // The old chunk's tail is abandoned; chunks are large, records
             // small.
             let size = len.max(CHUNK);
-            let p = crate::sys::map(size);
+            let p = crate::hot::sys::map(size);
             if p.is_null() {
                 return p;
             }

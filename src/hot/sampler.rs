@@ -23,7 +23,7 @@
 //! `R = 1` is exact mode: every allocation is recorded with weight exactly
 //! its requested size and one block.
 
-use crate::guard::ThreadState;
+use crate::hot::guard::ThreadState;
 use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 /// The bytes one sample of `size` bytes stands for: `s / (1 - exp(-s/R))`.
@@ -94,7 +94,7 @@ pub fn seed_thread(t: &mut ThreadState, seed: u64) {
     let base = if seed != 0 {
         seed
     } else {
-        crate::sys::now_nanos() ^ (t as *mut ThreadState as u64).rotate_left(32)
+        crate::hot::sys::now_nanos() ^ (t as *mut ThreadState as u64).rotate_left(32)
     };
     let mut s = splitmix64(base ^ splitmix64(ordinal));
     if s == 0 {
@@ -108,7 +108,7 @@ pub fn seed_thread(t: &mut ThreadState, seed: u64) {
 /// pid in so that parent and child sample independently.
 pub fn reseed_after_fork(pid: u32) {
     // SAFETY: this thread's own state.
-    let t = unsafe { &mut *crate::guard::state() };
+    let t = unsafe { &mut *crate::hot::guard::state() };
     if t.sampler_ready != 0 {
         t.rng = splitmix64(t.rng ^ splitmix64(pid as u64)) | 1;
     }

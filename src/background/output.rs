@@ -54,7 +54,7 @@ pub fn write_atomic(
     fill: &mut dyn FnMut(&mut dyn Write) -> io::Result<()>,
 ) -> io::Result<()> {
     let mut tmp = path.as_os_str().to_owned();
-    tmp.push(format!(".tmp.{}", crate::sys::getpid()));
+    tmp.push(format!(".tmp.{}", crate::hot::sys::getpid()));
     let tmp = PathBuf::from(tmp);
     let c = CString::new(tmp.as_os_str().as_bytes())
         .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
@@ -98,14 +98,14 @@ pub fn write_with_fallback(
                 Some(libc::EACCES | libc::EPERM | libc::EROFS | libc::ENOENT)
             ) =>
         {
-            let cfg = crate::config::get();
+            let cfg = crate::hot::config::get();
             let name = path.file_name().unwrap_or(path.as_os_str());
             let alt = Path::new(cfg.tmpdir.as_str()).join(name);
             match write_atomic(&alt, fill) {
                 Ok(()) => {
-                    crate::log::line(format_args!(
+                    crate::hot::log::line(format_args!(
                         "heaplive[{}]: cannot write {} ({}); wrote {} instead",
-                        crate::sys::getpid(),
+                        crate::hot::sys::getpid(),
                         path.display(),
                         e,
                         alt.display()
@@ -211,7 +211,7 @@ mod tests {
         // A symlink planted at the temporary name is not followed.
         let victim = dir.join("victim");
         std::fs::write(&victim, "keep").unwrap();
-        let tmp = format!("{}.tmp.{}", target.display(), crate::sys::getpid());
+        let tmp = format!("{}.tmp.{}", target.display(), crate::hot::sys::getpid());
         std::os::unix::fs::symlink(&victim, &tmp).unwrap();
         assert!(write_atomic(&target, &mut |w| w.write_all(b"x 2\n")).is_err());
         assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");

@@ -11,8 +11,8 @@
 //! NULL: a C program has no libstdc++, and a C++ library dlopen'ed
 //! RTLD_LOCAL binds its `new` to ours while RTLD_NEXT finds nothing.
 
-use crate::guard::Busy;
-use crate::sys::ErrnoGuard;
+use crate::hot::guard::Busy;
+use crate::hot::sys::ErrnoGuard;
 use core::ffi::{c_char, c_void};
 use core::sync::atomic::{AtomicU8, AtomicUsize, Ordering::*};
 
@@ -173,14 +173,14 @@ pub fn resolve_all() {
     }
     let _busy = Busy::enter();
     let _errno = ErrnoGuard::save();
-    crate::config::load();
+    crate::hot::config::load();
     for i in 0..FIRST_CXX {
         // SAFETY: NAMES are NUL-terminated; RTLD_NEXT is a valid handle.
         let p = unsafe { libc::dlsym(libc::RTLD_NEXT, NAMES[i].as_ptr().cast()) };
         SLOTS[i].store(p as usize, Release);
     }
     clear_dlerror();
-    crate::shadow::init();
+    crate::hot::shadow::init();
     STATE.store(RESOLVED, Release);
 }
 
@@ -312,7 +312,7 @@ pub fn boot_alloc(size: usize, align: usize) -> *mut c_void {
         let end = match (start - boot_base()).checked_add(size) {
             Some(e) if e <= BOOT_LEN => e,
             _ => {
-                crate::sys::set_errno(libc::ENOMEM);
+                crate::hot::sys::set_errno(libc::ENOMEM);
                 return core::ptr::null_mut();
             }
         };
@@ -395,7 +395,7 @@ pub fn calloc(n: usize, size: usize) -> *mut c_void {
             // The bootstrap buffer is zeroed and never reused.
             Some(total) => boot_alloc(total, HEADER),
             None => {
-                crate::sys::set_errno(libc::ENOMEM);
+                crate::hot::sys::set_errno(libc::ENOMEM);
                 core::ptr::null_mut()
             }
         },

@@ -6,7 +6,7 @@
 //! one of its own files: we write to fd 2 only while it is still the file it
 //! was at load (same device and inode). A broken pipe raises no SIGPIPE.
 
-use crate::sys::{self, StackBuf};
+use crate::hot::sys::{self, StackBuf};
 use core::fmt::Write;
 use core::sync::atomic::{AtomicI32, Ordering::*};
 
@@ -40,7 +40,7 @@ fn log_fd() -> Option<i32> {
         }
         _ => {}
     }
-    let cfg = crate::config::get();
+    let cfg = crate::hot::config::get();
     if cfg.log.is_empty() {
         LOG_STATE.store(2, Release);
         return None;
@@ -62,7 +62,7 @@ fn log_fd() -> Option<i32> {
             b,
             "heaplive: cannot open HEAPLIVE_LOG='{}' ({}); using stderr\n",
             cfg.log.as_str(),
-            crate::output::errno_text(sys::errno())
+            crate::background::output::errno_text(sys::errno())
         );
         write_stderr(b.as_bytes());
         return None;

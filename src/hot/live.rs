@@ -7,8 +7,8 @@
 //! a new table with mmap (a system call, on the slow path only), and the
 //! dump copies entries out into a buffer it reserved before locking.
 
-use crate::lock::SpinLock;
-use crate::stacks::StackId;
+use crate::hot::lock::SpinLock;
+use crate::hot::stacks::StackId;
 
 const SHARDS: usize = 256;
 const INITIAL: usize = 256;
@@ -80,7 +80,7 @@ impl Table {
 
     fn grow(&mut self) -> bool {
         let new_cap = if self.cap == 0 { INITIAL } else { self.cap * 2 };
-        let p = crate::sys::map(new_cap * core::mem::size_of::<Entry>()) as *mut Entry;
+        let p = crate::hot::sys::map(new_cap * core::mem::size_of::<Entry>()) as *mut Entry;
         if p.is_null() {
             return false;
         }
@@ -100,7 +100,7 @@ impl Table {
         }
         if !old.slots.is_null() {
             // SAFETY: the old table is no longer referenced.
-            unsafe { crate::sys::unmap(old.slots.cast(), old.cap * core::mem::size_of::<Entry>()) };
+            unsafe { crate::hot::sys::unmap(old.slots.cast(), old.cap * core::mem::size_of::<Entry>()) };
         }
         true
     }
@@ -186,7 +186,7 @@ pub fn untrack(addr: usize) -> Option<Entry> {
     let mut t = shard_of(addr).lock();
     let e = t.take(addr);
     if e.is_some() {
-        crate::shadow::clear(addr);
+        crate::hot::shadow::clear(addr);
     }
     e
 }

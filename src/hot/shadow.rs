@@ -133,14 +133,14 @@ pub fn init() {
     if !FLAT.load(Acquire).is_null() {
         return;
     }
-    let p = crate::sys::map(FLAT_BYTES) as *mut AtomicU64;
+    let p = crate::hot::sys::map(FLAT_BYTES) as *mut AtomicU64;
     if !p.is_null()
         && FLAT
             .compare_exchange(null_mut(), p, AcqRel, Acquire)
             .is_err()
     {
         // SAFETY: nobody saw `p`.
-        unsafe { crate::sys::unmap(p.cast(), FLAT_BYTES) };
+        unsafe { crate::hot::sys::unmap(p.cast(), FLAT_BYTES) };
     }
 }
 
@@ -240,7 +240,7 @@ fn get_or_make<T>(slot: &AtomicPtr<T>, bytes: usize) -> *mut T {
     if !p.is_null() {
         return p;
     }
-    let fresh = crate::sys::map(bytes) as *mut T;
+    let fresh = crate::hot::sys::map(bytes) as *mut T;
     if fresh.is_null() {
         return null_mut();
     }
@@ -248,7 +248,7 @@ fn get_or_make<T>(slot: &AtomicPtr<T>, bytes: usize) -> *mut T {
         Ok(_) => fresh,
         Err(winner) => {
             // SAFETY: nobody saw `fresh`.
-            unsafe { crate::sys::unmap(fresh.cast(), bytes) };
+            unsafe { crate::hot::sys::unmap(fresh.cast(), bytes) };
             winner
         }
     }
@@ -378,7 +378,7 @@ pub fn prune() -> usize {
                 if !leaf.is_null() {
                     // SAFETY: the count is zero and LOCKED keeps setters
                     // out, so no bit is set or will be until we finish.
-                    unsafe { crate::sys::discard(leaf.cast(), LEAF_BYTES) };
+                    unsafe { crate::hot::sys::discard(leaf.cast(), LEAF_BYTES) };
                 }
                 for w in page_words(l3, i, region_base(base, i)) {
                     w.store(0, Release);

@@ -6,7 +6,7 @@
 //! lock-free; a new stack claims a slot with compare-and-swap and copies its
 //! frames into the arena. Slots are never removed.
 
-use crate::arena::Arena;
+use crate::hot::arena::Arena;
 use core::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering::*};
 
 pub const MAX_FRAMES: usize = 128;
@@ -44,7 +44,7 @@ fn slots() -> *mut Slot {
     if p != 0 {
         return p as *mut Slot;
     }
-    let fresh = crate::sys::map(CAPACITY * core::mem::size_of::<Slot>());
+    let fresh = crate::hot::sys::map(CAPACITY * core::mem::size_of::<Slot>());
     if fresh.is_null() {
         return fresh.cast();
     }
@@ -52,7 +52,7 @@ fn slots() -> *mut Slot {
         Ok(_) => fresh.cast(),
         Err(winner) => {
             // SAFETY: nobody saw `fresh`.
-            unsafe { crate::sys::unmap(fresh, CAPACITY * core::mem::size_of::<Slot>()) };
+            unsafe { crate::hot::sys::unmap(fresh, CAPACITY * core::mem::size_of::<Slot>()) };
             winner as *mut Slot
         }
     }
@@ -237,7 +237,7 @@ pub fn capture(buf: &mut [usize; MAX_FRAMES]) -> usize {
         }
     }
     // Then the real operator new, which our trampolines jump into.
-    while start < n && crate::real::in_real_new(buf[start]) {
+    while start < n && crate::hot::real::in_real_new(buf[start]) {
         start += 1;
     }
     buf.copy_within(start..n, 0);

@@ -25,6 +25,8 @@
 //! Debug files are memory-mapped: a file truncated on disk while mapped would
 //! fault (SIGBUS), as with any mmap-based symbolizer.
 
+pub mod modules;
+
 use std::collections::HashMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -33,8 +35,8 @@ use std::time::{Instant, SystemTime};
 use memmap2::Mmap;
 use object::{Object, ObjectSection, ObjectSymbol, SymbolKind};
 
-use crate::modules::{self, Module};
-use crate::profile::{Frame, Mapping};
+use modules::Module;
+use crate::background::profile::{Frame, Mapping};
 
 /// Where to look for debug info and how to print names.
 #[derive(Clone, Debug)]

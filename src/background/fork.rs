@@ -10,9 +10,12 @@
 //! lock held by a thread that does not exist in it notices when it has
 //! spun for a while (the pid changed) and resets the locks.
 
-use crate::guard::Busy;
-use crate::real::{self, Sym, call};
-use crate::{dump, live, stacks, sys};
+use crate::hot::guard::Busy;
+use crate::hot::real::{self, Sym, call};
+use crate::background::dumper as dump;
+use crate::hot::live;
+use crate::hot::stacks;
+use crate::hot::sys;
 use core::sync::atomic::{AtomicU32, Ordering::*};
 
 static PID: AtomicU32 = AtomicU32::new(0);
@@ -25,10 +28,10 @@ pub fn pid() -> u32 {
 
 extern "C" fn prepare() {
     let _busy = Busy::enter();
-    crate::leaks::lock_reporting_for_fork();
+    crate::hot::leak_check::lock_reporting_for_fork();
     dump::DUMP.lock_raw();
-    crate::modules::lock_for_fork();
-    crate::leaks::lock_for_fork();
+    crate::symbolize::modules::lock_for_fork();
+    crate::hot::leak_check::lock_for_fork();
     stacks::lock_for_fork();
     live::lock_all_for_fork();
 }
@@ -51,10 +54,10 @@ unsafe fn unlock_all() {
     unsafe {
         live::unlock_all_after_fork();
         stacks::unlock_after_fork();
-        crate::leaks::unlock_after_fork();
-        crate::modules::unlock_after_fork();
+        crate::hot::leak_check::unlock_after_fork();
+        crate::symbolize::modules::unlock_after_fork();
         dump::DUMP.unlock_raw();
-        crate::leaks::unlock_reporting_after_fork();
+        crate::hot::leak_check::unlock_reporting_after_fork();
     }
 }
 
@@ -65,9 +68,9 @@ fn become_child() {
     let pid = sys::getpid();
     PID.store(pid, Release);
     // Parent and child would otherwise draw the same sampling gaps.
-    crate::sampler::reseed_after_fork(pid);
+    crate::hot::sampler::reseed_after_fork(pid);
     dump::reset_after_fork(&mut dump::DUMP.lock());
-    crate::shadow::reset_after_fork();
+    crate::hot::shadow::reset_after_fork();
 }
 
 /// Called by a spin lock that has waited long: if the pid changed behind
@@ -163,7 +166,7 @@ extern "C" fn exec_prepare(sym: usize) -> usize {
     let _errno = sys::ErrnoGuard::save();
     // Not in the child of a vfork (it shares the parent's memory and thread,
     // and must do nothing but exec): there our pid is still the parent's.
-    if !crate::guard::busy() && sys::getpid() == pid() {
+    if !crate::hot::guard::busy() && sys::getpid() == pid() {
         dump::before_exec();
     }
     let s = Sym::from_index(sym).unwrap_or(Sym::Execve);

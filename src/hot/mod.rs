@@ -1,0 +1,14 @@
+pub mod arena;
+pub mod config;
+pub mod guard;
+pub mod leak_check;
+pub mod live;
+pub mod lock;
+pub mod log;
+pub mod real;
+pub mod sampler;
+pub mod shadow;
+pub mod signal;
+pub mod stacks;
+pub mod sys;
+pub mod track;

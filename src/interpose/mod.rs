@@ -1,0 +1,2 @@
+pub mod alloc;
+pub mod dl;
