@@ -25,7 +25,6 @@
 //! | `leaks`, `log` | leak warnings and heaplive's own lines |
 //! | `config` | every `HEAPLIVE_*` variable |
 #![deny(unsafe_op_in_unsafe_fn)]
-#![allow(clippy::missing_safety_doc)]
 // Unit tests do not export the hooks, so code reachable only from them looks dead.
 #![cfg_attr(test, allow(dead_code))]
 
@@ -63,11 +62,13 @@ unsafe impl GlobalAlloc for RealAllocator {
         }
     }
     unsafe fn dealloc(&self, p: *mut u8, _l: Layout) {
-        hot::real::free(p.cast())
+        // SAFETY: GlobalAlloc::dealloc gets a block of this allocator.
+        unsafe { hot::real::free(p.cast()) }
     }
     unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
         if l.align() <= 16 {
-            hot::real::realloc(p.cast(), new).cast()
+            // SAFETY: GlobalAlloc::realloc gets a block of this allocator.
+            unsafe { hot::real::realloc(p.cast(), new).cast() }
         } else {
             // SAFETY: as GlobalAlloc::realloc's default: alloc, copy, free.
             unsafe {
@@ -86,6 +87,15 @@ unsafe impl GlobalAlloc for RealAllocator {
 #[global_allocator]
 static ALLOCATOR: RealAllocator = RealAllocator;
 
+/// The background layer's entry points, for the layers below it.
+#[cfg(not(test))]
+static SERVICES: hot::services::Services = hot::services::Services {
+    start_dumper: background::dumper::start_dumper,
+    before_exec: background::dumper::before_exec,
+    dump_now: background::dumper::dump_now,
+    modules_changed: symbolize::modules::refresh,
+};
+
 /// Runs when the library is loaded (after the first allocations, which
 /// already resolved the real functions and read the settings).
 #[cfg(not(test))]
@@ -93,13 +103,14 @@ static ALLOCATOR: RealAllocator = RealAllocator;
 fn init() {
     let _busy = hot::guard::Busy::enter();
     let _errno = hot::sys::ErrnoGuard::save();
+    hot::services::install(&SERVICES);
     hot::real::resolve_all();
     hot::log::init();
     background::fork::init();
     hot::signal::install();
     // Always: besides dumps and warnings, the thread prunes the shadow
     // bitmap, which keeps its memory bounded.
-    background::dumper::ensure_dumper();
+    hot::trigger::ensure_dumper();
     // SAFETY: a plain function that stays mapped.
     unsafe { libc::atexit(background::dumper::at_exit) };
 }

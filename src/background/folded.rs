@@ -12,11 +12,9 @@ use std::io::{self, Write};
 pub fn frame_text(f: &Frame, lines: bool) -> String {
     let mut s = String::with_capacity(f.function.len() + 24);
     s.push_str(&f.function);
-    if lines {
-        if let (Some(file), Some(line)) = (&f.file, f.line) {
-            let base = file.rsplit('/').next().unwrap_or(file);
-            s.push_str(&format!(" ({}:{})", base, line));
-        }
+    if lines && let (Some(file), Some(line)) = (&f.file, f.line) {
+        let base = file.rsplit('/').next().unwrap_or(file);
+        s.push_str(&format!(" ({}:{})", base, line));
     }
     s.chars()
         .map(|c| match c {

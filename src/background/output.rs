@@ -43,10 +43,6 @@ pub fn pprof_name(folded: &Path) -> PathBuf {
     PathBuf::from(std::ffi::OsStr::from_bytes(&v))
 }
 
-pub fn errno_text(e: i32) -> String {
-    io::Error::from_raw_os_error(e).to_string()
-}
-
 /// Creates `path`'s temporary sibling 0600 without following symlinks,
 /// lets `fill` write it, then renames it into place.
 pub fn write_atomic(

@@ -1,7 +1,7 @@
 //! A bump arena over our own mmap: memory for stack records that lives as
 //! long as the process. Never returns memory; never calls the allocator.
 
-use crate::hot::lock::SpinLock;
+use crate::hot::lock::{Rank, SpinLock};
 
 const CHUNK: usize = 4 << 20;
 
@@ -17,7 +17,7 @@ pub struct Arena {
 impl Arena {
     pub const fn new() -> Self {
         Arena {
-            bump: SpinLock::new(Bump { cur: 0, end: 0 }),
+            bump: SpinLock::new(Rank::StackArena, Bump { cur: 0, end: 0 }),
         }
     }
 

@@ -140,7 +140,7 @@ pub fn warn_bad(name: &str, value: &[u8], why: &str, default: &str) {
     let mut b = StackBuf::<512>::new();
     let _ = write!(b, "heaplive: {}='", name);
     b.push_bytes(&value[..value.len().min(200)]);
-    let _ = write!(b, "' {}; using the default {}\n", why, default);
+    let _ = writeln!(b, "' {}; using the default {}", why, default);
     crate::hot::sys::write_all(2, b.as_bytes());
 }
 
@@ -165,15 +165,15 @@ pub fn load() {
         "0 (seed from the clock)",
         |v| parse_u64(v).ok_or("is not a whole number"),
     );
-    if let Some(v) = env(b"HEAPLIVE_OUTPUT\0") {
-        if v.is_empty() || !c.output.set(v) {
-            warn_bad(
-                "HEAPLIVE_OUTPUT",
-                v,
-                "is empty or longer than 4096 bytes",
-                DEFAULT_OUTPUT,
-            );
-        }
+    if let Some(v) = env(b"HEAPLIVE_OUTPUT\0")
+        && (v.is_empty() || !c.output.set(v))
+    {
+        warn_bad(
+            "HEAPLIVE_OUTPUT",
+            v,
+            "is empty or longer than 4096 bytes",
+            DEFAULT_OUTPUT,
+        );
     }
     load_var(
         b"HEAPLIVE_DUMP_AT_EXIT\0",
@@ -215,10 +215,10 @@ pub fn load() {
             "/usr/lib/debug only",
         ),
     ] {
-        if let Some(v) = env(name) {
-            if !slot.set(v) {
-                warn_bad(shown(name), v, "is longer than 4096 bytes", default);
-            }
+        if let Some(v) = env(name)
+            && !slot.set(v)
+        {
+            warn_bad(shown(name), v, "is longer than 4096 bytes", default);
         }
     }
     load_var(b"HEAPLIVE_LINES\0", &mut c.lines, "0", bool_value);

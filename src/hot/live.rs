@@ -7,7 +7,7 @@
 //! a new table with mmap (a system call, on the slow path only), and the
 //! dump copies entries out into a buffer it reserved before locking.
 
-use crate::hot::lock::SpinLock;
+use crate::hot::lock::{Rank, SpinLock};
 use crate::hot::stacks::StackId;
 
 const SHARDS: usize = 256;
@@ -51,11 +51,14 @@ unsafe impl Send for Table {}
 struct Shard(SpinLock<Table>);
 
 #[allow(clippy::declare_interior_mutable_const)]
-const EMPTY: Shard = Shard(SpinLock::new(Table {
-    slots: core::ptr::null_mut(),
-    cap: 0,
-    len: 0,
-}));
+const EMPTY: Shard = Shard(SpinLock::new(
+    Rank::LiveShard,
+    Table {
+        slots: core::ptr::null_mut(),
+        cap: 0,
+        len: 0,
+    },
+));
 static SHARDS_: [Shard; SHARDS] = [EMPTY; SHARDS];
 
 #[inline]
@@ -72,10 +75,17 @@ impl Table {
         (mix(addr) as usize) & (self.cap - 1)
     }
 
-    fn at(&self, i: usize) -> &mut Entry {
-        // SAFETY: i < cap, slots maps cap entries, and the shard lock gives
-        // us exclusive access.
-        unsafe { &mut *self.slots.add(i) }
+    fn at(&self, i: usize) -> Entry {
+        debug_assert!(i < self.cap);
+        // SAFETY: i < cap, slots maps cap entries, and the shard lock
+        // serializes access.
+        unsafe { *self.slots.add(i) }
+    }
+
+    fn set(&mut self, i: usize, e: Entry) {
+        debug_assert!(i < self.cap);
+        // SAFETY: as `at`; `&mut self` means we hold the shard lock.
+        unsafe { *self.slots.add(i) = e }
     }
 
     fn grow(&mut self) -> bool {
@@ -93,14 +103,16 @@ impl Table {
         self.cap = new_cap;
         self.len = 0;
         for i in 0..old.cap {
-            let e = *old.at(i);
+            let e = old.at(i);
             if e.addr != 0 {
                 self.put(e);
             }
         }
         if !old.slots.is_null() {
             // SAFETY: the old table is no longer referenced.
-            unsafe { crate::hot::sys::unmap(old.slots.cast(), old.cap * core::mem::size_of::<Entry>()) };
+            unsafe {
+                crate::hot::sys::unmap(old.slots.cast(), old.cap * core::mem::size_of::<Entry>())
+            };
         }
         true
     }
@@ -111,10 +123,9 @@ impl Table {
     fn put(&mut self, e: Entry) -> Option<Entry> {
         let mut i = self.home(e.addr);
         loop {
-            let s = self.at(i);
-            if s.addr == 0 || s.addr == e.addr {
-                let old = *s;
-                *s = e;
+            let old = self.at(i);
+            if old.addr == 0 || old.addr == e.addr {
+                self.set(i, e);
                 if old.addr == 0 {
                     self.len += 1;
                     return None;
@@ -131,7 +142,7 @@ impl Table {
         }
         let mut i = self.home(addr);
         loop {
-            let e = *self.at(i);
+            let e = self.at(i);
             if e.addr == 0 {
                 return None;
             }
@@ -140,13 +151,13 @@ impl Table {
             }
             i = (i + 1) & (self.cap - 1);
         }
-        let found = *self.at(i);
+        let found = self.at(i);
         // Backward-shift deletion: pull later entries of the run into the
         // hole when their home allows it.
         let mut hole = i;
         let mut j = (i + 1) & (self.cap - 1);
         loop {
-            let e = *self.at(j);
+            let e = self.at(j);
             if e.addr == 0 {
                 break;
             }
@@ -154,12 +165,12 @@ impl Table {
             let dist_hole = hole.wrapping_sub(home) & (self.cap - 1);
             let dist_j = j.wrapping_sub(home) & (self.cap - 1);
             if dist_hole <= dist_j {
-                *self.at(hole) = e;
+                self.set(hole, e);
                 hole = j;
             }
             j = (j + 1) & (self.cap - 1);
         }
-        *self.at(hole) = Entry::default();
+        self.set(hole, Entry::default());
         self.len -= 1;
         Some(found)
     }
@@ -206,7 +217,7 @@ pub fn snapshot(out: &mut Vec<Entry>) {
                 continue;
             }
             for i in 0..t.cap {
-                let e = *t.at(i);
+                let e = t.at(i);
                 if e.addr != 0 {
                     out.push(e);
                 }

@@ -1,11 +1,60 @@
-//! The one lock type of the hooks: a word-sized spin lock that yields under
-//! contention. Never held while calling anything that may allocate.
+//! The one lock type of the library: a word-sized spin lock that yields
+//! under contention, with a rank. Never held while calling anything that
+//! may allocate through the wrapped allocator.
+//!
+//! Lock ranks: a thread that holds a lock only takes locks of a higher
+//! rank. The fork handlers (`background::fork`) take every lock in this
+//! order and release them in reverse, as jemalloc's witness ranks and
+//! prefork do. In test builds, taking a lock out of rank order panics with
+//! both ranks named.
+//!
+//! A `_Fork()` child runs no atfork handlers and may find a lock held by a
+//! thread that only exists in the parent. A spin that waits long asks the
+//! hook installed with [`set_orphan_check`] (the fork layer: did our pid
+//! change? then release everything).
 
 use core::cell::UnsafeCell;
-use core::sync::atomic::{AtomicU32, Ordering::*};
+use core::sync::atomic::{AtomicU32, AtomicUsize, Ordering::*};
+
+/// Every lock of the library, outermost first. The fork handlers take them
+/// in this order; `background::fork::FORK_ORDER` lists one entry per rank.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
+#[repr(u8)]
+pub enum Rank {
+    /// The leak reporter, held while it writes queued warnings; it takes
+    /// the dump lock inside (to symbolize).
+    Reporting,
+    /// Dumps, the symbolizer and its caches; bitmap pruning.
+    Dump,
+    /// The module registry (taken by the dump and by dlopen/dlclose).
+    Modules,
+    /// The program's virtual disposition of the dump signal.
+    SignalAction,
+    /// The leak warning queue (allocation path, after the live table).
+    LeakQueue,
+    /// The stack table's arena (allocation path).
+    StackArena,
+    /// The live table's shards (allocation and free paths); the 256 shards
+    /// share one rank and are never nested.
+    LiveShard,
+}
+
+impl Rank {
+    pub const ALL: [Rank; 7] = [
+        Rank::Reporting,
+        Rank::Dump,
+        Rank::Modules,
+        Rank::SignalAction,
+        Rank::LeakQueue,
+        Rank::StackArena,
+        Rank::LiveShard,
+    ];
+}
 
 pub struct SpinLock<T> {
     word: AtomicU32,
+    #[cfg_attr(not(test), allow(dead_code))] // checked in test builds
+    rank: Rank,
     value: UnsafeCell<T>,
 }
 
@@ -17,16 +66,36 @@ pub struct Locked<'a, T> {
     lock: &'a SpinLock<T>,
 }
 
+/// The hook a long spin calls (a function pointer; 0 = none).
+static ORPHAN_CHECK: AtomicUsize = AtomicUsize::new(0);
+
+/// Installs the check a long spin runs (the fork layer's).
+pub fn set_orphan_check(f: fn()) {
+    ORPHAN_CHECK.store(f as usize, Release);
+}
+
+fn orphan_check() {
+    let f = ORPHAN_CHECK.load(Acquire);
+    if f != 0 {
+        // SAFETY: only `set_orphan_check` stores, and it stores a fn().
+        let f: fn() = unsafe { core::mem::transmute::<usize, fn()>(f) };
+        f();
+    }
+}
+
 impl<T> SpinLock<T> {
-    pub const fn new(v: T) -> Self {
+    pub const fn new(rank: Rank, v: T) -> Self {
         SpinLock {
             word: AtomicU32::new(0),
+            rank,
             value: UnsafeCell::new(v),
         }
     }
 
     #[inline]
     pub fn lock(&self) -> Locked<'_, T> {
+        #[cfg(test)]
+        order::acquire(self.rank);
         if self
             .word
             .compare_exchange_weak(0, 1, Acquire, Relaxed)
@@ -55,11 +124,16 @@ impl<T> SpinLock<T> {
             } else {
                 // SAFETY: sched_yield has no preconditions. Contention only.
                 unsafe { libc::sched_yield() };
-                if spins % 4096 == 0 {
-                    crate::background::fork::check_orphaned_locks();
+                if spins.is_multiple_of(4096) {
+                    orphan_check();
                 }
             }
         }
+    }
+
+    #[cfg(test)]
+    pub fn is_locked(&self) -> bool {
+        self.word.load(Relaxed) != 0
     }
 
     /// Takes the lock for a fork's prepare handler; paired with `unlock_raw`.
@@ -73,6 +147,8 @@ impl<T> SpinLock<T> {
     /// # Safety
     /// No live thread of this process may be inside the critical section.
     pub unsafe fn unlock_raw(&self) {
+        #[cfg(test)]
+        order::release(self.rank);
         self.word.store(0, Release);
     }
 }
@@ -94,6 +170,70 @@ impl<T> core::ops::DerefMut for Locked<'_, T> {
 
 impl<T> Drop for Locked<'_, T> {
     fn drop(&mut self) {
+        #[cfg(test)]
+        order::release(self.lock.rank);
         self.lock.word.store(0, Release);
+    }
+}
+
+/// Rank checking in test builds: per thread, the ranks held.
+#[cfg(test)]
+mod order {
+    use super::Rank;
+    use std::cell::RefCell;
+
+    thread_local! {
+        static HELD: RefCell<Vec<Rank>> = const { RefCell::new(Vec::new()) };
+    }
+
+    pub fn acquire(r: Rank) {
+        HELD.with(|h| {
+            let mut h = h.borrow_mut();
+            if let Some(&top) = h.iter().max() {
+                if r <= top {
+                    panic!("lock rank violation: taking {r:?} while holding {top:?}");
+                }
+            }
+            h.push(r);
+        });
+    }
+
+    pub fn release(r: Rank) {
+        HELD.with(|h| {
+            let mut h = h.borrow_mut();
+            if let Some(i) = h.iter().rposition(|&x| x == r) {
+                h.remove(i);
+            }
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranks_in_order_are_fine() {
+        let a = SpinLock::new(Rank::Dump, ());
+        let b = SpinLock::new(Rank::LiveShard, ());
+        let _ga = a.lock();
+        let _gb = b.lock();
+    }
+
+    #[test]
+    #[should_panic(expected = "lock rank violation: taking Dump while holding LiveShard")]
+    fn out_of_rank_order_panics() {
+        let a = SpinLock::new(Rank::Dump, ());
+        let b = SpinLock::new(Rank::LiveShard, ());
+        let _gb = b.lock();
+        let _ga = a.lock();
+    }
+
+    #[test]
+    fn all_ranks_listed_in_order() {
+        for w in Rank::ALL.windows(2) {
+            assert!(w[0] < w[1]);
+        }
+        assert_eq!(Rank::ALL.len(), Rank::LiveShard as usize + 1);
     }
 }

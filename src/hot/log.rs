@@ -58,11 +58,11 @@ fn log_fd() -> Option<i32> {
     if fd < 0 {
         LOG_STATE.store(2, Release);
         let mut b = StackBuf::<600>::new();
-        let _ = write!(
+        let _ = writeln!(
             b,
-            "heaplive: cannot open HEAPLIVE_LOG='{}' ({}); using stderr\n",
+            "heaplive: cannot open HEAPLIVE_LOG='{}' ({}); using stderr",
             cfg.log.as_str(),
-            crate::background::output::errno_text(sys::errno())
+            sys::errno_text(sys::errno())
         );
         write_stderr(b.as_bytes());
         return None;

@@ -211,7 +211,7 @@ fn resolve_cxx(s: Sym) -> usize {
         // SAFETY: RTLD_NOLOAD never loads anything; the handle is released.
         unsafe {
             let h = libc::dlopen(
-                b"libstdc++.so.6\0".as_ptr().cast(),
+                c"libstdc++.so.6".as_ptr(),
                 libc::RTLD_NOLOAD | libc::RTLD_LAZY,
             );
             if !h.is_null() {
@@ -367,8 +367,13 @@ fn malloc_cold(size: usize) -> *mut c_void {
     }
 }
 
+/// Real free.
+///
+/// # Safety
+/// `p` is null or a live block of the real allocator (or of the bootstrap
+/// buffer), not used after this call.
 #[inline(always)]
-pub fn free(p: *mut c_void) {
+pub unsafe fn free(p: *mut c_void) {
     if is_boot(p) {
         return;
     }
@@ -403,7 +408,12 @@ pub fn calloc(n: usize, size: usize) -> *mut c_void {
     }
 }
 
-pub fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
+/// Real realloc.
+///
+/// # Safety
+/// `p` is null or a live block of the real allocator (or of the bootstrap
+/// buffer); after a non-null result it is not used again.
+pub unsafe fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
     if is_boot(p) {
         return boot_realloc(p, size);
     }
@@ -432,7 +442,12 @@ pub fn memalign(align: usize, size: usize) -> *mut c_void {
     }
 }
 
-pub fn malloc_usable_size(p: *mut c_void) -> usize {
+/// Real malloc_usable_size.
+///
+/// # Safety
+/// `p` is null or a live block of the real allocator (or of the bootstrap
+/// buffer).
+pub unsafe fn malloc_usable_size(p: *mut c_void) -> usize {
     if p.is_null() {
         return 0;
     }

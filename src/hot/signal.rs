@@ -4,12 +4,12 @@
 //! layer installs a deferring handler mid-request that re-raises with the
 //! default action: with a plain handler, `kill -USR2 <worker>` kills it. So
 //! for the dump signal only, sigaction, signal, sysv_signal, bsd_signal and
-//! sigset are interposed: the program sees and sets a *virtual*
-//! disposition; the real one stays ours. Our handler asks for a dump, then
+//! sigset are interposed (`interpose::signals`): the program sees and sets
+//! a *virtual* disposition, kept here; the real one stays ours. Our handler asks for a dump, then
 //! calls the program's handler if that is a function (never applying
 //! SIG_DFL or SIG_IGN). Every other signal passes straight through.
 
-use crate::hot::lock::SpinLock;
+use crate::hot::lock::{Rank, SpinLock};
 use crate::hot::real::{self, Sym, call};
 use core::ffi::c_int;
 use core::sync::atomic::{AtomicI32, AtomicUsize, Ordering::*};
@@ -19,9 +19,9 @@ static SIGNAL: AtomicI32 = AtomicI32::new(0);
 static APP_HANDLER: AtomicUsize = AtomicUsize::new(libc::SIG_DFL);
 static APP_FLAGS: AtomicI32 = AtomicI32::new(0);
 /// The whole virtual sigaction, for the program to read back.
-static APP_ACTION: SpinLock<Option<libc::sigaction>> = SpinLock::new(None);
+static APP_ACTION: SpinLock<Option<libc::sigaction>> = SpinLock::new(Rank::SignalAction, None);
 
-fn real_sigaction(sig: c_int, act: *const libc::sigaction, old: *mut libc::sigaction) -> c_int {
+pub fn real_sigaction(sig: c_int, act: *const libc::sigaction, old: *mut libc::sigaction) -> c_int {
     match real::c_fn(Sym::Sigaction) {
         0 => {
             crate::hot::sys::set_errno(libc::ENOSYS);
@@ -38,7 +38,7 @@ fn real_sigaction(sig: c_int, act: *const libc::sigaction, old: *mut libc::sigac
 }
 
 extern "C" fn on_signal(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut core::ffi::c_void) {
-    crate::background::dumper::request_from_signal();
+    crate::hot::trigger::request_from_signal();
     let h = APP_HANDLER.load(Acquire);
     let flags = APP_FLAGS.load(Acquire);
     if h == libc::SIG_DFL || h == libc::SIG_IGN {
@@ -89,12 +89,12 @@ pub fn install() {
 }
 
 #[inline]
-fn is_dump_signal(sig: c_int) -> bool {
+pub fn is_dump_signal(sig: c_int) -> bool {
     sig != 0 && sig == SIGNAL.load(Acquire)
 }
 
 /// The virtual half of sigaction for the dump signal.
-fn virtual_sigaction(act: *const libc::sigaction, old: *mut libc::sigaction) -> c_int {
+pub fn virtual_sigaction(act: *const libc::sigaction, old: *mut libc::sigaction) -> c_int {
     let mut cur = APP_ACTION.lock();
     if !old.is_null() {
         let v = cur.unwrap_or_else(|| {
@@ -116,7 +116,7 @@ fn virtual_sigaction(act: *const libc::sigaction, old: *mut libc::sigaction) -> 
     0
 }
 
-fn set_simple(handler: libc::sighandler_t, flags: c_int) -> libc::sighandler_t {
+pub fn set_simple(handler: libc::sighandler_t, flags: c_int) -> libc::sighandler_t {
     // SAFETY: zeroed sigaction with an empty mask.
     let mut act: libc::sigaction = unsafe { core::mem::zeroed() };
     act.sa_sigaction = handler;
@@ -126,65 +126,13 @@ fn set_simple(handler: libc::sighandler_t, flags: c_int) -> libc::sighandler_t {
     old.sa_sigaction
 }
 
-#[cfg_attr(not(test), unsafe(no_mangle))]
-pub unsafe extern "C" fn sigaction(
-    sig: c_int,
-    act: *const libc::sigaction,
-    old: *mut libc::sigaction,
-) -> c_int {
-    if is_dump_signal(sig) {
-        return virtual_sigaction(act, old);
-    }
-    real_sigaction(sig, act, old)
+pub fn lock_for_fork() {
+    APP_ACTION.lock_raw();
 }
 
-macro_rules! simple_signal_export {
-    ($name:ident, $sym:ident, $flags:expr) => {
-        #[cfg_attr(not(test), unsafe(no_mangle))]
-        pub unsafe extern "C" fn $name(
-            sig: c_int,
-            handler: libc::sighandler_t,
-        ) -> libc::sighandler_t {
-            if is_dump_signal(sig) {
-                return set_simple(handler, $flags);
-            }
-            match real::c_fn(Sym::$sym) {
-                0 => libc::SIG_ERR,
-                a => call!(
-                    a,
-                    fn(c_int, libc::sighandler_t) -> libc::sighandler_t,
-                    sig,
-                    handler
-                ),
-            }
-        }
-    };
-}
-
-// glibc's signal() and bsd_signal() have BSD semantics; sysv_signal()
-// resets the handler on delivery and does not block the signal.
-simple_signal_export!(signal, Signal, libc::SA_RESTART);
-simple_signal_export!(bsd_signal, BsdSignal, libc::SA_RESTART);
-simple_signal_export!(
-    sysv_signal,
-    SysvSignal,
-    libc::SA_RESETHAND | libc::SA_NODEFER
-);
-
-const SIG_HOLD: libc::sighandler_t = 2;
-
-#[cfg_attr(not(test), unsafe(no_mangle))]
-pub unsafe extern "C" fn sigset(sig: c_int, handler: libc::sighandler_t) -> libc::sighandler_t {
-    if is_dump_signal(sig) && handler != SIG_HOLD {
-        return set_simple(handler, 0);
-    }
-    match real::c_fn(Sym::Sigset) {
-        0 => libc::SIG_ERR,
-        a => call!(
-            a,
-            fn(c_int, libc::sighandler_t) -> libc::sighandler_t,
-            sig,
-            handler
-        ),
-    }
+/// # Safety
+/// Fork handlers only, paired with `lock_for_fork`.
+pub unsafe fn unlock_after_fork() {
+    // SAFETY: guaranteed by the caller.
+    unsafe { APP_ACTION.unlock_raw() };
 }

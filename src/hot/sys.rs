@@ -118,7 +118,7 @@ fn clock_nanos(clock: libc::clockid_t) -> i64 {
     };
     // SAFETY: ts is a valid out-pointer.
     unsafe { libc::clock_gettime(clock, &mut ts) };
-    ts.tv_sec as i64 * 1_000_000_000 + ts.tv_nsec as i64
+    ts.tv_sec * 1_000_000_000 + ts.tv_nsec
 }
 
 /// Monotonic clock in nanoseconds (vDSO: no system call).
@@ -260,4 +260,27 @@ impl OwnFd {
     pub fn forget(&self) {
         self.fd.store(-1, core::sync::atomic::Ordering::Release);
     }
+}
+
+/// An errno value shown as std shows it ("No such file or directory (os
+/// error 2)"), without allocating.
+pub struct ErrnoText(pub i32);
+
+impl core::fmt::Display for ErrnoText {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let mut buf = [0u8; 128];
+        // SAFETY: the buffer and its length match; the XSI strerror_r writes
+        // a NUL-terminated message into it.
+        let r = unsafe { libc::strerror_r(self.0, buf.as_mut_ptr().cast(), buf.len()) };
+        let len = buf.iter().position(|&b| b == 0).unwrap_or(0);
+        match core::str::from_utf8(&buf[..len]) {
+            Ok(m) if r == 0 && !m.is_empty() => write!(f, "{m} (os error {})", self.0),
+            _ => write!(f, "Unknown error {} (os error {})", self.0, self.0),
+        }
+    }
+}
+
+/// See [`ErrnoText`].
+pub fn errno_text(e: i32) -> ErrnoText {
+    ErrnoText(e)
 }

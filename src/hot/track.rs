@@ -4,13 +4,13 @@
 //! Hot path of an allocation: the guard check and one subtract-and-branch.
 //! Hot path of a free: the shadow bitmap test.
 
+use crate::hot::config;
 use crate::hot::guard::{self, Busy};
 use crate::hot::live::{self, Entry};
-use crate::hot::sys::ErrnoGuard;
-use crate::hot::config;
 use crate::hot::sampler;
 use crate::hot::shadow;
 use crate::hot::stacks;
+use crate::hot::sys::ErrnoGuard;
 use core::ffi::c_void;
 
 /// Counts an allocation of `size` bytes at `p` (non-null) toward this
@@ -66,7 +66,7 @@ fn alloc_slow(p: *mut c_void, size: usize) {
 }
 
 fn record(addr: usize, size: usize, interval: u64) {
-    crate::background::dumper::ensure_dumper();
+    crate::hot::trigger::ensure_dumper();
     let mut buf = [0usize; stacks::MAX_FRAMES];
     let n = stacks::capture(&mut buf);
     let id = stacks::intern(&buf[..n]);

@@ -31,6 +31,10 @@ extern "C" fn dlopen_prepare(flags: c_int) -> usize {
 
 /// `void *dlopen(const char *file, int flags)`: a trampoline that keeps the
 /// caller's return address for the real dlopen.
+/// `dlopen`.
+///
+/// # Safety
+/// The contract of C's `dlopen` (dlopen(3)).
 #[cfg_attr(not(test), unsafe(no_mangle))]
 #[unsafe(naked)]
 pub unsafe extern "C" fn dlopen(file: *const c_char, flags: c_int) -> *mut c_void {
@@ -55,12 +59,18 @@ pub unsafe extern "C" fn dlopen(file: *const c_char, flags: c_int) -> *mut c_voi
     )
 }
 
+/// `dlclose`.
+///
+/// # Safety
+/// The contract of C's `dlclose` (dlopen(3)).
 #[cfg_attr(not(test), unsafe(no_mangle))]
 pub unsafe extern "C" fn dlclose(handle: *mut c_void) -> c_int {
     if !crate::hot::guard::busy() {
         let _busy = crate::hot::guard::Busy::enter();
         let _errno = crate::hot::sys::ErrnoGuard::save();
-        crate::symbolize::modules::refresh();
+        if let Some(s) = crate::hot::services::get() {
+            (s.modules_changed)();
+        }
     }
     match real::c_fn(Sym::Dlclose) {
         0 => -1,

@@ -35,8 +35,8 @@ use std::time::{Instant, SystemTime};
 use memmap2::Mmap;
 use object::{Object, ObjectSection, ObjectSymbol, SymbolKind};
 
-use modules::Module;
 use crate::background::profile::{Frame, Mapping};
+use modules::Module;
 
 /// Where to look for debug info and how to print names.
 #[derive(Clone, Debug)]

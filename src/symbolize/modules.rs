@@ -12,6 +12,7 @@
 //! Everything here runs on ordinary threads only (never in a signal handler,
 //! never on an allocation path) and allocates freely.
 
+use crate::hot::lock::{Rank, SpinLock};
 use std::ffi::CStr;
 
 /// One ELF object seen by `dl_iterate_phdr`.
@@ -42,10 +43,13 @@ struct Registry {
     counters: Option<(u64, u64)>,
 }
 
-static REGISTRY: spin::Mutex<Registry> = spin::Mutex::new(Registry {
-    modules: Vec::new(),
-    counters: None,
-});
+static REGISTRY: SpinLock<Registry> = SpinLock::new(
+    Rank::Modules,
+    Registry {
+        modules: Vec::new(),
+        counters: None,
+    },
+);
 
 /// What the `dl_iterate_phdr` callback copies out, before paths are resolved
 /// (kept minimal: the callback runs under the loader's lock).
@@ -146,7 +150,7 @@ pub fn get(index: usize) -> Option<Module> {
 /// For the atfork prepare handler: take the registry lock so that no other
 /// thread holds it across `fork`. Pair with [`unlock_after_fork`].
 pub fn lock_for_fork() {
-    core::mem::forget(REGISTRY.lock());
+    REGISTRY.lock_raw();
 }
 
 /// For the atfork parent and child handlers.
@@ -156,7 +160,7 @@ pub fn lock_for_fork() {
 /// without atfork handlers, when the holder no longer exists).
 pub unsafe fn unlock_after_fork() {
     // SAFETY: the caller guarantees no live guard exists.
-    unsafe { REGISTRY.force_unlock() };
+    unsafe { REGISTRY.unlock_raw() };
 }
 
 fn find_in(modules: &[Module], ip: u64) -> Option<usize> {
@@ -195,6 +199,11 @@ fn resolve_path(name: &[u8], exe: Option<&str>) -> Option<String> {
 
 type CollectState<'a> = (&'a mut Vec<RawModule>, &'a mut (u64, u64));
 
+/// `dl_iterate_phdr`'s callback for [`refresh`].
+///
+/// # Safety
+/// Called by `dl_iterate_phdr` with a valid `info` and `data` pointing to a
+/// `CollectState`.
 unsafe extern "C" fn collect_cb(
     info: *mut libc::dl_phdr_info,
     _size: libc::size_t,
@@ -306,6 +315,9 @@ pub(crate) fn parse_build_id_note(mut notes: &[u8]) -> Option<&[u8]> {
 }
 
 fn load_counters() -> Option<(u64, u64)> {
+    /// # Safety
+    /// Called by `dl_iterate_phdr` with a valid `info` and `data` pointing
+    /// to the `Option` below.
     unsafe extern "C" fn cb(
         info: *mut libc::dl_phdr_info,
         _size: libc::size_t,

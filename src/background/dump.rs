@@ -1,0 +1,242 @@
+//! Building and writing a dump: snapshot the live table, group samples by
+//! stack, symbolize each distinct address once (cached across dumps), write
+//! the files and the summary line.
+//!
+//! Every dump runs with the thread's guard set, under one dump lock
+//! (`Rank::Dump`) that is never taken on an allocation path.
+
+use crate::background::output;
+use crate::background::profile::{Location, Profile, Sample};
+use crate::hot::lock::{Rank, SpinLock};
+use crate::hot::{config, live, log, sampler, stacks, sys};
+use crate::symbolize::{SymConfig, Symbolizer};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering::*};
+
+/// Monotonic time the profile started (for pprof's duration).
+pub static STARTED_NS: AtomicU64 = AtomicU64::new(0);
+
+pub struct DumpState {
+    symbolizer: Option<Symbolizer>,
+    /// Files written by this process (`%n` of the next is this + 1).
+    pub seq: u32,
+    entries: Vec<live::Entry>,
+}
+
+pub static DUMP: SpinLock<DumpState> = SpinLock::new(
+    Rank::Dump,
+    DumpState {
+        symbolizer: None,
+        seq: 0,
+        entries: Vec::new(),
+    },
+);
+
+pub struct Written {
+    pub path: PathBuf,
+    pub total: u64,
+}
+
+pub fn symbolizer_of(st: &mut DumpState) -> &mut Symbolizer {
+    st.symbolizer.get_or_insert_with(|| {
+        let cfg = config::get();
+        // HEAPLIVE_DEBUG_DIRS first, then the distribution's directory.
+        let mut dirs: Vec<PathBuf> = cfg
+            .debug_dirs
+            .as_str()
+            .split(':')
+            .filter(|s| !s.is_empty())
+            .map(PathBuf::from)
+            .collect();
+        dirs.push(PathBuf::from("/usr/lib/debug"));
+        Symbolizer::new(SymConfig {
+            debug_dirs: dirs,
+            demangle: cfg.demangle,
+        })
+    })
+}
+
+/// Builds the profile of what is live now.
+fn build_profile(st: &mut DumpState) -> Profile {
+    let cfg = config::get();
+    let mut entries = std::mem::take(&mut st.entries);
+    live::snapshot(&mut entries);
+    let mut per_stack: HashMap<stacks::StackId, (f64, f64)> = HashMap::new();
+    for e in &entries {
+        let a = per_stack.entry(e.stack).or_insert((0.0, 0.0));
+        a.0 += e.weight;
+        a.1 += sampler::weight_blocks(e.size as u64, cfg.interval);
+    }
+    st.entries = entries;
+
+    crate::symbolize::modules::refresh();
+    let sym = symbolizer_of(st);
+    let mut loc_of: HashMap<usize, usize> = HashMap::new();
+    let mut locations: Vec<Location> = Vec::new();
+    let mut samples = Vec::with_capacity(per_stack.len());
+    let mut ids: Vec<_> = per_stack.into_iter().collect();
+    ids.sort_by_key(|(id, _)| *id);
+    for (id, (bytes, blocks)) in ids {
+        let locs = stacks::frames(id)
+            .iter()
+            .map(|&ip| {
+                *loc_of.entry(ip).or_insert_with(|| {
+                    // Return addresses point after the call.
+                    let addr = (ip as u64).saturating_sub(1);
+                    let (mapping, frames) = sym.lookup(addr);
+                    locations.push(Location {
+                        address: addr,
+                        mapping,
+                        frames,
+                    });
+                    locations.len() - 1
+                })
+            })
+            .collect();
+        samples.push(Sample {
+            locations: locs,
+            bytes: bytes.round() as u64,
+            blocks: blocks.round() as u64,
+        });
+    }
+    let started = STARTED_NS.load(Relaxed);
+    let mappings = sym.mappings();
+    sym.release_debug_info();
+    Profile {
+        mappings,
+        locations,
+        samples,
+        sample_interval: cfg.interval,
+        time_nanos: sys::wall_nanos(),
+        duration_nanos: sys::now_nanos().saturating_sub(started) as i64,
+        lines: cfg.lines,
+    }
+}
+
+fn rss_bytes() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = s.split_whitespace().nth(1)?.parse().ok()?;
+    // SAFETY: sysconf has no preconditions.
+    Some(pages * unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as u64)
+}
+
+/// Writes the next dump. `path`: an explicit file (heaplive_dump), else the
+/// next name of the template. The caller must hold the guard.
+pub fn dump_locked(st: &mut DumpState, path: Option<&Path>, why: &str) -> std::io::Result<Written> {
+    let t0 = sys::now_nanos();
+    let cfg = config::get();
+    let pid = sys::getpid();
+    let mut n = st.seq + 1;
+    let template = cfg.output_template();
+    let name_for = |n: u32| {
+        Path::new(cfg.start_dir.as_str()).join(output::expand(template, pid, cfg.exe.as_str(), n))
+    };
+    let target = match path {
+        Some(p) => p.to_path_buf(),
+        None => {
+            // The same pid may have dumped before an exec (php-fpm's master
+            // re-executes itself on reload): never overwrite its files.
+            if template.contains("%n") {
+                while n < st.seq + 10_000
+                    && (name_for(n).exists() || fallback_of(&name_for(n)).exists())
+                {
+                    n += 1;
+                }
+            }
+            name_for(n)
+        }
+    };
+    let profile = build_profile(st);
+    let total = profile.total_bytes();
+    let mut written: Option<PathBuf> = None;
+    let mut also = String::new();
+    if cfg.folded || path.is_some() && !cfg.pprof {
+        written = Some(output::write_with_fallback(&target, &mut |w| {
+            crate::background::folded::write_folded(&profile, w)
+        })?);
+    }
+    if cfg.pprof {
+        let pb = output::pprof_name(&target);
+        let p = output::write_with_fallback(&pb, &mut |w| {
+            crate::background::pprof::write_pprof(&profile, &mut WriteRef(w))
+        })?;
+        if written.is_some() {
+            also = format!(" and {}", p.display());
+        } else {
+            written = Some(p);
+        }
+    }
+    let written = written.unwrap_or(target);
+    st.seq = n;
+    let ms = (sys::now_nanos() - t0) as f64 / 1e6;
+    let samples: usize = st.entries.len();
+    let rss = rss_bytes()
+        .map(|r| format!("{}", log::human_bytes(r as f64)))
+        .unwrap_or_else(|| "?".into());
+    log::line(format_args!(
+        "heaplive[{}]: {} dump {}{}: {} live (estimate) in {} samples over {} stacks; RSS {}; took {:.1} ms",
+        pid,
+        why,
+        written.display(),
+        also,
+        log::human_bytes(total as f64),
+        log::Grouped(samples as u64),
+        log::Grouped(profile.samples.len() as u64),
+        rss,
+        ms
+    ));
+    output::write_status(pid, n, &written, cfg.signal);
+    Ok(Written {
+        path: written,
+        total,
+    })
+}
+
+/// Where a file would go when its directory refuses us.
+fn fallback_of(p: &Path) -> PathBuf {
+    Path::new(config::get().tmpdir.as_str()).join(p.file_name().unwrap_or(p.as_os_str()))
+}
+
+/// `&mut dyn Write` as a sized `impl Write`.
+struct WriteRef<'a>(&'a mut dyn std::io::Write);
+impl std::io::Write for WriteRef<'_> {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.write(b)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
+    }
+}
+
+/// Takes the dump lock and dumps, reporting failures in one line.
+pub fn dump(path: Option<&Path>, why: &str) -> std::io::Result<Written> {
+    let _busy = crate::hot::guard::Busy::enter();
+    let mut st = DUMP.lock();
+    let r = dump_locked(&mut st, path, why);
+    if let Err(e) = &r {
+        log::line(format_args!(
+            "heaplive[{}]: {} dump failed: {}",
+            sys::getpid(),
+            why,
+            e
+        ));
+    }
+    r
+}
+
+/// In a forked child: files count from 1 again.
+pub fn reset_after_fork(st: &mut DumpState) {
+    st.seq = 0;
+}
+
+pub fn lock_for_fork() {
+    DUMP.lock_raw();
+}
+
+/// # Safety
+/// Fork handlers only, paired with `lock_for_fork`.
+pub unsafe fn unlock_after_fork() {
+    // SAFETY: guaranteed by the caller.
+    unsafe { DUMP.unlock_raw() };
+}

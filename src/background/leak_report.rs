@@ -1,0 +1,159 @@
+//! Writing the leak warnings that the allocation path queued
+//! (`hot::leak_check`): on the background thread, symbolized, at most
+//! `MAX_PER_SECOND` lines a second; what is suppressed is counted and
+//! reported on the next line and in the exit summary.
+
+use crate::background::dump::{DUMP, Written, symbolizer_of};
+use crate::hot::leak_check::{self, Event};
+use crate::hot::lock::{Rank, SpinLock};
+use crate::hot::log::{self, Grouped, human_bytes};
+use crate::hot::{config, pid, stacks, sys};
+use core::sync::atomic::{AtomicU64, Ordering::*};
+use std::fmt::Write;
+
+const MAX_PER_SECOND: u32 = 5;
+const TOP_FRAMES: usize = 6;
+
+/// Writes the queued warnings (background thread).
+static SUPPRESSED: AtomicU64 = AtomicU64::new(0);
+/// Held while events are taken from the queue and written or counted, so
+/// the exit summary (on the exiting thread) waits for one the background
+/// thread has in hand. Taken before the dump lock, never after it.
+static REPORTING: SpinLock<()> = SpinLock::new(Rank::Reporting, ());
+
+pub fn report_pending() {
+    static WINDOW_START: AtomicU64 = AtomicU64::new(0);
+    static IN_WINDOW: AtomicU64 = AtomicU64::new(0);
+    let _reporting = REPORTING.lock();
+    loop {
+        let Some((ev, dropped)) = leak_check::pop() else {
+            return;
+        };
+        SUPPRESSED.fetch_add(dropped, Relaxed);
+        let now = sys::now_nanos();
+        if now.saturating_sub(WINDOW_START.load(Relaxed)) >= 1_000_000_000 {
+            WINDOW_START.store(now, Relaxed);
+            IN_WINDOW.store(0, Relaxed);
+        }
+        if IN_WINDOW.fetch_add(1, Relaxed) >= MAX_PER_SECOND as u64 {
+            SUPPRESSED.fetch_add(1, Relaxed);
+            continue;
+        }
+        let suppressed = SUPPRESSED.swap(0, Relaxed);
+        let text = format_event(&ev, suppressed);
+        log::write_line(text.as_bytes());
+    }
+}
+
+fn format_event(ev: &Event, suppressed: u64) -> String {
+    let mut s = String::with_capacity(256);
+    let blocks = (ev.milliblocks as f64 / 1000.0).round().max(0.0) as u64;
+    let _ = write!(
+        s,
+        "heaplive[{}]: possible leak: {} live in {} blocks",
+        pid::get(),
+        human_bytes(ev.bytes as f64),
+        Grouped(blocks)
+    );
+    let amount = if ev.by_blocks {
+        ev.milliblocks
+    } else {
+        ev.bytes
+    };
+    if ev.previous > 0 {
+        let secs = ev.now_ns.saturating_sub(ev.previous_ns) as f64 / 1e9;
+        let _ = write!(
+            s,
+            " (x{:.1} in {:.0} s)",
+            amount as f64 / ev.previous as f64,
+            secs
+        );
+    } else if ev.by_blocks {
+        let _ = write!(
+            s,
+            " (reached HEAPLIVE_WARN_BLOCKS={})",
+            config::get().warn_blocks
+        );
+    } else {
+        let _ = write!(
+            s,
+            " (reached HEAPLIVE_WARN_BYTES={})",
+            human_bytes(config::get().warn_bytes as f64)
+        );
+    }
+    s.push_str(" at ");
+    s.push_str(&top_frames(ev.stack));
+    if suppressed > 0 {
+        let _ = write!(s, " ({} more warnings suppressed)", suppressed);
+    }
+    s
+}
+
+/// The leaf-most frames of a stack, `leaf <- caller <- ...`.
+fn top_frames(id: stacks::StackId) -> String {
+    let mut st = DUMP.lock();
+    let sym = symbolizer_of(&mut st);
+    let mut names: Vec<String> = Vec::new();
+    for &ip in stacks::frames(id) {
+        let (_, frames) = sym.lookup((ip as u64).saturating_sub(1));
+        for f in frames {
+            names.push(f.function);
+        }
+        if names.len() >= TOP_FRAMES {
+            break;
+        }
+    }
+    sym.release_debug_info();
+    if names.is_empty() {
+        return "[no stack]".into();
+    }
+    let more = names.len() > TOP_FRAMES;
+    names.truncate(TOP_FRAMES);
+    let mut s = names.join(" <- ");
+    if more {
+        s.push_str(" <- ...");
+    }
+    s
+}
+
+/// The closing line at exit, when warnings were issued.
+pub fn exit_summary(written: Option<&Written>) {
+    report_pending();
+    let warned = leak_check::warned_stacks();
+    if warned == 0 {
+        return;
+    }
+    let total = match written {
+        Some(w) => human_bytes(w.total as f64).to_string(),
+        None => "unknown".into(),
+    };
+    let dump = written
+        .map(|w| w.path.display().to_string())
+        .unwrap_or_else(|| "none (HEAPLIVE_DUMP_AT_EXIT=0)".into());
+    let suppressed = SUPPRESSED.swap(0, Relaxed) + leak_check::take_dropped();
+    let note = if suppressed > 0 {
+        format!("; {suppressed} more warnings suppressed")
+    } else {
+        String::new()
+    };
+    log::line(format_args!(
+        "heaplive[{}]: at exit: {} live (estimate); {} stacks warned{}; final dump: {}",
+        pid::get(),
+        total,
+        warned,
+        note,
+        dump
+    ));
+}
+
+/// Before the dump lock (a reporter holds this one and then takes that).
+pub fn lock_for_fork() {
+    REPORTING.lock_raw();
+}
+
+/// # Safety
+/// Fork handlers only, paired with `lock_for_fork`.
+pub unsafe fn unlock_after_fork() {
+    // SAFETY: guaranteed by the caller.
+    unsafe { REPORTING.unlock_raw() };
+}

@@ -1,0 +1,34 @@
+//! What the layers below `background` ask of it, as function pointers the
+//! library's constructor installs (`lib.rs`), so that imports only flow
+//! down: the allocation path starts the dumper thread, `heaplive_dump()`
+//! and the exec trampolines reach the dump, dlopen/dlclose refresh the
+//! module registry, without `hot` or `interpose` importing `background`.
+//! Before the constructor ran, nothing is installed and each call is a
+//! no-op (the constructor then does what was missed).
+
+use core::sync::atomic::{AtomicPtr, Ordering::*};
+
+pub struct Services {
+    /// Starts this process's dumper thread (argument: our pid).
+    pub start_dumper: fn(u32),
+    /// Before an exec replaces the image: serve a pending dump request and
+    /// wait for a dump in progress.
+    pub before_exec: fn(),
+    /// `heaplive_dump(path)`: dump now to `path`, or to the template's next
+    /// name. Err carries an errno value.
+    pub dump_now: fn(Option<&[u8]>) -> Result<(), i32>,
+    /// The set of loaded modules changed (dlopen, dlclose).
+    pub modules_changed: fn(),
+}
+
+static SERVICES: AtomicPtr<Services> = AtomicPtr::new(core::ptr::null_mut());
+
+pub fn install(s: &'static Services) {
+    SERVICES.store((s as *const Services).cast_mut(), Release);
+}
+
+#[inline]
+pub fn get() -> Option<&'static Services> {
+    // SAFETY: only `install` stores, a pointer to a 'static.
+    unsafe { SERVICES.load(Acquire).as_ref() }
+}
