@@ -8,22 +8,10 @@
 //! or on request writes a folded file of live bytes (and optionally pprof).
 //! See README.md for settings, output and troubleshooting.
 //!
-//! Layout, one owner per concern:
-//!
-//! | module | owns |
-//! |---|---|
-//! | `shim` | the exported allocation symbols, a few lines each |
-//! | `hooks` | what runs around the real call: hot paths and slow paths |
-//! | `real` | resolution of the real functions, the bootstrap buffer |
-//! | `guard` | per-thread state in initial-exec TLS, the re-entrancy guard |
-//! | `sampler` | the sampling math |
-//! | `shadow` | the radix bitmap that filters frees |
-//! | `live`, `stacks`, `arena`, `lock`, `sys` | storage in our own mmap |
-//! | `dump`, `output`, `folded`, `pprof`, `profile` | dumps and their files |
-//! | `signals`, `fork`, `dl` | the dump signal, fork, dlopen/dlclose |
-//! | `modules`, `symbolize` | module registry and addresses to names |
-//! | `leaks`, `log` | leak warnings and heaplive's own lines |
-//! | `config` | every `HEAPLIVE_*` variable |
+//! Layout: `interpose/` (exported symbols), `hot/` (runs inside malloc,
+//! free or a signal handler: never allocates), `background/` (the dumper
+//! thread: may allocate), `symbolize/`; imports flow
+//! `interpose -> hot <- background -> symbolize` (see src/README.md).
 #![deny(unsafe_op_in_unsafe_fn)]
 // Unit tests do not export the hooks, so code reachable only from them looks dead.
 #![cfg_attr(test, allow(dead_code))]
@@ -113,4 +101,61 @@ fn init() {
     hot::trigger::ensure_dumper();
     // SAFETY: a plain function that stays mapped.
     unsafe { libc::atexit(background::dumper::at_exit) };
+}
+
+#[cfg(test)]
+mod layering {
+    //! Imports flow `interpose -> hot <- background -> symbolize`
+    //! (src/README.md); this fails on any import against the arrows.
+    use std::path::Path;
+
+    fn uses(dir: &str) -> Vec<(String, String)> {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src").join(dir);
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir(&root).expect("layer folder") {
+            let path = entry.expect("entry").path();
+            let text = std::fs::read_to_string(&path).expect("source");
+            // Only the code before the file's unit tests.
+            let code = text.split("#[cfg(test)]").next().unwrap_or("");
+            for layer in ["interpose", "hot", "background", "symbolize"] {
+                for pat in [format!("crate::{layer}::"), format!("crate::{layer};")] {
+                    if code.contains(&pat) {
+                        out.push((path.display().to_string(), layer.to_string()));
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    fn check(dir: &str, allowed: &[&str]) {
+        let bad: Vec<_> = uses(dir)
+            .into_iter()
+            .filter(|(_, l)| l != dir && !allowed.contains(&l.as_str()))
+            .collect();
+        assert!(
+            bad.is_empty(),
+            "{dir}/ imports against the layering: {bad:?}"
+        );
+    }
+
+    #[test]
+    fn hot_imports_nothing_above_it() {
+        check("hot", &[]);
+    }
+
+    #[test]
+    fn interpose_imports_only_hot() {
+        check("interpose", &["hot"]);
+    }
+
+    #[test]
+    fn background_does_not_import_interpose() {
+        check("background", &["hot", "symbolize"]);
+    }
+
+    #[test]
+    fn symbolize_imports_only_hot_primitives() {
+        check("symbolize", &["hot", "background"]);
+    }
 }

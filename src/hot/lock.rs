@@ -189,10 +189,10 @@ mod order {
     pub fn acquire(r: Rank) {
         HELD.with(|h| {
             let mut h = h.borrow_mut();
-            if let Some(&top) = h.iter().max() {
-                if r <= top {
-                    panic!("lock rank violation: taking {r:?} while holding {top:?}");
-                }
+            if let Some(&top) = h.iter().max()
+                && r <= top
+            {
+                panic!("lock rank violation: taking {r:?} while holding {top:?}");
             }
             h.push(r);
         });

@@ -25,18 +25,23 @@
 //! Debug files are memory-mapped: a file truncated on disk while mapped would
 //! fault (SIGBUS), as with any mmap-based symbolizer.
 
+mod debug_files;
+mod demangle;
+mod jit;
 pub mod modules;
+mod symtab;
 
 use std::collections::HashMap;
-use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::time::{Instant, SystemTime};
 
-use memmap2::Mmap;
-use object::{Object, ObjectSection, ObjectSymbol, SymbolKind};
+use object::Object;
 
 use crate::background::profile::{Frame, Mapping};
+use debug_files::{Mapped, find_debug_file, find_sup_file, hex};
+pub use demangle::demangle_name;
+use jit::Jit;
 use modules::Module;
+use symtab::{RangeTable, strip_glibc_alias, symbols_of};
 
 /// Where to look for debug info and how to print names.
 #[derive(Clone, Debug)]
@@ -238,64 +243,12 @@ impl Symbolizer {
     }
 }
 
-/// glibc's DWARF names its internal-call aliases (`__GI___libc_malloc`,
-/// `__GI_strlen`): show the public name, as the symbol table does.
-fn strip_glibc_alias(name: &str) -> &str {
-    name.strip_prefix("__GI_")
-        .filter(|n| !n.is_empty())
-        .unwrap_or(name)
-}
-
 fn unknown() -> Frame {
     Frame {
         function: "[unknown]".to_owned(),
         file: None,
         line: None,
     }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// An opened, parsed ELF file. `object::File` borrows the map, so callers
-/// parse on demand with [`Mapped::parse`].
-struct Mapped {
-    path: PathBuf,
-    map: Mmap,
-}
-
-impl Mapped {
-    fn open(path: &Path, opened: &mut usize) -> Option<Mapped> {
-        let file = File::open(path).ok()?;
-        // SAFETY: the map is read-only and private to this process; if the
-        // file is truncated underneath us, reads fault (documented above).
-        let map = unsafe { Mmap::map(&file) }.ok()?;
-        *opened += 1;
-        let m = Mapped {
-            path: path.to_path_buf(),
-            map,
-        };
-        m.parse()?;
-        Some(m)
-    }
-
-    fn parse(&self) -> Option<object::File<'_>> {
-        object::File::parse(&*self.map).ok()
-    }
-
-    fn has_dwarf(&self) -> bool {
-        self.parse()
-            .and_then(|o| {
-                o.section_by_name(".debug_info")
-                    .map(|s| s.size() > 0 && !is_nobits(&s))
-            })
-            .unwrap_or(false)
-    }
-}
-
-fn is_nobits(s: &object::Section<'_, '_>) -> bool {
-    s.kind() == object::SectionKind::UninitializedData
 }
 
 fn load_module(
@@ -372,344 +325,18 @@ fn load_module(
     state
 }
 
-/// Sized function symbols as (start, end, name), preferred aliases last
-/// among equal starts (see [`RangeTable::find`]).
-fn symbols_of<'d, S: ObjectSymbol<'d>>(
-    iter: impl Iterator<Item = S>,
-) -> Vec<(u64, u64, String, (u8, usize))> {
-    iter.filter(|s| s.kind() == SymbolKind::Text && s.is_definition() && s.size() > 0)
-        .filter_map(|s| {
-            let name = s.name().ok().filter(|n| !n.is_empty())?;
-            let end = s.address().checked_add(s.size())?;
-            // Aliases (malloc and __libc_malloc): global over weak over
-            // local, then the fewest leading underscores.
-            let binding = if s.is_global() && !s.is_weak() {
-                2
-            } else if s.is_weak() {
-                1
-            } else {
-                0
-            };
-            let underscores = name.bytes().take_while(|&b| b == b'_').count();
-            Some((
-                s.address(),
-                end,
-                name.to_owned(),
-                (binding, usize::MAX - underscores),
-            ))
-        })
-        .collect()
-}
-
-/// Find separate debug info: build id first, then `.gnu_debuglink`.
-fn find_debug_file(
-    binary_path: &Path,
-    binary: Option<&Mapped>,
-    build_id: &[u8],
-    cfg: &SymConfig,
-    opened: &mut usize,
-) -> Option<Mapped> {
-    for dir in &cfg.debug_dirs {
-        let Some(p) = build_id_path(dir, build_id) else {
-            break;
-        };
-        if let Some(m) = Mapped::open(&p, opened) {
-            let id_ok = match m
-                .parse()
-                .and_then(|o| o.build_id().ok().flatten().map(<[u8]>::to_vec))
-            {
-                Some(id) => id == build_id,
-                None => true,
-            };
-            if id_ok && m.has_dwarf() {
-                return Some(m);
-            }
-        }
-    }
-    let (name, crc) = {
-        let obj = binary?.parse()?;
-        let (name, crc) = obj.gnu_debuglink().ok().flatten()?;
-        (std::str::from_utf8(name).ok()?.to_owned(), crc)
-    };
-    for p in debuglink_candidates(binary_path, &name, &cfg.debug_dirs) {
-        if p == binary_path {
-            continue;
-        }
-        if let Some(m) = Mapped::open(&p, opened)
-            && crc32(&m.map) == crc
-            && m.has_dwarf()
-        {
-            return Some(m);
-        }
-    }
-    None
-}
-
-/// The dwz supplementary file named by `.gnu_debugaltlink`, if it exists.
-fn find_sup_file(debug: &Mapped, cfg: &SymConfig, opened: &mut usize) -> Option<PathBuf> {
-    let obj = debug.parse()?;
-    let (name, id) = obj.gnu_debugaltlink().ok().flatten()?;
-    let name = std::str::from_utf8(name).ok()?;
-    let by_id = cfg.debug_dirs.iter().filter_map(|d| build_id_path(d, id));
-    let by_path = debug.path.parent().map(|dir| dir.join(name)); // join keeps absolute names
-    by_id
-        .chain(by_path)
-        .find(|p| Mapped::open(p, opened).is_some_and(|m| m.has_dwarf()))
-}
-
-/// `<dir>/.build-id/xx/rest.debug`.
-fn build_id_path(dir: &Path, id: &[u8]) -> Option<PathBuf> {
-    if id.len() < 2 {
-        return None;
-    }
-    let h = hex(id);
-    Some(
-        dir.join(".build-id")
-            .join(&h[..2])
-            .join(format!("{}.debug", &h[2..])),
-    )
-}
-
-/// Where gdb looks for a `.gnu_debuglink` file, in order.
-fn debuglink_candidates(binary: &Path, link: &str, debug_dirs: &[PathBuf]) -> Vec<PathBuf> {
-    let bindir = binary.parent().unwrap_or(Path::new("/"));
-    let mut out = vec![bindir.join(link), bindir.join(".debug").join(link)];
-    let rel = bindir.strip_prefix("/").unwrap_or(bindir);
-    for d in debug_dirs {
-        out.push(d.join(rel).join(link));
-    }
-    out
-}
-
-/// CRC-32 (IEEE, reflected), as `.gnu_debuglink` uses.
-fn crc32(data: &[u8]) -> u32 {
-    const TABLE: [u32; 256] = {
-        let mut t = [0u32; 256];
-        let mut i = 0;
-        while i < 256 {
-            let mut c = i as u32;
-            let mut k = 0;
-            while k < 8 {
-                c = if c & 1 != 0 {
-                    0xEDB8_8320 ^ (c >> 1)
-                } else {
-                    c >> 1
-                };
-                k += 1;
-            }
-            t[i] = c;
-            i += 1;
-        }
-        t
-    };
-    let mut crc = !0u32;
-    for &b in data {
-        crc = TABLE[((crc ^ b as u32) & 0xff) as usize] ^ (crc >> 8);
-    }
-    !crc
-}
-
-/// Demangle C++ (`std::vector<int, std::allocator<int> >::push_back`: no
-/// parameters, no return type) and Rust (`{:#}`: no hash) names.
-pub fn demangle_name(name: &str, demangle: bool) -> String {
-    if !demangle {
-        return name.to_owned();
-    }
-    // Rust legacy names are valid C++ manglings too: try Rust first. C++
-    // names that are not Rust-shaped fail its parser and fall through.
-    if (name.starts_with("_R") || name.starts_with("_ZN"))
-        && let Ok(d) = rustc_demangle::try_demangle(name)
-    {
-        return format!("{d:#}");
-    }
-    if name.starts_with("_Z")
-        && let Ok(sym) = cpp_demangle::Symbol::new(name)
-    {
-        let opts = cpp_demangle::DemangleOptions::new()
-            .no_params()
-            .no_return_type();
-        if let Ok(s) = sym.demangle_with_options(&opts) {
-            return s;
-        }
-    }
-    name.to_owned()
-}
-
-/// Sorted, possibly overlapping ranges with names. [`RangeTable::find`]
-/// returns the covering range with the greatest start (the innermost), the
-/// last one given among equal starts.
-#[derive(Default)]
-struct RangeTable {
-    starts: Vec<u64>,
-    ends: Vec<u64>,
-    /// `max_end[i]` = max of `ends[..=i]`: stops the backward walk early.
-    max_end: Vec<u64>,
-    names: Vec<String>,
-}
-
-impl RangeTable {
-    fn new<K: Ord>(mut items: Vec<(u64, u64, String, K)>) -> Self {
-        items.sort_by(|a, b| (a.0, &a.3).cmp(&(b.0, &b.3)));
-        let mut t = RangeTable::default();
-        let mut max = 0;
-        for (s, e, n, _) in items {
-            max = max.max(e);
-            t.starts.push(s);
-            t.ends.push(e);
-            t.max_end.push(max);
-            t.names.push(n);
-        }
-        t
-    }
-
-    fn find(&self, addr: u64) -> Option<&str> {
-        let mut j = self.starts.partition_point(|&s| s <= addr);
-        while j > 0 {
-            j -= 1;
-            if self.max_end[j] <= addr {
-                return None;
-            }
-            if self.ends[j] > addr {
-                return Some(&self.names[j]);
-            }
-        }
-        None
-    }
-}
-
-/// Parse a perf map (`START SIZE name` per line, hex with or without `0x`).
-/// Malformed lines are skipped. Later lines win over earlier ones at the
-/// same start (a JIT reusing memory).
-fn parse_perf_map(text: &str) -> RangeTable {
-    let hex = |s: &str| {
-        let s = s
-            .strip_prefix("0x")
-            .or_else(|| s.strip_prefix("0X"))
-            .unwrap_or(s);
-        u64::from_str_radix(s, 16).ok()
-    };
-    let items = text
-        .lines()
-        .enumerate()
-        .filter_map(|(seq, line)| {
-            let line = line.trim_start();
-            let (start, rest) = line.split_once(char::is_whitespace)?;
-            let (size, name) = rest.trim_start().split_once(char::is_whitespace)?;
-            let (start, size) = (hex(start)?, hex(size)?);
-            let name = name.trim();
-            if size == 0 || name.is_empty() {
-                return None;
-            }
-            Some((start, start.checked_add(size)?, name.to_owned(), seq))
-        })
-        .collect();
-    RangeTable::new(items)
-}
-
-/// Names for code outside every module.
-struct Jit {
-    /// (pid, path) of `/tmp/perf-<pid>.map`; the pid changes after fork.
-    perf_path: (u32, PathBuf),
-    /// (size, mtime) of the perf map last read.
-    perf_stamp: Option<(u64, SystemTime)>,
-    perf: RangeTable,
-    /// Executable anonymous mappings from `/proc/self/maps`, and when read.
-    anon: Vec<(u64, u64)>,
-    anon_read: Option<Instant>,
-}
-
-impl Jit {
-    fn new() -> Self {
-        Jit {
-            perf_path: (0, PathBuf::new()),
-            perf_stamp: None,
-            perf: RangeTable::default(),
-            anon: Vec::new(),
-            anon_read: None,
-        }
-    }
-
-    fn frame(&mut self, addr: u64, demangle: bool) -> Frame {
-        let function = match self.perf_name(addr) {
-            Some(name) => demangle_name(&name, demangle),
-            None if self.in_anon_exec(addr) => "[jit]".to_owned(),
-            None => "[unknown]".to_owned(),
-        };
-        Frame {
-            function,
-            file: None,
-            line: None,
-        }
-    }
-
-    fn perf_name(&mut self, addr: u64) -> Option<String> {
-        let pid = std::process::id();
-        if self.perf_path.0 != pid {
-            self.perf_path = (pid, PathBuf::from(format!("/tmp/perf-{pid}.map")));
-            self.perf_stamp = None;
-        }
-        let stamp = std::fs::metadata(&self.perf_path.1)
-            .ok()
-            .map(|m| (m.len(), m.modified().unwrap_or(SystemTime::UNIX_EPOCH)));
-        if stamp != self.perf_stamp {
-            self.perf = match stamp {
-                Some(_) => std::fs::read(&self.perf_path.1)
-                    .map(|b| parse_perf_map(&String::from_utf8_lossy(&b)))
-                    .unwrap_or_default(),
-                None => RangeTable::default(),
-            };
-            self.perf_stamp = stamp;
-        }
-        self.perf.find(addr).map(str::to_owned)
-    }
-
-    /// Re-reads `/proc/self/maps` for an address it does not cover, at most
-    /// every 10 ms so a dump full of garbage addresses stays cheap.
-    fn in_anon_exec(&mut self, addr: u64) -> bool {
-        let covered = |v: &[(u64, u64)]| v.iter().any(|&(s, e)| s <= addr && addr < e);
-        if covered(&self.anon) {
-            return true;
-        }
-        if self.anon_read.is_some_and(|t| t.elapsed().as_millis() < 10) {
-            return false;
-        }
-        self.anon = std::fs::read_to_string("/proc/self/maps")
-            .map(|s| parse_anon_exec(&s))
-            .unwrap_or_default();
-        self.anon_read = Some(Instant::now());
-        covered(&self.anon)
-    }
-}
-
-/// Executable mappings with no file (`[anon:...]` names count as anonymous,
-/// `[vdso]` and other bracketed kernel mappings do not).
-fn parse_anon_exec(maps: &str) -> Vec<(u64, u64)> {
-    maps.lines()
-        .filter_map(|line| {
-            let mut f = line.split_whitespace();
-            let (range, perms) = (f.next()?, f.next()?);
-            let path = f.nth(3).unwrap_or("");
-            if !perms.contains('x') || !(path.is_empty() || path.starts_with("[anon")) {
-                return None;
-            }
-            let (s, e) = range.split_once('-')?;
-            Some((
-                u64::from_str_radix(s, 16).ok()?,
-                u64::from_str_radix(e, 16).ok()?,
-            ))
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     //! Fixtures are small C and C++ shared objects compiled with gcc/g++ into
     //! a temporary directory, then split, stripped and copied the ways
     //! distributions ship them, and dlopen'ed into the test process.
+    use super::debug_files::{build_id_path, crc32, debuglink_candidates};
+    use super::jit::{parse_anon_exec, parse_perf_map};
     use super::*;
     use std::ffi::{CString, c_void};
     use std::process::Command;
     use std::sync::{Mutex, OnceLock};
+    use std::time::Instant;
 
     const C_SRC: &str = r#"#include <stdlib.h>
 volatile int hl_sink_v;

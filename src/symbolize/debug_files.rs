@@ -1,0 +1,170 @@
+//! Finding and opening a module's debug info: the file itself, a build-id
+//! file, a `.gnu_debuglink` (CRC checked), a dwz supplementary file.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use memmap2::Mmap;
+use object::{Object, ObjectSection};
+
+use super::SymConfig;
+
+pub(super) fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// An opened, parsed ELF file. `object::File` borrows the map, so callers
+/// parse on demand with [`Mapped::parse`].
+pub(super) struct Mapped {
+    pub(super) path: PathBuf,
+    map: Mmap,
+}
+
+impl Mapped {
+    pub(super) fn open(path: &Path, opened: &mut usize) -> Option<Mapped> {
+        let file = File::open(path).ok()?;
+        // SAFETY: the map is read-only and private to this process; if the
+        // file is truncated underneath us, reads fault (documented above).
+        let map = unsafe { Mmap::map(&file) }.ok()?;
+        *opened += 1;
+        let m = Mapped {
+            path: path.to_path_buf(),
+            map,
+        };
+        m.parse()?;
+        Some(m)
+    }
+
+    pub(super) fn parse(&self) -> Option<object::File<'_>> {
+        object::File::parse(&*self.map).ok()
+    }
+
+    pub(super) fn has_dwarf(&self) -> bool {
+        self.parse()
+            .and_then(|o| {
+                o.section_by_name(".debug_info")
+                    .map(|s| s.size() > 0 && !is_nobits(&s))
+            })
+            .unwrap_or(false)
+    }
+}
+
+pub(super) fn is_nobits(s: &object::Section<'_, '_>) -> bool {
+    s.kind() == object::SectionKind::UninitializedData
+}
+
+/// Find separate debug info: build id first, then `.gnu_debuglink`.
+pub(super) fn find_debug_file(
+    binary_path: &Path,
+    binary: Option<&Mapped>,
+    build_id: &[u8],
+    cfg: &SymConfig,
+    opened: &mut usize,
+) -> Option<Mapped> {
+    for dir in &cfg.debug_dirs {
+        let Some(p) = build_id_path(dir, build_id) else {
+            break;
+        };
+        if let Some(m) = Mapped::open(&p, opened) {
+            let id_ok = match m
+                .parse()
+                .and_then(|o| o.build_id().ok().flatten().map(<[u8]>::to_vec))
+            {
+                Some(id) => id == build_id,
+                None => true,
+            };
+            if id_ok && m.has_dwarf() {
+                return Some(m);
+            }
+        }
+    }
+    let (name, crc) = {
+        let obj = binary?.parse()?;
+        let (name, crc) = obj.gnu_debuglink().ok().flatten()?;
+        (std::str::from_utf8(name).ok()?.to_owned(), crc)
+    };
+    for p in debuglink_candidates(binary_path, &name, &cfg.debug_dirs) {
+        if p == binary_path {
+            continue;
+        }
+        if let Some(m) = Mapped::open(&p, opened)
+            && crc32(&m.map) == crc
+            && m.has_dwarf()
+        {
+            return Some(m);
+        }
+    }
+    None
+}
+
+/// The dwz supplementary file named by `.gnu_debugaltlink`, if it exists.
+pub(super) fn find_sup_file(
+    debug: &Mapped,
+    cfg: &SymConfig,
+    opened: &mut usize,
+) -> Option<PathBuf> {
+    let obj = debug.parse()?;
+    let (name, id) = obj.gnu_debugaltlink().ok().flatten()?;
+    let name = std::str::from_utf8(name).ok()?;
+    let by_id = cfg.debug_dirs.iter().filter_map(|d| build_id_path(d, id));
+    let by_path = debug.path.parent().map(|dir| dir.join(name)); // join keeps absolute names
+    by_id
+        .chain(by_path)
+        .find(|p| Mapped::open(p, opened).is_some_and(|m| m.has_dwarf()))
+}
+
+/// `<dir>/.build-id/xx/rest.debug`.
+pub(super) fn build_id_path(dir: &Path, id: &[u8]) -> Option<PathBuf> {
+    if id.len() < 2 {
+        return None;
+    }
+    let h = hex(id);
+    Some(
+        dir.join(".build-id")
+            .join(&h[..2])
+            .join(format!("{}.debug", &h[2..])),
+    )
+}
+
+/// Where gdb looks for a `.gnu_debuglink` file, in order.
+pub(super) fn debuglink_candidates(
+    binary: &Path,
+    link: &str,
+    debug_dirs: &[PathBuf],
+) -> Vec<PathBuf> {
+    let bindir = binary.parent().unwrap_or(Path::new("/"));
+    let mut out = vec![bindir.join(link), bindir.join(".debug").join(link)];
+    let rel = bindir.strip_prefix("/").unwrap_or(bindir);
+    for d in debug_dirs {
+        out.push(d.join(rel).join(link));
+    }
+    out
+}
+
+/// CRC-32 (IEEE, reflected), as `.gnu_debuglink` uses.
+pub(super) fn crc32(data: &[u8]) -> u32 {
+    const TABLE: [u32; 256] = {
+        let mut t = [0u32; 256];
+        let mut i = 0;
+        while i < 256 {
+            let mut c = i as u32;
+            let mut k = 0;
+            while k < 8 {
+                c = if c & 1 != 0 {
+                    0xEDB8_8320 ^ (c >> 1)
+                } else {
+                    c >> 1
+                };
+                k += 1;
+            }
+            t[i] = c;
+            i += 1;
+        }
+        t
+    };
+    let mut crc = !0u32;
+    for &b in data {
+        crc = TABLE[((crc ^ b as u32) & 0xff) as usize] ^ (crc >> 8);
+    }
+    !crc
+}
