@@ -180,7 +180,6 @@ pub fn resolve_all() {
         SLOTS[i].store(p as usize, Release);
     }
     clear_dlerror();
-    crate::hot::shadow::init();
     STATE.store(RESOLVED, Release);
 }
 

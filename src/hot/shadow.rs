@@ -14,11 +14,14 @@
 //! One bit per 8 bytes: glibc returns 16-byte aligned blocks on x86-64, but
 //! other allocators under us may return 8-byte aligned small blocks.
 //!
-//! Page summaries: one bit per 4 KiB page that may hold a sample. Below
-//! 2^47 they live in one flat reserved array (see `FLAT`), so for almost
-//! every free the filter is one load and a bit test; above 2^47 (or if the
-//! reservation is refused) they live in the L3 nodes, three loads deep. Only
-//! frees in a page holding a sample walk the tree to the leaf word.
+//! Page summaries: one bit per 4 KiB page that may hold a sample, kept in
+//! the L3 nodes. The L2 node of addresses below 2^47 (all of user space
+//! without 5-level paging) is a static (`LOW`), so for almost every free
+//! the filter is two loads (the L3 pointer, the summary word) and a bit
+//! test; above 2^47 the root is read first. Only frees in a page holding a
+//! sample walk on to the leaf word. Nothing is reserved up front: a node
+//! is mapped when the first sample lands in its range, so a program that
+//! lowers RLIMIT_AS pays only for the regions that hold samples.
 //!
 //! Nodes come from our own mmap and are installed with compare-and-swap;
 //! they are never freed, so readers need no lock. The tree is shared by all
@@ -117,46 +120,11 @@ const PAGE_WORDS: usize = 1 << (LEAF_SHIFT - PAGE_SHIFT - 6);
 /// Leaf words per 4 KiB page of addresses.
 const WORDS_PER_PAGE: usize = 1 << (PAGE_SHIFT - GRAIN - 6);
 
-/// Page summaries of addresses below 2^47 (all of user space without
-/// 5-level paging) live in one flat array instead of the L3 nodes: one bit
-/// per 4 KiB page, 4 GiB of address space reserved with MAP_NORESERVE (only
-/// touched pages are backed: 4 KiB per 128 MiB of heap addresses; untouched
-/// ones read as the kernel's zero page). The free path is then one load and
-/// a bit test. If the reservation fails (strict overcommit), the L3 nodes'
-/// summaries serve, as they do above 2^47.
-const FLAT_LIMIT: usize = 1 << 47;
-const FLAT_BYTES: usize = FLAT_LIMIT >> (PAGE_SHIFT + 3);
-static FLAT: AtomicPtr<AtomicU64> = AtomicPtr::new(null_mut());
-
-/// Reserves the flat summaries. Called once before the first sample.
-pub fn init() {
-    if !FLAT.load(Acquire).is_null() {
-        return;
-    }
-    let p = crate::hot::sys::map(FLAT_BYTES) as *mut AtomicU64;
-    if !p.is_null()
-        && FLAT
-            .compare_exchange(null_mut(), p, AcqRel, Acquire)
-            .is_err()
-    {
-        // SAFETY: nobody saw `p`.
-        unsafe { crate::hot::sys::unmap(p.cast(), FLAT_BYTES) };
-    }
-}
-
-/// The summary words (one bit per 4 KiB page) of the 2 MiB region holding
-/// `addr`, whose leaf is `l3`'s entry `i3`.
+/// The summary words (one bit per 4 KiB page) of the 2 MiB region of
+/// `l3`'s entry `i3`.
 #[inline(always)]
-fn page_words(l3: &L3, i3: usize, addr: usize) -> &[AtomicU64; PAGE_WORDS] {
-    let f = FLAT.load(Relaxed);
-    if !f.is_null() && addr < FLAT_LIMIT {
-        let first = (addr & !((1usize << LEAF_SHIFT) - 1)) >> (PAGE_SHIFT + 6);
-        // SAFETY: first + PAGE_WORDS <= FLAT_BYTES / 8 for addr < 2^47, and
-        // the reservation is never unmapped.
-        unsafe { &*(f.add(first) as *const [AtomicU64; PAGE_WORDS]) }
-    } else {
-        &l3.pages[i3]
-    }
+fn page_words(l3: &L3, i3: usize) -> &[AtomicU64; PAGE_WORDS] {
+    &l3.pages[i3]
 }
 
 #[inline(always)]
@@ -171,7 +139,25 @@ struct L2 {
 
 #[allow(clippy::declare_interior_mutable_const)]
 const NULL_L2: AtomicPtr<L2> = AtomicPtr::new(null_mut());
+#[allow(clippy::declare_interior_mutable_const)]
+const NULL_L3: AtomicPtr<L3> = AtomicPtr::new(null_mut());
+/// Root entries; entry 0 stays null and stands for [`LOW`].
 static ROOT: [AtomicPtr<L2>; ROOT_LEN] = [NULL_L2; ROOT_LEN];
+/// The L2 node of addresses below 2^47 (64 KiB of zeroed .bss): static,
+/// so the free path reads an L3 pointer straight from it.
+static LOW: L2 = L2 {
+    l3: [NULL_L3; L2_LEN],
+};
+
+/// The L2 node of root entry `r`, if it exists.
+#[inline(always)]
+fn l2_of(r: usize) -> *mut L2 {
+    if r == 0 {
+        (&LOW as *const L2).cast_mut()
+    } else {
+        ROOT[r].load(Acquire)
+    }
+}
 
 static LEAVES_MADE: AtomicUsize = AtomicUsize::new(0);
 
@@ -185,45 +171,26 @@ fn split(addr: usize) -> (usize, usize, usize, usize, u64) {
     (root, l2, l3, (bit >> 6) as usize, 1u64 << (bit & 63))
 }
 
-/// Is `addr` marked? The free path's filter: no lock, no call, four loads.
+/// Is `addr` marked? The free path's filter: no lock, no call; below 2^47
+/// two loads and a bit test unless the page holds a sample.
 #[inline(always)]
 pub fn test(addr: usize) -> bool {
-    let f = FLAT.load(Relaxed);
-    if !f.is_null() && addr < FLAT_LIMIT {
-        // SAFETY: in bounds of the reservation, which is never unmapped.
-        let word = unsafe { (*f.add(addr >> (PAGE_SHIFT + 6))).load(Acquire) };
-        if word & (1u64 << ((addr >> PAGE_SHIFT) & 63)) == 0 {
-            return false;
-        }
-        return test_leaf(addr);
-    }
-    test_tree(addr)
-}
-
-/// The second half of `test` in flat mode: the page holds a sample.
-#[inline(always)]
-fn test_leaf(addr: usize) -> bool {
-    test_tree(addr)
-}
-
-#[inline(always)]
-fn test_tree(addr: usize) -> bool {
     let (r, i2, i3, w, mask) = split(addr);
     if r >= ROOT_LEN {
         return false;
     }
-    let l2 = ROOT[r].load(Acquire);
+    let l2 = l2_of(r);
     if l2.is_null() {
         return false;
     }
-    // SAFETY: installed nodes are never freed.
+    // SAFETY: installed nodes (and LOW) are never freed.
     let l3 = unsafe { (*l2).l3[i2].load(Acquire) };
     if l3.is_null() {
         return false;
     }
     let (pw, pbit) = page_of(addr);
     // SAFETY: as above.
-    if page_words(unsafe { &*l3 }, i3, addr)[pw].load(Acquire) & pbit == 0 {
+    if unsafe { (*l3).pages[i3][pw].load(Acquire) } & pbit == 0 {
         return false;
     }
     // SAFETY: as above.
@@ -261,7 +228,11 @@ pub fn set(addr: usize) -> bool {
     if r >= ROOT_LEN {
         return false;
     }
-    let l2 = get_or_make(&ROOT[r], core::mem::size_of::<L2>());
+    let l2 = if r == 0 {
+        l2_of(0)
+    } else {
+        get_or_make(&ROOT[r], core::mem::size_of::<L2>())
+    };
     if l2.is_null() {
         return false;
     }
@@ -288,7 +259,7 @@ pub fn set(addr: usize) -> bool {
     // Then the page summary, so a reader that sees it also sees the bit.
     let (pw, pbit) = page_of(addr);
     // SAFETY: as above.
-    page_words(unsafe { &*l3 }, i3, addr)[pw].fetch_or(pbit, Release);
+    page_words(unsafe { &*l3 }, i3)[pw].fetch_or(pbit, Release);
     unlock_leaf(count);
     true
 }
@@ -299,7 +270,7 @@ pub fn clear(addr: usize) {
     if r >= ROOT_LEN {
         return;
     }
-    let l2 = ROOT[r].load(Acquire);
+    let l2 = l2_of(r);
     if l2.is_null() {
         return;
     }
@@ -326,7 +297,7 @@ pub fn clear(addr: usize) {
         let (pw, pbit) = page_of(addr);
         lock_leaf(&l3.counts[i3], 0);
         if page_empty(leaf, w) {
-            page_words(l3, i3, addr)[pw].fetch_and(!pbit, Release);
+            page_words(l3, i3)[pw].fetch_and(!pbit, Release);
         }
         unlock_leaf(&l3.counts[i3]);
     }
@@ -334,8 +305,8 @@ pub fn clear(addr: usize) {
 
 /// Calls `f` on every L3 node of the tree.
 fn each_l3(mut f: impl FnMut(&L3, usize)) {
-    for (r, l2p) in ROOT.iter().enumerate() {
-        let l2 = l2p.load(Acquire);
+    for r in 0..ROOT_LEN {
+        let l2 = l2_of(r);
         if l2.is_null() {
             continue;
         }
@@ -350,16 +321,11 @@ fn each_l3(mut f: impl FnMut(&L3, usize)) {
     }
 }
 
-/// The address where the region of `l3`'s entry `i` starts.
-fn region_base(l3_base: usize, i: usize) -> usize {
-    l3_base | (i << LEAF_SHIFT)
-}
-
 /// Gives the pages of empty leaves back to the kernel. Runs on the
 /// background thread; concurrent `set`s on a leaf being pruned wait.
 pub fn prune() -> usize {
     let mut pruned = 0;
-    each_l3(|l3, base| {
+    each_l3(|l3, _base| {
         for (i, count) in l3.counts.iter().enumerate() {
             let c = count.load(Relaxed);
             if c == 0 || c & LOCKED != 0 {
@@ -380,7 +346,7 @@ pub fn prune() -> usize {
                     // out, so no bit is set or will be until we finish.
                     unsafe { crate::hot::sys::discard(leaf.cast(), LEAF_BYTES) };
                 }
-                for w in page_words(l3, i, region_base(base, i)) {
+                for w in page_words(l3, i) {
                     w.store(0, Release);
                 }
                 count.store(0, Release);
@@ -391,7 +357,7 @@ pub fn prune() -> usize {
             // Bits only go away while we look (setters wait), so a page seen
             // empty stays empty until we let setters in again.
             if !leaf.is_null() {
-                for (pw, word) in page_words(l3, i, region_base(base, i)).iter().enumerate() {
+                for (pw, word) in page_words(l3, i).iter().enumerate() {
                     let mut summary = word.load(Acquire);
                     while summary != 0 {
                         let b = summary.trailing_zeros() as usize;
@@ -439,11 +405,11 @@ pub fn leaves_made() -> usize {
 /// missing, so every page summary of a nonempty leaf is set again (the next
 /// prune tidies them).
 pub fn reset_after_fork() {
-    each_l3(|l3, base| {
+    each_l3(|l3, _base| {
         for (i, c) in l3.counts.iter().enumerate() {
             if c.load(Relaxed) & LOCKED != 0 {
                 c.fetch_and(!LOCKED, Release);
-                for w in page_words(l3, i, region_base(base, i)) {
+                for w in page_words(l3, i) {
                     w.store(u64::MAX, Release);
                 }
             }
@@ -458,19 +424,6 @@ mod tests {
 
     /// The tree is global: tests that count leaves must not overlap.
     static SERIAL: Mutex<()> = Mutex::new(());
-
-    /// Runs `f` with the page summaries in the L3 nodes, then in the flat
-    /// array (the library's mode once `init` ran). The bitmap must be empty
-    /// between the two, as it is before the first sample in a process.
-    fn both_modes(f: impl Fn()) {
-        let saved = FLAT.swap(null_mut(), AcqRel);
-        f();
-        init();
-        f();
-        if !saved.is_null() {
-            FLAT.store(saved, Release);
-        }
-    }
 
     fn boundaries() -> Vec<usize> {
         let mut v = vec![0usize, 8, 16, 4088, 4096, 4104];
@@ -491,7 +444,7 @@ mod tests {
     #[test]
     fn set_test_clear_at_boundaries_both_widths() {
         let _s = SERIAL.lock().unwrap();
-        both_modes(|| {
+        {
             for &a in &boundaries() {
                 assert!(!test(a), "{a:#x} clear at start");
                 assert!(set(a), "{a:#x} set");
@@ -511,13 +464,13 @@ mod tests {
             assert!(!set(1usize << 56));
             assert!(!test(1usize << 56));
             assert!(!test(usize::MAX - 7));
-        });
+        }
     }
 
     #[test]
     fn exhaustive_within_one_word_and_page() {
         let _s = SERIAL.lock().unwrap();
-        both_modes(|| {
+        {
             let base = 0x7f00_1234_0000usize;
             // Every 8-byte grain of one page: set each alone, then all, then
             // clear every other one.
@@ -540,13 +493,13 @@ mod tests {
             for off in (8..4096).step_by(16) {
                 clear(base + off);
             }
-        });
+        }
     }
 
     #[test]
     fn concurrent_set_and_clear_share_words() {
         let _s = SERIAL.lock().unwrap();
-        both_modes(|| {
+        {
             let base = 0x5500_0000_0000usize;
             let threads: Vec<_> = (0..8)
                 .map(|t| {
@@ -574,7 +527,7 @@ mod tests {
             for g in 0..4096usize {
                 assert!(!test(base + g * 8));
             }
-        });
+        }
     }
 
     /// A long run whose sampled addresses keep moving: 4,000 distinct 2 MiB
@@ -622,7 +575,7 @@ mod tests {
     #[test]
     fn page_summaries_are_pruned_per_page() {
         let _s = SERIAL.lock().unwrap();
-        both_modes(|| {
+        {
             let base = 0x7100_0000_0000usize;
             let (a, b) = (base + 0x1000 + 64, base + 0x5000 + 128);
             assert!(set(a) && set(b));
@@ -633,9 +586,9 @@ mod tests {
             // The emptied page's summary bit is gone; the other's stays.
             let summary = |addr: usize| {
                 let (r, i2, i3, _, _) = split(addr);
-                let l3 = unsafe { (*ROOT[r].load(Acquire)).l3[i2].load(Acquire) };
+                let l3 = unsafe { (*l2_of(r)).l3[i2].load(Acquire) };
                 let (pw, pbit) = page_of(addr);
-                page_words(unsafe { &*l3 }, i3, addr)[pw].load(Acquire) & pbit != 0
+                page_words(unsafe { &*l3 }, i3)[pw].load(Acquire) & pbit != 0
             };
             assert!(!summary(a));
             assert!(summary(b));
@@ -646,6 +599,6 @@ mod tests {
             prune();
             assert!(!summary(b));
             assert!(!test(a) && !test(b));
-        });
+        }
     }
 }

@@ -1,29 +1,44 @@
 //! Stack capture and the de-duplicated stack table.
 //!
 //! A stack is the return addresses from the allocation's caller outwards
-//! (leaf first). The table maps each distinct stack to a `StackId` (its slot)
-//! and keeps per-stack live accounting for leak warnings. Lookups are
-//! lock-free; a new stack claims a slot with compare-and-swap and copies its
-//! frames into the arena. Slots are never removed.
+//! (leaf first). The table maps each distinct stack to a `StackId` and keeps
+//! per-stack live accounting for leak warnings. Two parts, both in our own
+//! memory and mapped only when first needed:
+//!
+//! - the records ([`Slot`]), numbered from 1 in the order stacks first
+//!   appear, in chunks of `CHUNK_SLOTS` mapped as the count grows: a
+//!   program with a few hundred stacks maps one 256 KiB chunk;
+//! - the index, an open-addressing hash table of record numbers (4 bytes an
+//!   entry, `INDEX_LEN` entries: 4 MiB of address space, touched only where
+//!   stacks hash).
+//!
+//! Lookups are lock-free. A new stack fills a record first (frames copied
+//! into the arena) and then publishes its number in the index with a
+//! compare-and-swap, so a reader that finds a number finds a complete
+//! record. Records are never removed.
 
 use crate::hot::arena::Arena;
-use core::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering::*};
+use core::sync::atomic::{AtomicI64, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering::*};
 
 pub const MAX_FRAMES: usize = 128;
-const CAPACITY: usize = 1 << 20;
+const INDEX_LEN: usize = 1 << 20;
 const MAX_PROBES: usize = 4096;
+const CHUNK_SHIFT: u32 = 12;
+const CHUNK_SLOTS: usize = 1 << CHUNK_SHIFT;
+/// Records at most: one index entry in four stays empty.
+const MAX_STACKS: usize = INDEX_LEN / 4 * 3;
+const CHUNKS: usize = MAX_STACKS.div_ceil(CHUNK_SLOTS);
 
 pub type StackId = u32;
 /// The id used when the table is full or out of memory: an empty stack.
 pub const OVERFLOW: StackId = 0;
 
-/// One slot of the table: identity and live accounting of a stack.
+/// One record: identity and live accounting of a stack.
 #[repr(C)]
 pub struct Slot {
-    /// Hash of the frames, with bit 0 set; 0 = free.
+    /// Hash of the frames.
     hash: AtomicU64,
-    /// Address of the record in the arena: `[len, ip0, ip1, ...]`; 0 while
-    /// the claiming thread copies it.
+    /// Address of the frames in the arena: `[len, ip0, ip1, ...]`.
     record: AtomicUsize,
     /// Un-biased live bytes and milli-blocks held by this stack now.
     pub live_bytes: AtomicI64,
@@ -36,36 +51,75 @@ pub struct Slot {
     _pad: u64,
 }
 
-static SLOTS: AtomicUsize = AtomicUsize::new(0);
+const CHUNK_BYTES: usize = CHUNK_SLOTS * core::mem::size_of::<Slot>();
+
+static INDEX: AtomicPtr<AtomicU32> = AtomicPtr::new(core::ptr::null_mut());
+#[allow(clippy::declare_interior_mutable_const)]
+const NO_CHUNK: AtomicPtr<Slot> = AtomicPtr::new(core::ptr::null_mut());
+static CHUNK: [AtomicPtr<Slot>; CHUNKS] = [NO_CHUNK; CHUNKS];
+/// The next record number (0 is `OVERFLOW`).
+static NEXT: AtomicU32 = AtomicU32::new(1);
 static ARENA: Arena = Arena::new();
 
-fn slots() -> *mut Slot {
-    let p = SLOTS.load(Acquire);
-    if p != 0 {
-        return p as *mut Slot;
+/// Maps `*slot` with `bytes` of zeroed memory unless another thread did.
+fn get_or_map<T>(slot: &AtomicPtr<T>, bytes: usize) -> *mut T {
+    let p = slot.load(Acquire);
+    if !p.is_null() {
+        return p;
     }
-    let fresh = crate::hot::sys::map(CAPACITY * core::mem::size_of::<Slot>());
+    let fresh = crate::hot::sys::map(bytes) as *mut T;
     if fresh.is_null() {
-        return fresh.cast();
+        return fresh;
     }
-    match SLOTS.compare_exchange(0, fresh as usize, AcqRel, Acquire) {
-        Ok(_) => fresh.cast(),
+    match slot.compare_exchange(core::ptr::null_mut(), fresh, AcqRel, Acquire) {
+        Ok(_) => fresh,
         Err(winner) => {
             // SAFETY: nobody saw `fresh`.
-            unsafe { crate::hot::sys::unmap(fresh, CAPACITY * core::mem::size_of::<Slot>()) };
-            winner as *mut Slot
+            unsafe { crate::hot::sys::unmap(fresh.cast(), bytes) };
+            winner
         }
     }
 }
 
-/// The slot of a stack id, if the table exists.
+/// The record of a stack id, if it exists.
 pub fn slot(id: StackId) -> Option<&'static Slot> {
-    let p = SLOTS.load(Acquire);
-    if p == 0 || id as usize >= CAPACITY {
+    let id = id as usize;
+    if id == OVERFLOW as usize || id >= MAX_STACKS {
         return None;
     }
-    // SAFETY: in bounds of a mapping that is never freed.
-    Some(unsafe { &*(p as *const Slot).add(id as usize) })
+    let chunk = CHUNK[id >> CHUNK_SHIFT].load(Acquire);
+    if chunk.is_null() {
+        return None;
+    }
+    // SAFETY: in bounds of a chunk that is never freed.
+    Some(unsafe { &*chunk.add(id & (CHUNK_SLOTS - 1)) })
+}
+
+/// A new record for `frames_in`, not yet in the index.
+fn new_record(h: u64, frames_in: &[usize]) -> StackId {
+    let id = NEXT.fetch_add(1, Relaxed) as usize;
+    if id >= MAX_STACKS {
+        NEXT.store(MAX_STACKS as u32, Relaxed);
+        return OVERFLOW;
+    }
+    let chunk = get_or_map(&CHUNK[id >> CHUNK_SHIFT], CHUNK_BYTES);
+    if chunk.is_null() {
+        return OVERFLOW;
+    }
+    let rec = ARENA.alloc((frames_in.len() + 1) * 8) as *mut usize;
+    if rec.is_null() {
+        return OVERFLOW;
+    }
+    // SAFETY: rec has room for len + frames; the chunk holds slot `id`,
+    // which no other thread has (the number came from `NEXT`).
+    unsafe {
+        *rec = frames_in.len();
+        core::ptr::copy_nonoverlapping(frames_in.as_ptr(), rec.add(1), frames_in.len());
+        let s = &*chunk.add(id & (CHUNK_SLOTS - 1));
+        s.hash.store(h, Relaxed);
+        s.record.store(rec as usize, Release);
+    }
+    id as StackId
 }
 
 fn hash(frames: &[usize]) -> u64 {
@@ -74,7 +128,7 @@ fn hash(frames: &[usize]) -> u64 {
         h = (h ^ f as u64).wrapping_mul(0x0000_0100_0000_01B3);
         h ^= h >> 29;
     }
-    h | 1
+    h
 }
 
 /// The frames of a stored stack, leaf first.
@@ -94,48 +148,36 @@ pub fn frames(id: StackId) -> &'static [usize] {
 
 /// The id of `frames`, adding it if new. `OVERFLOW` when the table is full.
 pub fn intern(frames_in: &[usize]) -> StackId {
-    let base = slots();
-    if base.is_null() {
+    let index = get_or_map(&INDEX, INDEX_LEN * 4);
+    if index.is_null() {
         return OVERFLOW;
     }
     let h = hash(frames_in);
-    let mut i = (h as usize >> 1) & (CAPACITY - 1);
+    let mut i = (h as usize) & (INDEX_LEN - 1);
+    // A record made for this stack that lost a race for an index entry, to
+    // be used at the next empty entry.
+    let mut mine = OVERFLOW;
     for _ in 0..MAX_PROBES {
-        if i == OVERFLOW as usize {
-            i = 1;
-        }
-        // SAFETY: i < CAPACITY.
-        let s = unsafe { &*base.add(i) };
-        let cur = s.hash.load(Acquire);
-        if cur == 0 {
-            if s.hash.compare_exchange(0, h, AcqRel, Acquire).is_ok() {
-                let rec = ARENA.alloc((frames_in.len() + 1) * 8) as *mut usize;
-                if rec.is_null() {
-                    // Leave the slot claimed with an empty record.
-                    let empty = ARENA.alloc(8);
-                    s.record.store(empty as usize, Release);
+        // SAFETY: i < INDEX_LEN.
+        let e = unsafe { &*index.add(i) };
+        let cur = e.load(Acquire);
+        if cur == OVERFLOW {
+            if mine == OVERFLOW {
+                mine = new_record(h, frames_in);
+                if mine == OVERFLOW {
                     return OVERFLOW;
                 }
-                // SAFETY: rec has room for len + frames.
-                unsafe {
-                    *rec = frames_in.len();
-                    core::ptr::copy_nonoverlapping(frames_in.as_ptr(), rec.add(1), frames_in.len());
-                }
-                s.record.store(rec as usize, Release);
-                return i as StackId;
             }
-            // Lost the race for this slot: look at what the winner put there.
+            if e.compare_exchange(OVERFLOW, mine, AcqRel, Acquire).is_ok() {
+                return mine;
+            }
+            // Lost the race for this entry: look at what the winner put there.
             continue;
         }
-        if cur == h {
-            while s.record.load(Acquire) == 0 {
-                core::hint::spin_loop();
-            }
-            if frames(i as StackId) == frames_in {
-                return i as StackId;
-            }
+        if slot(cur).is_some_and(|s| s.hash.load(Relaxed) == h) && frames(cur) == frames_in {
+            return cur;
         }
-        i = (i + 1) & (CAPACITY - 1);
+        i = (i + 1) & (INDEX_LEN - 1);
     }
     OVERFLOW
 }

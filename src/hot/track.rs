@@ -12,6 +12,7 @@ use crate::hot::shadow;
 use crate::hot::stacks;
 use crate::hot::sys::ErrnoGuard;
 use core::ffi::c_void;
+use core::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 /// Counts an allocation of `size` bytes at `p` (non-null) toward this
 /// thread's next sample.
@@ -50,6 +51,11 @@ fn alloc_slow(p: *mut c_void, size: usize) {
         t.bytes_until_sample = 0;
         return;
     }
+    if STOPPED.load(Relaxed) {
+        // No memory for our tables: this thread stops sampling too.
+        t.bytes_until_sample = i64::MAX;
+        return;
+    }
     let cfg = config::get();
     if t.sampler_ready == 0 {
         // The thread's first allocation: draw the first gap and count this
@@ -72,15 +78,36 @@ fn record(addr: usize, size: usize, interval: u64) {
     let id = stacks::intern(&buf[..n]);
     let e = Entry::new(addr, size, id, sampler::weight_bytes(size as u64, interval));
     match live::insert(e) {
-        Err(()) => return,
+        Err(()) => return out_of_memory(),
         Ok(Some(stale)) => unaccount(&stale, interval),
         Ok(None) => {}
     }
     if !shadow::set(addr) {
         live::remove(addr);
+        // Addresses beyond 56 bits cannot be marked; anything else is a
+        // node we could not map.
+        if addr >> shadow::MAX_ADDR_BITS == 0 {
+            out_of_memory();
+        }
         return;
     }
     account(&e, interval);
+}
+
+/// Set when heaplive could not map memory for its own tables (a lowered
+/// RLIMIT_AS, say): sampling stops, samples already taken stay, the
+/// program runs on.
+static STOPPED: AtomicBool = AtomicBool::new(false);
+
+#[cold]
+fn out_of_memory() {
+    if !STOPPED.swap(true, Relaxed) {
+        crate::hot::log::line(format_args!(
+            "heaplive[{}]: cannot map memory for its tables ({}); sampling stopped, the program runs on",
+            crate::hot::pid::get(),
+            crate::hot::sys::errno_text(libc::ENOMEM)
+        ));
+    }
 }
 
 fn amounts(e: &Entry, interval: u64) -> (i64, i64) {
