@@ -12,7 +12,7 @@
 
 use crate::background::{dump, leak_report};
 use crate::hot::guard::Busy;
-use crate::hot::lock::Rank;
+use crate::hot::lock::{self, Rank};
 use crate::hot::{leak_check, live, pid, sampler, shadow, signal, stacks, sys};
 use crate::symbolize::modules;
 
@@ -68,6 +68,10 @@ pub const FORK_ORDER: [ForkLock; Rank::ALL.len()] = [
 
 extern "C" fn prepare() {
     let _busy = Busy::enter();
+    // From here on, allocation paths stop waiting for our locks (see
+    // `hot::lock`): a thread that waits for one while holding a glibc lock
+    // that fork() takes after this handler would deadlock with us.
+    lock::fork_prepare_begins();
     for l in &FORK_ORDER {
         (l.lock)();
     }
@@ -76,6 +80,7 @@ extern "C" fn prepare() {
 extern "C" fn parent() {
     // SAFETY: paired with prepare on this thread.
     unsafe { unlock_all() };
+    lock::fork_prepare_ends_in_parent();
 }
 
 extern "C" fn child() {
@@ -97,6 +102,7 @@ unsafe fn unlock_all() {
 /// by our fork() wrapper or at the first sample, never here (an atfork
 /// handler may not create threads).
 fn become_child() {
+    lock::fork_prepare_ends_in_child();
     let pid = sys::getpid();
     pid::set(pid);
     // Parent and child would otherwise draw the same sampling gaps.

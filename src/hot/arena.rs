@@ -21,10 +21,13 @@ impl Arena {
         }
     }
 
-    /// `len` bytes aligned to 8, zeroed. Null when the kernel refuses memory.
+    /// `len` bytes aligned to 8, zeroed (an allocation path). Null when the
+    /// kernel refuses memory or a fork is being prepared.
     pub fn alloc(&self, len: usize) -> *mut u8 {
         let len = (len + 7) & !7;
-        let mut b = self.bump.lock();
+        let Some(mut b) = self.bump.lock_unless_forking() else {
+            return core::ptr::null_mut();
+        };
         if b.end - b.cur < len {
             // The old chunk's tail is abandoned; chunks are large, records
             // small.

@@ -57,6 +57,8 @@ static QUEUE: SpinLock<Ring> = SpinLock::new(
     },
 );
 
+/// Events not queued because a fork was being prepared.
+static DROPPED_WHILE_FORKING: AtomicU64 = AtomicU64::new(0);
 static WARNED_STACKS: AtomicU64 = AtomicU64::new(0);
 
 /// The amount at which a stack next warns.
@@ -147,7 +149,12 @@ fn check(
         previous_ns,
         now_ns: now,
     };
-    let mut q = QUEUE.lock();
+    // An allocation path: while a fork is being prepared the event is
+    // counted as dropped instead of waiting for the queue.
+    let Some(mut q) = QUEUE.lock_unless_forking() else {
+        DROPPED_WHILE_FORKING.fetch_add(1, Relaxed);
+        return;
+    };
     if q.len == RING {
         q.dropped += 1;
         return;
@@ -167,12 +174,13 @@ pub fn pop() -> Option<(Event, u64)> {
     let ev = q.events[q.head];
     q.head = (q.head + 1) % RING;
     q.len -= 1;
-    Some((ev, core::mem::take(&mut q.dropped)))
+    let dropped = core::mem::take(&mut q.dropped) + DROPPED_WHILE_FORKING.swap(0, Relaxed);
+    Some((ev, dropped))
 }
 
 /// Events the full queue dropped that no `pop` reported yet.
 pub fn take_dropped() -> u64 {
-    core::mem::take(&mut QUEUE.lock().dropped)
+    core::mem::take(&mut QUEUE.lock().dropped) + DROPPED_WHILE_FORKING.swap(0, Relaxed)
 }
 
 /// Stacks that have warned at least once.

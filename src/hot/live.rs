@@ -176,12 +176,23 @@ impl Table {
     }
 }
 
-/// Adds a sample. `Err` when no memory could be mapped for it; `Ok(Some)`
-/// with a stale sample it replaced.
-pub fn insert(e: Entry) -> Result<Option<Entry>, ()> {
-    let mut t = shard_of(e.addr).lock();
+/// Why a sample was not added.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Refused {
+    /// No memory could be mapped for the table.
+    NoMemory,
+    /// A fork's prepare handler holds the shard (see `hot::lock`).
+    Forking,
+}
+
+/// Adds a sample (an allocation path). `Ok(Some)` with a stale sample it
+/// replaced.
+pub fn insert(e: Entry) -> Result<Option<Entry>, Refused> {
+    let mut t = shard_of(e.addr)
+        .lock_unless_forking()
+        .ok_or(Refused::Forking)?;
     if (t.len + 1) * 2 > t.cap && !t.grow() {
-        return Err(());
+        return Err(Refused::NoMemory);
     }
     Ok(t.put(e))
 }
@@ -192,9 +203,12 @@ pub fn remove(addr: usize) -> Option<Entry> {
 }
 
 /// Removes the sample at `addr` and clears its shadow bit while the shard
-/// lock is held, so that no other thread can see one without the other.
+/// lock is held, so that no other thread can see one without the other (a
+/// free path). While a fork is being prepared the sample stays: its bit
+/// stays set, so the next free or sampled malloc at this address replaces
+/// it.
 pub fn untrack(addr: usize) -> Option<Entry> {
-    let mut t = shard_of(addr).lock();
+    let mut t = shard_of(addr).lock_unless_forking()?;
     let e = t.take(addr);
     if e.is_some() {
         crate::hot::shadow::clear(addr);

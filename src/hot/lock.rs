@@ -8,6 +8,18 @@
 //! prefork do. In test builds, taking a lock out of rank order panics with
 //! both ranks named.
 //!
+//! No fork deadlock: glibc's `fork` runs the atfork prepare handlers (ours
+//! takes every lock here) *before* it takes its own locks (the stdio list
+//! lock, the malloc arenas). A thread that waits on one of our locks while
+//! holding a glibc lock the forking thread will want (a stream lock, in
+//! `getline` -> `realloc`) would close a cycle. So allocation paths take
+//! their locks with [`SpinLock::lock_unless_forking`], which gives up once
+//! a fork's prepare handler has begun: that thread then skips its sample
+//! (or leaves a freed block's sample for later), returns into glibc, and
+//! releases what the forking thread waits for. Only the dumper thread and
+//! exported functions that are not allocation paths wait unconditionally,
+//! and they hold no glibc lock while they wait.
+//!
 //! A `_Fork()` child runs no atfork handlers and may find a lock held by a
 //! thread that only exists in the parent. A spin that waits long asks the
 //! hook installed with [`set_orphan_check`] (the fork layer: did our pid
@@ -66,6 +78,28 @@ pub struct Locked<'a, T> {
     lock: &'a SpinLock<T>,
 }
 
+/// Forks being prepared: raised by the prepare handler before it takes our
+/// locks, lowered by the parent handler after it releases them (two
+/// threads may fork at once); a child, where only the forking thread
+/// exists, starts again from zero.
+static FORKING: AtomicU32 = AtomicU32::new(0);
+
+pub fn fork_prepare_begins() {
+    FORKING.fetch_add(1, SeqCst);
+}
+
+pub fn fork_prepare_ends_in_parent() {
+    FORKING.fetch_sub(1, SeqCst);
+}
+
+pub fn fork_prepare_ends_in_child() {
+    FORKING.store(0, SeqCst);
+}
+
+fn forking() -> bool {
+    FORKING.load(SeqCst) != 0
+}
+
 /// The hook a long spin calls (a function pointer; 0 = none).
 static ORPHAN_CHECK: AtomicUsize = AtomicUsize::new(0);
 
@@ -104,6 +138,51 @@ impl<T> SpinLock<T> {
             self.lock_contended();
         }
         Locked { lock: self }
+    }
+
+    /// For allocation paths: the lock, or `None` once a fork's prepare
+    /// handler has begun (see the module's doc).
+    #[inline]
+    pub fn lock_unless_forking(&self) -> Option<Locked<'_, T>> {
+        if self
+            .word
+            .compare_exchange_weak(0, 1, Acquire, Relaxed)
+            .is_err()
+            && !self.lock_contended_unless_forking()
+        {
+            return None;
+        }
+        #[cfg(test)]
+        order::acquire(self.rank);
+        Some(Locked { lock: self })
+    }
+
+    #[cold]
+    fn lock_contended_unless_forking(&self) -> bool {
+        let mut spins = 0u32;
+        loop {
+            if self.word.load(Relaxed) == 0
+                && self
+                    .word
+                    .compare_exchange_weak(0, 1, Acquire, Relaxed)
+                    .is_ok()
+            {
+                return true;
+            }
+            if forking() {
+                return false;
+            }
+            spins += 1;
+            if spins < 200 {
+                core::hint::spin_loop();
+            } else {
+                // SAFETY: sched_yield has no preconditions. Contention only.
+                unsafe { libc::sched_yield() };
+                if spins % 4096 == 0 {
+                    orphan_check();
+                }
+            }
+        }
     }
 
     #[cold]
@@ -227,6 +306,24 @@ mod tests {
         let b = SpinLock::new(Rank::LiveShard, ());
         let _gb = b.lock();
         let _ga = a.lock();
+    }
+
+    #[test]
+    fn allocation_paths_give_way_to_a_fork() {
+        let a: &'static SpinLock<i32> = Box::leak(Box::new(SpinLock::new(Rank::LiveShard, 1)));
+        assert_eq!(a.lock_unless_forking().map(|g| *g), Some(1));
+        // This thread plays the forking one: it holds the lock, then the
+        // prepare handler's flag goes up. An allocating thread gives up
+        // instead of waiting.
+        let held = a.lock();
+        fork_prepare_begins();
+        let gave_up = std::thread::spawn(move || a.lock_unless_forking().is_none())
+            .join()
+            .expect("thread");
+        fork_prepare_ends_in_parent();
+        drop(held);
+        assert!(gave_up);
+        assert!(a.lock_unless_forking().is_some());
     }
 
     #[test]

@@ -78,7 +78,9 @@ fn record(addr: usize, size: usize, interval: u64) {
     let id = stacks::intern(&buf[..n]);
     let e = Entry::new(addr, size, id, sampler::weight_bytes(size as u64, interval));
     match live::insert(e) {
-        Err(()) => return out_of_memory(),
+        Err(live::Refused::NoMemory) => return out_of_memory(),
+        // The sample is skipped while a fork is being prepared.
+        Err(live::Refused::Forking) => return,
         Ok(Some(stale)) => unaccount(&stale, interval),
         Ok(None) => {}
     }
