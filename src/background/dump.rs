@@ -24,6 +24,16 @@ pub struct DumpState {
     entries: Vec<live::Entry>,
 }
 
+impl DumpState {
+    const fn new() -> Self {
+        DumpState {
+            symbolizer: None,
+            seq: 0,
+            entries: Vec::new(),
+        }
+    }
+}
+
 pub static DUMP: SpinLock<DumpState> = SpinLock::new(
     Rank::Dump,
     DumpState {
@@ -211,6 +221,11 @@ impl std::io::Write for WriteRef<'_> {
 
 /// Takes the dump lock and dumps, reporting failures in one line.
 pub fn dump(path: Option<&Path>, why: &str) -> std::io::Result<Written> {
+    if crate::hot::forking::inert() {
+        // A child forked while heaplive's state was mid-change (see
+        // `hot::forking`): nothing trustworthy to write.
+        return Err(std::io::Error::from_raw_os_error(libc::EAGAIN));
+    }
     let _busy = crate::hot::guard::Busy::enter();
     let mut st = DUMP.lock();
     let r = dump_locked(&mut st, path, why);
@@ -230,8 +245,17 @@ pub fn reset_after_fork(st: &mut DumpState) {
     st.seq = 0;
 }
 
-pub fn lock_for_fork() {
-    DUMP.lock_raw();
+/// Held across real allocations, so a fork's prepare handler waits for it
+/// only so long (see `background::fork`).
+pub fn lock_for_fork() -> bool {
+    DUMP.lock_raw_within(crate::background::fork::HIGH_LOCK_WAIT_NS)
+}
+
+/// # Safety
+/// In a fork's child whose prepare handler did not get the lock.
+pub unsafe fn reset_in_child() {
+    // SAFETY: guaranteed by the caller.
+    unsafe { DUMP.reset_in_child(DumpState::new()) };
 }
 
 /// # Safety

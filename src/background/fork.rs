@@ -11,20 +11,37 @@
 //! (the pid changed) and resets the locks ([`check_orphaned_locks`]).
 
 use crate::background::{dump, leak_report};
-use crate::hot::guard::Busy;
+use crate::hot::guard::{self, Busy};
 use crate::hot::lock::{self, Rank};
-use crate::hot::{leak_check, live, pid, sampler, shadow, signal, stacks, sys};
+use crate::hot::{forking, leak_check, live, pid, sampler, shadow, signal, stacks, sys};
 use crate::symbolize::modules;
+
+/// How long a fork's prepare handler waits for a lock whose holder may be
+/// inside the real allocator (the dumper thread holds the dump lock while
+/// it allocates): a fork from a signal handler that interrupted `malloc`
+/// on this thread would otherwise wait for a thread that waits for this
+/// one's arena lock.
+pub const HIGH_LOCK_WAIT_NS: u64 = 100_000_000;
 
 /// One lock rank's take and release, for the fork handlers.
 pub struct ForkLock {
     #[cfg_attr(not(test), allow(dead_code))] // checked by a test
     pub rank: Rank,
-    pub lock: fn(),
+    /// Takes the lock; false if it gave up (only locks held across
+    /// allocations give up, after `HIGH_LOCK_WAIT_NS`).
+    pub lock: fn() -> bool,
     /// # Safety
-    /// After `lock` on this thread, or in a child whose other threads are
-    /// gone.
+    /// After `lock` succeeded on this thread, or in a child whose other
+    /// threads are gone.
     pub unlock: unsafe fn(),
+    /// For a child whose prepare handler did not get the lock: a fresh
+    /// value, the lock released. None: `lock` never gives up.
+    pub reset_in_child: Option<unsafe fn()>,
+}
+
+fn always(f: fn()) -> bool {
+    f();
+    true
 }
 
 /// Every lock of the library, in rank order.
@@ -33,68 +50,118 @@ pub const FORK_ORDER: [ForkLock; Rank::ALL.len()] = [
         rank: Rank::Reporting,
         lock: leak_report::lock_for_fork,
         unlock: leak_report::unlock_after_fork,
+        reset_in_child: Some(leak_report::reset_in_child),
     },
     ForkLock {
         rank: Rank::Dump,
         lock: dump::lock_for_fork,
         unlock: dump::unlock_after_fork,
+        reset_in_child: Some(dump::reset_in_child),
     },
     ForkLock {
         rank: Rank::Modules,
-        lock: modules::lock_for_fork,
+        lock: || modules::lock_for_fork(HIGH_LOCK_WAIT_NS),
         unlock: modules::unlock_after_fork,
+        reset_in_child: Some(modules::reset_in_child),
     },
     ForkLock {
         rank: Rank::SignalAction,
-        lock: signal::lock_for_fork,
+        lock: || always(signal::lock_for_fork),
         unlock: signal::unlock_after_fork,
+        reset_in_child: None,
     },
     ForkLock {
         rank: Rank::LeakQueue,
-        lock: leak_check::lock_for_fork,
+        lock: || always(leak_check::lock_for_fork),
         unlock: leak_check::unlock_after_fork,
+        reset_in_child: None,
     },
     ForkLock {
         rank: Rank::StackArena,
-        lock: stacks::lock_for_fork,
+        lock: || always(stacks::lock_for_fork),
         unlock: stacks::unlock_after_fork,
+        reset_in_child: None,
     },
     ForkLock {
         rank: Rank::LiveShard,
-        lock: live::lock_all_for_fork,
+        lock: || always(live::lock_all_for_fork),
         unlock: live::unlock_all_after_fork,
+        reset_in_child: None,
     },
 ];
 
 extern "C" fn prepare() {
+    // SAFETY: this thread's own state.
+    let t = unsafe { &mut *guard::state() };
+    if t.busy != 0 || t.fork_locks_held != 0 {
+        // fork() from a signal handler that interrupted heaplive, or
+        // another fork, on this thread, which may hold any of our locks:
+        // take none (waiting would be waiting for ourselves); the child
+        // gets an inert heaplive.
+        t.forks_without_locks += 1;
+        return;
+    }
     let _busy = Busy::enter();
     // From here on, allocation paths stop waiting for our locks (see
     // `hot::lock`): a thread that waits for one while holding a glibc lock
     // that fork() takes after this handler would deadlock with us.
     lock::fork_prepare_begins();
-    for l in &FORK_ORDER {
-        (l.lock)();
+    // Bit i: FORK_ORDER[i] is held; bit 31 marks "this thread's fork".
+    let mut held = 1u32 << 31;
+    for (i, l) in FORK_ORDER.iter().enumerate() {
+        if (l.lock)() {
+            held |= 1 << i;
+        }
     }
+    t.fork_locks_held = held;
 }
 
 extern "C" fn parent() {
+    // SAFETY: this thread's own state.
+    let t = unsafe { &mut *guard::state() };
+    if t.forks_without_locks > 0 {
+        t.forks_without_locks -= 1;
+        return;
+    }
+    let held = core::mem::take(&mut t.fork_locks_held);
     // SAFETY: paired with prepare on this thread.
-    unsafe { unlock_all() };
+    unsafe { unlock(held) };
     lock::fork_prepare_ends_in_parent();
 }
 
 extern "C" fn child() {
+    // SAFETY: this thread's own state.
+    let t = unsafe { &mut *guard::state() };
+    if t.forks_without_locks > 0 {
+        t.forks_without_locks = 0;
+        pid::set(sys::getpid());
+        forking::mark_inert();
+        return;
+    }
+    let held = core::mem::take(&mut t.fork_locks_held);
     // SAFETY: the child has only this thread, which took the locks.
-    unsafe { unlock_all() };
+    unsafe { unlock(held) };
+    for (i, l) in FORK_ORDER.iter().enumerate() {
+        if held & (1 << i) == 0
+            && let Some(reset) = l.reset_in_child
+        {
+            // SAFETY: a child on its only thread; the lock was not taken.
+            unsafe { reset() };
+        }
+    }
     become_child();
 }
 
+/// Releases the locks of `held` (bits as in `prepare`), in reverse order.
+///
 /// # Safety
 /// After `prepare` on this thread, or in a child whose other threads are gone.
-unsafe fn unlock_all() {
-    for l in FORK_ORDER.iter().rev() {
-        // SAFETY: guaranteed by the caller.
-        unsafe { (l.unlock)() };
+unsafe fn unlock(held: u32) {
+    for (i, l) in FORK_ORDER.iter().enumerate().rev() {
+        if held & (1 << i) != 0 {
+            // SAFETY: guaranteed by the caller.
+            unsafe { (l.unlock)() };
+        }
     }
 }
 
@@ -121,7 +188,7 @@ pub fn check_orphaned_locks() {
     }
     // SAFETY: we are a child created without atfork handlers, right after
     // the fork: the threads that held these locks are in the parent.
-    unsafe { unlock_all() };
+    unsafe { unlock(u32::MAX) };
     become_child();
 }
 

@@ -147,8 +147,16 @@ pub fn exit_summary(written: Option<&Written>) {
 }
 
 /// Before the dump lock (a reporter holds this one and then takes that).
-pub fn lock_for_fork() {
-    REPORTING.lock_raw();
+/// See `dump::lock_for_fork`.
+pub fn lock_for_fork() -> bool {
+    REPORTING.lock_raw_within(crate::background::fork::HIGH_LOCK_WAIT_NS)
+}
+
+/// # Safety
+/// In a fork's child whose prepare handler did not get the lock.
+pub unsafe fn reset_in_child() {
+    // SAFETY: guaranteed by the caller.
+    unsafe { REPORTING.reset_in_child(()) };
 }
 
 /// # Safety

@@ -24,7 +24,13 @@ pub struct ThreadState {
     /// libstdc++ rounds the size up to the alignment before aligned_alloc,
     /// and the profile reports what the program asked for.
     pub aligned_new_size: u64,
-    _reserved: u64,
+    /// Set while this thread's fork holds every heaplive lock (from the
+    /// prepare handler to the parent or child handler).
+    pub fork_locks_held: u32,
+    /// Forks begun on this thread that took no heaplive locks: from a
+    /// signal handler that interrupted heaplive or another fork on this
+    /// thread (see `hot::forking`).
+    pub forks_without_locks: u32,
 }
 
 #[cfg(not(target_arch = "x86_64"))]

@@ -135,7 +135,7 @@ impl<T> SpinLock<T> {
             .compare_exchange_weak(0, 1, Acquire, Relaxed)
             .is_err()
         {
-            self.lock_contended();
+            self.acquire_slow(false);
         }
         Locked { lock: self }
     }
@@ -148,7 +148,7 @@ impl<T> SpinLock<T> {
             .word
             .compare_exchange_weak(0, 1, Acquire, Relaxed)
             .is_err()
-            && !self.lock_contended_unless_forking()
+            && !self.acquire_slow(true)
         {
             return None;
         }
@@ -157,8 +157,10 @@ impl<T> SpinLock<T> {
         Some(Locked { lock: self })
     }
 
+    /// Spins (yielding under long contention) until the lock is ours:
+    /// true; or, with `give_way_to_fork`, false once a fork is prepared.
     #[cold]
-    fn lock_contended_unless_forking(&self) -> bool {
+    fn acquire_slow(&self, give_way_to_fork: bool) -> bool {
         let mut spins = 0u32;
         loop {
             if self.word.load(Relaxed) == 0
@@ -169,33 +171,8 @@ impl<T> SpinLock<T> {
             {
                 return true;
             }
-            if forking() {
+            if give_way_to_fork && forking() {
                 return false;
-            }
-            spins += 1;
-            if spins < 200 {
-                core::hint::spin_loop();
-            } else {
-                // SAFETY: sched_yield has no preconditions. Contention only.
-                unsafe { libc::sched_yield() };
-                if spins % 4096 == 0 {
-                    orphan_check();
-                }
-            }
-        }
-    }
-
-    #[cold]
-    fn lock_contended(&self) {
-        let mut spins = 0u32;
-        loop {
-            if self.word.load(Relaxed) == 0
-                && self
-                    .word
-                    .compare_exchange_weak(0, 1, Acquire, Relaxed)
-                    .is_ok()
-            {
-                return;
             }
             spins += 1;
             if spins < 200 {
@@ -218,6 +195,42 @@ impl<T> SpinLock<T> {
     /// Takes the lock for a fork's prepare handler; paired with `unlock_raw`.
     pub fn lock_raw(&self) {
         core::mem::forget(self.lock());
+    }
+
+    /// As `lock_raw`, but gives up (false) after `ns` nanoseconds.
+    pub fn lock_raw_within(&self, ns: u64) -> bool {
+        let deadline = crate::hot::sys::now_nanos().saturating_add(ns);
+        loop {
+            if self
+                .word
+                .compare_exchange_weak(0, 1, Acquire, Relaxed)
+                .is_ok()
+            {
+                #[cfg(test)]
+                order::acquire(self.rank);
+                return true;
+            }
+            if crate::hot::sys::now_nanos() >= deadline {
+                return false;
+            }
+            // SAFETY: sched_yield has no preconditions.
+            unsafe { libc::sched_yield() };
+        }
+    }
+
+    /// In a fork's child whose prepare handler did not get this lock: its
+    /// holder (another thread of the parent) may have left the value half
+    /// changed, so it is replaced by `fresh` without being read or dropped
+    /// (what it owned is leaked), and the lock is released.
+    ///
+    /// # Safety
+    /// Only in a fork's child, on its only thread, before anything else
+    /// uses the lock.
+    pub unsafe fn reset_in_child(&self, fresh: T) {
+        // SAFETY: no other thread exists to use the value; the old one is
+        // forgotten, never dropped.
+        unsafe { core::mem::forget(core::ptr::replace(self.value.get(), fresh)) };
+        self.word.store(0, Release);
     }
 
     /// Releases a lock taken with `lock_raw`, or one left held by a thread

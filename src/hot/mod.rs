@@ -1,5 +1,6 @@
 pub mod arena;
 pub mod config;
+pub mod forking;
 pub mod guard;
 pub mod leak_check;
 pub mod live;

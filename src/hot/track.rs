@@ -51,7 +51,7 @@ fn alloc_slow(p: *mut c_void, size: usize) {
         t.bytes_until_sample = 0;
         return;
     }
-    if STOPPED.load(Relaxed) {
+    if STOPPED.load(Relaxed) || crate::hot::forking::inert() {
         // No memory for our tables: this thread stops sampling too.
         t.bytes_until_sample = i64::MAX;
         return;
@@ -148,7 +148,7 @@ fn untrack_slow(p: *mut c_void) -> Option<Entry> {
     // this thread holds a shard lock, for instance) the sample stays: its
     // bit is still set, so the next free or sampled malloc at this address
     // replaces it. Taking the lock here could deadlock.
-    if guard::busy() {
+    if guard::busy() || crate::hot::forking::inert() {
         return None;
     }
     let _busy = Busy::enter();

@@ -16,6 +16,7 @@ static DUMPER_PID: AtomicU32 = AtomicU32::new(0);
 pub fn ensure_dumper() {
     let pid = pid::get();
     if DUMPER_PID.load(Acquire) != pid
+        && !crate::hot::forking::inert()
         && let Some(s) = services::get()
     {
         (s.start_dumper)(pid);

@@ -5,11 +5,10 @@
 use crate::hot::real::{self, Sym, call};
 use crate::hot::{guard, pid, services, sys, trigger};
 
-/// fork(): the real one, then in the child a dumper thread of its own.
-/// `fork`.
+/// `fork`: the real one, then in the child a dumper thread of its own.
 ///
 /// # Safety
-/// The contract of C's `fork` (fork(2) and exec(3)).
+/// The contract of C's `fork` (fork(2)).
 #[cfg_attr(not(test), unsafe(no_mangle))]
 pub unsafe extern "C" fn fork() -> libc::pid_t {
     let r = match real::c_fn(Sym::Fork) {

@@ -43,6 +43,15 @@ struct Registry {
     counters: Option<(u64, u64)>,
 }
 
+impl Registry {
+    const fn new() -> Self {
+        Registry {
+            modules: Vec::new(),
+            counters: None,
+        }
+    }
+}
+
 static REGISTRY: SpinLock<Registry> = SpinLock::new(
     Rank::Modules,
     Registry {
@@ -149,8 +158,19 @@ pub fn get(index: usize) -> Option<Module> {
 
 /// For the atfork prepare handler: take the registry lock so that no other
 /// thread holds it across `fork`. Pair with [`unlock_after_fork`].
-pub fn lock_for_fork() {
-    REGISTRY.lock_raw();
+pub fn lock_for_fork(wait_ns: u64) -> bool {
+    REGISTRY.lock_raw_within(wait_ns)
+}
+
+/// For the child handler when [`lock_for_fork`] gave up: an empty registry
+/// (refilled at the next refresh; modules unloaded before the fork are
+/// forgotten).
+///
+/// # Safety
+/// In a fork's child whose prepare handler did not get the lock.
+pub unsafe fn reset_in_child() {
+    // SAFETY: guaranteed by the caller.
+    unsafe { REGISTRY.reset_in_child(Registry::new()) };
 }
 
 /// For the atfork parent and child handlers.
@@ -406,7 +426,7 @@ mod tests {
 
     #[test]
     fn fork_lock_roundtrip() {
-        lock_for_fork();
+        assert!(lock_for_fork(u64::MAX));
         assert!(REGISTRY.is_locked());
         // SAFETY: pairs with the lock just taken.
         unsafe { unlock_after_fork() };
