@@ -11,7 +11,7 @@ BIN := target/release/heaplive
 all: build
 
 build:
-	$(CARGO) build --release
+	$(CARGO) build --release --workspace
 
 $(LIB) $(BIN): build
 
@@ -21,7 +21,7 @@ demo: build
 # Installs what the tests need (php-fpm, debug info for libc, go for pprof,
 # the real programs), then runs the unit tests and the preload tests.
 test: test-deps build
-	$(CARGO) test --release
+	$(CARGO) test --release --workspace
 
 test-deps:
 	@bash scripts/install-test-deps.sh

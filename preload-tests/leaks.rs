@@ -254,14 +254,14 @@ fn check_role(
     }
 }
 
-fn run_steps(tag: &str, env: &[(&str, &str)]) -> (PathBuf, Output, String) {
+fn run_steps(tag: &str, env: &[(&str, &str)]) -> (TempDir, Output, String) {
     run_steps_paused(tag, "400", env)
 }
 
 /// `leak_grow steps` in exact mode. `pause` (ms between steps) keeps every
 /// second's lines under the rate limit of 5: with growth 2 a second holds at
 /// most 3 steps of one line; with growth 1.5 steps have two lines, so 700.
-fn run_steps_paused(tag: &str, pause: &str, env: &[(&str, &str)]) -> (PathBuf, Output, String) {
+fn run_steps_paused(tag: &str, pause: &str, env: &[(&str, &str)]) -> (TempDir, Output, String) {
     let dir = tempdir(tag);
     let mut e = vec![("HEAPLIVE_SAMPLE_INTERVAL", "1")];
     e.extend_from_slice(env);

@@ -100,7 +100,7 @@ fn scenario(
     steps: &[Step],
     expect_exes: &[&str],
     must_sample: &[&str],
-) -> PathBuf {
+) -> common::TempDir {
     let mtag = match mode {
         Mode::Default => "default",
         Mode::Exact => "exact",
