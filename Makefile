@@ -3,8 +3,10 @@
 # measures (never fails a build).
 
 CARGO ?= cargo
-LIB := target/release/libheaplive.so
-BIN := target/release/heaplive
+# cargo's output directory: target/, or $CARGO_TARGET_DIR when set.
+TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
+LIB := $(TARGET_DIR)/release/libheaplive.so
+BIN := $(TARGET_DIR)/release/heaplive
 
 .PHONY: all build demo test test-deps bench clean
 

@@ -806,6 +806,7 @@ fn dump_honours_the_process_signal_setting() {
     let hup = spawn("sleep", &["30"], true, &[], &dir);
     let hpid = hup.0.id();
     wait_for_library(hpid, Some(SIGUSR2));
+    let _ = std::fs::create_dir("/tmp/heaplive-status");
     std::fs::write(
         format!("/tmp/heaplive-status/{hpid}"),
         format!("dumps 0\nsignal {}\n", libc::SIGHUP),
@@ -907,10 +908,7 @@ fn command_and_library_agree_on_every_signal() {
     );
     for v in &values {
         let o = heaplive(&["run", "--signal", v, "--", "true"]);
-        let command = match o.status.code() {
-            Some(2) => false,
-            _ => true,
-        };
+        let command = o.status.code() != Some(2);
         let lib_run = run_preloaded(
             &dir,
             Path::new("/bin/true"),

@@ -559,7 +559,7 @@ fn many_threads_at_once_then_exit() {
     // Lines plus every suppression count (on warning lines or the summary).
     let suppressed: u64 = ws.iter().map(|w| w.suppressed).sum::<u64>()
         + sum
-            .split(|c: char| c == '(' || c == ';')
+            .split(['(', ';'])
             .filter_map(|p| {
                 p.trim()
                     .strip_suffix(" more warnings suppressed)")
@@ -793,7 +793,7 @@ fn program_closing_all_fds_keeps_its_files_to_itself() {
         "only the exit dump was asked for\n{ctx}"
     );
     assert!(
-        by_leaf(&warnings(&tl, &ctx), "grow_alloc").len() >= 1,
+        !by_leaf(&warnings(&tl, &ctx), "grow_alloc").is_empty(),
         "{ctx}"
     );
 }

@@ -36,11 +36,9 @@ pub fn frames(stack: &str) -> impl Iterator<Item = &str> {
 pub fn frame_text(f: &Frame, lines: bool) -> String {
     let mut s = String::with_capacity(f.function.len() + 24);
     s.push_str(&f.function);
-    if lines {
-        if let (Some(file), Some(line)) = (&f.file, f.line) {
-            let base = file.rsplit('/').next().unwrap_or(file);
-            s.push_str(&format!(" ({}:{})", base, line));
-        }
+    if let (true, Some(file), Some(line)) = (lines, &f.file, f.line) {
+        let base = file.rsplit('/').next().unwrap_or(file);
+        s.push_str(&format!(" ({}:{})", base, line));
     }
     escape_frame(&s)
 }
