@@ -54,6 +54,12 @@ impl TempDir {
     pub fn path(&self) -> &Path {
         &self.0
     }
+    /// Keeps the directory for the rest of the run (programs compiled once
+    /// and shared by several tests); returns its path.
+    pub fn keep(self) -> PathBuf {
+        let this = std::mem::ManuallyDrop::new(self);
+        this.0.clone()
+    }
     /// Writes `name` in the directory; returns its path as a string.
     pub fn file(&self, name: &str, content: &[u8]) -> String {
         let path = self.0.join(name);

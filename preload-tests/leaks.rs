@@ -18,7 +18,7 @@ const MIB: i64 = 1024 * 1024;
 fn prog() -> PathBuf {
     static P: OnceLock<PathBuf> = OnceLock::new();
     P.get_or_init(|| {
-        let dir = tempdir("leak-bin");
+        let dir = tempdir("leak-bin").keep();
         compile("leak_grow.c", "leak_grow", &dir, &[])
     })
     .clone()
