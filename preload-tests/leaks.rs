@@ -24,33 +24,15 @@ fn prog() -> PathBuf {
     .clone()
 }
 
-/// `1.0 MiB`, `512 B`: the library's human units, to compare lines exactly.
+/// `1.0 MiB`, `512 B`: the library's human units (the contract crate's,
+/// unit-tested there against literal strings), to compare lines exactly.
 fn human(n: f64) -> String {
-    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = n;
-    let mut u = 0;
-    while v.abs() >= 1024.0 && u + 1 < units.len() {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{} B", v.round() as i64)
-    } else {
-        format!("{:.1} {}", v, units[u])
-    }
+    heaplive_format::units::human_bytes(n).to_string()
 }
 
 /// `4,096`.
 fn grouped(n: u64) -> String {
-    let s = n.to_string();
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
+    heaplive_format::units::Grouped(n).to_string()
 }
 
 /// The amounts at which a stack whose live amount takes the values
