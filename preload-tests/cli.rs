@@ -907,7 +907,12 @@ fn command_and_library_agree_on_every_signal() {
         .map(String::from),
     );
     for v in &values {
-        let o = heaplive(&["run", "--signal", v, "--", "true"]);
+        let o = heaplive_command(&["run", "-q", "--signal", v, "--", "true"])
+            .env("HEAPLIVE_LIB", lib())
+            .env("HEAPLIVE_DUMP_AT_EXIT", "0")
+            .current_dir(&dir)
+            .output()
+            .expect("run heaplive");
         let command = o.status.code() != Some(2);
         let lib_run = run_preloaded(
             &dir,
