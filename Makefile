@@ -3,15 +3,17 @@
 # measures (never fails a build).
 
 CARGO ?= cargo
-LIB := target/release/libheaplive.so
-BIN := target/release/heaplive
+# cargo's output directory: target/, or $CARGO_TARGET_DIR when set.
+TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
+LIB := $(TARGET_DIR)/release/libheaplive.so
+BIN := $(TARGET_DIR)/release/heaplive
 
 .PHONY: all build demo test test-deps bench clean
 
 all: build
 
 build:
-	$(CARGO) build --release
+	$(CARGO) build --release --workspace
 
 $(LIB) $(BIN): build
 
@@ -21,7 +23,7 @@ demo: build
 # Installs what the tests need (php-fpm, debug info for libc, go for pprof,
 # the real programs), then runs the unit tests and the preload tests.
 test: test-deps build
-	$(CARGO) test --release
+	$(CARGO) test --release --workspace
 
 test-deps:
 	@bash scripts/install-test-deps.sh

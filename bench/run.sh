@@ -20,6 +20,7 @@
 #   BENCH_CONFIGS="none null heaplive heaplive-exact heaptrack jemalloc jemalloc-prof"
 #   BENCH_RESULTS=bench/RESULTS.md  where the report is appended
 #   BENCH_NO_BUILD=1      do not run cargo build (use target/release as is)
+#   CARGO_TARGET_DIR      where cargo builds, as for cargo (default target/)
 set -u
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
@@ -61,7 +62,9 @@ build() {
 if ! build; then say "building the workloads failed; nothing measured"; exit 0; fi
 
 # Snapshot the library: others may rebuild target/ while we measure.
-LIBSRC=$ROOT/target/release/libheaplive.so
+TARGET_DIR=${CARGO_TARGET_DIR:-target}
+case $TARGET_DIR in /*) ;; *) TARGET_DIR=$ROOT/$TARGET_DIR ;; esac
+LIBSRC=$TARGET_DIR/release/libheaplive.so
 if [ -z "${BENCH_NO_BUILD:-}" ] && ! [ -f "$LIBSRC" ]; then
     (cd "$ROOT" && cargo build --release >/dev/null 2>&1) || true
 fi

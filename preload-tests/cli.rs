@@ -1,91 +1,12 @@
-//! Tests of the `heaplive` command on synthetic folded files and on small
-//! processes. They do not need the real preload library: `run` and `dump`
-//! are driven with a stand-in `libheaplive.so` (compiled here from C) that
-//! speaks only the library's file contract: it writes a folded file named by
-//! `HEAPLIVE_OUTPUT` and the status file `/tmp/heaplive-status/<pid>` on
-//! SIGUSR2 and at exit.
+//! Tests of the `heaplive` command: on synthetic folded files, and on small
+//! processes running the real library (`run` and `dump`).
 
+use crate::common::total as common_total;
+use crate::common::*;
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::sync::OnceLock;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-const BIN: &str = env!("CARGO_BIN_EXE_heaplive");
-
-/// A fresh directory under the system temp dir, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        static N: AtomicUsize = AtomicUsize::new(0);
-        let n = N.fetch_add(1, Ordering::Relaxed);
-        let dir = std::env::temp_dir().join(format!(
-            "heaplive-cli-test.{}.{n}.{tag}",
-            std::process::id()
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("create temp dir");
-        TempDir(dir)
-    }
-
-    fn file(&self, name: &str, content: &[u8]) -> String {
-        let path = self.0.join(name);
-        std::fs::write(&path, content).expect("write test file");
-        path.to_str().expect("utf-8 temp path").to_string()
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-pub(crate) fn heaplive(args: &[&str]) -> Output {
-    Command::new(BIN)
-        .args(args)
-        .env_remove("LD_PRELOAD")
-        .env_remove("HEAPLIVE_OUTPUT")
-        .stdin(Stdio::null())
-        .output()
-        .expect("run heaplive")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-/// Asserts success and returns stdout.
-pub(crate) fn ok(o: Output) -> String {
-    assert!(
-        o.status.success(),
-        "heaplive failed: {:?}\nstdout:\n{}\nstderr:\n{}",
-        o.status,
-        stdout(&o),
-        stderr(&o)
-    );
-    stdout(&o)
-}
-
-/// Asserts exit status `code` and that stderr is exactly one line `want`.
-fn fails_with(o: Output, code: i32, want: &str) {
-    assert_eq!(
-        o.status.code(),
-        Some(code),
-        "status; stderr:\n{}",
-        stderr(&o)
-    );
-    let err = stderr(&o);
-    let first = err.lines().next().unwrap_or("");
-    assert_eq!(first, want, "first line of stderr:\n{err}");
-    assert!(!err.contains("panicked"), "heaplive panicked:\n{err}");
-}
 
 /// A deterministic synthetic profile: `n` distinct stacks with counts from
 /// a linear congruential generator seeded by `seed`.
@@ -130,7 +51,7 @@ fn table_rows(text: &str) -> Vec<(i128, String)> {
 
 #[test]
 fn top_totals_equal_folded_totals() {
-    let dir = TempDir::new("top");
+    let dir = tempdir("top");
     let a = synthetic(40, 1);
     let b = synthetic(25, 2);
     let fa = dir.file("a.folded", folded_text(&a).as_bytes());
@@ -194,7 +115,7 @@ fn top_totals_equal_folded_totals() {
 
 #[test]
 fn top_inclusive_counts_each_frame_once_per_stack() {
-    let dir = TempDir::new("incl");
+    let dir = tempdir("incl");
     let f = dir.file(
         "a.folded",
         b"main;walk;walk;walk;leaf 100\nmain;walk;other 30\nmain;solo 7\n",
@@ -221,7 +142,7 @@ fn top_inclusive_counts_each_frame_once_per_stack() {
 
 #[test]
 fn diff_shows_known_growth_exactly() {
-    let dir = TempDir::new("diff");
+    let dir = tempdir("diff");
     let base = synthetic(30, 7);
     let leak = "_start;main;serve;cache_put;leaky_alloc";
     let mut old = base.clone();
@@ -290,7 +211,7 @@ fn diff_shows_known_growth_exactly() {
 
 #[test]
 fn merge_sums_identical_stacks() {
-    let dir = TempDir::new("merge");
+    let dir = tempdir("merge");
     let a = dir.file("a.folded", b"main;b 5\nmain;a 1\nmain;a 2\n\n");
     let b = dir.file("b.folded", b"main;c (x.c:1) 10\r\nmain;a 100\n");
     let out = ok(heaplive(&["merge", &a, &b]));
@@ -382,14 +303,14 @@ fn check_xml(text: &str) -> Result<(), String> {
 
 #[test]
 fn flamegraph_svg_is_well_formed_and_names_functions() {
-    let dir = TempDir::new("flame");
+    let dir = tempdir("flame");
     let f = dir.file(
         "heaplive.php-fpm8.2.4242.3.folded",
         b"_start;main;php_execute;xmlStrdup 524288\n\
           _start;main;std::vector<int, std::allocator<int> >::push_back(int&&);operator new(unsigned long) 4096\n\
           _start;main;a&b_fn 100\n",
     );
-    let svg_path = dir.0.join("out.svg");
+    let svg_path = dir.join("out.svg");
     let svg_path = svg_path.to_str().expect("utf-8");
     ok(heaplive(&["flamegraph", &f, "-o", svg_path]));
     let svg = std::fs::read_to_string(svg_path).expect("svg written");
@@ -432,7 +353,7 @@ fn flamegraph_svg_is_well_formed_and_names_functions() {
 
 #[test]
 fn malformed_inputs_give_one_clear_line() {
-    let dir = TempDir::new("bad");
+    let dir = tempdir("bad");
     let cases: [(&str, &[u8], &str); 6] = [
         (
             "nocount.folded",
@@ -464,7 +385,7 @@ fn malformed_inputs_give_one_clear_line() {
     let good = dir.file("good.folded", b"main;a 1\n");
     for (name, content, msg) in cases {
         let path = dir.file(name, content);
-        let want = format!("heaplive: {}/{msg}", dir.0.display());
+        let want = format!("heaplive: {}/{msg}", dir.display());
         fails_with(heaplive(&["top", &path]), 1, &want);
         fails_with(heaplive(&["merge", &good, &path]), 1, &want);
         fails_with(heaplive(&["flamegraph", &path]), 1, &want);
@@ -480,7 +401,7 @@ fn malformed_inputs_give_one_clear_line() {
     let o = heaplive(&["top", &gz]);
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("gzip"), "{}", stderr(&o));
-    let missing = dir.0.join("missing.folded");
+    let missing = dir.join("missing.folded");
     let missing = missing.to_str().expect("utf-8");
     fails_with(
         heaplive(&["top", missing]),
@@ -533,131 +454,13 @@ fn usage_errors_exit_2_and_help_exits_0() {
     assert!(ok(heaplive(&["--help"])).contains("Commands:"));
 }
 
-/// The stand-in library, compiled once; and an empty shared object.
-struct Libs {
-    mock: PathBuf,
-    empty: PathBuf,
-    empty2: PathBuf,
-}
-
-fn libs() -> &'static Libs {
-    static LIBS: OnceLock<Libs> = OnceLock::new();
-    LIBS.get_or_init(|| {
-        let dir =
-            std::env::temp_dir().join(format!("heaplive-cli-test.{}.libs", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("libs dir");
-        let src = dir.join("mock.c");
-        std::fs::write(&src, MOCK_C).expect("write mock.c");
-        let empty_src = dir.join("empty.c");
-        std::fs::write(&empty_src, "int heaplive_test_empty;\n").expect("write empty.c");
-        let libs = Libs {
-            mock: dir.join("libheaplive.so"),
-            empty: dir.join("libempty.so"),
-            empty2: dir.join("libempty2.so"),
-        };
-        for (src, out) in [
-            (&src, &libs.mock),
-            (&empty_src, &libs.empty),
-            (&empty_src, &libs.empty2),
-        ] {
-            let o = Command::new("cc")
-                .args(["-shared", "-fPIC", "-O1", "-o"])
-                .arg(out)
-                .arg(src)
-                .output()
-                .expect("these tests need a C compiler: 'cc' not found");
-            assert!(
-                o.status.success(),
-                "cc failed: {}",
-                String::from_utf8_lossy(&o.stderr)
-            );
-        }
-        libs
-    })
-}
-
-/// A stand-in for libheaplive.so: dumps `main;mock_alloc <1000*n>` to the
-/// expanded HEAPLIVE_OUTPUT and rewrites the status file, on SIGUSR2 and at
-/// exit; it catches SIGUSR1 and does nothing. Formatting in a handler is not async-signal-safe; the test
-/// processes only sleep, so nothing else runs when it fires.
-const MOCK_C: &str = r#"
-#define _GNU_SOURCE
-#include <errno.h>
-#include <fcntl.h>
-#include <signal.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-static int dumps;
-
-static void expand(char *out, size_t cap, const char *t, int n) {
-    size_t o = 0;
-    for (; *t && o + 64 < cap; t++) {
-        if (*t == '%' && t[1]) {
-            t++;
-            if (*t == 'p') o += snprintf(out + o, cap - o, "%d", (int)getpid());
-            else if (*t == 'n') o += snprintf(out + o, cap - o, "%d", n);
-            else if (*t == 'e') o += snprintf(out + o, cap - o, "%s", program_invocation_short_name);
-            else out[o++] = *t;
-        } else out[o++] = *t;
-    }
-    out[o] = 0;
-}
-
-static void dump(void) {
-    int saved = errno;
-    char path[2048], abs[4200], cwd[2048], status[128], stmp[160], text[4400];
-    const char *t = getenv("HEAPLIVE_OUTPUT");
-    dumps++;
-    expand(path, sizeof path, t && *t ? t : "heaplive.%e.%p.%n.folded", dumps);
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    if (fd >= 0) {
-        int len = snprintf(text, sizeof text, "main;mock_alloc %d\n", 1000 * dumps);
-        if (write(fd, text, len) != len) {}
-        close(fd);
-    }
-    if (path[0] != '/' && getcwd(cwd, sizeof cwd)) snprintf(abs, sizeof abs, "%s/%s", cwd, path);
-    else snprintf(abs, sizeof abs, "%s", path);
-    mkdir("/tmp/heaplive-status", 01777);
-    chmod("/tmp/heaplive-status", 01777);
-    snprintf(status, sizeof status, "/tmp/heaplive-status/%d", (int)getpid());
-    snprintf(stmp, sizeof stmp, "%s.tmp", status);
-    fd = open(stmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd >= 0) {
-        int len = snprintf(text, sizeof text, "dumps %d\nlast %s\nsignal %d\n", dumps, abs, SIGUSR2);
-        if (write(fd, text, len) != len) {}
-        close(fd);
-        rename(stmp, status);
-    }
-    errno = saved;
-}
-
-static void on_signal(int sig) { (void)sig; dump(); }
-static void busy(int sig) { (void)sig; }
-
-__attribute__((constructor)) static void start(void) {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sa.sa_flags = SA_RESTART;
-    sigaction(SIGUSR2, &sa, 0);
-    sa.sa_handler = busy; /* caught, never dumps: for timeouts */
-    sigaction(SIGUSR1, &sa, 0);
-}
-
-__attribute__((destructor)) static void stop(void) { dump(); }
-"#;
-
-fn run_with_lib(lib: &Path, args: &[&str], extra_env: &[(&str, &str)]) -> Output {
-    let mut cmd = Command::new(BIN);
-    cmd.args(args)
-        .env("HEAPLIVE_LIB", lib)
-        .env_remove("LD_PRELOAD")
-        .env_remove("HEAPLIVE_OUTPUT")
-        .stdin(Stdio::null());
+/// `heaplive run` with the real library (`HEAPLIVE_LIB`), dump files and
+/// fallbacks kept in `dir`.
+fn run_with_lib(dir: &Path, args: &[&str], extra_env: &[(&str, &str)]) -> std::process::Output {
+    let mut cmd = heaplive_command(args);
+    cmd.env("HEAPLIVE_LIB", lib())
+        .env("TMPDIR", dir)
+        .current_dir(dir);
     for (k, v) in extra_env {
         cmd.env(k, v);
     }
@@ -666,10 +469,11 @@ fn run_with_lib(lib: &Path, args: &[&str], extra_env: &[(&str, &str)]) -> Output
 
 #[test]
 fn run_passes_settings_and_exit_status() {
-    let libs = libs();
+    let dir = tempdir("runvars");
     let script = "echo $HEAPLIVE_SAMPLE_INTERVAL $HEAPLIVE_DUMP_EVERY $HEAPLIVE_SIGNAL $HEAPLIVE_FORMAT $HEAPLIVE_OUTPUT; exit 7";
+    let template = format!("{}/x.%p", dir.display());
     let o = run_with_lib(
-        &libs.empty,
+        &dir,
         &[
             "run",
             "--interval",
@@ -681,7 +485,7 @@ fn run_passes_settings_and_exit_status() {
             "--format",
             "folded,pprof",
             "--output",
-            "/nonexistent/x.%p",
+            &template,
             "--",
             "sh",
             "-c",
@@ -691,34 +495,37 @@ fn run_passes_settings_and_exit_status() {
     );
     assert_eq!(
         stdout(&o),
-        "4K 5m RTMIN+3 folded,pprof /nonexistent/x.%p\n",
-        "stderr: {}",
-        stderr(&o)
+        format!("4K 5m RTMIN+3 folded,pprof {template}\n"),
+        "{}",
+        show(&o)
     );
-    assert_eq!(o.status.code(), Some(7), "stderr: {}", stderr(&o));
+    assert_eq!(o.status.code(), Some(7), "{}", show(&o));
+    assert!(
+        !stderr(&o).contains("using the default"),
+        "the library accepts every value the command passed: {}",
+        show(&o)
+    );
 
     // The library goes first in LD_PRELOAD, before what was there.
-    let o = Command::new(BIN)
-        .args(["run", "-q", "--", "sh", "-c", "echo $LD_PRELOAD"])
-        .env("HEAPLIVE_LIB", &libs.empty)
-        .env("LD_PRELOAD", &libs.empty2)
+    let other = compile("own_segv.c", "libother.so", &dir, &["-shared", "-fPIC"]);
+    let o = heaplive_command(&["run", "-q", "--", "sh", "-c", "echo $LD_PRELOAD"])
+        .env("HEAPLIVE_LIB", lib())
+        .env("LD_PRELOAD", &other)
+        .env("HEAPLIVE_DUMP_AT_EXIT", "0")
         .output()
         .expect("run heaplive");
+    let lib = std::fs::canonicalize(lib()).unwrap();
     assert_eq!(
         stdout(&o),
-        format!("{}:{}\n", libs.empty.display(), libs.empty2.display()),
+        format!("{}:{}\n", lib.display(), other.display()),
         "{}",
-        stderr(&o)
+        show(&o)
     );
 
-    let o = run_with_lib(
-        &libs.empty,
-        &["run", "-q", "--", "sh", "-c", "kill -TERM $$"],
-        &[],
-    );
+    let o = run_with_lib(&dir, &["run", "-q", "--", "sh", "-c", "kill -TERM $$"], &[]);
     assert_eq!(o.status.code(), Some(128 + 15), "killed by SIGTERM");
 
-    let o = run_with_lib(&libs.empty, &["run", "--", "/nonexistent/program"], &[]);
+    let o = run_with_lib(&dir, &["run", "--", "/nonexistent/program"], &[]);
     assert_eq!(o.status.code(), Some(127));
     assert!(
         stderr(&o).starts_with("heaplive: cannot run '/nonexistent/program'"),
@@ -726,11 +533,10 @@ fn run_passes_settings_and_exit_status() {
         stderr(&o)
     );
 
-    let o = run_with_lib(
-        Path::new("/nonexistent/libheaplive.so"),
-        &["run", "--", "true"],
-        &[],
-    );
+    let o = heaplive_command(&["run", "--", "true"])
+        .env("HEAPLIVE_LIB", "/nonexistent/libheaplive.so")
+        .output()
+        .expect("run heaplive");
     fails_with(
         o,
         1,
@@ -740,45 +546,31 @@ fn run_passes_settings_and_exit_status() {
 
 #[test]
 fn run_lists_the_files_written() {
-    let libs = libs();
-    let dir = TempDir::new("runfiles");
-    let template = format!("{}/t.%e.%p.%n.folded", dir.0.display());
+    let dir = tempdir("runfiles");
+    let out = tempdir("runfiles-out");
+    let template = format!("{}/t.%e.%p.%n.folded", out.display());
     let o = run_with_lib(
-        &libs.mock,
+        &dir,
         &["run", "--output", &template, "--", "sleep", "0.1"],
-        &[],
+        &[("HEAPLIVE_SAMPLE_INTERVAL", "1")],
     );
-    assert!(o.status.success(), "{}", stderr(&o));
-    let written: Vec<PathBuf> = std::fs::read_dir(&dir.0)
-        .expect("dir")
-        .flatten()
-        .map(|e| e.path())
-        .collect();
-    assert_eq!(
-        written.len(),
-        1,
-        "the stand-in writes one exit dump: {written:?}"
-    );
+    assert!(o.status.success(), "{}", show(&o));
+    let written = folded_files(&out);
+    assert_eq!(written.len(), 1, "one exit dump: {written:?}\n{}", show(&o));
     let err = stderr(&o);
-    if let Some(pid) = err
-        .split("profiling pid ")
-        .nth(1)
-        .and_then(|r| r.split(';').next())
-    {
-        let _ = std::fs::remove_file(format!("/tmp/heaplive-status/{pid}"));
-    }
     assert!(err.contains("1 dump file written:"), "{err}");
     assert!(
         err.contains(&format!("  {}\n", written[0].display())),
         "{err}"
     );
-    // The file is a valid dump.
+    // The file is a valid dump, and top reads the same total from it.
+    let want = common_total(&parse_folded(&written[0]));
     let top = ok(heaplive(&[
         "top",
         "--bytes",
         written[0].to_str().expect("utf-8"),
     ]));
-    assert!(top.contains("total: 1000 bytes in 1 stacks"), "{top}");
+    assert!(top.contains(&format!("total: {want} bytes in ")), "{top}");
 }
 
 /// A child process that is reaped when the test ends, even on failure.
@@ -792,21 +584,20 @@ impl Drop for Child {
     }
 }
 
-fn spawn(
-    cmd: &str,
-    args: &[&str],
-    preload: Option<&Path>,
-    env: &[(&str, &str)],
-    cwd: &Path,
-) -> Child {
+/// `cmd args` in `cwd`, with the real library when `preload`.
+fn spawn(cmd: &str, args: &[&str], preload: bool, env: &[(&str, &str)], cwd: &Path) -> Child {
     let mut c = Command::new(cmd);
     c.args(args)
         .current_dir(cwd)
         .env_remove("LD_PRELOAD")
         .env_remove("HEAPLIVE_OUTPUT")
-        .stdin(Stdio::null());
-    if let Some(p) = preload {
-        c.env("LD_PRELOAD", p);
+        .env_remove("HEAPLIVE_SIGNAL")
+        .env("TMPDIR", cwd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped());
+    if preload {
+        c.env("LD_PRELOAD", lib())
+            .env("HEAPLIVE_SAMPLE_INTERVAL", "1");
     }
     for (k, v) in env {
         c.env(k, v);
@@ -814,10 +605,10 @@ fn spawn(
     Child(c.spawn().expect("spawn test child"))
 }
 
-/// Waits until `pid` has `libheaplive` mapped and its constructor has
-/// installed the SIGUSR2 handler (right after spawn the dynamic loader may
-/// not have run yet).
-fn wait_for_library(pid: u32) {
+/// Waits until `pid` has `libheaplive` mapped and, when `sig` is given,
+/// its constructor has installed the handler for it (right after spawn the
+/// dynamic loader may not have run yet).
+fn wait_for_library(pid: u32, sig: Option<u32>) {
     let deadline = Instant::now() + Duration::from_secs(10);
     while Instant::now() < deadline {
         let mapped = std::fs::read_to_string(format!("/proc/{pid}/maps"))
@@ -826,20 +617,23 @@ fn wait_for_library(pid: u32) {
             s.lines()
                 .find_map(|l| l.strip_prefix("SigCgt:"))
                 .and_then(|h| u64::from_str_radix(h.trim(), 16).ok())
-                .is_some_and(|m| m & (1 << (libc_sigusr2() - 1)) != 0)
+                .is_some_and(|m| sig.is_none_or(|sig| m & (1 << (sig - 1)) != 0))
         });
         if mapped && caught {
+            // Mapped is not initialised: the constructor runs after the
+            // loader maps everything; give it a moment when we cannot see it.
+            if sig.is_none() {
+                std::thread::sleep(Duration::from_millis(200));
+            }
             return;
         }
         std::thread::sleep(Duration::from_millis(10));
     }
-    panic!("pid {pid} never mapped libheaplive and caught SIGUSR2");
+    panic!("pid {pid} never mapped libheaplive and caught signal {sig:?}");
 }
 
-/// SIGUSR2 on Linux (x86-64 and aarch64 alike).
-fn libc_sigusr2() -> u32 {
-    12
-}
+const SIGUSR1: u32 = libc::SIGUSR1 as u32;
+const SIGUSR2: u32 = libc::SIGUSR2 as u32;
 
 #[test]
 fn dump_errors_for_dead_pid_and_pid_without_library() {
@@ -858,8 +652,8 @@ fn dump_errors_for_dead_pid_and_pid_without_library() {
         &format!("heaplive: pid {dead}: no such process"),
     );
 
-    let dir = TempDir::new("nolib");
-    let child = spawn("sleep", &["30"], None, &[], &dir.0);
+    let dir = tempdir("nolib");
+    let child = spawn("sleep", &["30"], false, &[], &dir);
     let pid = child.0.id();
     // Let exec finish so the name is "sleep", not the test binary's.
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -884,18 +678,17 @@ fn dump_errors_for_dead_pid_and_pid_without_library() {
 
 #[test]
 fn dump_signals_and_prints_the_new_file() {
-    let libs = libs();
-    let dir = TempDir::new("dump");
-    let child = spawn("sleep", &["30"], Some(&libs.mock), &[], &dir.0);
+    let dir = tempdir("dump");
+    let child = spawn("sleep", &["30"], true, &[], &dir);
     let pid = child.0.id();
-    wait_for_library(pid);
-    let _ = std::fs::remove_file(format!("/tmp/heaplive-status/{pid}"));
+    wait_for_library(pid, Some(SIGUSR2));
     for n in 1..=2 {
         let out = ok(heaplive(&["dump", &pid.to_string()]));
-        let want = dir.0.join(format!("heaplive.sleep.{pid}.{n}.folded"));
+        let want = dir.join(format!("heaplive.sleep.{pid}.{n}.folded"));
         assert_eq!(out, format!("{}\n", want.display()));
-        let text = std::fs::read_to_string(&want).expect("dump file exists");
-        assert_eq!(text, format!("main;mock_alloc {}\n", 1000 * n));
+        assert!(want.exists(), "dump {n} exists");
+        // A valid folded file (parse_folded panics on any bad line).
+        parse_folded(&want);
     }
     assert!(child_alive(pid), "the process survives its dumps");
 }
@@ -906,23 +699,19 @@ fn child_alive(pid: u32) -> bool {
 
 #[test]
 fn dump_children_dumps_every_worker() {
-    let libs = libs();
-    let dir = TempDir::new("children");
-    let master = spawn(
-        "sh",
-        &["-c", "sleep 30 & sleep 30 & wait"],
-        Some(&libs.mock),
-        &[],
-        &dir.0,
-    );
+    let dir = tempdir("children");
+    let master = spawn("sh", &["-c", "sleep 30 & sleep 30 & wait"], true, &[], &dir);
     let mpid = master.0.id();
     // Wait for both workers to be up with the library mapped.
     let deadline = Instant::now() + Duration::from_secs(10);
     let kids = loop {
         let kids = children_of(mpid);
-        if kids.len() == 2 {
+        let sleeping = kids.iter().all(|k| {
+            std::fs::read_to_string(format!("/proc/{k}/comm")).is_ok_and(|c| c.trim() == "sleep")
+        });
+        if kids.len() == 2 && sleeping {
             for k in &kids {
-                wait_for_library(*k);
+                wait_for_library(*k, Some(SIGUSR2));
             }
             break kids;
         }
@@ -935,7 +724,7 @@ fn dump_children_dumps_every_worker() {
         .map(|k| {
             format!(
                 "{}",
-                dir.0.join(format!("heaplive.sleep.{k}.1.folded")).display()
+                dir.join(format!("heaplive.sleep.{k}.1.folded")).display()
             )
         })
         .collect();
@@ -944,8 +733,7 @@ fn dump_children_dumps_every_worker() {
     got.sort();
     assert_eq!(got, want);
     for k in &kids {
-        let _ = std::fs::remove_file(format!("/tmp/heaplive-status/{k}"));
-        // SAFETY-free cleanup: the workers are ours; kill them by pid.
+        // The workers are ours; kill them by pid.
         let _ = Command::new("kill").arg(k.to_string()).status();
     }
 }
@@ -977,21 +765,27 @@ fn children_of(parent: u32) -> Vec<u32> {
 
 #[test]
 fn dump_honours_the_process_signal_setting() {
-    let libs = libs();
-    let dir = TempDir::new("signal");
+    let dir = tempdir("signal");
     // No status file yet: the signal comes from the process's environment.
-    // The stand-in catches SIGUSR1 and never dumps, so heaplive gives up
-    // after the timeout; had it sent SIGUSR2, the stand-in would dump.
-    let child = spawn(
-        "sleep",
-        &["30"],
-        Some(&libs.mock),
-        &[("HEAPLIVE_SIGNAL", "USR1")],
-        &dir.0,
-    );
+    // Had heaplive sent SIGUSR2 (default action: terminate), sleep would die.
+    let child = spawn("sleep", &["30"], true, &[("HEAPLIVE_SIGNAL", "USR1")], &dir);
     let pid = child.0.id();
-    wait_for_library(pid);
-    let _ = std::fs::remove_file(format!("/tmp/heaplive-status/{pid}"));
+    wait_for_library(pid, Some(SIGUSR1));
+    let out = ok(heaplive(&["dump", &pid.to_string()]));
+    assert_eq!(
+        out,
+        format!(
+            "{}\n",
+            dir.join(format!("heaplive.sleep.{pid}.1.folded")).display()
+        )
+    );
+    assert!(child_alive(pid), "the process lives");
+
+    // A process that cannot dump (stopped): heaplive gives up after the
+    // timeout.
+    let _ = Command::new("kill")
+        .args(["-STOP", &pid.to_string()])
+        .status();
     let t = Instant::now();
     fails_with(
         heaplive(&["dump", "--timeout", "0.5", &pid.to_string()]),
@@ -1002,19 +796,22 @@ fn dump_honours_the_process_signal_setting() {
         t.elapsed() < Duration::from_secs(5),
         "the timeout is honoured"
     );
+    let _ = Command::new("kill")
+        .args(["-CONT", &pid.to_string()])
+        .status();
     assert!(child_alive(pid), "the process lives");
 
     // A signal the process does not catch is not sent: it would kill it.
-    let hup = spawn(
-        "sleep",
-        &["30"],
-        Some(&libs.mock),
-        &[("HEAPLIVE_SIGNAL", "HUP")],
-        &dir.0,
-    );
+    // (A status file naming SIGHUP, which the library does not catch.)
+    let hup = spawn("sleep", &["30"], true, &[], &dir);
     let hpid = hup.0.id();
-    wait_for_library(hpid);
-    let _ = std::fs::remove_file(format!("/tmp/heaplive-status/{hpid}"));
+    wait_for_library(hpid, Some(SIGUSR2));
+    let _ = std::fs::create_dir("/tmp/heaplive-status");
+    std::fs::write(
+        format!("/tmp/heaplive-status/{hpid}"),
+        format!("dumps 0\nsignal {}\n", libc::SIGHUP),
+    )
+    .expect("write the status file");
     fails_with(
         heaplive(&["dump", &hpid.to_string()]),
         1,
@@ -1024,16 +821,9 @@ fn dump_honours_the_process_signal_setting() {
     );
     assert!(child_alive(hpid), "SIGHUP was not sent");
 
-    let quiet = spawn(
-        "sleep",
-        &["30"],
-        Some(&libs.mock),
-        &[("HEAPLIVE_SIGNAL", "none")],
-        &dir.0,
-    );
+    let quiet = spawn("sleep", &["30"], true, &[("HEAPLIVE_SIGNAL", "none")], &dir);
     let qpid = quiet.0.id();
-    wait_for_library(qpid);
-    let _ = std::fs::remove_file(format!("/tmp/heaplive-status/{qpid}"));
+    wait_for_library(qpid, None);
     let o = heaplive(&["dump", &qpid.to_string()]);
     assert_eq!(o.status.code(), Some(1));
     assert!(
@@ -1041,4 +831,102 @@ fn dump_honours_the_process_signal_setting() {
         "{}",
         stderr(&o)
     );
+}
+
+/// A program with its own SIGSEGV handler and `HEAPLIVE_SIGNAL=SEGV` in its
+/// environment: the library refuses SEGV and uses SIGUSR2, and `heaplive
+/// dump` follows the library, not the variable (a SEGV would make the
+/// program's handler report a crash).
+#[test]
+fn dump_never_sends_a_signal_the_library_refuses() {
+    let dir = tempdir("segv");
+    let prog = compile("own_segv.c", "own_segv", &dir, &[]);
+    for value in ["SEGV", "11", "ABRT", "33"] {
+        let mut child = spawn(
+            prog.to_str().unwrap(),
+            &[],
+            true,
+            &[("HEAPLIVE_SIGNAL", value)],
+            &dir,
+        );
+        let pid = child.0.id();
+        let mut line = String::new();
+        use std::io::BufRead;
+        std::io::BufReader::new(child.0.stdout.as_mut().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert_eq!(line, "ready\n");
+        wait_for_library(pid, Some(SIGUSR2));
+        // Both the environment (first dump) and the status file (second).
+        for n in 1..=2 {
+            let out = ok(heaplive(&["dump", &pid.to_string()]));
+            let want = dir.join(format!("heaplive.own_segv.{pid}.{n}.folded"));
+            assert_eq!(out, format!("{}\n", want.display()), "{value}");
+            let stacks = parse_folded(&want);
+            assert!(bytes_under(&stacks, "own_segv_alloc") >= 200000, "{value}");
+        }
+        assert!(
+            child_alive(pid),
+            "HEAPLIVE_SIGNAL={value}: the program lives"
+        );
+        let _ = child.0.kill();
+        let o = child.0.wait().unwrap();
+        let mut rest = String::new();
+        use std::io::Read;
+        child
+            .0
+            .stdout
+            .as_mut()
+            .unwrap()
+            .read_to_string(&mut rest)
+            .unwrap();
+        assert!(
+            !rest.contains("SIGSEGV"),
+            "HEAPLIVE_SIGNAL={value}: {rest} {o:?}"
+        );
+        // And `heaplive run` refuses the value outright.
+        let o = heaplive(&["run", "--signal", value, "--", "true"]);
+        assert_eq!(o.status.code(), Some(2), "{value}: {}", show(&o));
+    }
+}
+
+/// Every signal name and every number 0..=65: the command accepts exactly
+/// what the library accepts (the library says so by not warning).
+#[test]
+fn command_and_library_agree_on_every_signal() {
+    let dir = tempdir("sigagree");
+    let mut values: Vec<String> = (0..=65).map(|n| n.to_string()).collect();
+    for &(name, _) in heaplive_format::signal::NAMES {
+        values.push(name.to_string());
+        values.push(format!("SIG{name}"));
+    }
+    values.extend(
+        [
+            "none", "RTMIN", "RTMIN+3", "RTMAX-1", "RTMAX+1", "RTMIN-1", "USR3",
+        ]
+        .map(String::from),
+    );
+    for v in &values {
+        let o = heaplive_command(&["run", "-q", "--signal", v, "--", "true"])
+            .env("HEAPLIVE_LIB", lib())
+            .env("HEAPLIVE_DUMP_AT_EXIT", "0")
+            .current_dir(&dir)
+            .output()
+            .expect("run heaplive");
+        let command = o.status.code() != Some(2);
+        let lib_run = run_preloaded(
+            &dir,
+            Path::new("/bin/true"),
+            &[],
+            &[("HEAPLIVE_SIGNAL", v), ("HEAPLIVE_DUMP_AT_EXIT", "0")],
+        );
+        let library = !stderr(&lib_run).contains("HEAPLIVE_SIGNAL=");
+        assert_eq!(
+            command,
+            library,
+            "HEAPLIVE_SIGNAL={v}: command accepts {command}, library accepts {library}\n{}\n{}",
+            show(&o),
+            show(&lib_run)
+        );
+    }
 }

@@ -1,14 +1,10 @@
-//! The `heaplive` command on files and processes of the real library (the
-//! tests in `cli.rs` use synthetic files and a stand-in library).
+//! The `heaplive` command on files and processes of the real library, with
+//! a program of our own driven step by step.
 
 use crate::common::*;
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
-
-use crate::cli::{heaplive, ok};
-
-const BIN: &str = env!("CARGO_BIN_EXE_heaplive");
 
 /// A `cli_grow` process under the library in exact mode, driven by lines.
 struct Grower {
@@ -149,7 +145,7 @@ fn run_passes_settings_to_the_real_library_and_returns_the_status() {
     let dir = tempdir("cli-run-real");
     let prog = compile("cli_grow.c", "cli_grow", &dir, &[]);
     let template = dir.join("h.%e.%p.%n.folded");
-    let mut child = Command::new(BIN)
+    let mut child = Command::new(heaplive_bin())
         .args([
             "run",
             "--interval",

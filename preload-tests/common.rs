@@ -1,29 +1,101 @@
-//! Helpers shared by the preload tests: build a test program, run it under
-//! the library, read its folded files.
+//! The one harness of the preload tests: where the built library and
+//! command are, a temp directory, compiling a test program, running it under
+//! the library, running the command, reading folded files (with the contract
+//! crate's parser).
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
+use std::ffi::OsStr;
+use std::ops::Deref;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// The library under test. `make test` builds it; a clear failure if not.
-pub fn lib() -> PathBuf {
-    let p = root().join("target/release/libheaplive.so");
+/// The directory cargo built this test into (`target/release`, or the
+/// same under `CARGO_TARGET_DIR`): the test runs from its `deps/`.
+pub fn build_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test's own path");
+    let deps = exe.parent().expect("the test binary's directory");
+    match deps.file_name() {
+        Some(n) if n == "deps" => deps.parent().unwrap_or(deps).to_path_buf(),
+        _ => deps.to_path_buf(),
+    }
+}
+
+fn built(name: &str) -> PathBuf {
+    let p = build_dir().join(name);
     assert!(
         p.exists(),
-        "{} is missing: run `make` (or `make test`) first",
+        "{} is missing: run `make` (cargo build --release --workspace) or `make test` first",
         p.display()
     );
     p
 }
 
-/// A fresh, empty directory for one test's files.
-pub fn tempdir(tag: &str) -> PathBuf {
+/// The library under test. `make test` builds it; a clear failure if not.
+pub fn lib() -> PathBuf {
+    built("libheaplive.so")
+}
+
+/// The `heaplive` command (package heaplive-cli, built with the workspace).
+pub fn heaplive_bin() -> PathBuf {
+    built("heaplive")
+}
+
+/// A fresh, empty directory for one test's files, removed when dropped
+/// (kept when the test fails, for a look at what it left).
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+    /// Keeps the directory for the rest of the run (programs compiled once
+    /// and shared by several tests); returns its path.
+    pub fn keep(self) -> PathBuf {
+        let this = std::mem::ManuallyDrop::new(self);
+        this.0.clone()
+    }
+    /// Writes `name` in the directory; returns its path as a string.
+    pub fn file(&self, name: &str, content: &[u8]) -> String {
+        let path = self.0.join(name);
+        std::fs::write(&path, content).expect("write test file");
+        path.to_str().expect("utf-8 temp path").to_string()
+    }
+}
+
+impl Deref for TempDir {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<Path> for TempDir {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<OsStr> for TempDir {
+    fn as_ref(&self) -> &OsStr {
+        self.0.as_os_str()
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+pub fn tempdir(tag: &str) -> TempDir {
     static N: AtomicUsize = AtomicUsize::new(0);
     let n = N.fetch_add(1, Ordering::Relaxed);
     let d = std::env::temp_dir().join(format!(
@@ -34,7 +106,7 @@ pub fn tempdir(tag: &str) -> PathBuf {
     ));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
-    d
+    TempDir(d)
 }
 
 /// Compiles `preload-tests/progs/<src>` (C with gcc, C++ with g++ by the
@@ -132,22 +204,23 @@ impl Stack {
     }
 }
 
-/// Parses a folded file strictly: every line `frames count`.
+/// Parses a folded file with the contract crate's strict parser (an empty
+/// file, a dump with nothing live, gives no stacks).
 pub fn parse_folded(path: &Path) -> Vec<Stack> {
-    let text = std::fs::read_to_string(path).unwrap();
-    text.lines()
-        .enumerate()
-        .map(|(i, l)| {
-            let (stack, n) = l
-                .rsplit_once(' ')
-                .unwrap_or_else(|| panic!("{}:{}: no count: {l}", path.display(), i + 1));
-            let bytes = n
-                .parse()
-                .unwrap_or_else(|_| panic!("{}:{}: bad count: {l}", path.display(), i + 1));
-            Stack {
-                frames: stack.split(';').map(String::from).collect(),
-                bytes,
-            }
+    let bytes = std::fs::read(path).unwrap();
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Vec::new();
+    }
+    let name = path.display().to_string();
+    let parsed = heaplive_format::folded::parse(&name, &bytes).unwrap_or_else(|e| panic!("{e}"));
+    parsed
+        .stacks
+        .into_iter()
+        .map(|(stack, bytes)| Stack {
+            frames: heaplive_format::folded::frames(&stack)
+                .map(String::from)
+                .collect(),
+            bytes,
         })
         .collect()
 }
@@ -198,4 +271,35 @@ pub fn stderr(o: &Output) -> String {
 }
 pub fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Runs the `heaplive` command with no preload and no inherited output
+/// template, stdin closed.
+pub fn heaplive(args: &[&str]) -> Output {
+    heaplive_command(args).output().expect("run heaplive")
+}
+
+/// The `heaplive` command, ready to run, as `heaplive` runs it.
+pub fn heaplive_command(args: &[&str]) -> Command {
+    let mut c = Command::new(heaplive_bin());
+    c.args(args)
+        .env_remove("LD_PRELOAD")
+        .env_remove("HEAPLIVE_OUTPUT")
+        .stdin(Stdio::null());
+    c
+}
+
+/// Asserts success and returns stdout.
+pub fn ok(o: Output) -> String {
+    assert!(o.status.success(), "heaplive failed: {}", show(&o));
+    stdout(&o)
+}
+
+/// Asserts exit status `code` and that stderr's first line is `want`.
+pub fn fails_with(o: Output, code: i32, want: &str) {
+    assert_eq!(o.status.code(), Some(code), "status; {}", show(&o));
+    let err = stderr(&o);
+    let first = err.lines().next().unwrap_or("");
+    assert_eq!(first, want, "first line of stderr:\n{err}");
+    assert!(!err.contains("panicked"), "heaplive panicked:\n{err}");
 }

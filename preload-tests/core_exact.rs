@@ -18,7 +18,7 @@ fn built(src: &str, out_name: &str, extra: &[&str]) -> PathBuf {
     if let Some(p) = map.get(out_name) {
         return p.clone();
     }
-    let dir = common::tempdir(&format!("core-bin-{out_name}"));
+    let dir = common::tempdir(&format!("core-bin-{out_name}")).keep();
     let p = common::compile(src, out_name, &dir, extra);
     map.insert(out_name.to_string(), p.clone());
     p

@@ -18,39 +18,21 @@ const MIB: i64 = 1024 * 1024;
 fn prog() -> PathBuf {
     static P: OnceLock<PathBuf> = OnceLock::new();
     P.get_or_init(|| {
-        let dir = tempdir("leak-bin");
+        let dir = tempdir("leak-bin").keep();
         compile("leak_grow.c", "leak_grow", &dir, &[])
     })
     .clone()
 }
 
-/// `1.0 MiB`, `512 B`: the library's human units, to compare lines exactly.
+/// `1.0 MiB`, `512 B`: the library's human units (the contract crate's,
+/// unit-tested there against literal strings), to compare lines exactly.
 fn human(n: f64) -> String {
-    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = n;
-    let mut u = 0;
-    while v.abs() >= 1024.0 && u + 1 < units.len() {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{} B", v.round() as i64)
-    } else {
-        format!("{:.1} {}", v, units[u])
-    }
+    heaplive_format::units::human_bytes(n).to_string()
 }
 
 /// `4,096`.
 fn grouped(n: u64) -> String {
-    let s = n.to_string();
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
+    heaplive_format::units::Grouped(n).to_string()
 }
 
 /// The amounts at which a stack whose live amount takes the values
@@ -254,14 +236,14 @@ fn check_role(
     }
 }
 
-fn run_steps(tag: &str, env: &[(&str, &str)]) -> (PathBuf, Output, String) {
+fn run_steps(tag: &str, env: &[(&str, &str)]) -> (TempDir, Output, String) {
     run_steps_paused(tag, "400", env)
 }
 
 /// `leak_grow steps` in exact mode. `pause` (ms between steps) keeps every
 /// second's lines under the rate limit of 5: with growth 2 a second holds at
 /// most 3 steps of one line; with growth 1.5 steps have two lines, so 700.
-fn run_steps_paused(tag: &str, pause: &str, env: &[(&str, &str)]) -> (PathBuf, Output, String) {
+fn run_steps_paused(tag: &str, pause: &str, env: &[(&str, &str)]) -> (TempDir, Output, String) {
     let dir = tempdir(tag);
     let mut e = vec![("HEAPLIVE_SAMPLE_INTERVAL", "1")];
     e.extend_from_slice(env);
@@ -559,7 +541,7 @@ fn many_threads_at_once_then_exit() {
     // Lines plus every suppression count (on warning lines or the summary).
     let suppressed: u64 = ws.iter().map(|w| w.suppressed).sum::<u64>()
         + sum
-            .split(|c: char| c == '(' || c == ';')
+            .split(['(', ';'])
             .filter_map(|p| {
                 p.trim()
                     .strip_suffix(" more warnings suppressed)")
@@ -793,7 +775,7 @@ fn program_closing_all_fds_keeps_its_files_to_itself() {
         "only the exit dump was asked for\n{ctx}"
     );
     assert!(
-        by_leaf(&warnings(&tl, &ctx), "grow_alloc").len() >= 1,
+        !by_leaf(&warnings(&tl, &ctx), "grow_alloc").is_empty(),
         "{ctx}"
     );
 }

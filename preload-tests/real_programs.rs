@@ -100,7 +100,7 @@ fn scenario(
     steps: &[Step],
     expect_exes: &[&str],
     must_sample: &[&str],
-) -> PathBuf {
+) -> common::TempDir {
     let mtag = match mode {
         Mode::Default => "default",
         Mode::Exact => "exact",
@@ -358,7 +358,7 @@ fn data(len: usize) -> Vec<u8> {
         x ^= x << 17;
         v.extend_from_slice(words[(x % words.len() as u64) as usize].as_bytes());
         v.push(b' ');
-        if x % 5 == 0 {
+        if x.is_multiple_of(5) {
             v.extend_from_slice(format!("{} ", x % 100_000).as_bytes());
         }
     }

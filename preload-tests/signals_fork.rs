@@ -680,7 +680,7 @@ fn fork_during_multithreaded_allocation_keeps_every_lock_usable() {
         .iter()
         .filter(|f| {
             let stacks = parse_folded(f);
-            bytes_by_leaf(&stacks).get("child_keep").is_some()
+            bytes_by_leaf(&stacks).contains_key("child_keep")
         })
         .collect();
     assert_eq!(

@@ -799,13 +799,13 @@ fn check_pprof_against_folded(tag: &str, bin: &Path) {
     let mut sum = 0;
     let mut lines = traces.lines();
     while let Some(l) = lines.next() {
-        if l.starts_with("-----------+") {
-            if let Some(first) = lines.next() {
-                let f: Vec<&str> = first.split_whitespace().collect();
-                if let Some(v) = f.first().and_then(|v| bytes_value(v)) {
-                    sum += v;
-                    *by_leaf.entry(f[1..].join(" ")).or_insert(0) += v;
-                }
+        if l.starts_with("-----------+")
+            && let Some(first) = lines.next()
+        {
+            let f: Vec<&str> = first.split_whitespace().collect();
+            if let Some(v) = f.first().and_then(|v| bytes_value(v)) {
+                sum += v;
+                *by_leaf.entry(f[1..].join(" ")).or_insert(0) += v;
             }
         }
     }

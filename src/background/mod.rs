@@ -1,8 +1,9 @@
 pub mod dump;
 pub mod dumper;
-pub mod folded;
 pub mod fork;
 pub mod leak_report;
 pub mod output;
-pub mod pprof;
-pub mod profile;
+
+// The pure writers and the profile they take live in the contract crate
+// (src/format), shared with the command and the tests.
+pub use heaplive_format::{folded, pprof, profile};

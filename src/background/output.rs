@@ -2,44 +2,17 @@
 //! renaming when complete, the fallback directory, and the status file that
 //! `heaplive dump` reads.
 
+use heaplive_format::status;
 use std::ffi::CString;
 use std::io::{self, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-/// Expands `%p` (pid), `%e` (program name), `%n` (dump number) and `%%`.
-/// Other `%x` sequences are kept as they are.
-pub fn expand(template: &str, pid: u32, exe: &str, n: u32) -> String {
-    let mut out = String::with_capacity(template.len() + 16);
-    let mut chars = template.chars();
-    while let Some(c) = chars.next() {
-        if c != '%' {
-            out.push(c);
-            continue;
-        }
-        match chars.next() {
-            Some('p') => out.push_str(&pid.to_string()),
-            Some('e') => out.push_str(exe),
-            Some('n') => out.push_str(&n.to_string()),
-            Some('%') => out.push('%'),
-            Some(other) => {
-                out.push('%');
-                out.push(other);
-            }
-            None => out.push('%'),
-        }
-    }
-    out
-}
+pub use heaplive_format::template::expand;
 
 /// The pprof file that goes with a folded file name.
 pub fn pprof_name(folded: &Path) -> PathBuf {
-    let s = folded.as_os_str().as_bytes();
-    let mut v = match s.strip_suffix(b".folded") {
-        Some(stem) => stem.to_vec(),
-        None => s.to_vec(),
-    };
-    v.extend_from_slice(b".pb.gz");
+    let v = heaplive_format::template::pprof_name(folded.as_os_str().as_bytes());
     PathBuf::from(std::ffi::OsStr::from_bytes(&v))
 }
 
@@ -128,7 +101,7 @@ pub fn write_with_fallback(
 }
 
 /// Where `heaplive dump` looks for news of a process's dumps.
-pub const STATUS_DIR: &str = "/tmp/heaplive-status";
+pub const STATUS_DIR: &str = status::DIR;
 
 /// Records the number of dumps, the last file and the dump signal, so that
 /// `heaplive dump` can tell when a requested dump is done.
@@ -146,21 +119,18 @@ pub fn write_status(pid: u32, dumps: u32, last: &Path, signal: i32) {
             }
         }
     }
-    let text = format!(
-        "dumps {}\nlast {}\nsignal {}\n",
-        dumps,
-        last.display(),
-        signal
-    );
-    let _ = write_atomic(&dir.join(pid.to_string()), &mut |w| {
-        w.write_all(text.as_bytes())
+    let text = status::encode(&status::Status {
+        dumps: dumps.into(),
+        last: Some(last.display().to_string()),
+        signal: Some(signal),
     });
+    let _ = write_atomic(&status::path(pid), &mut |w| w.write_all(text.as_bytes()));
 }
 
 /// At exit: the process is going away, and `heaplive dump` has nothing
 /// to wait for; do not leave its status file behind.
 pub fn remove_status(pid: u32) {
-    let _ = std::fs::remove_file(Path::new(STATUS_DIR).join(pid.to_string()));
+    let _ = std::fs::remove_file(status::path(pid));
 }
 
 #[cfg(test)]
@@ -168,26 +138,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn template_expansion() {
-        assert_eq!(
-            expand("heaplive.%e.%p.%n.folded", 42, "php-fpm8.2", 3),
-            "heaplive.php-fpm8.2.42.3.folded"
-        );
-        assert_eq!(expand("/x/%%p-%p", 7, "a", 1), "/x/%p-7");
-        assert_eq!(expand("a%zb%", 1, "e", 1), "a%zb%");
-        assert_eq!(expand("%n%n", 1, "e", 12), "1212");
-        assert_eq!(expand("plain", 1, "e", 1), "plain");
-    }
-
-    #[test]
     fn pprof_names() {
         assert_eq!(
             pprof_name(Path::new("/t/h.1.folded")),
             PathBuf::from("/t/h.1.pb.gz")
-        );
-        assert_eq!(
-            pprof_name(Path::new("/t/profile")),
-            PathBuf::from("/t/profile.pb.gz")
         );
     }
 

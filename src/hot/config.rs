@@ -5,12 +5,20 @@
 //! copied into fixed buffers. A bad value gives one stderr line naming the
 //! variable, the value and the default used.
 
+//!
+//! Names, defaults and grammars come from the contract crate's settings
+//! table (`heaplive_format::settings`), which `heaplive run` checks its
+//! options with: the two never disagree about a value.
+
 use crate::hot::sys::StackBuf;
 use core::cell::UnsafeCell;
+use core::ffi::CStr;
 use core::fmt::Write;
+use heaplive_format::grammar;
+use heaplive_format::settings::{self as s, Setting};
 
 pub const DEFAULT_INTERVAL: u64 = 512 * 1024;
-pub const DEFAULT_OUTPUT: &str = "heaplive.%e.%p.%n.folded";
+pub const DEFAULT_OUTPUT: &str = heaplive_format::template::DEFAULT;
 pub const DEFAULT_WARN_BYTES: u64 = 256 << 20;
 pub const DEFAULT_WARN_GROWTH: f64 = 2.0;
 
@@ -124,22 +132,22 @@ pub fn get() -> &'static Config {
     unsafe { &*CONFIG.0.get() }
 }
 
-fn env(name: &[u8]) -> Option<&'static [u8]> {
+fn env(name: &CStr) -> Option<&'static [u8]> {
     // SAFETY: name is NUL-terminated; getenv does not allocate. The value
     // is copied or parsed before anything can change the environment.
-    let p = unsafe { libc::getenv(name.as_ptr().cast()) };
+    let p = unsafe { libc::getenv(name.as_ptr()) };
     if p.is_null() {
         return None;
     }
     // SAFETY: getenv returns a NUL-terminated string.
-    Some(unsafe { core::ffi::CStr::from_ptr(p) }.to_bytes())
+    Some(unsafe { CStr::from_ptr(p) }.to_bytes())
 }
 
 /// One line on stderr: `heaplive: <variable>='<value>' <why>; using the default <default>`.
-pub fn warn_bad(name: &str, value: &[u8], why: &str, default: &str) {
+pub fn warn_bad(name: &str, value: &[u8], why: impl core::fmt::Display, default: &str) {
     let mut b = StackBuf::<512>::new();
     let _ = write!(b, "heaplive: {}='", name);
-    b.push_bytes(&value[..value.len().min(200)]);
+    b.push_bytes(value.get(..200).unwrap_or(value));
     let _ = writeln!(b, "' {}; using the default {}", why, default);
     crate::hot::sys::write_all(2, b.as_bytes());
 }
@@ -150,79 +158,51 @@ pub fn load() {
     let c = unsafe { &mut *CONFIG.0.get() };
 
     load_var(
-        b"HEAPLIVE_SAMPLE_INTERVAL\0",
+        &s::SAMPLE_INTERVAL,
         &mut c.interval,
-        "512K",
-        |v| {
-            parse_size(v)
-                .filter(|&n| n >= 1)
-                .ok_or("is not a size of at least 1 byte (examples: 1, 64K, 512K, 4M)")
-        },
+        grammar::sample_interval,
     );
-    load_var(
-        b"HEAPLIVE_SEED\0",
-        &mut c.seed,
-        "0 (seed from the clock)",
-        |v| parse_u64(v).ok_or("is not a whole number"),
-    );
-    if let Some(v) = env(b"HEAPLIVE_OUTPUT\0")
-        && (v.is_empty() || !c.output.set(v))
-    {
-        warn_bad(
-            "HEAPLIVE_OUTPUT",
-            v,
-            "is empty or longer than 4096 bytes",
-            DEFAULT_OUTPUT,
-        );
-    }
-    load_var(
-        b"HEAPLIVE_DUMP_AT_EXIT\0",
-        &mut c.dump_at_exit,
-        "1",
-        bool_value,
-    );
-    load_var(b"HEAPLIVE_SIGNAL\0", &mut c.signal, "USR2", parse_signal);
-    load_var(
-        b"HEAPLIVE_DUMP_EVERY\0",
-        &mut c.dump_every_ms,
-        "0 (off)",
-        |v| parse_duration_ms(v).ok_or("is not a duration (examples: 30, 30s, 5m, 1h; 0 = off)"),
-    );
-    let mut formats = (c.folded, c.pprof);
-    load_var(b"HEAPLIVE_FORMAT\0", &mut formats, "folded", |v| {
-        parse_format(v).ok_or("is not one of folded, pprof, folded,pprof")
-    });
-    (c.folded, c.pprof) = formats;
-    load_var(b"HEAPLIVE_WARN_BYTES\0", &mut c.warn_bytes, "256M", |v| {
-        parse_size(v).ok_or("is not a size (examples: 0 = off, 64M, 1G)")
-    });
-    load_var(
-        b"HEAPLIVE_WARN_BLOCKS\0",
-        &mut c.warn_blocks,
-        "0 (off)",
-        |v| parse_u64(v).ok_or("is not a whole number (0 = off)"),
-    );
-    load_var(b"HEAPLIVE_WARN_GROWTH\0", &mut c.warn_growth, "2", |v| {
-        parse_float(v)
-            .filter(|&g| g > 1.0)
-            .ok_or("is not a number above 1 (examples: 1.5, 2)")
-    });
-    for (name, slot, default) in [
-        (&b"HEAPLIVE_LOG\0"[..], &mut c.log, "stderr"),
-        (
-            &b"HEAPLIVE_DEBUG_DIRS\0"[..],
-            &mut c.debug_dirs,
-            "/usr/lib/debug only",
-        ),
-    ] {
-        if let Some(v) = env(name)
-            && !slot.set(v)
-        {
-            warn_bad(shown(name), v, "is longer than 4096 bytes", default);
+    load_var(&s::SEED, &mut c.seed, grammar::seed);
+    if let Some(v) = env(s::OUTPUT.cname) {
+        match heaplive_format::template::check(v) {
+            Ok(()) if c.output.set(v) => {}
+            Ok(()) => warn_bad(
+                s::OUTPUT.name(),
+                v,
+                "is longer than 4096 bytes",
+                s::OUTPUT.default,
+            ),
+            Err(why) => warn_bad(s::OUTPUT.name(), v, why, s::OUTPUT.default),
         }
     }
-    load_var(b"HEAPLIVE_LINES\0", &mut c.lines, "0", bool_value);
-    load_var(b"HEAPLIVE_DEMANGLE\0", &mut c.demangle, "1", bool_value);
+    load_var(&s::DUMP_AT_EXIT, &mut c.dump_at_exit, grammar::boolean);
+    load_var(&s::SIGNAL, &mut c.signal, |v| {
+        heaplive_format::signal::parse(v).map_err(|r| r.why())
+    });
+    load_var(&s::DUMP_EVERY, &mut c.dump_every_ms, grammar::dump_every);
+    let mut formats = grammar::Formats {
+        folded: c.folded,
+        pprof: c.pprof,
+    };
+    load_var(&s::FORMAT, &mut formats, grammar::format);
+    (c.folded, c.pprof) = (formats.folded, formats.pprof);
+    load_var(&s::WARN_BYTES, &mut c.warn_bytes, grammar::warn_bytes);
+    load_var(&s::WARN_BLOCKS, &mut c.warn_blocks, grammar::warn_blocks);
+    load_var(&s::WARN_GROWTH, &mut c.warn_growth, grammar::warn_growth);
+    for (setting, slot) in [(&s::LOG, &mut c.log), (&s::DEBUG_DIRS, &mut c.debug_dirs)] {
+        if let Some(v) = env(setting.cname)
+            && !slot.set(v)
+        {
+            warn_bad(
+                setting.name(),
+                v,
+                "is longer than 4096 bytes",
+                setting.default,
+            );
+        }
+    }
+    load_var(&s::LINES, &mut c.lines, grammar::boolean);
+    load_var(&s::DEMANGLE, &mut c.demangle, grammar::boolean);
 
     // The environment and the process around it, as they are at start.
     let mut cwd = [0u8; 4096];
@@ -232,7 +212,7 @@ pub fn load() {
         let n = cwd.iter().position(|&b| b == 0).unwrap_or(0);
         c.start_dir.set(&cwd[..n]);
     }
-    match env(b"TMPDIR\0") {
+    match env(c"TMPDIR") {
         Some(t) if !t.is_empty() && c.tmpdir.set(t) => {}
         _ => {
             c.tmpdir.set(b"/tmp");
@@ -241,29 +221,15 @@ pub fn load() {
     c.exe.set(exe_name().as_bytes());
 }
 
-/// The variable's name without its NUL.
-fn shown(name: &[u8]) -> &str {
-    core::str::from_utf8(&name[..name.len() - 1]).unwrap_or("HEAPLIVE_?")
-}
-
 /// Parses one variable into `slot` when it is set; a bad value keeps the
 /// default and says so in one line.
-fn load_var<T>(
-    name: &[u8],
-    slot: &mut T,
-    default: &str,
-    parse: impl Fn(&[u8]) -> Result<T, &'static str>,
-) {
-    if let Some(v) = env(name) {
+fn load_var<T>(setting: &Setting, slot: &mut T, parse: impl Fn(&[u8]) -> Result<T, &'static str>) {
+    if let Some(v) = env(setting.cname) {
         match parse(v) {
             Ok(x) => *slot = x,
-            Err(why) => warn_bad(shown(name), v, why, default),
+            Err(why) => warn_bad(setting.name(), v, why, setting.default),
         }
     }
-}
-
-fn bool_value(v: &[u8]) -> Result<bool, &'static str> {
-    parse_bool(v).ok_or("is not 0 or 1")
 }
 
 /// The program's name as it was started (argv[0]'s base name), with
@@ -290,270 +256,4 @@ fn exe_name() -> StackBuf<256> {
         out.push_bytes(b"unknown");
     }
     out
-}
-
-// ---------------------------------------------------------------------------
-// Pure parsers (unit-tested below).
-
-fn trim(v: &[u8]) -> &[u8] {
-    let s = v
-        .iter()
-        .position(|b| !b.is_ascii_whitespace())
-        .unwrap_or(v.len());
-    let e = v
-        .iter()
-        .rposition(|b| !b.is_ascii_whitespace())
-        .map_or(s, |i| i + 1);
-    &v[s..e]
-}
-
-pub fn parse_u64(v: &[u8]) -> Option<u64> {
-    let v = trim(v);
-    if v.is_empty() {
-        return None;
-    }
-    let mut n: u64 = 0;
-    for &b in v {
-        if !b.is_ascii_digit() {
-            return None;
-        }
-        n = n.checked_mul(10)?.checked_add((b - b'0') as u64)?;
-    }
-    Some(n)
-}
-
-/// `123`, `64K`, `64k`, `64KB`, `64KiB`, `4M`, `2G` (binary multiples).
-pub fn parse_size(v: &[u8]) -> Option<u64> {
-    let v = trim(v);
-    let digits = v
-        .iter()
-        .position(|b| !b.is_ascii_digit())
-        .unwrap_or(v.len());
-    let n = parse_u64(&v[..digits])?;
-    let mult: u64 = match &v[digits..] {
-        b"" | b"b" | b"B" => 1,
-        s if eq_any(s, &[b"k", b"kb", b"kib"]) => 1 << 10,
-        s if eq_any(s, &[b"m", b"mb", b"mib"]) => 1 << 20,
-        s if eq_any(s, &[b"g", b"gb", b"gib"]) => 1 << 30,
-        _ => return None,
-    };
-    n.checked_mul(mult)
-}
-
-fn eq_any(s: &[u8], options: &[&[u8]]) -> bool {
-    options.iter().any(|o| s.eq_ignore_ascii_case(o))
-}
-
-pub fn parse_bool(v: &[u8]) -> Option<bool> {
-    let v = trim(v);
-    if eq_any(v, &[b"1", b"yes", b"true", b"on"]) {
-        Some(true)
-    } else if eq_any(v, &[b"0", b"no", b"false", b"off"]) {
-        Some(false)
-    } else {
-        None
-    }
-}
-
-/// `30` (seconds), `30s`, `500ms`, `5m`, `1h`; `0` means off.
-pub fn parse_duration_ms(v: &[u8]) -> Option<u64> {
-    let v = trim(v);
-    let digits = v
-        .iter()
-        .position(|b| !b.is_ascii_digit())
-        .unwrap_or(v.len());
-    let n = parse_u64(&v[..digits])?;
-    let mult = match &v[digits..] {
-        b"" | b"s" | b"S" => 1000,
-        b"ms" => 1,
-        b"m" | b"M" | b"min" => 60_000,
-        b"h" | b"H" => 3_600_000,
-        _ => return None,
-    };
-    n.checked_mul(mult)
-}
-
-/// A decimal like `2`, `1.5`.
-pub fn parse_float(v: &[u8]) -> Option<f64> {
-    let s = core::str::from_utf8(trim(v)).ok()?;
-    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
-        return None;
-    }
-    s.parse::<f64>().ok().filter(|f| f.is_finite())
-}
-
-/// `folded`, `pprof`, `folded,pprof` (either order).
-pub fn parse_format(v: &[u8]) -> Option<(bool, bool)> {
-    let (mut f, mut p) = (false, false);
-    for part in trim(v).split(|&b| b == b',') {
-        match trim(part) {
-            s if s.eq_ignore_ascii_case(b"folded") => f = true,
-            s if s.eq_ignore_ascii_case(b"pprof") => p = true,
-            _ => return None,
-        }
-    }
-    Some((f, p))
-}
-
-/// `USR2`, `SIGUSR1`, `RTMIN+3`, `SIGRTMAX-1`, `12`, `none`. Refuses
-/// signals that cannot be caught or that report faults.
-pub fn parse_signal(v: &[u8]) -> Result<i32, &'static str> {
-    let v = trim(v);
-    if eq_any(v, &[b"none", b"off", b"0"]) {
-        return Ok(0);
-    }
-    let name = if v.len() > 3 && v[..3].eq_ignore_ascii_case(b"SIG") {
-        &v[3..]
-    } else {
-        v
-    };
-    let rtmin = libc::SIGRTMIN();
-    let rtmax = libc::SIGRTMAX();
-    let sig = if let Some(n) = parse_u64(name) {
-        n.min(1000) as i32
-    } else if name.len() >= 5
-        && (name[..5].eq_ignore_ascii_case(b"RTMIN") || name[..5].eq_ignore_ascii_case(b"RTMAX"))
-    {
-        let base = if name[..5].eq_ignore_ascii_case(b"RTMIN") {
-            rtmin
-        } else {
-            rtmax
-        };
-        match &name[5..] {
-            [] => base,
-            [b'+', rest @ ..] => {
-                base + parse_u64(rest)
-                    .ok_or("is not a signal name or number")?
-                    .min(1000) as i32
-            }
-            [b'-', rest @ ..] => {
-                base - parse_u64(rest)
-                    .ok_or("is not a signal name or number")?
-                    .min(1000) as i32
-            }
-            _ => return Err("is not a signal name or number"),
-        }
-    } else {
-        const NAMES: &[(&[u8], i32)] = &[
-            (b"HUP", libc::SIGHUP),
-            (b"INT", libc::SIGINT),
-            (b"QUIT", libc::SIGQUIT),
-            (b"USR1", libc::SIGUSR1),
-            (b"USR2", libc::SIGUSR2),
-            (b"PIPE", libc::SIGPIPE),
-            (b"ALRM", libc::SIGALRM),
-            (b"TERM", libc::SIGTERM),
-            (b"CHLD", libc::SIGCHLD),
-            (b"CONT", libc::SIGCONT),
-            (b"TSTP", libc::SIGTSTP),
-            (b"TTIN", libc::SIGTTIN),
-            (b"TTOU", libc::SIGTTOU),
-            (b"URG", libc::SIGURG),
-            (b"XCPU", libc::SIGXCPU),
-            (b"XFSZ", libc::SIGXFSZ),
-            (b"VTALRM", libc::SIGVTALRM),
-            (b"PROF", libc::SIGPROF),
-            (b"WINCH", libc::SIGWINCH),
-            (b"IO", libc::SIGIO),
-            (b"PWR", libc::SIGPWR),
-            (b"KILL", libc::SIGKILL),
-            (b"STOP", libc::SIGSTOP),
-            (b"SEGV", libc::SIGSEGV),
-            (b"BUS", libc::SIGBUS),
-            (b"FPE", libc::SIGFPE),
-            (b"ILL", libc::SIGILL),
-            (b"TRAP", libc::SIGTRAP),
-            (b"SYS", libc::SIGSYS),
-            (b"ABRT", libc::SIGABRT),
-        ];
-        NAMES
-            .iter()
-            .find(|(n, _)| name.eq_ignore_ascii_case(n))
-            .map(|&(_, s)| s)
-            .ok_or("is not a signal name or number")?
-    };
-    match sig {
-        libc::SIGKILL | libc::SIGSTOP => Err("cannot be caught"),
-        libc::SIGSEGV
-        | libc::SIGBUS
-        | libc::SIGFPE
-        | libc::SIGILL
-        | libc::SIGTRAP
-        | libc::SIGSYS
-        | libc::SIGABRT => Err("reports faults and cannot carry dump requests"),
-        s if s < 1 || s > rtmax => Err("is out of range"),
-        s if s > 31 && s < rtmin => Err("is reserved by the C library"),
-        s => Ok(s),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sizes() {
-        assert_eq!(parse_size(b"1"), Some(1));
-        assert_eq!(parse_size(b"524288"), Some(524288));
-        assert_eq!(parse_size(b"512K"), Some(512 * 1024));
-        assert_eq!(parse_size(b"512k"), Some(512 * 1024));
-        assert_eq!(parse_size(b"4MiB"), Some(4 << 20));
-        assert_eq!(parse_size(b" 2G "), Some(2 << 30));
-        assert_eq!(parse_size(b"2GB"), Some(2 << 30));
-        assert_eq!(parse_size(b""), None);
-        assert_eq!(parse_size(b"K"), None);
-        assert_eq!(parse_size(b"-1"), None);
-        assert_eq!(parse_size(b"1.5M"), None);
-        assert_eq!(parse_size(b"12X"), None);
-        assert_eq!(parse_size(b"99999999999999999999"), None);
-        assert_eq!(parse_size(b"99999999999G"), None);
-    }
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration_ms(b"30"), Some(30_000));
-        assert_eq!(parse_duration_ms(b"30s"), Some(30_000));
-        assert_eq!(parse_duration_ms(b"5m"), Some(300_000));
-        assert_eq!(parse_duration_ms(b"1h"), Some(3_600_000));
-        assert_eq!(parse_duration_ms(b"250ms"), Some(250));
-        assert_eq!(parse_duration_ms(b"0"), Some(0));
-        assert_eq!(parse_duration_ms(b"soon"), None);
-        assert_eq!(parse_duration_ms(b"5d"), None);
-    }
-
-    #[test]
-    fn bools_floats_formats() {
-        assert_eq!(parse_bool(b"1"), Some(true));
-        assert_eq!(parse_bool(b"off"), Some(false));
-        assert_eq!(parse_bool(b"maybe"), None);
-        assert_eq!(parse_float(b"1.5"), Some(1.5));
-        assert_eq!(parse_float(b"2"), Some(2.0));
-        assert_eq!(parse_float(b"nan"), None);
-        assert_eq!(parse_float(b"-2"), None);
-        assert_eq!(parse_format(b"folded"), Some((true, false)));
-        assert_eq!(parse_format(b"pprof"), Some((false, true)));
-        assert_eq!(parse_format(b"folded,pprof"), Some((true, true)));
-        assert_eq!(parse_format(b"pprof, folded"), Some((true, true)));
-        assert_eq!(parse_format(b"svg"), None);
-    }
-
-    #[test]
-    fn signals() {
-        assert_eq!(parse_signal(b"USR2"), Ok(libc::SIGUSR2));
-        assert_eq!(parse_signal(b"sigusr1"), Ok(libc::SIGUSR1));
-        assert_eq!(parse_signal(b"12"), Ok(12));
-        assert_eq!(parse_signal(b"none"), Ok(0));
-        assert_eq!(parse_signal(b"RTMIN+3"), Ok(libc::SIGRTMIN() + 3));
-        assert_eq!(parse_signal(b"SIGRTMAX-1"), Ok(libc::SIGRTMAX() - 1));
-        assert_eq!(parse_signal(b"RTMIN"), Ok(libc::SIGRTMIN()));
-        assert!(parse_signal(b"KILL").is_err());
-        assert!(parse_signal(b"SIGSTOP").is_err());
-        assert!(parse_signal(b"SEGV").is_err());
-        assert!(parse_signal(b"bus").is_err());
-        assert!(parse_signal(b"9").is_err());
-        assert!(parse_signal(b"11").is_err());
-        assert!(parse_signal(b"200").is_err());
-        assert!(parse_signal(b"USR3").is_err());
-        assert!(parse_signal(b"RTMIN+x").is_err());
-    }
 }

@@ -8,82 +8,20 @@
 //! `HEAPLIVE_SIGNAL` (its initial environment in /proc/PID/environ, which
 //! `clearenv()` does not erase), else SIGUSR2.
 
-use crate::args::{self, Args, Item};
-use crate::units::{io_msg, parse_seconds, parse_signal, signal_name};
-use crate::{Fail, Res, usage};
-use std::ffi::OsString;
-use std::path::PathBuf;
+use crate::Fail;
+use crate::Res;
+use crate::cli::DumpArgs;
+use crate::units::io_msg;
+use heaplive_format::signal::{self, Name};
+use heaplive_format::status::{self, Status};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-const HELP: &str = "\
-Usage: heaplive dump PID... [--children] [--timeout SECS]
-
-Asks each process (started under heaplive or LD_PRELOAD=libheaplive.so) for
-a dump now: sends its dump signal (USR2 unless HEAPLIVE_SIGNAL chose another),
-waits until the dump is written, and prints the file's path.
-
-Options:
-  --children       PID is a parent (a php-fpm master): dump each of its
-                   direct children instead
-  --timeout SECS   how long to wait for each dump (default 10)
-
-Examples:
-  heaplive dump 4242
-  heaplive dump --children $(cat /run/php/php8.2-fpm.pid)
-  heaplive top $(heaplive dump --children 4242)
-";
-
-const STATUS_DIR: &str = "/tmp/heaplive-status";
-
-pub fn main(rest: Vec<OsString>) -> Res<()> {
-    let mut args = Args::new(rest);
-    let mut pids: Vec<i32> = Vec::new();
-    let mut children = false;
-    let mut timeout = 10.0;
-    let mut only_pids = false;
-    while let Some(item) = args.next()? {
-        let word = match item {
-            Item::Opt(name, inline) if !only_pids => {
-                match name.as_str() {
-                    "-h" | "--help" => {
-                        print!("{HELP}");
-                        return Ok(());
-                    }
-                    "--children" => {
-                        args::no_value(&name, &inline)?;
-                        children = true;
-                    }
-                    "--timeout" => {
-                        let v = args.value(&name, inline)?;
-                        timeout = match parse_seconds(&v) {
-                            Some(t) if t > 0.0 => t,
-                            _ => {
-                                return usage(format!(
-                                    "--timeout wants seconds like 10 or 2.5, not '{v}'"
-                                ));
-                            }
-                        };
-                    }
-                    _ => return args::unknown(&name),
-                }
-                continue;
-            }
-            Item::Opt(name, _) => name,
-            Item::DashDash => {
-                only_pids = true;
-                continue;
-            }
-            Item::Pos(p) => args::pos_string(p)?,
-        };
-        match word.parse::<i32>() {
-            Ok(pid) if pid > 0 => pids.push(pid),
-            _ => return usage(format!("'{word}' is not a process id")),
-        }
-    }
-    if pids.is_empty() {
-        return usage("dump needs at least one PID");
-    }
-
+pub fn main(a: DumpArgs) -> Res<()> {
+    let DumpArgs {
+        children,
+        timeout,
+        pids,
+    } = a;
     let mut failed = false;
     let mut fail = |msg: String| {
         eprintln!("heaplive: {msg}");
@@ -133,7 +71,7 @@ pub fn main(rest: Vec<OsString>) -> Res<()> {
                     "pid {} ({}): exited before writing a dump (did {} kill it?)",
                     t.pid,
                     t.proc.comm,
-                    signal_name(t.signal)
+                    Name(t.signal)
                 )),
                 _ if Instant::now() >= deadline => {
                     fail(format!("pid {}: no dump after {timeout} s", t.pid))
@@ -236,31 +174,10 @@ fn children_of(parent: i32) -> Vec<i32> {
     kids
 }
 
-#[derive(Debug, Default, PartialEq)]
-struct Status {
-    dumps: u64,
-    last: Option<String>,
-    /// 0 when the process has no dump signal.
-    signal: Option<i32>,
-}
-
-fn parse_status(text: &str) -> Status {
-    let mut s = Status::default();
-    for line in text.lines() {
-        match line.split_once(' ') {
-            Some(("dumps", n)) => s.dumps = n.trim().parse().unwrap_or(0),
-            Some(("last", p)) => s.last = Some(p.to_string()),
-            Some(("signal", n)) => s.signal = n.trim().parse().ok(),
-            _ => {}
-        }
-    }
-    s
-}
-
 /// The process's status file, ignoring one older than the process: a file
 /// left by an earlier process that had the same pid.
 fn read_status(pid: i32, started: Option<SystemTime>) -> Option<Status> {
-    let path = PathBuf::from(STATUS_DIR).join(pid.to_string());
+    let path = status::path(pid as u32);
     let text = std::fs::read_to_string(&path).ok()?;
     if let (Some(started), Ok(modified)) =
         (started, std::fs::metadata(&path).and_then(|m| m.modified()))
@@ -268,7 +185,7 @@ fn read_status(pid: i32, started: Option<SystemTime>) -> Option<Status> {
     {
         return None;
     }
-    Some(parse_status(&text))
+    Some(status::decode(&text))
 }
 
 struct Target {
@@ -307,9 +224,11 @@ fn prepare(pid: i32) -> Result<Target, String> {
     }
     let status = read_status(pid, proc.started);
     let before = status.as_ref().map_or(0, |s| s.dumps);
-    let signal = match status.and_then(|s| s.signal) {
-        Some(n) => (n != 0).then_some(n),
-        None => signal_from_environ(pid),
+    // The status file's signal passes the library's policy too: the
+    // directory is shared, and a fault signal is never sent.
+    let signal = match status.and_then(|s| s.signal).map(signal::check) {
+        Some(Ok(n)) => (n != 0).then_some(n),
+        _ => signal_from_environ(pid),
     };
     let Some(signal) = signal else {
         return Err(format!(
@@ -321,7 +240,7 @@ fn prepare(pid: i32) -> Result<Target, String> {
     if catches(pid, signal) == Some(false) {
         return Err(format!(
             "{who}: does not catch {} (library not initialised yet, or the handler was replaced); not sending it",
-            signal_name(signal)
+            Name(signal)
         ));
     }
     Ok(Target {
@@ -345,8 +264,9 @@ fn catches(pid: i32, sig: i32) -> Option<bool> {
         .then(|| mask & (1u64 << (sig - 1)) != 0)
 }
 
-/// `HEAPLIVE_SIGNAL` from the process's initial environment; USR2 when it
-/// is unset or unreadable. `None` when it says none.
+/// The dump signal the library of `pid` chose from `HEAPLIVE_SIGNAL` in
+/// its initial environment, by the library's own rule (a refused value
+/// leaves USR2); `None` when it says none.
 fn signal_from_environ(pid: i32) -> Option<i32> {
     let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
         return Some(libc::SIGUSR2);
@@ -354,11 +274,10 @@ fn signal_from_environ(pid: i32) -> Option<i32> {
     let value = env
         .split(|&b| b == 0)
         .filter_map(|kv| kv.strip_prefix(b"HEAPLIVE_SIGNAL="))
-        .next_back()
-        .and_then(|v| std::str::from_utf8(v).ok());
-    match value.map(parse_signal) {
-        Some(Ok(sig)) => sig,
-        _ => Some(libc::SIGUSR2),
+        .next_back();
+    match signal::effective(value) {
+        0 => None,
+        sig => Some(sig),
     }
 }
 
@@ -372,7 +291,7 @@ fn send(t: &Target) -> Result<(), String> {
         "pid {} ({}): cannot send {}: {}",
         t.pid,
         t.proc.comm,
-        signal_name(t.signal),
+        Name(t.signal),
         io_msg(&e)
     ))
 }
@@ -382,16 +301,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn status_and_stat() {
-        let s = parse_status("dumps 3\nlast /tmp/heaplive.a b.1.3.folded\nsignal 12\n");
-        assert_eq!(
-            s,
-            Status {
-                dumps: 3,
-                last: Some("/tmp/heaplive.a b.1.3.folded".into()),
-                signal: Some(12)
-            }
-        );
+    fn stat() {
         let p = parse_stat(
             "42 (php-fpm: pool (www)) S 7 42 42 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 1 0 123456 0 0",
         )

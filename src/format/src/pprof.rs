@@ -20,7 +20,7 @@ use std::io::{self, Write};
 use flate2::Compression;
 use flate2::write::GzEncoder;
 
-use crate::background::profile::{Frame, Profile};
+use crate::profile::{Frame, Profile};
 
 // Field numbers of profile.proto, named `MESSAGE_FIELD` after the proto names.
 const PROFILE_SAMPLE_TYPE: u32 = 1;
@@ -317,7 +317,7 @@ impl Encoder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::background::profile::{Location, Mapping, Sample};
+    use crate::profile::{Location, Mapping, Sample};
     use std::io::Read;
 
     fn frame(function: &str, file: Option<&str>, line: Option<u32>) -> Frame {

@@ -2,57 +2,19 @@
 //! inferno. Input is parsed (strictly) and summed here first, so a bad file
 //! gets our error message rather than a picture of half of it.
 
-use crate::args::{self, Args, Item};
+use crate::cli::FlameArgs;
 use crate::folded::{self, Profile};
 use crate::units::{grouped, human, io_msg, local_time};
-use crate::{Res, error, usage};
-use std::ffi::OsString;
+use crate::{Res, error};
 use std::io::{self, Write};
 use std::path::Path;
 
-const HELP: &str = "\
-Usage: heaplive flamegraph FILE... [-o OUT.svg] [--title TITLE]
-
-Renders folded files (summed when several) as an interactive SVG flame graph
-of live bytes: the width of a box is the live memory allocated under that
-call. Click to zoom, Ctrl-F to search. Writes to standard output without -o.
-
-Options:
-  -o, --output FILE   write the SVG to FILE
-  --title TITLE       title (default: the process and time of the dump,
-                      taken from the file name heaplive.<exe>.<pid>.<n>.folded
-                      and the file's modification time)
-
-Examples:
-  heaplive flamegraph heaplive.php-fpm8.2.4242.3.folded -o live.svg
-  heaplive flamegraph heaplive.php-fpm8.2.*.3.folded > pool.svg
-";
-
-pub fn main(rest: Vec<OsString>) -> Res<()> {
-    let mut args = Args::new(rest);
-    let mut files = Vec::new();
-    let mut output: Option<String> = None;
-    let mut title: Option<String> = None;
-    let mut only_files = false;
-    while let Some(item) = args.next()? {
-        match item {
-            Item::Pos(p) => files.push(args::pos_string(p)?),
-            Item::DashDash => only_files = true,
-            Item::Opt(name, _) if only_files => files.push(name),
-            Item::Opt(name, inline) => match name.as_str() {
-                "-h" | "--help" => {
-                    print!("{HELP}");
-                    return Ok(());
-                }
-                "-o" | "--output" => output = Some(args.value(&name, inline)?),
-                "--title" => title = Some(args.value(&name, inline)?),
-                _ => return args::unknown(&name),
-            },
-        }
-    }
-    if files.is_empty() {
-        return usage("flamegraph needs at least one folded file");
-    }
+pub fn main(a: FlameArgs) -> Res<()> {
+    let FlameArgs {
+        output,
+        title,
+        files,
+    } = a;
     let profile = folded::load_all(&files)?;
     if profile.total() == 0 {
         return error(format!(

@@ -1,0 +1,307 @@
+//! The command line, defined once with clap: parsing, `--help`, the shell
+//! completions (`heaplive completions SHELL`) and the man page
+//! (`heaplive man`) all come from these definitions. `heaplive run`'s
+//! options check their values with the contract crate's grammars and take
+//! their help from its settings table, so the command accepts exactly what
+//! the library accepts.
+
+use clap::{Args, Parser, Subcommand};
+use heaplive_format::settings::{self, Setting};
+use std::ffi::OsString;
+
+const TEMPLATE: &str = "{usage-heading} {usage}\n\n{about-with-newline}\n{all-args}{after-help}";
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "heaplive",
+    version,
+    about = "heaplive: which call stacks hold the memory that is live right now?",
+    after_help = "\
+Examples:
+  heaplive run -- ./server --port 8080     # dumps on SIGUSR2 and at exit
+  heaplive dump 4242                       # prints heaplive.server.4242.1.folded
+  heaplive dump --children $(cat /run/php/php8.2-fpm.pid)
+  heaplive top heaplive.server.4242.1.folded
+  heaplive diff heaplive.server.4242.1.folded heaplive.server.4242.2.folded
+  heaplive flamegraph heaplive.server.4242.2.folded -o live.svg
+
+Folded files are plain text, one stack a line: frames root first joined by
+';', a space, the live bytes. flamegraph.pl, inferno and speedscope read them.",
+    arg_required_else_help = true,
+    help_template = TEMPLATE,
+    disable_help_subcommand = false
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    Run(RunArgs),
+    Dump(DumpArgs),
+    Top(TopArgs),
+    Diff(DiffArgs),
+    Merge(MergeArgs),
+    #[command(visible_alias = "flame")]
+    Flamegraph(FlameArgs),
+    Completions(CompletionsArgs),
+    Man(ManArgs),
+}
+
+/// The help of a `run` option: the setting's doc and its name.
+fn doc(s: &Setting) -> String {
+    format!("{}; default {}  [{}]", s.doc, s.default, s.name())
+}
+
+/// A value parser that accepts what the library accepts for `s`.
+fn setting_value(s: &'static Setting) -> impl Fn(&str) -> Result<String, String> + Clone {
+    move |v: &str| match s.grammar.check(v.as_bytes()) {
+        Ok(()) => Ok(v.to_string()),
+        Err(why) => Err(format!("{}='{v}' {why}", s.name())),
+    }
+}
+
+fn interval(v: &str) -> Result<String, String> {
+    setting_value(&settings::SAMPLE_INTERVAL)(v)
+}
+fn every(v: &str) -> Result<String, String> {
+    let v = setting_value(&settings::DUMP_EVERY)(v)?;
+    match heaplive_format::grammar::parse_duration_ms(v.as_bytes()) {
+        Some(ms) if ms > 0 => Ok(v),
+        _ => Err(format!(
+            "wants a duration like 30, 30s, 500ms or 5m, not '{v}'"
+        )),
+    }
+}
+fn output(v: &str) -> Result<String, String> {
+    setting_value(&settings::OUTPUT)(v)
+}
+fn signal(v: &str) -> Result<String, String> {
+    setting_value(&settings::SIGNAL)(v)
+}
+fn format(v: &str) -> Result<String, String> {
+    setting_value(&settings::FORMAT)(v)
+}
+
+#[derive(Args, Debug)]
+#[command(
+    about = "run a program under the profiler (LD_PRELOAD=libheaplive.so)",
+    long_about = "Runs COMMAND with LD_PRELOAD=libheaplive.so (prepended to any LD_PRELOAD
+already set), exits with its status (128+N if a signal N killed it), and lists
+the dump files written. Children of COMMAND are profiled too, each into its
+own files. Dump on demand with 'heaplive dump PID' (or kill -USR2 PID).
+
+Each option sets the variable in brackets; unset ones keep the library's
+defaults, or the value already in the environment.",
+    override_usage = "heaplive run [OPTIONS] -- COMMAND [ARGS...]",
+    after_help = "\
+The library is $HEAPLIVE_LIB if set, else libheaplive.so next to the heaplive
+executable, else ../lib/heaplive/libheaplive.so relative to it.
+
+Examples:
+  heaplive run -- ./server --port 8080
+  heaplive run --interval 1M --every 5m -- php-fpm8.2 -F
+  heaplive run --output '/var/tmp/%e.%p.%n.folded' --signal RTMIN+3 -- ./daemon",
+    help_template = TEMPLATE
+)]
+pub struct RunArgs {
+    #[arg(long, value_name = "BYTES", value_parser = interval,
+          help = doc(&settings::SAMPLE_INTERVAL))]
+    pub interval: Option<String>,
+    #[arg(long, value_name = "SECS", value_parser = every, help = doc(&settings::DUMP_EVERY))]
+    pub every: Option<String>,
+    #[arg(short, long, value_name = "TEMPLATE", value_parser = output, help = doc(&settings::OUTPUT))]
+    pub output: Option<String>,
+    #[arg(long, value_name = "SIG", value_parser = signal, help = doc(&settings::SIGNAL))]
+    pub signal: Option<String>,
+    #[arg(long, value_name = "F", value_parser = format, help = doc(&settings::FORMAT))]
+    pub format: Option<String>,
+    /// no messages from heaplive itself
+    #[arg(short, long)]
+    pub quiet: bool,
+    /// the program to run and its arguments
+    #[arg(value_name = "COMMAND", required = true, num_args = 1..,
+          trailing_var_arg = true)]
+    pub command: Vec<OsString>,
+}
+
+fn pid(v: &str) -> Result<i32, String> {
+    match v.parse::<i32>() {
+        Ok(p) if p > 0 => Ok(p),
+        _ => Err(format!("'{v}' is not a process id")),
+    }
+}
+
+fn timeout(v: &str) -> Result<f64, String> {
+    match heaplive_format::grammar::parse_seconds(v.as_bytes()) {
+        Some(t) if t > 0.0 => Ok(t),
+        _ => Err(format!("--timeout wants seconds like 10 or 2.5, not '{v}'")),
+    }
+}
+
+#[derive(Args, Debug)]
+#[command(
+    about = "ask running processes for a dump now, print the file names",
+    long_about = "Asks each process (started under heaplive or LD_PRELOAD=libheaplive.so) for
+a dump now: sends its dump signal (USR2 unless HEAPLIVE_SIGNAL chose another),
+waits until the dump is written, and prints the file's path.",
+    override_usage = "heaplive dump PID... [--children] [--timeout SECS]",
+    after_help = "\
+Examples:
+  heaplive dump 4242
+  heaplive dump --children $(cat /run/php/php8.2-fpm.pid)
+  heaplive top $(heaplive dump --children 4242)",
+    help_template = TEMPLATE
+)]
+pub struct DumpArgs {
+    /// PID is a parent (a php-fpm master): dump each of its direct children instead
+    #[arg(long)]
+    pub children: bool,
+    /// how long to wait for each dump
+    #[arg(long, value_name = "SECS", default_value = "10", value_parser = timeout)]
+    pub timeout: f64,
+    #[arg(value_name = "PID", required = true, num_args = 1.., value_parser = pid)]
+    pub pids: Vec<i32>,
+}
+
+/// Options shared by the table reports.
+#[derive(Args, Debug)]
+pub struct TableArgs {
+    /// show N rows (0 = all)
+    #[arg(short = 'n', long = "rows", value_name = "N", default_value_t = 20)]
+    pub rows: usize,
+    /// exact byte counts instead of KiB/MiB/GiB
+    #[arg(long)]
+    pub bytes: bool,
+    /// shorten stacks to W columns (default: the terminal's width, or 160
+    /// when not a terminal; 0 = never shorten)
+    #[arg(short = 'w', long, value_name = "W")]
+    pub width: Option<usize>,
+}
+
+#[derive(Args, Debug)]
+#[command(
+    about = "the stacks (or functions) holding the most live bytes",
+    long_about = "The stacks holding the most live bytes. Several files are summed (e.g. the
+dumps of all php-fpm workers taken at one moment). '-' reads standard input.
+
+Stacks are shown leaf first: 'xmlStrdup <- xmlNewNode <- main'.",
+    override_usage = "heaplive top FILE... [-n N] [--inclusive] [--bytes] [--width W]",
+    after_help = "\
+Examples:
+  heaplive top heaplive.php-fpm8.2.4242.1.folded
+  heaplive top -n 50 --inclusive heaplive.php-fpm8.2.*.3.folded",
+    help_template = TEMPLATE
+)]
+pub struct TopArgs {
+    /// per function instead of per stack: the bytes of every stack that
+    /// contains the function (each stack counted once), with its exclusive
+    /// (leaf) bytes beside it
+    #[arg(long)]
+    pub inclusive: bool,
+    #[command(flatten)]
+    pub table: TableArgs,
+    #[arg(value_name = "FILE", required = true, num_args = 1..)]
+    pub files: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+#[command(
+    about = "what grew and what shrank between two dumps",
+    long_about = "What grew and what shrank from OLD to NEW: per stack, then per function
+(exclusive: the bytes whose leaf frame is that function), sorted by the size
+of the change. To compare groups of files, merge each group first with
+'heaplive merge'.",
+    override_usage = "heaplive diff OLD NEW [-n N] [--bytes] [--width W]
+       heaplive diff OLD NEW --folded > diff.folded",
+    after_help = "\
+Examples:
+  heaplive diff heaplive.app.4242.1.folded heaplive.app.4242.5.folded
+  heaplive diff --folded a.folded b.folded | inferno-flamegraph > diff.svg",
+    help_template = TEMPLATE
+)]
+pub struct DiffArgs {
+    /// write 'stack OLDCOUNT NEWCOUNT' lines instead, the two-count format of
+    /// difffolded.pl that inferno-flamegraph and flamegraph.pl render as a
+    /// differential flame graph
+    #[arg(long)]
+    pub folded: bool,
+    #[command(flatten)]
+    pub table: TableArgs,
+    #[arg(value_name = "OLD")]
+    pub old: String,
+    #[arg(value_name = "NEW")]
+    pub new: String,
+}
+
+#[derive(Args, Debug)]
+#[command(
+    about = "sum several folded files into one (to stdout)",
+    long_about = "Sums identical stacks of several folded files and writes one folded file,
+sorted by stack, to standard output. '-' reads standard input.",
+    override_usage = "heaplive merge FILE... > all.folded",
+    after_help = "\
+Example:
+  heaplive merge heaplive.php-fpm8.2.*.2.folded > pool.folded",
+    help_template = TEMPLATE
+)]
+pub struct MergeArgs {
+    #[arg(value_name = "FILE", required = true, num_args = 1..)]
+    pub files: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+#[command(
+    about = "render folded files as an interactive SVG flame graph",
+    long_about = "Renders folded files (summed when several) as an interactive SVG flame graph
+of live bytes: the width of a box is the live memory allocated under that
+call. Click to zoom, Ctrl-F to search. Writes to standard output without -o.",
+    override_usage = "heaplive flamegraph FILE... [-o OUT.svg] [--title TITLE]",
+    after_help = "\
+Examples:
+  heaplive flamegraph heaplive.php-fpm8.2.4242.3.folded -o live.svg
+  heaplive flamegraph heaplive.php-fpm8.2.*.3.folded > pool.svg",
+    help_template = TEMPLATE
+)]
+pub struct FlameArgs {
+    /// write the SVG to FILE
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<String>,
+    /// title (default: the process and time of the dump, taken from the file
+    /// name heaplive.<exe>.<pid>.<n>.folded and the file's modification time)
+    #[arg(long, value_name = "TITLE")]
+    pub title: Option<String>,
+    #[arg(value_name = "FILE", required = true, num_args = 1..)]
+    pub files: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+#[command(
+    about = "print a shell completion script (bash, zsh, fish, elvish, powershell)",
+    long_about = "Prints a completion script for SHELL to standard output.",
+    override_usage = "heaplive completions SHELL",
+    after_help = "\
+Examples:
+  heaplive completions bash > /etc/bash_completion.d/heaplive
+  heaplive completions zsh > \"${fpath[1]}/_heaplive\"
+  heaplive completions fish > ~/.config/fish/completions/heaplive.fish",
+    help_template = TEMPLATE
+)]
+pub struct CompletionsArgs {
+    #[arg(value_name = "SHELL")]
+    pub shell: clap_complete::Shell,
+}
+
+#[derive(Args, Debug)]
+#[command(
+    about = "print the man page heaplive(1)",
+    long_about = "Prints the man page heaplive(1), in roff, to standard output.",
+    override_usage = "heaplive man",
+    after_help = "\
+Examples:
+  heaplive man | man -l -
+  heaplive man > /usr/local/share/man/man1/heaplive.1",
+    help_template = TEMPLATE
+)]
+pub struct ManArgs {}

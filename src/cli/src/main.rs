@@ -1,0 +1,139 @@
+//! `heaplive`: the command-line side of the heaplive profiler.
+//!
+//! It runs programs under the preload library (`run`), asks running processes
+//! for a dump (`dump`), and reads the folded files the library writes (`top`,
+//! `diff`, `merge`, `flamegraph`). It never links the library itself: what
+//! the two share (settings, signals, file names, status and folded files) is
+//! the contract crate `heaplive-format`. The command line is defined in
+//! `cli.rs`; each subcommand has its own file.
+//!
+//! Errors are one line on stderr starting `heaplive:`, naming the file or pid;
+//! exit status 1 for errors, 2 for usage errors. Nothing here may panic on
+//! bad input.
+
+mod cli;
+mod diff;
+mod dump;
+mod flame;
+mod folded;
+mod merge;
+mod run;
+mod table;
+mod top;
+mod units;
+
+use clap::{CommandFactory, Parser};
+use cli::{Cli, Command};
+use std::process::ExitCode;
+
+/// Why a subcommand failed. `Usage` exits 2 and points at `--help`.
+#[derive(Debug)]
+pub enum Fail {
+    Usage(String),
+    Error(String),
+    /// Several errors already printed (e.g. one per pid); exit 1 quietly.
+    Reported,
+    /// Not a failure: `run` exits with its child's status.
+    Exit(u8),
+}
+
+pub type Res<T> = Result<T, Fail>;
+
+pub fn usage<T>(msg: impl Into<String>) -> Res<T> {
+    Err(Fail::Usage(msg.into()))
+}
+
+pub fn error<T>(msg: impl Into<String>) -> Res<T> {
+    Err(Fail::Error(msg.into()))
+}
+
+const SUBCOMMANDS: [&str; 9] = [
+    "run",
+    "dump",
+    "top",
+    "diff",
+    "merge",
+    "flamegraph",
+    "flame",
+    "completions",
+    "man",
+];
+
+/// A clap error as heaplive's one usage line (exit 2), or help and version
+/// as they are.
+fn parse_error(e: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    match e.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+            let _ = e.print();
+            ExitCode::SUCCESS
+        }
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let _ = e.print();
+            eprintln!("heaplive: no command given");
+            ExitCode::from(2)
+        }
+        _ => {
+            // The message is the text before clap's first blank line.
+            let text = e.render().to_string();
+            let msg: Vec<&str> = text
+                .lines()
+                .take_while(|l| !l.trim().is_empty())
+                .map(str::trim)
+                .collect();
+            let msg = msg.join(" ");
+            let msg = msg.strip_prefix("error: ").unwrap_or(&msg);
+            eprintln!("heaplive: {msg}");
+            let sub = std::env::args()
+                .nth(1)
+                .filter(|s| SUBCOMMANDS.contains(&s.as_str()));
+            match sub {
+                Some(sub) => eprintln!("Try 'heaplive {sub} --help'."),
+                None => eprintln!("Try 'heaplive --help'."),
+            }
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => return parse_error(e),
+    };
+    let result = match cli.command {
+        Command::Run(a) => run::main(a),
+        Command::Dump(a) => dump::main(a),
+        Command::Top(a) => top::main(a),
+        Command::Diff(a) => diff::main(a),
+        Command::Merge(a) => merge::main(a),
+        Command::Flamegraph(a) => flame::main(a),
+        Command::Completions(a) => {
+            clap_complete::generate(
+                a.shell,
+                &mut Cli::command(),
+                "heaplive",
+                &mut std::io::stdout(),
+            );
+            Ok(())
+        }
+        Command::Man(_) => {
+            let man = clap_mangen::Man::new(Cli::command());
+            table::emit(|out| man.render(out))
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Fail::Usage(msg)) => {
+            eprintln!("heaplive: {msg}");
+            eprintln!("Try 'heaplive --help'.");
+            ExitCode::from(2)
+        }
+        Err(Fail::Error(msg)) => {
+            eprintln!("heaplive: {msg}");
+            ExitCode::from(1)
+        }
+        Err(Fail::Reported) => ExitCode::from(1),
+        Err(Fail::Exit(code)) => ExitCode::from(code),
+    }
+}

@@ -1,0 +1,267 @@
+//! The grammars of `HEAPLIVE_*` values. Allocation-free and panic-free: the
+//! library parses its environment with them before malloc works. Each
+//! `*_setting` function gives the reason text the library's warning and the
+//! command's usage error both show.
+
+/// `v` without leading and trailing ASCII white space.
+pub fn trim(v: &[u8]) -> &[u8] {
+    let s = v
+        .iter()
+        .position(|b| !b.is_ascii_whitespace())
+        .unwrap_or(v.len());
+    let e = v
+        .iter()
+        .rposition(|b| !b.is_ascii_whitespace())
+        .map_or(s, |i| i + 1);
+    v.get(s..e).unwrap_or(&[])
+}
+
+/// A decimal whole number (no sign).
+pub fn parse_u64(v: &[u8]) -> Option<u64> {
+    let v = trim(v);
+    if v.is_empty() {
+        return None;
+    }
+    let mut n: u64 = 0;
+    for &b in v {
+        if !b.is_ascii_digit() {
+            return None;
+        }
+        n = n.checked_mul(10)?.checked_add((b - b'0') as u64)?;
+    }
+    Some(n)
+}
+
+/// Splits `v` (trimmed) into its leading digits and the rest.
+fn digits_and_unit(v: &[u8]) -> (&[u8], &[u8]) {
+    let v = trim(v);
+    let digits = v
+        .iter()
+        .position(|b| !b.is_ascii_digit())
+        .unwrap_or(v.len());
+    v.split_at(digits)
+}
+
+fn eq_any(s: &[u8], options: &[&[u8]]) -> bool {
+    options.iter().any(|o| s.eq_ignore_ascii_case(o))
+}
+
+/// `123`, `64K`, `64k`, `64KB`, `64KiB`, `4M`, `2G` (binary multiples).
+pub fn parse_size(v: &[u8]) -> Option<u64> {
+    let (digits, unit) = digits_and_unit(v);
+    let n = parse_u64(digits)?;
+    let mult: u64 = match unit {
+        b"" | b"b" | b"B" => 1,
+        s if eq_any(s, &[b"k", b"kb", b"kib"]) => 1 << 10,
+        s if eq_any(s, &[b"m", b"mb", b"mib"]) => 1 << 20,
+        s if eq_any(s, &[b"g", b"gb", b"gib"]) => 1 << 30,
+        _ => return None,
+    };
+    n.checked_mul(mult)
+}
+
+/// `1`, `yes`, `true`, `on` / `0`, `no`, `false`, `off`.
+pub fn parse_bool(v: &[u8]) -> Option<bool> {
+    let v = trim(v);
+    if eq_any(v, &[b"1", b"yes", b"true", b"on"]) {
+        Some(true)
+    } else if eq_any(v, &[b"0", b"no", b"false", b"off"]) {
+        Some(false)
+    } else {
+        None
+    }
+}
+
+/// `30` (seconds), `30s`, `500ms`, `5m`, `1h`; `0` means off. Milliseconds.
+pub fn parse_duration_ms(v: &[u8]) -> Option<u64> {
+    let (digits, unit) = digits_and_unit(v);
+    let n = parse_u64(digits)?;
+    let mult = match unit {
+        b"" | b"s" | b"S" => 1000,
+        b"ms" => 1,
+        b"m" | b"M" | b"min" => 60_000,
+        b"h" | b"H" => 3_600_000,
+        _ => return None,
+    };
+    n.checked_mul(mult)
+}
+
+/// A non-negative decimal like `2`, `1.5`.
+pub fn parse_float(v: &[u8]) -> Option<f64> {
+    let s = core::str::from_utf8(trim(v)).ok()?;
+    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+        return None;
+    }
+    s.parse::<f64>().ok().filter(|f| f.is_finite())
+}
+
+/// Timeouts of the command: seconds, `30`, `30s`, `5m`, `1h`, fractions
+/// allowed (`0.5`). Seconds.
+pub fn parse_seconds(v: &[u8]) -> Option<f64> {
+    let v = trim(v);
+    let (num, mult) = match v.split_last()? {
+        (b's', rest) => (rest, 1.0),
+        (b'm', rest) => (rest, 60.0),
+        (b'h', rest) => (rest, 3600.0),
+        _ => (v, 1.0),
+    };
+    parse_float(num).map(|x| x * mult)
+}
+
+/// Which files a dump writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Formats {
+    pub folded: bool,
+    pub pprof: bool,
+}
+
+/// `folded`, `pprof`, `folded,pprof` (either order).
+pub fn parse_format(v: &[u8]) -> Option<Formats> {
+    let mut f = Formats {
+        folded: false,
+        pprof: false,
+    };
+    for part in trim(v).split(|&b| b == b',') {
+        match trim(part) {
+            s if s.eq_ignore_ascii_case(b"folded") => f.folded = true,
+            s if s.eq_ignore_ascii_case(b"pprof") => f.pprof = true,
+            _ => return None,
+        }
+    }
+    Some(f)
+}
+
+// ---------------------------------------------------------------------------
+// One function per setting: the value, or the reason it is refused.
+
+/// `HEAPLIVE_SAMPLE_INTERVAL`.
+pub fn sample_interval(v: &[u8]) -> Result<u64, &'static str> {
+    parse_size(v)
+        .filter(|&n| n >= 1)
+        .ok_or("is not a size of at least 1 byte (examples: 1, 64K, 512K, 4M)")
+}
+
+/// `HEAPLIVE_SEED`.
+pub fn seed(v: &[u8]) -> Result<u64, &'static str> {
+    parse_u64(v).ok_or("is not a whole number")
+}
+
+/// `HEAPLIVE_DUMP_AT_EXIT`, `HEAPLIVE_LINES`, `HEAPLIVE_DEMANGLE`.
+pub fn boolean(v: &[u8]) -> Result<bool, &'static str> {
+    parse_bool(v).ok_or("is not 0 or 1")
+}
+
+/// `HEAPLIVE_DUMP_EVERY`, milliseconds; 0 = off.
+pub fn dump_every(v: &[u8]) -> Result<u64, &'static str> {
+    parse_duration_ms(v).ok_or("is not a duration (examples: 30, 30s, 5m, 1h; 0 = off)")
+}
+
+/// `HEAPLIVE_FORMAT`.
+pub fn format(v: &[u8]) -> Result<Formats, &'static str> {
+    parse_format(v).ok_or("is not one of folded, pprof, folded,pprof")
+}
+
+/// `HEAPLIVE_WARN_BYTES`; 0 = off.
+pub fn warn_bytes(v: &[u8]) -> Result<u64, &'static str> {
+    parse_size(v).ok_or("is not a size (examples: 0 = off, 64M, 1G)")
+}
+
+/// `HEAPLIVE_WARN_BLOCKS`; 0 = off.
+pub fn warn_blocks(v: &[u8]) -> Result<u64, &'static str> {
+    parse_u64(v).ok_or("is not a whole number (0 = off)")
+}
+
+/// `HEAPLIVE_WARN_GROWTH`.
+pub fn warn_growth(v: &[u8]) -> Result<f64, &'static str> {
+    parse_float(v)
+        .filter(|&g| g > 1.0)
+        .ok_or("is not a number above 1 (examples: 1.5, 2)")
+}
+
+/// `HEAPLIVE_LOG`, `HEAPLIVE_DEBUG_DIRS`: any text up to 4096 bytes.
+pub fn path(v: &[u8]) -> Result<(), &'static str> {
+    if v.len() > 4096 {
+        Err("is longer than 4096 bytes")
+    } else {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size(b"1"), Some(1));
+        assert_eq!(parse_size(b"524288"), Some(524288));
+        assert_eq!(parse_size(b"512K"), Some(512 * 1024));
+        assert_eq!(parse_size(b"512k"), Some(512 * 1024));
+        assert_eq!(parse_size(b"4MiB"), Some(4 << 20));
+        assert_eq!(parse_size(b" 2G "), Some(2 << 30));
+        assert_eq!(parse_size(b"2GB"), Some(2 << 30));
+        assert_eq!(parse_size(b"3b"), Some(3));
+        assert_eq!(parse_size(b""), None);
+        assert_eq!(parse_size(b"K"), None);
+        assert_eq!(parse_size(b"-1"), None);
+        assert_eq!(parse_size(b"1.5M"), None);
+        assert_eq!(parse_size(b"12X"), None);
+        assert_eq!(parse_size(b"99999999999999999999"), None);
+        assert_eq!(parse_size(b"99999999999G"), None);
+        assert!(sample_interval(b"0").is_err());
+        assert_eq!(warn_bytes(b"0"), Ok(0));
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration_ms(b"30"), Some(30_000));
+        assert_eq!(parse_duration_ms(b"30s"), Some(30_000));
+        assert_eq!(parse_duration_ms(b"5m"), Some(300_000));
+        assert_eq!(parse_duration_ms(b"1h"), Some(3_600_000));
+        assert_eq!(parse_duration_ms(b"250ms"), Some(250));
+        assert_eq!(parse_duration_ms(b"0"), Some(0));
+        assert_eq!(parse_duration_ms(b"0.5"), None);
+        assert_eq!(parse_duration_ms(b"soon"), None);
+        assert_eq!(parse_duration_ms(b"5d"), None);
+        assert_eq!(parse_seconds(b"5m"), Some(300.0));
+        assert_eq!(parse_seconds(b"0.5"), Some(0.5));
+        assert_eq!(parse_seconds(b"2.5s"), Some(2.5));
+        assert_eq!(parse_seconds(b"x"), None);
+        assert_eq!(parse_seconds(b""), None);
+        assert_eq!(parse_seconds(b"s"), None);
+    }
+
+    #[test]
+    fn bools_floats_formats() {
+        assert_eq!(parse_bool(b"1"), Some(true));
+        assert_eq!(parse_bool(b"off"), Some(false));
+        assert_eq!(parse_bool(b"maybe"), None);
+        assert_eq!(parse_float(b"1.5"), Some(1.5));
+        assert_eq!(parse_float(b"2"), Some(2.0));
+        assert_eq!(parse_float(b"nan"), None);
+        assert_eq!(parse_float(b"-2"), None);
+        let f = |folded, pprof| Some(Formats { folded, pprof });
+        assert_eq!(parse_format(b"folded"), f(true, false));
+        assert_eq!(parse_format(b"pprof"), f(false, true));
+        assert_eq!(parse_format(b"folded,pprof"), f(true, true));
+        assert_eq!(parse_format(b"pprof, folded"), f(true, true));
+        assert_eq!(parse_format(b"svg"), None);
+        assert!(warn_growth(b"1").is_err());
+        assert_eq!(warn_growth(b"1.5"), Ok(1.5));
+    }
+
+    #[test]
+    fn never_panics_on_odd_bytes() {
+        for v in [
+            &b""[..],
+            b" ",
+            b"\xff",
+            b"1\xff",
+            b"9999999999999999999999ms",
+            b"\x00",
+        ] {
+            let _ = (sample_interval(v), dump_every(v), format(v), warn_growth(v));
+            let _ = (parse_seconds(v), boolean(v), seed(v));
+        }
+    }
+}

@@ -1,0 +1,28 @@
+//! heaplive-format: the one contract between the preload library
+//! (`libheaplive.so`), the `heaplive` command and the tests.
+//!
+//! | module | owns |
+//! |---|---|
+//! | [`settings`] | the table of `HEAPLIVE_*` variables: name, default, grammar, doc |
+//! | [`grammar`] | the value grammars: sizes, durations, booleans, formats |
+//! | [`signal`] | signal names and the one policy of which dump signals are refused |
+//! | [`template`] | the output path template: check, expand, match |
+//! | [`status`] | the status file `heaplive dump` reads: path, encode, decode |
+//! | [`folded`] | the folded format: write, parse, the frame escaping rule |
+//! | [`units`] | byte formatting for people |
+//! | [`profile`], [`pprof`] | the profile a dump builds, and its pprof writer |
+//!
+//! Pure: no global state, no I/O besides the writers' `Write`. The library
+//! calls the grammar functions before malloc works, so those take `&[u8]`,
+//! return plain values or `&'static str` reasons, never allocate and never
+//! panic on any input (the library is built with panic=abort).
+
+pub mod folded;
+pub mod grammar;
+pub mod pprof;
+pub mod profile;
+pub mod settings;
+pub mod signal;
+pub mod status;
+pub mod template;
+pub mod units;

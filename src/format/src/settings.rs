@@ -1,0 +1,267 @@
+//! The table of `HEAPLIVE_*` settings: name, the default as a warning
+//! names it, the grammar, and one line of doc. The library reads each one
+//! with the grammar named here; `heaplive run` checks its options with the
+//! same grammar and takes its help text from `doc`; a test checks the
+//! README's settings table against this table.
+
+use core::ffi::CStr;
+
+/// How a value is read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Grammar {
+    /// [`crate::grammar::sample_interval`]
+    SampleInterval,
+    /// [`crate::grammar::seed`]
+    Seed,
+    /// [`crate::grammar::boolean`]
+    Bool,
+    /// [`crate::template::check`]
+    Template,
+    /// [`crate::signal::parse`]
+    Signal,
+    /// [`crate::grammar::dump_every`]
+    Duration,
+    /// [`crate::grammar::format`]
+    Format,
+    /// [`crate::grammar::warn_bytes`]
+    WarnBytes,
+    /// [`crate::grammar::warn_blocks`]
+    WarnBlocks,
+    /// [`crate::grammar::warn_growth`]
+    WarnGrowth,
+    /// [`crate::grammar::path`]
+    Path,
+}
+
+/// Why a value is refused, for a message `NAME='value' <why>`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Why {
+    Text(&'static str),
+    Signal(crate::signal::Refused),
+    Template(crate::template::Bad),
+}
+
+impl core::fmt::Display for Why {
+    fn fmt(&self, f: &mut core::fmt::Formatter) -> core::fmt::Result {
+        match self {
+            Why::Text(t) => f.write_str(t),
+            Why::Signal(s) => s.fmt(f),
+            Why::Template(t) => t.fmt(f),
+        }
+    }
+}
+
+impl Grammar {
+    /// Whether the library accepts `v`, and if not, why. Allocation-free.
+    pub fn check(self, v: &[u8]) -> Result<(), Why> {
+        use crate::grammar as g;
+        let text = |r: Result<(), &'static str>| r.map_err(Why::Text);
+        match self {
+            Grammar::SampleInterval => text(g::sample_interval(v).map(drop)),
+            Grammar::Seed => text(g::seed(v).map(drop)),
+            Grammar::Bool => text(g::boolean(v).map(drop)),
+            Grammar::Template => crate::template::check(v).map_err(Why::Template),
+            Grammar::Signal => crate::signal::parse(v).map(drop).map_err(Why::Signal),
+            Grammar::Duration => text(g::dump_every(v).map(drop)),
+            Grammar::Format => text(g::format(v).map(drop)),
+            Grammar::WarnBytes => text(g::warn_bytes(v).map(drop)),
+            Grammar::WarnBlocks => text(g::warn_blocks(v).map(drop)),
+            Grammar::WarnGrowth => text(g::warn_growth(v).map(drop)),
+            Grammar::Path => text(g::path(v)),
+        }
+    }
+}
+
+/// One `HEAPLIVE_*` variable.
+#[derive(Debug)]
+pub struct Setting {
+    /// The name, NUL-terminated for getenv.
+    pub cname: &'static CStr,
+    /// The default, as the warning for a bad value names it.
+    pub default: &'static str,
+    pub grammar: Grammar,
+    /// One line for `heaplive run --help` and readers of this table.
+    pub doc: &'static str,
+    /// Read by the `heaplive` command only, not by the library.
+    pub command_only: bool,
+}
+
+impl Setting {
+    pub fn name(&self) -> &'static str {
+        self.cname.to_str().unwrap_or("HEAPLIVE_?")
+    }
+}
+
+macro_rules! setting {
+    ($id:ident, $name:literal, $default:expr, $grammar:ident, $doc:literal) => {
+        setting!($id, $name, $default, $grammar, $doc, false);
+    };
+    ($id:ident, $name:literal, $default:expr, $grammar:ident, $doc:literal, $cmd:expr) => {
+        pub const $id: Setting = Setting {
+            cname: $name,
+            default: $default,
+            grammar: Grammar::$grammar,
+            doc: $doc,
+            command_only: $cmd,
+        };
+    };
+}
+
+setting!(
+    SAMPLE_INTERVAL,
+    c"HEAPLIVE_SAMPLE_INTERVAL",
+    "512K",
+    SampleInterval,
+    "mean bytes between samples, K/M/G suffixes; 1 records every allocation exactly (slow)"
+);
+setting!(
+    SEED,
+    c"HEAPLIVE_SEED",
+    "0 (seed from the clock)",
+    Seed,
+    "seed of the sampler's random gaps, for reproducible sampled runs"
+);
+setting!(
+    OUTPUT,
+    c"HEAPLIVE_OUTPUT",
+    crate::template::DEFAULT,
+    Template,
+    "dump file names: %p pid, %e program name, %n dump number, %% a percent sign"
+);
+setting!(
+    DUMP_AT_EXIT,
+    c"HEAPLIVE_DUMP_AT_EXIT",
+    "1",
+    Bool,
+    "write a dump when the process exits"
+);
+setting!(
+    SIGNAL,
+    c"HEAPLIVE_SIGNAL",
+    "USR2",
+    Signal,
+    "the dump signal: USR1, USR2 (default), RTMIN+3, a number, or none"
+);
+setting!(
+    DUMP_EVERY,
+    c"HEAPLIVE_DUMP_EVERY",
+    "0 (off)",
+    Duration,
+    "also dump periodically: 30, 500ms, 5m, 1h (seconds without a unit)"
+);
+setting!(
+    FORMAT,
+    c"HEAPLIVE_FORMAT",
+    "folded",
+    Format,
+    "which files a dump writes: folded, pprof, or folded,pprof"
+);
+setting!(
+    WARN_BYTES,
+    c"HEAPLIVE_WARN_BYTES",
+    "256M",
+    WarnBytes,
+    "warn when one stack's live bytes reach this; 0 = off"
+);
+setting!(
+    WARN_BLOCKS,
+    c"HEAPLIVE_WARN_BLOCKS",
+    "0 (off)",
+    WarnBlocks,
+    "warn when one stack's live block count reaches this; 0 = off"
+);
+setting!(
+    WARN_GROWTH,
+    c"HEAPLIVE_WARN_GROWTH",
+    "2",
+    WarnGrowth,
+    "after a warning, warn again for the stack at this multiple of the last amount"
+);
+setting!(
+    LOG,
+    c"HEAPLIVE_LOG",
+    "stderr",
+    Path,
+    "file (appended) for heaplive's own lines"
+);
+setting!(
+    DEBUG_DIRS,
+    c"HEAPLIVE_DEBUG_DIRS",
+    "/usr/lib/debug only",
+    Path,
+    "more directories of separate debug files, colon-separated"
+);
+setting!(
+    LINES,
+    c"HEAPLIVE_LINES",
+    "0",
+    Bool,
+    "append (file.c:123) to frames with debug line info"
+);
+setting!(
+    DEMANGLE,
+    c"HEAPLIVE_DEMANGLE",
+    "1",
+    Bool,
+    "demangle C++ and Rust names"
+);
+setting!(
+    LIB,
+    c"HEAPLIVE_LIB",
+    "next to heaplive",
+    Path,
+    "the library the heaplive command preloads",
+    true
+);
+
+/// Every setting, in the README's order.
+pub const ALL: &[&Setting] = &[
+    &SAMPLE_INTERVAL,
+    &OUTPUT,
+    &DUMP_AT_EXIT,
+    &SIGNAL,
+    &DUMP_EVERY,
+    &FORMAT,
+    &WARN_BYTES,
+    &WARN_BLOCKS,
+    &WARN_GROWTH,
+    &LOG,
+    &DEBUG_DIRS,
+    &LINES,
+    &DEMANGLE,
+    &SEED,
+    &LIB,
+];
+
+/// The setting called `name`.
+pub fn by_name(name: &str) -> Option<&'static Setting> {
+    ALL.iter().copied().find(|s| s.name() == name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_defaults_parse() {
+        for (i, s) in ALL.iter().enumerate() {
+            assert!(s.name().starts_with("HEAPLIVE_"), "{}", s.name());
+            assert!(
+                ALL[..i].iter().all(|o| o.name() != s.name()),
+                "{} twice",
+                s.name()
+            );
+            assert!(by_name(s.name()).is_some());
+            // The default, as written before any note in brackets, is a
+            // value of the grammar (paths have no written default).
+            let plain = s.default.split(" (").next().unwrap_or("");
+            if s.grammar != Grammar::Path {
+                assert_eq!(s.grammar.check(plain.as_bytes()), Ok(()), "{}", s.name());
+            }
+        }
+        assert_eq!(
+            SIGNAL.grammar.check(b"SEGV").unwrap_err().to_string(),
+            "reports faults and cannot carry dump requests"
+        );
+    }
+}

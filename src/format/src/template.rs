@@ -1,0 +1,232 @@
+//! The output path template (`HEAPLIVE_OUTPUT`): `%p` pid, `%e` program
+//! name, `%n` dump number, `%%` a percent sign. The library expands it; the
+//! command checks it before passing it on and finds the files it named.
+
+use core::fmt;
+
+/// The library's default output template.
+pub const DEFAULT: &str = "heaplive.%e.%p.%n.folded";
+
+/// Why a template is refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bad {
+    Empty,
+    TooLong,
+    /// `%` followed by this byte (not one of p, e, n, %).
+    Unknown(u8),
+    /// A `%` at the very end.
+    LonePercent,
+    /// Ends with `/`: a directory, not a file name.
+    Directory,
+}
+
+impl fmt::Display for Bad {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        match *self {
+            Bad::Empty => f.write_str("is empty"),
+            Bad::TooLong => f.write_str("is longer than 4096 bytes"),
+            Bad::Unknown(b) if b.is_ascii_graphic() => {
+                write!(f, "has unknown %{} (use %p, %e, %n or %%)", b as char)
+            }
+            Bad::Unknown(b) => write!(f, "has unknown %\\x{b:02x} (use %p, %e, %n or %%)"),
+            Bad::LonePercent => f.write_str("has a lone % at the end (use %% for a percent sign)"),
+            Bad::Directory => f.write_str("needs a file name, not a directory"),
+        }
+    }
+}
+
+/// Checks a template: not empty, at most 4096 bytes, only known `%`
+/// sequences, not ending in `/`. Allocation-free.
+pub fn check(t: &[u8]) -> Result<(), Bad> {
+    if t.is_empty() {
+        return Err(Bad::Empty);
+    }
+    if t.len() > 4096 {
+        return Err(Bad::TooLong);
+    }
+    let mut i = 0;
+    while i < t.len() {
+        if t[i] == b'%' {
+            match t.get(i + 1) {
+                Some(b'p' | b'e' | b'n' | b'%') => i += 1,
+                Some(&o) => return Err(Bad::Unknown(o)),
+                None => return Err(Bad::LonePercent),
+            }
+        }
+        i += 1;
+    }
+    if t.ends_with(b"/") {
+        return Err(Bad::Directory);
+    }
+    Ok(())
+}
+
+/// Expands `%p` (pid), `%e` (program name), `%n` (dump number) and `%%`.
+/// Other `%x` sequences are kept as they are.
+pub fn expand(template: &str, pid: u32, exe: &str, n: u32) -> String {
+    let mut out = String::with_capacity(template.len() + 16);
+    let mut chars = template.chars();
+    while let Some(c) = chars.next() {
+        if c != '%' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('p') => out.push_str(&pid.to_string()),
+            Some('e') => out.push_str(exe),
+            Some('n') => out.push_str(&n.to_string()),
+            Some('%') => out.push('%'),
+            Some(other) => {
+                out.push('%');
+                out.push(other);
+            }
+            None => out.push('%'),
+        }
+    }
+    out
+}
+
+/// One piece of a file-name template.
+#[derive(Debug, PartialEq)]
+enum Piece {
+    Lit(String),
+    /// `%p` or `%n`: one or more digits.
+    Digits,
+    /// `%e`: any non-empty text.
+    Any,
+}
+
+fn pieces(name: &str) -> Vec<Piece> {
+    let mut out = Vec::new();
+    let mut lit = String::new();
+    let mut chars = name.chars();
+    while let Some(c) = chars.next() {
+        let wild = if c == '%' {
+            match chars.next() {
+                Some('p' | 'n') => Some(Piece::Digits),
+                Some('e') => Some(Piece::Any),
+                Some(o) => {
+                    lit.push(o);
+                    None
+                }
+                None => None,
+            }
+        } else {
+            None
+        };
+        match wild {
+            Some(w) => {
+                if !lit.is_empty() {
+                    out.push(Piece::Lit(std::mem::take(&mut lit)));
+                }
+                out.push(w);
+            }
+            None if c != '%' => lit.push(c),
+            None => {}
+        }
+    }
+    if !lit.is_empty() {
+        out.push(Piece::Lit(lit));
+    }
+    out
+}
+
+fn matches_pieces(p: &[Piece], s: &str) -> bool {
+    match p.split_first() {
+        None => s.is_empty(),
+        Some((Piece::Lit(l), rest)) => s
+            .strip_prefix(l.as_str())
+            .is_some_and(|s| matches_pieces(rest, s)),
+        Some((Piece::Digits, rest)) => {
+            let n = s.bytes().take_while(u8::is_ascii_digit).count();
+            (1..=n).any(|k| s.get(k..).is_some_and(|t| matches_pieces(rest, t)))
+        }
+        Some((Piece::Any, rest)) => s
+            .char_indices()
+            .skip(1)
+            .map(|(i, _)| i)
+            .chain([s.len()])
+            .any(|i| i > 0 && s.get(i..).is_some_and(|t| matches_pieces(rest, t))),
+    }
+}
+
+/// Does `name` fit the template (a file name, no directories)?
+pub fn matches(template_name: &str, name: &str) -> bool {
+    matches_pieces(&pieces(template_name), name)
+}
+
+const EXTENSIONS: [&str; 5] = [".folded", ".pb.gz", ".pprof.gz", ".pprof", ".pb"];
+
+/// Does a file name fit the template's name, allowing the extension to be
+/// the pprof one when the template says `.folded` (or has none)?
+pub fn matches_dump_file(template_name: &str, name: &str) -> bool {
+    if matches(template_name, name) {
+        return true;
+    }
+    let stem_t = EXTENSIONS
+        .iter()
+        .find_map(|e| template_name.strip_suffix(e))
+        .unwrap_or(template_name);
+    let p = pieces(stem_t);
+    EXTENSIONS
+        .iter()
+        .filter_map(|e| name.strip_suffix(e))
+        .any(|stem| matches_pieces(&p, stem))
+}
+
+/// The pprof file that goes with a folded file name: `.folded` replaced by
+/// `.pb.gz`, or `.pb.gz` appended.
+pub fn pprof_name(folded: &[u8]) -> Vec<u8> {
+    let mut v = folded.strip_suffix(b".folded").unwrap_or(folded).to_vec();
+    v.extend_from_slice(b".pb.gz");
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expansion() {
+        assert_eq!(
+            expand(DEFAULT, 42, "php-fpm8.2", 3),
+            "heaplive.php-fpm8.2.42.3.folded"
+        );
+        assert_eq!(expand("/x/%%p-%p", 7, "a", 1), "/x/%p-7");
+        assert_eq!(expand("a%zb%", 1, "e", 1), "a%zb%");
+        assert_eq!(expand("%n%n", 1, "e", 12), "1212");
+        assert_eq!(expand("plain", 1, "e", 1), "plain");
+    }
+
+    #[test]
+    fn checking() {
+        assert_eq!(check(b"a.%q"), Err(Bad::Unknown(b'q')));
+        assert_eq!(check(b"a.%"), Err(Bad::LonePercent));
+        assert_eq!(check(b""), Err(Bad::Empty));
+        assert_eq!(check(b"/tmp/"), Err(Bad::Directory));
+        assert_eq!(check(&[b'a'; 4097]), Err(Bad::TooLong));
+        assert_eq!(check(b"/tmp/%e-%%-%p.%n"), Ok(()));
+        assert_eq!(check(DEFAULT.as_bytes()), Ok(()));
+        assert_eq!(check(b"%\xff"), Err(Bad::Unknown(0xff)));
+    }
+
+    #[test]
+    fn matching() {
+        let t = DEFAULT;
+        assert!(matches_dump_file(t, "heaplive.php-fpm8.2.4242.3.folded"));
+        assert!(matches_dump_file(t, "heaplive.sh.1.1.pb.gz"));
+        assert!(!matches_dump_file(t, "heaplive.sh.x.1.folded"));
+        assert!(!matches_dump_file(t, "heaplive.sh.1.1.folded.tmp"));
+        assert!(!matches_dump_file(t, "other.sh.1.1.folded"));
+        assert!(matches_dump_file("out%%.%p", "out%.12"));
+        assert!(matches_dump_file("dump-%p", "dump-12.pb.gz"));
+        // What expand writes, matches finds.
+        assert!(matches(t, &expand(t, 4242, "a.b-c", 17)));
+    }
+
+    #[test]
+    fn pprof_names() {
+        assert_eq!(pprof_name(b"/t/h.1.folded"), b"/t/h.1.pb.gz");
+        assert_eq!(pprof_name(b"/t/profile"), b"/t/profile.pb.gz");
+    }
+}
