@@ -47,12 +47,6 @@ const BOTH: &[Mode] = &[Default, Exact];
 /// printed as fixed. Empty this list as the library is fixed.
 pub const KNOWN_HEAPLIVE_BUGS: &[(&str, &[Mode], &str)] = &[
     (
-        "tst-malloc-fork-deadlock",
-        BOTH,
-        "hangs (killed by the test's 20 s timeout): heaplive's atfork prepare \
-         handler takes its lock before fork takes the stdio list lock (glibc bug 19431's pattern)",
-    ),
-    (
         "tst-mallocfork2",
         BOTH,
         "hangs: fork from a signal handler; heaplive's thread makes glibc's fork \
@@ -60,8 +54,9 @@ pub const KNOWN_HEAPLIVE_BUGS: &[(&str, &[Mode], &str)] = &[
     ),
     (
         "tst-malloc-thread-fail",
-        BOTH,
-        "exit 1: heaplive's address-space reservation is over the RLIMIT_AS the test sets",
+        &[Exact],
+        "too slow in exact mode: 63 s where plain takes 16 s (load 13); within glibc's \
+         100 s, over the runner's cap",
     ),
     (
         "tst-malloc-too-large",
@@ -88,18 +83,13 @@ pub const KNOWN_HEAPLIVE_BUGS: &[(&str, &[Mode], &str)] = &[
     (
         "glibc_fork_sigalrm",
         BOTH,
-        "hangs in most runs: the handler's fork runs heaplive's atfork prepare, which \
-         spins on the live-table lock that the interrupted malloc holds (seen in gdb)",
+        "hangs in most runs: heaplive's thread makes glibc's fork take the main arena \
+         lock, which the interrupted _int_malloc holds (seen in gdb)",
     ),
     (
         "glibc_single_threaded",
         BOTH,
         "prints __libc_single_threaded=0: heaplive's thread",
-    ),
-    (
-        "glibc_rlimit_as",
-        BOTH,
-        "after RLIMIT_AS=200 MiB nothing can be allocated and no thread started",
     ),
 ];
 
@@ -185,9 +175,9 @@ const GLIBC_TESTS: &[(&str, &[(&str, &str)])] = &[
 
 /// glibc's driver kills a test after its TIMEOUT (20 s unless the test
 /// sets more); the stand-in caps the longer ones at this.
-const GLIBC_TIMEOUT_CAP: u64 = 30;
+const GLIBC_TIMEOUT_CAP: u64 = 40;
 /// Our own limit on one program, over the driver's.
-const RUN_LIMIT: Duration = Duration::from_secs(40);
+const RUN_LIMIT: Duration = Duration::from_secs(50);
 /// Programs running at once (several of the tests mostly sleep or wait).
 const WORKERS: usize = 3;
 
@@ -382,9 +372,10 @@ fn judge(
                  once it always is"
             )),
             (true, None, _) => report.push(format!("ok     {line}")),
-            (false, Some(why), _) => {
-                report.push(format!("KNOWN  {line}: heaplive bug (issue #18): {why}"))
-            }
+            (false, Some(why), _) => report.push(format!(
+                "KNOWN  {line}: heaplive bug (issue #18): {why}\n{}",
+                run.tail()
+            )),
             (false, None, Some(why)) => report.push(format!("DIFFERS (expected) {line}: {why}")),
             (false, None, None) => {
                 report.push(format!("FAIL   {line}"));
