@@ -71,14 +71,14 @@ pub const KNOWN_HEAPLIVE_BUGS: &[(&str, &[Mode], &str)] = &[
     (
         "tst-mallocfork",
         BOTH,
-        "sometimes hangs (glibc's 20 s timeout; 2 of 4 suite runs, in one mode or \
+        "sometimes hangs (glibc's 20 s timeout; 4 of 6 suite runs, in one mode or \
          the other): \
          fork from a SIGALRM handler while the test waits for a child",
     ),
     (
         "tst-free-errno",
         &[Exact],
-        "often aborts (3 of 4 suite runs, 0 of 6 alone): \"memory allocation of 65536 \
+        "often aborts (5 of 6 suite runs, 0 of 9 alone): \"memory allocation of 65536 \
          bytes failed\" from heaplive's Rust allocator once the test has used up \
          vm.max_map_count",
     ),
