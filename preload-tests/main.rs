@@ -8,6 +8,7 @@ mod cli_real;
 mod common;
 mod config_errors;
 mod core_exact;
+mod glibc;
 mod heaptrack;
 mod leaks;
 mod php_fpm;

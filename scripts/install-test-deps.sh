@@ -19,6 +19,7 @@ have xz || need+=(xz-utils)
 have objcopy || need+=(binutils)
 have dwz || need+=(dwz)
 have heaptrack || need+=(heaptrack)
+have dpkg-source || need+=(dpkg-dev)
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing test dependencies: ${need[*]}"
   SUDO=""
@@ -26,3 +27,7 @@ if [ ${#need[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
 fi
+# glibc's malloc tests (preload-tests/glibc.rs): the Debian source of the
+# installed glibc, fetched once into target/glibc-tests.
+bash "$(dirname "${BASH_SOURCE[0]}")/../preload-tests/glibc/build.sh" \
+  "$(dirname "${BASH_SOURCE[0]}")/../target/glibc-tests"

@@ -1,0 +1,77 @@
+/* fork() from a SIGALRM handler, 2,000 times, while the main thread
+   allocates and frees (issue #18; the pattern of glibc's tst-mallocfork2).
+   glibc's fork is async-signal-safe in a single-threaded process: the
+   child _exits at once, the handler reaps it. Prints how many forks
+   succeeded and failed; a hang is the failure the runner looks for. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+enum { FORKS = 2000, SLOTS = 509 };
+
+static volatile sig_atomic_t forks, failures;
+
+static void
+on_alarm (int sig)
+{
+  (void) sig;
+  int saved = errno;
+  if (forks < FORKS)
+    {
+      pid_t pid = fork ();
+      if (pid == 0)
+        _exit (0);
+      if (pid < 0)
+        failures++;
+      else
+        {
+          int st;
+          if (waitpid (pid, &st, 0) != pid || !WIFEXITED (st)
+              || WEXITSTATUS (st) != 0)
+            failures++;
+        }
+      forks++;
+    }
+  errno = saved;
+}
+
+int
+main (void)
+{
+  struct sigaction sa;
+  memset (&sa, 0, sizeof sa);
+  sa.sa_handler = on_alarm;
+  sa.sa_flags = SA_RESTART;
+  sigaction (SIGALRM, &sa, NULL);
+  struct itimerval it = { { 0, 200 }, { 0, 200 } };
+  setitimer (ITIMER_REAL, &it, NULL);
+
+  static void *slot[SLOTS];
+  unsigned int seed = 1;
+  unsigned long allocations = 0;
+  while (forks < FORKS)
+    {
+      unsigned int i = rand_r (&seed) % SLOTS;
+      free (slot[i]);
+      slot[i] = malloc (1 + rand_r (&seed) % 40000);
+      if (slot[i] == NULL)
+        {
+          puts ("malloc failed");
+          return 1;
+        }
+      memset (slot[i], 0x5a, 16);
+      allocations++;
+    }
+  struct itimerval off = { { 0, 0 }, { 0, 0 } };
+  setitimer (ITIMER_REAL, &off, NULL);
+  for (int i = 0; i < SLOTS; i++)
+    free (slot[i]);
+  printf ("forks: %d\nfailed forks: %d\nallocated meanwhile: %s\n",
+          (int) forks, (int) failures, allocations > 0 ? "yes" : "no");
+  return failures != 0;
+}
