@@ -8,7 +8,7 @@ TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 LIB := $(TARGET_DIR)/release/libheaplive.so
 BIN := $(TARGET_DIR)/release/heaplive
 
-.PHONY: all build demo test test-deps bench clean
+.PHONY: all build demo test test-deps lint bench clean
 
 all: build
 
@@ -21,9 +21,13 @@ demo: build
 	@bash scripts/demo.sh
 
 # Installs what the tests need (php-fpm, debug info for libc, go for pprof,
-# the real programs), then runs the unit tests and the preload tests.
-test: test-deps build
+# the real programs), checks lints, then runs the unit tests and the
+# preload tests.
+test: test-deps build lint
 	$(CARGO) test --release --workspace
+
+lint:
+	$(CARGO) clippy --release --workspace --all-targets -- -D warnings
 
 test-deps:
 	@bash scripts/install-test-deps.sh

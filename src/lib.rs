@@ -156,6 +156,6 @@ mod layering {
 
     #[test]
     fn symbolize_imports_only_hot_primitives() {
-        check("symbolize", &["hot", "background"]);
+        check("symbolize", &["hot"]);
     }
 }

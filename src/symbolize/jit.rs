@@ -7,7 +7,7 @@ use std::time::{Instant, SystemTime};
 
 use super::demangle::demangle_name;
 use super::symtab::RangeTable;
-use crate::background::profile::Frame;
+use heaplive_format::profile::Frame;
 
 /// Parse a perf map (`START SIZE name` per line, hex with or without `0x`).
 /// Malformed lines are skipped. Later lines win over earlier ones at the

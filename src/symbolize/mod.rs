@@ -36,9 +36,9 @@ use std::path::{Path, PathBuf};
 
 use object::Object;
 
-use crate::background::profile::{Frame, Mapping};
 use debug_files::{Mapped, find_debug_file, find_sup_file, hex};
 pub use demangle::demangle_name;
+use heaplive_format::profile::{Frame, Mapping};
 use jit::Jit;
 use modules::Module;
 use symtab::{RangeTable, strip_glibc_alias, symbols_of};
