@@ -437,7 +437,10 @@ fn glibc_malloc_tests_pass_under_the_preload() {
                     let work = dir.join(format!("{name}.{}", mode.name()));
                     std::fs::create_dir_all(&work).unwrap();
                     let mut c = command(&cache.join("bin").join(name), &work, mode, env);
+                    // Twice glibc's own timeouts (capped): the machines
+                    // that run this suite may be shared and loaded.
                     c.env("TMPDIR", &work)
+                        .env("TIMEOUTFACTOR", "2")
                         .env("SUPPORT_TIMEOUT_MAX", GLIBC_TIMEOUT_CAP.to_string());
                     let run = run_limited(c, &work, "out", RUN_LIMIT);
                     results.lock().unwrap()[j] = Some(run);
