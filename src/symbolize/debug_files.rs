@@ -20,6 +20,81 @@ pub(super) struct Mapped {
     map: Mmap,
 }
 
+/// A module's DWARF, ready for lookups: the addr2line context and the
+/// memory it reads. Built from files mapped and closed at once, so no
+/// descriptor of ours stays open while the (slow) parsing runs: a daemon
+/// that closes every descriptor and opens its own files meanwhile must never
+/// have one of them closed by us afterwards.
+pub(super) struct Dwarf {
+    // Field order is drop order: the context borrows the data below.
+    ctx: addr2line::Context<Slice>,
+    _owned: Vec<Box<[u8]>>,
+    _maps: Vec<Mmap>,
+}
+
+type Slice = gimli::EndianSlice<'static, gimli::RunTimeEndian>;
+
+impl Dwarf {
+    /// Loads the DWARF of `path` (and its dwz supplementary file `sup`).
+    pub(super) fn load(path: &Path, sup: Option<&Path>, opened: &mut usize) -> Option<Dwarf> {
+        let main = Mapped::open(path, opened)?;
+        let sup = match sup {
+            Some(p) => Some(Mapped::open(p, opened)?),
+            None => None,
+        };
+        let mut owned: Vec<Box<[u8]>> = Vec::new();
+        let ctx = {
+            let obj = main.parse()?;
+            let endian = if obj.is_little_endian() {
+                gimli::RunTimeEndian::Little
+            } else {
+                gimli::RunTimeEndian::Big
+            };
+            let mut load = |o: &object::File<'_>, id: gimli::SectionId| -> Result<Slice, ()> {
+                let data: &[u8] = match o.section_by_name(id.name()) {
+                    Some(s) if !is_nobits(&s) => match s.uncompressed_data() {
+                        Ok(std::borrow::Cow::Borrowed(b)) => b,
+                        Ok(std::borrow::Cow::Owned(v)) => {
+                            owned.push(v.into_boxed_slice());
+                            owned.last().map(|b| &b[..]).unwrap_or(&[])
+                        }
+                        Err(_) => &[],
+                    },
+                    _ => &[],
+                };
+                // SAFETY: `data` points into a map or a box that this
+                // `Dwarf` keeps (neither moves when its owner moves) and
+                // drops only after `ctx`, which is the only reader.
+                let data: &'static [u8] =
+                    unsafe { core::slice::from_raw_parts(data.as_ptr(), data.len()) };
+                Ok(gimli::EndianSlice::new(data, endian))
+            };
+            let mut dwarf = gimli::Dwarf::load(|id| load(&obj, id)).ok()?;
+            if let Some(sup) = &sup {
+                let sobj = sup.parse()?;
+                dwarf.load_sup(|id| load(&sobj, id)).ok()?;
+            }
+            dwarf.populate_abbreviations_cache(gimli::AbbreviationsCacheStrategy::Duplicates);
+            addr2line::Context::from_dwarf(dwarf).ok()?
+        };
+        let mut maps = vec![main.map];
+        maps.extend(sup.map(|s| s.map));
+        Some(Dwarf {
+            ctx,
+            _owned: owned,
+            _maps: maps,
+        })
+    }
+
+    /// The frames (innermost first) of `probe`, through inline calls.
+    pub(super) fn find_frames(
+        &self,
+        probe: u64,
+    ) -> Result<addr2line::FrameIter<'_, Slice>, gimli::Error> {
+        self.ctx.find_frames(probe).skip_all_loads()
+    }
+}
+
 impl Mapped {
     pub(super) fn open(path: &Path, opened: &mut usize) -> Option<Mapped> {
         let file = File::open(path).ok()?;

@@ -36,7 +36,7 @@ use std::path::{Path, PathBuf};
 
 use object::Object;
 
-use debug_files::{Mapped, find_debug_file, find_sup_file, hex};
+use debug_files::{Dwarf, Mapped, find_debug_file, find_sup_file, hex};
 pub use demangle::demangle_name;
 use heaplive_format::profile::{Frame, Mapping};
 use jit::Jit;
@@ -87,7 +87,7 @@ struct ModState {
     /// Index in `Symbolizer::mappings` of `ranges[0]`; the others follow.
     first_mapping: usize,
     basename: String,
-    dwarf: Option<addr2line::Loader>,
+    dwarf: Option<Dwarf>,
     symbols: RangeTable,
 }
 
@@ -298,11 +298,10 @@ fn load_module(
     };
     if let Some(d) = dwarf_file {
         let sup = find_sup_file(d, cfg, opened);
-        *opened += 1;
-        state.dwarf = match addr2line::Loader::new_with_sup(&d.path, sup.as_ref()) {
-            Ok(l) => Some(l),
-            Err(_) if sup.is_some() => addr2line::Loader::new(&d.path).ok(),
-            Err(_) => None,
+        state.dwarf = match Dwarf::load(&d.path, sup.as_deref(), opened) {
+            Some(l) => Some(l),
+            None if sup.is_some() => Dwarf::load(&d.path, None, opened),
+            None => None,
         };
     }
 
