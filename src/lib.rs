@@ -96,9 +96,13 @@ fn init() {
     hot::log::init();
     background::fork::init();
     hot::signal::install();
-    // Always: besides dumps and warnings, the thread prunes the shadow
-    // bitmap, which keeps its memory bounded.
-    hot::trigger::ensure_dumper();
+    // heaplive's thread starts when first needed (the first sample, which
+    // also needs it for leak warnings and pruning the shadow bitmap; here
+    // only for periodic dumps): a program that never samples stays
+    // single-threaded in glibc's eyes (`hot::trigger`).
+    if hot::config::get().dump_every_ms > 0 {
+        hot::trigger::ensure_dumper();
+    }
     // SAFETY: a plain function that stays mapped.
     unsafe { libc::atexit(background::dumper::at_exit) };
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <stdint.h>
 #include <unistd.h>
 
 /* Sleeps `ms` milliseconds even when signals interrupt the sleep. */

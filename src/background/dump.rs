@@ -67,18 +67,40 @@ pub fn symbolizer_of(st: &mut DumpState) -> &mut Symbolizer {
     })
 }
 
-/// Builds the profile of what is live now.
-fn build_profile(st: &mut DumpState) -> Profile {
+/// The live samples at one moment, copied before anything else of a dump
+/// happens (symbolizing, writing), so a dump shows the heap as it was when
+/// it was asked for.
+pub struct Snapshot {
+    pub entries: Vec<live::Entry>,
+    /// How long the copy took.
+    pub took_ns: u64,
+}
+
+impl Snapshot {
+    pub const fn new() -> Snapshot {
+        Snapshot {
+            entries: Vec::new(),
+            took_ns: 0,
+        }
+    }
+
+    /// Copies the live table now (the buffer is kept for the next time).
+    pub fn take(&mut self) {
+        let t0 = sys::now_nanos();
+        live::snapshot(&mut self.entries);
+        self.took_ns = sys::now_nanos().saturating_sub(t0);
+    }
+}
+
+/// Builds the profile of the snapshot's samples.
+fn build_profile(st: &mut DumpState, entries: &[live::Entry]) -> Profile {
     let cfg = config::get();
-    let mut entries = std::mem::take(&mut st.entries);
-    live::snapshot(&mut entries);
     let mut per_stack: HashMap<stacks::StackId, (f64, f64)> = HashMap::new();
-    for e in &entries {
+    for e in entries {
         let a = per_stack.entry(e.stack).or_insert((0.0, 0.0));
         a.0 += e.weight;
         a.1 += sampler::weight_blocks(e.size as u64, cfg.interval);
     }
-    st.entries = entries;
 
     crate::symbolize::modules::refresh();
     let sym = symbolizer_of(st);
@@ -131,9 +153,27 @@ fn rss_bytes() -> Option<u64> {
     Some(pages * unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as u64)
 }
 
-/// Writes the next dump. `path`: an explicit file (heaplive_dump), else the
-/// next name of the template. The caller must hold the guard.
+/// Snapshots now and writes the next dump. `path`: an explicit file
+/// (heaplive_dump), else the next name of the template. The caller must
+/// hold the guard.
 pub fn dump_locked(st: &mut DumpState, path: Option<&Path>, why: &str) -> std::io::Result<Written> {
+    let mut snap = Snapshot {
+        entries: std::mem::take(&mut st.entries),
+        took_ns: 0,
+    };
+    snap.take();
+    let r = write_locked(st, &snap, path, why);
+    st.entries = snap.entries;
+    r
+}
+
+/// Writes the next dump of `snap`, as `dump_locked`.
+pub fn write_locked(
+    st: &mut DumpState,
+    snap: &Snapshot,
+    path: Option<&Path>,
+    why: &str,
+) -> std::io::Result<Written> {
     let t0 = sys::now_nanos();
     let cfg = config::get();
     let pid = sys::getpid();
@@ -157,7 +197,7 @@ pub fn dump_locked(st: &mut DumpState, path: Option<&Path>, why: &str) -> std::i
             name_for(n)
         }
     };
-    let profile = build_profile(st);
+    let profile = build_profile(st, &snap.entries);
     let total = profile.total_bytes();
     let mut written: Option<PathBuf> = None;
     let mut also = String::new();
@@ -180,12 +220,12 @@ pub fn dump_locked(st: &mut DumpState, path: Option<&Path>, why: &str) -> std::i
     let written = written.unwrap_or(target);
     st.seq = n;
     let ms = (sys::now_nanos() - t0) as f64 / 1e6;
-    let samples: usize = st.entries.len();
+    let samples: usize = snap.entries.len();
     let rss = rss_bytes()
         .map(|r| format!("{}", log::human_bytes(r as f64)))
         .unwrap_or_else(|| "?".into());
     log::line(format_args!(
-        "heaplive[{}]: {} dump {}{}: {} live (estimate) in {} samples over {} stacks; RSS {}; took {:.1} ms",
+        "heaplive[{}]: {} dump {}{}: {} live (estimate) in {} samples over {} stacks; RSS {}; snapshot {:.2} ms, took {:.1} ms",
         pid,
         why,
         written.display(),
@@ -194,6 +234,7 @@ pub fn dump_locked(st: &mut DumpState, path: Option<&Path>, why: &str) -> std::i
         log::Grouped(samples as u64),
         log::Grouped(profile.samples.len() as u64),
         rss,
+        snap.took_ns as f64 / 1e6,
         ms
     ));
     output::write_status(pid, n, &written, cfg.signal);
@@ -229,6 +270,18 @@ pub fn dump(path: Option<&Path>, why: &str) -> std::io::Result<Written> {
     let _busy = crate::hot::guard::Busy::enter();
     let mut st = DUMP.lock();
     let r = dump_locked(&mut st, path, why);
+    report(r, why)
+}
+
+/// Writes `snap` (taken before the dump lock, which a dump in progress may
+/// hold for a while), reporting failures in one line.
+pub fn dump_snapshot(snap: &Snapshot, path: Option<&Path>, why: &str) -> std::io::Result<Written> {
+    let _busy = crate::hot::guard::Busy::enter();
+    let mut st = DUMP.lock();
+    report(write_locked(&mut st, snap, path, why), why)
+}
+
+fn report(r: std::io::Result<Written>, why: &str) -> std::io::Result<Written> {
     if let Err(e) = &r {
         log::line(format_args!(
             "heaplive[{}]: {} dump failed: {}",

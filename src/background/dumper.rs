@@ -1,17 +1,24 @@
-//! The dumper thread: dump requests from the signal (an eventfd), periodic
-//! dumps, leak warnings, bitmap pruning; the dump before an exec and at
-//! exit; `heaplive_dump()`'s dump.
+//! heaplive's thread: it takes the dump signal (blocked in every program
+//! thread, see `hot::signal`) with sigtimedwait, snapshots the live table at
+//! once, gives the signal to the program's handler if it has one, then
+//! writes the dump; periodic dumps, leak warnings, bitmap pruning. Also the
+//! dump before an exec and at exit, and `heaplive_dump()`'s dump.
+//!
+//! No descriptor of its own: the signal itself wakes it (and heaplive's
+//! own wake-ups are that signal with a marker, `signal::wake_info`), so a
+//! program that closes or reuses descriptors cannot take its requests.
 
-use crate::background::dump::{DUMP, STARTED_NS, dump, dump_locked};
+use crate::background::dump::{DUMP, STARTED_NS, Snapshot, dump, dump_locked, write_locked};
 use crate::background::{leak_report, output};
-use crate::hot::trigger::{self, EVENT_FD};
-use crate::hot::{config, log, pid, sys};
+use crate::hot::{config, guard, log, pid, signal, sys, trigger};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering::*;
 
 /// How often the dumper prunes the shadow bitmap (empty leaves, stale page
 /// summaries).
 const PRUNE_EVERY_NS: u64 = 1_000_000_000;
+/// The longest the thread sleeps between looks at leak warnings and exits.
+const TICK_NS: u64 = 250_000_000;
 
 /// Starts the dumper thread of `pid` (this process) unless it was started.
 #[cold]
@@ -19,36 +26,16 @@ pub fn start_dumper(pid: u32) {
     if !trigger::claim_dumper(pid) {
         return;
     }
-    let _busy = crate::hot::guard::Busy::enter();
+    let _busy = guard::Busy::enter();
     let _errno = sys::ErrnoGuard::save();
     if STARTED_NS.load(Relaxed) == 0 {
         STARTED_NS.store(sys::now_nanos(), Relaxed);
     }
-    // SAFETY: eventfd has no preconditions.
-    let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
-    if fd < 0 {
-        log::line(format_args!(
-            "heaplive[{}]: no eventfd ({}); signal dumps are off",
-            pid,
-            sys::errno_text(sys::errno())
-        ));
-    } else {
-        let old = EVENT_FD.set(fd);
-        if old >= 0 {
-            // The parent's, inherited through fork.
-            // SAFETY: no one else in this process uses it any more.
-            unsafe { libc::close(old) };
-        }
-    }
-    // The thread starts with every signal blocked, so signals meant for
-    // the program never land on it.
-    // SAFETY: sigset operations on local sets.
-    let mut all: libc::sigset_t = unsafe { core::mem::zeroed() };
-    let mut old: libc::sigset_t = unsafe { core::mem::zeroed() };
-    unsafe {
-        libc::sigfillset(&mut all);
-        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
-    }
+    // The thread starts with every signal blocked (glibc's own two
+    // excepted: setuid must reach every thread), so signals meant for the
+    // program never land on it; it takes the dump signal with sigtimedwait.
+    let mut old = 0u64;
+    sys::sigmask(libc::SIG_SETMASK, Some(!0), Some(&mut old));
     // A raw pthread: the thread must mark itself as the library's before
     // anything runs on it (Rust's own thread start allocates).
     // SAFETY: attr is initialised before use and destroyed after.
@@ -58,12 +45,11 @@ pub fn start_dumper(pid: u32) {
         libc::pthread_attr_setdetachstate(&mut attr, libc::PTHREAD_CREATE_DETACHED);
         libc::pthread_attr_setstacksize(&mut attr, 512 * 1024);
         let mut tid: libc::pthread_t = 0;
-        let e = libc::pthread_create(&mut tid, &attr, dumper_start, core::ptr::null_mut());
+        let e = crate::hot::threads::create_raw(&mut tid, &attr, dumper_start);
         libc::pthread_attr_destroy(&mut attr);
         e
     };
-    // SAFETY: restores our mask.
-    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, core::ptr::null_mut()) };
+    sys::sigmask(libc::SIG_SETMASK, Some(old), None);
     if err != 0 {
         log::line(format_args!(
             "heaplive[{}]: cannot start the dump thread ({}); signal and periodic dumps are off",
@@ -76,11 +62,38 @@ pub fn start_dumper(pid: u32) {
 extern "C" fn dumper_start(_: *mut libc::c_void) -> *mut libc::c_void {
     // This thread is the library's own: nothing it does is profiled.
     // SAFETY: this thread's own state.
-    unsafe { (*crate::hot::guard::state()).busy = 1 };
+    unsafe {
+        let st = guard::state();
+        (*st).busy = 1;
+        (*st).heaplive_thread = 1;
+    }
+    trigger::set_dumper_tid(sys::gettid());
     // SAFETY: a name for tools like top; the string is NUL-terminated.
     unsafe { libc::pthread_setname_np(libc::pthread_self(), c"heaplive".as_ptr()) };
     dumper_main();
+    trigger::dumper_gone();
+    // Returning ends the thread; when it is the process's last, glibc
+    // calls exit(0) here, as the program's last thread would have.
     core::ptr::null_mut()
+}
+
+/// Serves one dump request that came with the signal `info` (None: a
+/// request without one): snapshot first, then (holding the dump lock, so
+/// an exec the handler starts waits for the file) the program's handler,
+/// then the file.
+fn serve_signal(snap: &mut Snapshot, info: Option<&mut libc::siginfo_t>) {
+    snap.take();
+    let mut st = DUMP.lock();
+    if let Some(info) = info {
+        signal::deliver_to_program(info);
+    }
+    if let Err(e) = write_locked(&mut st, snap, None, "signal") {
+        log::line(format_args!(
+            "heaplive[{}]: signal dump failed: {}",
+            sys::getpid(),
+            e
+        ));
+    }
 }
 
 fn dumper_main() {
@@ -88,42 +101,46 @@ fn dumper_main() {
     let cfg = config::get();
     let every_ns = cfg.dump_every_ms.saturating_mul(1_000_000);
     let mut next_periodic = if every_ns > 0 {
-        sys::now_nanos() + every_ns
+        sys::now_nanos().saturating_add(every_ns)
     } else {
         u64::MAX
     };
     let mut next_prune = sys::now_nanos() + PRUNE_EVERY_NS;
+    let mut snap = Snapshot::new();
     loop {
         if pid::get() != my_pid || trigger::dumper_pid() != my_pid {
             // A forked child copied us mid-flight; the child has its own.
             return;
         }
-        let fd = match EVENT_FD.get() {
-            Some(fd) => fd,
-            None => renew_eventfd(),
-        };
+        if trigger::main_exited() && !program_threads_left() {
+            return;
+        }
+        if trigger::take_pending() {
+            serve_signal(&mut snap, None);
+        }
         let now = sys::now_nanos();
-        let wait_ms = (next_periodic.min(now + 250_000_000).saturating_sub(now) / 1_000_000) as i32;
-        let mut pfd = libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: one valid pollfd.
-        let r = unsafe { libc::poll(&mut pfd, if fd >= 0 { 1 } else { 0 }, wait_ms.max(1)) };
-        if r > 0 && pfd.revents & libc::POLLIN != 0 {
-            let mut v = 0u64;
-            // Reading resets the counter: every request that arrived so far
-            // is served by this one dump, and any arriving during it by at
-            // most one more.
-            // SAFETY: 8-byte read into v.
-            unsafe { libc::read(fd, (&mut v as *mut u64).cast(), 8) };
-            let _ = dump(None, "signal");
+        let wait = next_periodic.min(now + TICK_NS).saturating_sub(now).max(1);
+        // SAFETY: zeroed is a valid siginfo.
+        let mut info: libc::siginfo_t = unsafe { core::mem::zeroed() };
+        let set = signal::dumper_wait_set();
+        let r = sys::sigtimedwait(set, &mut info, Some(wait));
+        if r > 0 {
+            if signal::is_wake(&info) {
+                // heaplive's own: a request from a program thread (served
+                // at the top of the loop), or a change (stepped aside, main
+                // thread gone).
+                continue;
+            } else if signal::stepped_aside() {
+                signal::give_back(&info);
+            } else {
+                serve_signal(&mut snap, Some(&mut info));
+            }
         }
         let now = sys::now_nanos();
         if now >= next_periodic {
-            let _ = dump(None, "periodic");
-            next_periodic = sys::now_nanos() + every_ns;
+            snap.take();
+            let _ = crate::background::dump::dump_snapshot(&snap, None, "periodic");
+            next_periodic = sys::now_nanos().saturating_add(every_ns);
         }
         leak_report::report_pending();
         if now >= next_prune {
@@ -134,34 +151,39 @@ fn dumper_main() {
     }
 }
 
-/// The program closed our eventfd (and may have reused its number): make a
-/// new one. -1 if the kernel refuses.
-#[cold]
-fn renew_eventfd() -> i32 {
-    EVENT_FD.forget();
-    // SAFETY: eventfd has no preconditions.
-    let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
-    if fd < 0 {
-        return -1;
+/// After the main thread's pthread_exit: does any thread of the program
+/// (not heaplive's, not a zombie) remain? glibc ends the process when its
+/// last thread ends; heaplive's thread must not be the one that keeps it.
+fn program_threads_left() -> bool {
+    let me = sys::gettid();
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
+        return true;
+    };
+    for e in dir.flatten() {
+        let name = e.file_name();
+        let Some(tid) = name.to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        if tid == me {
+            continue;
+        }
+        let stat =
+            std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).unwrap_or_default();
+        // The state follows the command name's closing parenthesis.
+        let state = stat.rsplit_once(") ").and_then(|(_, r)| r.chars().next());
+        if !matches!(state, Some('Z') | Some('X') | None) {
+            return true;
+        }
     }
-    EVENT_FD.set(fd);
-    EVENT_FD.get().unwrap_or(-1)
+    false
 }
 
 /// Called before an exec replaces the image: waits for a dump in progress
-/// (by taking the lock) and serves a request still waiting in the eventfd.
+/// (by taking the lock) and serves a dump signal no thread has taken yet.
 pub fn before_exec() {
-    let _busy = crate::hot::guard::Busy::enter();
+    let _busy = guard::Busy::enter();
     let mut st = DUMP.lock();
-    let Some(fd) = EVENT_FD.get() else { return };
-    if trigger::dumper_pid() != pid::get() {
-        return;
-    }
-    let mut v = 0u64;
-    // SAFETY: 8-byte read into v; the eventfd is non-blocking.
-    let n = unsafe { libc::read(fd, (&mut v as *mut u64).cast(), 8) };
-    if n == 8
-        && v > 0
+    if pending_signal()
         && let Err(e) = dump_locked(&mut st, None, "signal")
     {
         log::line(format_args!(
@@ -172,11 +194,30 @@ pub fn before_exec() {
     }
 }
 
+/// Takes a dump signal that is pending for this process (no thread has
+/// taken it: heaplive's thread does not exist, or is busy) or a request
+/// that found no thread.
+fn pending_signal() -> bool {
+    let set = signal::dumper_wait_set();
+    let mut any = trigger::take_pending();
+    if set != 0 {
+        // SAFETY: zeroed is a valid siginfo.
+        let mut info: libc::siginfo_t = unsafe { core::mem::zeroed() };
+        while sys::sigtimedwait(set, &mut info, Some(0)) > 0 {
+            any = true;
+        }
+    }
+    any
+}
+
 /// The exit dump, registered with atexit by the constructor.
 pub extern "C" fn at_exit() {
     let cfg = config::get();
-    let _busy = crate::hot::guard::Busy::enter();
+    let _busy = guard::Busy::enter();
     let _errno = sys::ErrnoGuard::save();
+    if pending_signal() {
+        let _ = dump(None, "signal");
+    }
     let written = if cfg.dump_at_exit {
         dump(None, "exit").ok()
     } else {
@@ -189,10 +230,13 @@ pub extern "C" fn at_exit() {
 /// `heaplive_dump(path)`: dumps now, to `path` or (None) to the next file of
 /// the template. Err carries an errno value.
 pub fn dump_now(path: Option<&[u8]>) -> Result<(), i32> {
-    let _busy = crate::hot::guard::Busy::enter();
+    let _busy = guard::Busy::enter();
+    // The snapshot first: a dump in progress may hold the lock a while.
+    let mut snap = Snapshot::new();
+    snap.take();
     let explicit = path
         .map(|b| PathBuf::from(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(b)));
-    match dump(explicit.as_deref(), "requested") {
+    match crate::background::dump::dump_snapshot(&snap, explicit.as_deref(), "requested") {
         Ok(_) => Ok(()),
         Err(e) => Err(e.raw_os_error().unwrap_or(libc::EIO)),
     }

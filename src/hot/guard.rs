@@ -31,7 +31,22 @@ pub struct ThreadState {
     /// signal handler that interrupted heaplive or another fork on this
     /// thread (see `hot::forking`).
     pub forks_without_locks: u32,
+    /// The program's view of the dump signal in this thread's mask: 1 when
+    /// the program blocked it. The real mask always blocks it in program
+    /// threads (heaplive's thread takes it); see `hot::signal`.
+    pub dump_sig_blocked: u32,
+    /// 1 on heaplive's own thread.
+    pub heaplive_thread: u32,
+    /// An exec in progress: the caller's return address, restored if the
+    /// exec fails (`interpose::process`).
+    pub exec_return: u64,
+    /// What the exec changed, for `hot::signal::restore_after_exec`.
+    pub exec_done: u64,
+    /// When the program last blocked the dump signal in this thread.
+    pub blocked_since: u64,
 }
+
+const _: () = assert!(core::mem::size_of::<ThreadState>() == 72);
 
 #[cfg(not(target_arch = "x86_64"))]
 compile_error!("heaplive's initial-exec TLS access is written for x86_64");
@@ -42,9 +57,9 @@ core::arch::global_asm!(
     ".globl heaplive_thread_state",
     ".hidden heaplive_thread_state",
     ".type heaplive_thread_state, @object",
-    ".size heaplive_thread_state, 48",
+    ".size heaplive_thread_state, 72",
     "heaplive_thread_state:",
-    ".zero 48",
+    ".zero 72",
     ".popsection",
 );
 

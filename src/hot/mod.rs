@@ -14,5 +14,6 @@ pub mod shadow;
 pub mod signal;
 pub mod stacks;
 pub mod sys;
+pub mod threads;
 pub mod track;
 pub mod trigger;

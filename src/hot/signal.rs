@@ -1,30 +1,67 @@
-//! The dump signal, and a handler the program cannot take away.
+//! The dump signal: a disposition and a mask the program cannot take away,
+//! and a signal that never lands on a program thread.
 //!
-//! php-fpm workers reset SIGUSR2 to SIG_DFL after fork, and Zend's signal
-//! layer installs a deferring handler mid-request that re-raises with the
-//! default action: with a plain handler, `kill -USR2 <worker>` kills it. So
-//! for the dump signal only, sigaction, signal, sysv_signal, bsd_signal and
-//! sigset are interposed (`interpose::signals`): the program sees and sets
-//! a *virtual* disposition, kept here; the real one stays ours. Our handler asks for a dump, then
-//! calls the program's handler if that is a function (never applying
-//! SIG_DFL or SIG_IGN). Every other signal passes straight through.
+//! **Disposition.** php-fpm workers reset SIGUSR2 to SIG_DFL after fork, and
+//! Zend's signal layer installs a deferring handler mid-request that
+//! re-raises with the default action: with a plain handler,
+//! `kill -USR2 <worker>` kills it. So for the dump signal only, sigaction,
+//! signal, sysv_signal, bsd_signal and sigset are interposed
+//! (`interpose::signals`): the program sees and sets a *virtual*
+//! disposition, kept here; the real one stays ours.
+//!
+//! **Mask.** The dump signal is blocked in every program thread (from the
+//! constructor on, before the program starts a thread; threads inherit the
+//! mask) and taken by heaplive's own thread with `sigtimedwait`, so the
+//! kernel never interrupts a program thread with it: no `EINTR`, no cut
+//! sleep. The program sees the mask it set: each thread's virtual bit lives
+//! in its `ThreadState`, and every function that reads, sets or waits with
+//! a mask is interposed (sigprocmask, pthread_sigmask, sigsuspend, pselect,
+//! ppoll, epoll_pwait, the sigwait family, signalfd, posix_spawn, exec).
+//!
+//! **The program's own handler** runs on heaplive's thread, right after the
+//! snapshot (`deliver_to_program`): a process-directed signal may go to any
+//! thread that does not block it, and heaplive's thread is such a thread.
+//! Exception: a program thread that *waits* for signals with a mask that
+//! admits the dump signal (sigsuspend, pause, pselect, ppoll, epoll_pwait)
+//! really admits it, so the kernel (or heaplive's thread, forwarding) wakes
+//! that thread and the handler runs there, as without heaplive.
+//!
+//! **sigwait, signalfd:** a program that waits for the dump signal itself
+//! gets it: heaplive stops taking it (one line says so) and no longer dumps
+//! on it.
 
 use crate::hot::lock::{Rank, SpinLock};
 use crate::hot::real::{self, Sym, call};
+use crate::hot::{guard, sys};
 use core::ffi::c_int;
-use core::sync::atomic::{AtomicI32, AtomicUsize, Ordering::*};
+use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering::*};
 
 static SIGNAL: AtomicI32 = AtomicI32::new(0);
-/// The program's virtual handler and flags, read by our signal handler.
+/// The program's virtual handler and flags, read by the signal paths.
 static APP_HANDLER: AtomicUsize = AtomicUsize::new(libc::SIG_DFL);
 static APP_FLAGS: AtomicI32 = AtomicI32::new(0);
-/// The whole virtual sigaction, for the program to read back.
+/// The whole virtual sigaction (mask, restorer), for the program to read
+/// back; its handler and flags are the atomics above.
 static APP_ACTION: SpinLock<Option<libc::sigaction>> = SpinLock::new(Rank::SignalAction, None);
+/// The program waits for the dump signal itself (sigwait, signalfd).
+static STEPPED_ASIDE: AtomicBool = AtomicBool::new(false);
+/// Program threads in a wait that admits the dump signal, and the latest.
+static WAITERS: AtomicU32 = AtomicU32::new(0);
+static WAITER_TID: AtomicI32 = AtomicI32::new(0);
+/// Signals heaplive's thread forwarded to a waiting program thread (their
+/// dump was taken already).
+static FORWARDED: AtomicU32 = AtomicU32::new(0);
+/// The last dump signal heaplive's thread took: when, and from whom.
+static LAST_TAKEN_NS: AtomicU64 = AtomicU64::new(0);
+static LAST_TAKEN_PID: AtomicI32 = AtomicI32::new(0);
+static LAST_TAKEN_UID: AtomicU32 = AtomicU32::new(0);
+/// si_value of heaplive's own wake-up signal ("heaplive").
+const WAKE: usize = 0x6865_6170_6c69_7665;
 
 pub fn real_sigaction(sig: c_int, act: *const libc::sigaction, old: *mut libc::sigaction) -> c_int {
     match real::c_fn(Sym::Sigaction) {
         0 => {
-            crate::hot::sys::set_errno(libc::ENOSYS);
+            sys::set_errno(libc::ENOSYS);
             -1
         }
         a => call!(
@@ -37,17 +74,42 @@ pub fn real_sigaction(sig: c_int, act: *const libc::sigaction, old: *mut libc::s
     }
 }
 
-extern "C" fn on_signal(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut core::ffi::c_void) {
-    crate::hot::trigger::request_from_signal();
+/// The configured dump signal, once installed (0: none).
+#[inline]
+pub fn signal() -> c_int {
+    SIGNAL.load(Acquire)
+}
+
+#[inline]
+pub fn is_dump_signal(sig: c_int) -> bool {
+    sig != 0 && sig == SIGNAL.load(Acquire)
+}
+
+fn bit() -> u64 {
+    sys::sig_bit(signal())
+}
+
+/// Is the program's disposition a function (not SIG_DFL, SIG_IGN)?
+pub fn program_handles() -> bool {
+    let h = APP_HANDLER.load(Acquire);
+    h != libc::SIG_DFL && h != libc::SIG_IGN
+}
+
+/// Runs the program's handler, if it has one. A one-shot handler
+/// (SA_RESETHAND) becomes SIG_DFL first, and runs once however many
+/// threads race here.
+fn chain(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut core::ffi::c_void) {
     let h = APP_HANDLER.load(Acquire);
     let flags = APP_FLAGS.load(Acquire);
     if h == libc::SIG_DFL || h == libc::SIG_IGN {
         return;
     }
-    if flags & libc::SA_RESETHAND != 0 {
-        // One-shot handler: the program's disposition becomes the default.
-        APP_HANDLER.store(libc::SIG_DFL, Release);
-        APP_FLAGS.store(0, Release);
+    if flags & libc::SA_RESETHAND != 0
+        && APP_HANDLER
+            .compare_exchange(h, libc::SIG_DFL, AcqRel, Acquire)
+            .is_err()
+    {
+        return;
     }
     // SAFETY: the program installed this function for this signal with
     // these flags.
@@ -63,18 +125,40 @@ extern "C" fn on_signal(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut core::
     }
 }
 
+/// The real handler. It runs only on a program thread that really admits
+/// the signal: one waiting with a mask that admits it while the program has
+/// a handler, or inside system(), popen() or an exec.
+extern "C" fn on_signal(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut core::ffi::c_void) {
+    let saved = sys::errno();
+    let forwarded = FORWARDED
+        .fetch_update(AcqRel, Acquire, |n| n.checked_sub(1))
+        .is_ok();
+    if !forwarded && !STEPPED_ASIDE.load(Acquire) {
+        crate::hot::trigger::request_from_signal();
+    }
+    chain(sig, info, ctx);
+    sys::set_errno(saved);
+}
+
+fn our_action() -> libc::sigaction {
+    // SAFETY: zeroed sigaction is valid; sa_mask is emptied.
+    let mut act: libc::sigaction = unsafe { core::mem::zeroed() };
+    act.sa_sigaction = on_signal as *const () as usize;
+    act.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART | libc::SA_ONSTACK;
+    act
+}
+
 /// Installs our handler for the configured signal (at load), keeping what
-/// was there as the program's virtual disposition.
+/// was there as the program's virtual disposition, and blocks the signal
+/// in this thread (the main thread, before the program starts any), keeping
+/// whether the program had blocked it as the thread's virtual bit.
 pub fn install() {
     let sig = crate::hot::config::get().signal;
     if sig == 0 {
         return;
     }
-    // SAFETY: zeroed sigaction is valid; sa_mask is emptied.
-    let mut act: libc::sigaction = unsafe { core::mem::zeroed() };
-    act.sa_sigaction = on_signal as *const () as usize;
-    act.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART | libc::SA_ONSTACK;
-    unsafe { libc::sigemptyset(&mut act.sa_mask) };
+    let act = our_action();
+    // SAFETY: zeroed is a valid out-value.
     let mut old: libc::sigaction = unsafe { core::mem::zeroed() };
     if real_sigaction(sig, &act, &mut old) != 0 {
         crate::hot::log::line(format_args!(
@@ -85,24 +169,25 @@ pub fn install() {
     APP_HANDLER.store(old.sa_sigaction, Release);
     APP_FLAGS.store(old.sa_flags, Release);
     *APP_ACTION.lock() = Some(old);
+    let b = sys::sig_bit(sig);
+    let mut before = 0u64;
+    sys::sigmask(libc::SIG_BLOCK, Some(b), Some(&mut before));
+    // SAFETY: this thread's own state.
+    unsafe { (*guard::state()).dump_sig_blocked = (before & b != 0) as u32 };
     SIGNAL.store(sig, Release);
-}
-
-#[inline]
-pub fn is_dump_signal(sig: c_int) -> bool {
-    sig != 0 && sig == SIGNAL.load(Acquire)
 }
 
 /// The virtual half of sigaction for the dump signal.
 pub fn virtual_sigaction(act: *const libc::sigaction, old: *mut libc::sigaction) -> c_int {
     let mut cur = APP_ACTION.lock();
     if !old.is_null() {
-        let v = cur.unwrap_or_else(|| {
+        let mut v = cur.unwrap_or_else(|| {
             // SAFETY: zeroed is SIG_DFL with no flags.
-            let mut z: libc::sigaction = unsafe { core::mem::zeroed() };
-            z.sa_sigaction = libc::SIG_DFL;
-            z
+            unsafe { core::mem::zeroed() }
         });
+        // The handler may have been reset by a one-shot delivery.
+        v.sa_sigaction = APP_HANDLER.load(Acquire);
+        v.sa_flags = APP_FLAGS.load(Acquire);
         // SAFETY: the caller gives a valid out-pointer.
         unsafe { *old = v };
     }
@@ -112,6 +197,12 @@ pub fn virtual_sigaction(act: *const libc::sigaction, old: *mut libc::sigaction)
         APP_FLAGS.store(a.sa_flags, Release);
         APP_HANDLER.store(a.sa_sigaction, Release);
         *cur = Some(a);
+        drop(cur);
+        // The program's handler is delivered by heaplive's thread: it is
+        // needed now, not only at the first sample.
+        if program_handles() {
+            crate::hot::trigger::ensure_dumper();
+        }
     }
     0
 }
@@ -121,9 +212,370 @@ pub fn set_simple(handler: libc::sighandler_t, flags: c_int) -> libc::sighandler
     let mut act: libc::sigaction = unsafe { core::mem::zeroed() };
     act.sa_sigaction = handler;
     act.sa_flags = flags;
+    // SAFETY: zeroed is a valid out-value.
     let mut old: libc::sigaction = unsafe { core::mem::zeroed() };
     virtual_sigaction(&act, &mut old);
     old.sa_sigaction
+}
+
+// ---------------------------------------------------------------------------
+// The virtual mask.
+
+/// sigprocmask and pthread_sigmask for a program thread: the kernel keeps
+/// the dump signal blocked whatever `set` says; `old` and later calls show
+/// what the program set. `real` is the real function; `ok` its success
+/// value.
+pub fn mask_call(
+    how: c_int,
+    set: *const libc::sigset_t,
+    old: *mut libc::sigset_t,
+    real: &dyn Fn(c_int, *const libc::sigset_t, *mut libc::sigset_t) -> c_int,
+    ok: c_int,
+) -> c_int {
+    let b = bit();
+    if b == 0 {
+        return real(how, set, old);
+    }
+    let st = guard::state();
+    // SAFETY: this thread's own state.
+    let was = unsafe { (*st).dump_sig_blocked } != 0;
+    let mut now = was;
+    let mut copy: libc::sigset_t;
+    let mut p = set;
+    if !set.is_null() {
+        // SAFETY: the caller passes a valid set; it may alias `old`.
+        copy = unsafe { *set };
+        let has = sys::kmask_of(&copy) & b != 0;
+        let m = sys::kmask_of(&copy);
+        match how {
+            libc::SIG_BLOCK => now |= has,
+            libc::SIG_UNBLOCK => {
+                now &= !has;
+                sys::set_kmask(&mut copy, m & !b);
+            }
+            libc::SIG_SETMASK => {
+                now = has;
+                sys::set_kmask(&mut copy, m | b);
+            }
+            _ => {}
+        }
+        p = &copy;
+    }
+    let r = real(how, p, old);
+    if r == ok {
+        if !old.is_null() {
+            let m = sys::kmask_of(old);
+            sys::set_kmask(old, if was { m | b } else { m & !b });
+        }
+        // SAFETY: this thread's own state.
+        unsafe {
+            if now && !was {
+                (*st).blocked_since = sys::now_nanos();
+            }
+            (*st).dump_sig_blocked = now as u32;
+        }
+        if was && !now {
+            // A signal sent to this thread while the program blocked it
+            // is delivered now, as without heaplive.
+            let_pending_in(b);
+        }
+    }
+    r
+}
+
+/// Admits the dump signal for an instant on this thread: one pending for
+/// this thread (raise, pthread_kill) runs our handler here.
+fn let_pending_in(b: u64) {
+    sys::sigmask(libc::SIG_UNBLOCK, Some(b), None);
+    sys::sigmask(libc::SIG_BLOCK, Some(b), None);
+}
+
+/// raise() of the dump signal (or pthread_kill of the calling thread):
+/// when the program admits it, the handler runs before the call returns,
+/// on this thread, as POSIX says.
+pub fn raise_here(f: &dyn Fn() -> c_int) -> c_int {
+    let b = bit();
+    // SAFETY: this thread's own state.
+    if b == 0 || unsafe { (*guard::state()).dump_sig_blocked } != 0 {
+        return f();
+    }
+    sys::sigmask(libc::SIG_UNBLOCK, Some(b), None);
+    let r = f();
+    let _errno = sys::ErrnoGuard::save();
+    sys::sigmask(libc::SIG_BLOCK, Some(b), None);
+    r
+}
+
+/// This thread's mask as the program sees it (kernel mask).
+pub fn program_mask() -> u64 {
+    let m = sys::current_mask();
+    let b = bit();
+    // SAFETY: this thread's own state.
+    if b != 0 && unsafe { (*guard::state()).dump_sig_blocked } == 0 {
+        m & !b
+    } else {
+        m
+    }
+}
+
+/// A wait that installs the program's `mask` for its duration (sigsuspend,
+/// pselect, ppoll, epoll_pwait). While alive it counts as a waiter when the
+/// dump signal really reaches it.
+pub struct Wait {
+    pub mask: libc::sigset_t,
+    waiter: bool,
+}
+
+impl Wait {
+    /// The mask to give the kernel for the program's `mask`: the dump
+    /// signal stays blocked unless the program admits it and has a handler
+    /// for it (then this thread is woken as without heaplive).
+    pub fn new(mask: *const libc::sigset_t) -> Wait {
+        // SAFETY: the caller passes a valid set.
+        let mut copy = unsafe { *mask };
+        let b = bit();
+        let m = sys::kmask_of(&copy);
+        let waiter = b != 0 && m & b == 0 && program_handles() && !STEPPED_ASIDE.load(Acquire);
+        if waiter {
+            WAITERS.fetch_add(1, AcqRel);
+            WAITER_TID.store(sys::gettid(), Release);
+        } else if b != 0 {
+            sys::set_kmask(&mut copy, m | b);
+        }
+        Wait { mask: copy, waiter }
+    }
+
+    /// pause(): sigsuspend with this thread's program mask, if the dump
+    /// signal should wake it; None: a plain pause.
+    pub fn for_pause() -> Option<Wait> {
+        let b = bit();
+        if b == 0 || !program_handles() || program_mask() & b != 0 {
+            return None;
+        }
+        // SAFETY: zeroed is a valid sigset.
+        let mut s: libc::sigset_t = unsafe { core::mem::zeroed() };
+        sys::set_kmask(&mut s, program_mask());
+        Some(Wait::new(&s))
+    }
+}
+
+impl Drop for Wait {
+    fn drop(&mut self) {
+        if self.waiter {
+            let me = sys::gettid();
+            let _ = WAITER_TID.compare_exchange(me, 0, AcqRel, Relaxed);
+            WAITERS.fetch_sub(1, AcqRel);
+        }
+    }
+}
+
+/// The program waits for the signals in `set` itself (sigwait,
+/// sigwaitinfo, sigtimedwait, signalfd): if the dump signal is one, step
+/// aside for good, saying so once.
+pub fn program_waits_for(set: *const libc::sigset_t, how: &str) {
+    let b = bit();
+    if b == 0 || set.is_null() || sys::kmask_of(set) & b == 0 {
+        return;
+    }
+    if STEPPED_ASIDE.swap(true, AcqRel) {
+        return;
+    }
+    // heaplive's thread may have taken a signal this thread had blocked
+    // (and would find pending now): give the latest back.
+    // SAFETY: this thread's own state.
+    let st = unsafe { &*guard::state() };
+    let taken = LAST_TAKEN_NS.load(Acquire);
+    if st.dump_sig_blocked != 0 && taken != 0 && taken >= st.blocked_since {
+        // SAFETY: zeroed is a valid siginfo.
+        let mut info: libc::siginfo_t = unsafe { core::mem::zeroed() };
+        let q = sys::queued_mut(&mut info);
+        q.signo = signal();
+        q.code = libc::SI_QUEUE;
+        q.pid = LAST_TAKEN_PID.load(Acquire);
+        q.uid = LAST_TAKEN_UID.load(Acquire);
+        sys::sigqueueinfo(signal(), &info);
+    }
+    if let Some(tid) = crate::hot::trigger::dumper_tid() {
+        sys::tgsigqueueinfo(tid, signal(), &wake_info());
+    }
+    crate::hot::log::line(format_args!(
+        "heaplive[{}]: the program waits for signal {} itself ({}); heaplive leaves it to the program and no longer dumps on it",
+        sys::getpid(),
+        signal(),
+        how
+    ));
+}
+
+pub fn stepped_aside() -> bool {
+    STEPPED_ASIDE.load(Acquire)
+}
+
+// ---------------------------------------------------------------------------
+// heaplive's thread.
+
+/// The signals heaplive's thread waits for.
+pub fn dumper_wait_set() -> u64 {
+    if STEPPED_ASIDE.load(Acquire) {
+        0
+    } else {
+        bit()
+    }
+}
+
+/// heaplive's own wake-up (queued by `wake_info`), not a dump request from
+/// outside.
+pub fn is_wake(info: &libc::siginfo_t) -> bool {
+    let q = sys::queued(info);
+    q.code == libc::SI_QUEUE && q.value == WAKE && q.pid == sys::getpid() as i32
+}
+
+/// The siginfo of heaplive's wake-up.
+pub fn wake_info() -> libc::siginfo_t {
+    // SAFETY: zeroed is a valid siginfo.
+    let mut info: libc::siginfo_t = unsafe { core::mem::zeroed() };
+    let q = sys::queued_mut(&mut info);
+    q.signo = signal();
+    q.code = libc::SI_QUEUE;
+    q.pid = sys::getpid() as i32;
+    // SAFETY: getuid has no preconditions.
+    q.uid = unsafe { libc::getuid() };
+    q.value = WAKE;
+    info
+}
+
+/// A signal queued again from heaplive's thread: the kernel refuses a
+/// kill()-style code (SI_USER) from any thread but the main one, so it
+/// becomes SI_QUEUE with the sender's pid and uid kept.
+fn requeued(info: &libc::siginfo_t) -> libc::siginfo_t {
+    let mut i = *info;
+    let q = sys::queued_mut(&mut i);
+    if q.code >= 0 || q.code == libc::SI_TKILL {
+        q.code = libc::SI_QUEUE;
+    }
+    i
+}
+
+/// heaplive's thread took `info` (and its snapshot): the program's handler
+/// gets it, on a program thread waiting for it if there is one, else here.
+pub fn deliver_to_program(info: &mut libc::siginfo_t) {
+    let q = sys::queued(info);
+    LAST_TAKEN_PID.store(q.pid, Release);
+    LAST_TAKEN_UID.store(q.uid, Release);
+    LAST_TAKEN_NS.store(sys::now_nanos(), Release);
+    if !program_handles() {
+        return;
+    }
+    let sig = signal();
+    let tid = WAITER_TID.load(Acquire);
+    if tid != 0 {
+        FORWARDED.fetch_add(1, AcqRel);
+        if sys::tgsigqueueinfo(tid, sig, &requeued(info)) == 0 {
+            return;
+        }
+        let _ = FORWARDED.fetch_update(AcqRel, Acquire, |n| n.checked_sub(1));
+    }
+    // SAFETY: getcontext fills a valid context of this thread, which the
+    // handler may read as its third argument.
+    let mut ctx: libc::ucontext_t = unsafe { core::mem::zeroed() };
+    unsafe { libc::getcontext(&mut ctx) };
+    chain(sig, info, (&mut ctx as *mut libc::ucontext_t).cast());
+}
+
+/// heaplive stepped aside after taking `info`: give it back to the process
+/// for the program's sigwait or signalfd.
+pub fn give_back(info: &libc::siginfo_t) {
+    sys::sigqueueinfo(signal(), &requeued(info));
+}
+
+// ---------------------------------------------------------------------------
+// exec, posix_spawn, system, popen: what a new image inherits.
+
+/// Before an exec (or a spawn on this thread): the real mask and
+/// disposition become the program's, so the new image inherits the mask
+/// the program set and an ignored dump signal stays ignored. Returns what
+/// [`restore_after_exec`] undoes.
+pub fn prepare_exec() -> u32 {
+    let sig = signal();
+    if sig == 0 {
+        return 0;
+    }
+    let mut done = 0;
+    // SAFETY: this thread's own state.
+    if unsafe { (*guard::state()).dump_sig_blocked } == 0 {
+        sys::sigmask(libc::SIG_UNBLOCK, Some(bit()), None);
+        done |= 1;
+    }
+    if APP_HANDLER.load(Acquire) == libc::SIG_IGN {
+        // SAFETY: zeroed sigaction is SIG_DFL with an empty mask.
+        let mut ign: libc::sigaction = unsafe { core::mem::zeroed() };
+        ign.sa_sigaction = libc::SIG_IGN;
+        real_sigaction(sig, &ign, core::ptr::null_mut());
+        done |= 2;
+    }
+    done
+}
+
+/// The exec failed (or the spawn is done): heaplive's mask and handler again.
+pub fn restore_after_exec(done: u32) {
+    let sig = signal();
+    if done & 2 != 0 {
+        let act = our_action();
+        real_sigaction(sig, &act, core::ptr::null_mut());
+    }
+    if done & 1 != 0 {
+        sys::sigmask(libc::SIG_BLOCK, Some(bit()), None);
+    }
+}
+
+/// posix_spawn's attributes: unless the program chose the child's mask, the
+/// child gets the program's mask, not ours. Returns the attributes to use.
+pub fn spawn_attr(
+    attr: *const libc::posix_spawnattr_t,
+    local: &mut libc::posix_spawnattr_t,
+) -> *const libc::posix_spawnattr_t {
+    if bit() == 0 {
+        return attr;
+    }
+    // SAFETY: attr is the program's initialised attribute object or null;
+    // glibc's is a plain struct that may be copied.
+    unsafe {
+        if attr.is_null() {
+            libc::posix_spawnattr_init(local);
+        } else {
+            *local = core::ptr::read(attr);
+        }
+        let mut flags: libc::c_short = 0;
+        libc::posix_spawnattr_getflags(local, &mut flags);
+        if flags as c_int & libc::POSIX_SPAWN_SETSIGMASK != 0 {
+            return attr;
+        }
+        let mut m: libc::sigset_t = core::mem::zeroed();
+        sys::set_kmask(&mut m, program_mask());
+        libc::posix_spawnattr_setsigmask(local, &m);
+        libc::posix_spawnattr_setflags(
+            local,
+            (flags as c_int | libc::POSIX_SPAWN_SETSIGMASK) as libc::c_short,
+        );
+    }
+    local
+}
+
+/// The virtual disposition is SIG_IGN (a spawned child must inherit that).
+pub fn program_ignores() -> bool {
+    signal() != 0 && APP_HANDLER.load(Acquire) == libc::SIG_IGN
+}
+
+/// Only the SIG_IGN half of [`prepare_exec`] (posix_spawn: the mask goes
+/// through the attributes).
+pub fn ignore_for_spawn() -> u32 {
+    if !program_ignores() {
+        return 0;
+    }
+    // SAFETY: zeroed sigaction is SIG_DFL with an empty mask.
+    let mut ign: libc::sigaction = unsafe { core::mem::zeroed() };
+    ign.sa_sigaction = libc::SIG_IGN;
+    real_sigaction(signal(), &ign, core::ptr::null_mut());
+    2
 }
 
 pub fn lock_for_fork() {

@@ -1,14 +1,26 @@
-//! Dump requests from places that may not allocate or lock: the signal
-//! handler writes to an eventfd that the dumper thread polls, and the
-//! allocation path makes sure this process has a dumper thread.
+//! Dump requests from places that may not allocate or lock, and heaplive's
+//! thread: which process and thread it is, and how to wake it.
+//!
+//! heaplive's thread is started when a process first needs it (its first
+//! sample, or periodic dumps), never at load: a program that never samples
+//! stays single-threaded in glibc's eyes. A dump signal that arrives before
+//! the thread exists stays pending (it is blocked in every program thread);
+//! the thread takes it when it starts, or the exit (or exec) takes it and
+//! writes that dump first. Until the first sample the live table is empty,
+//! so that dump shows what the heap held at the signal: nothing sampled.
 
-use crate::hot::{pid, services, sys};
-use core::sync::atomic::{AtomicU32, Ordering::*};
+use crate::hot::{pid, services, signal, sys};
+use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering::*};
 
-/// The eventfd the signal handler writes to.
-pub static EVENT_FD: sys::OwnFd = sys::OwnFd::new();
 /// The pid whose dumper thread is running.
 static DUMPER_PID: AtomicU32 = AtomicU32::new(0);
+/// Its thread id.
+static DUMPER_TID: AtomicI32 = AtomicI32::new(0);
+/// A dump request that found no thread to wake.
+static PENDING: AtomicBool = AtomicBool::new(false);
+/// The main thread called pthread_exit: heaplive's thread must not be the
+/// one that keeps the process alive.
+static MAIN_EXITED: AtomicBool = AtomicBool::new(false);
 
 /// Starts this process's dumper thread unless it runs already. Cheap when
 /// it does: two loads.
@@ -33,21 +45,58 @@ pub fn dumper_pid() -> u32 {
     DUMPER_PID.load(Acquire)
 }
 
-/// Asks the dumper for a dump: async-signal-safe (getpid, fstat and one
-/// write to the eventfd, errno kept).
-#[inline]
+/// Called by the dumper thread when it starts.
+pub fn set_dumper_tid(tid: i32) {
+    DUMPER_TID.store(tid, Release);
+}
+
+/// The dumper thread of this process, if it runs.
+pub fn dumper_tid() -> Option<i32> {
+    let tid = DUMPER_TID.load(Acquire);
+    (tid > 0 && DUMPER_PID.load(Acquire) == pid::get()).then_some(tid)
+}
+
+/// The dumper thread ended (it was the process's last thread but one).
+pub fn dumper_gone() {
+    DUMPER_TID.store(0, Release);
+}
+
+/// Wakes the dumper thread (async-signal-safe): heaplive's own signal, or
+/// nothing when it waits for no signal (it then looks within 250 ms).
+pub fn wake_dumper() -> bool {
+    let Some(tid) = dumper_tid() else {
+        return false;
+    };
+    if signal::dumper_wait_set() == 0 {
+        return false;
+    }
+    sys::tgsigqueueinfo(tid, signal::signal(), &signal::wake_info()) == 0
+}
+
+/// Asks for a dump from a signal handler on a program thread:
+/// async-signal-safe, errno kept.
 pub fn request_from_signal() {
     let saved = sys::errno();
-    // A child made by _Fork (no fork handlers ran) still shares its
-    // parent's eventfd: a request from it would make the parent dump.
-    if sys::getpid() != pid::get() {
-        sys::set_errno(saved);
-        return;
-    }
-    if let Some(fd) = EVENT_FD.get() {
-        let one = 1u64;
-        // SAFETY: 8-byte write from a local.
-        unsafe { libc::write(fd, (&one as *const u64).cast(), 8) };
+    // A child made by _Fork or vfork (no fork handlers ran) still has its
+    // parent's pid here: a request from it is not the parent's.
+    if sys::getpid() == pid::get() {
+        PENDING.store(true, Release);
+        wake_dumper();
     }
     sys::set_errno(saved);
+}
+
+/// Takes a request that found no thread to wake.
+pub fn take_pending() -> bool {
+    PENDING.swap(false, AcqRel)
+}
+
+/// The main thread is leaving with pthread_exit.
+pub fn main_exits() {
+    MAIN_EXITED.store(true, Release);
+    wake_dumper();
+}
+
+pub fn main_exited() -> bool {
+    MAIN_EXITED.load(Acquire)
 }

@@ -3,14 +3,16 @@
 //! finished first).
 
 use crate::hot::real::{self, Sym, call};
-use crate::hot::{guard, pid, services, sys, trigger};
+use crate::hot::{guard, pid, services, signal, sys, threads, trigger};
 
-/// `fork`: the real one, then in the child a dumper thread of its own.
+/// `fork`: the real one; in the child, a dumper thread of its own if the
+/// parent had one (else it starts when the child first needs one).
 ///
 /// # Safety
 /// The contract of C's `fork` (fork(2)).
 #[cfg_attr(not(test), unsafe(no_mangle))]
 pub unsafe extern "C" fn fork() -> libc::pid_t {
+    let had_dumper = trigger::dumper_pid() == pid::get();
     let r = match real::c_fn(Sym::Fork) {
         0 => {
             sys::set_errno(libc::ENOSYS);
@@ -18,7 +20,7 @@ pub unsafe extern "C" fn fork() -> libc::pid_t {
         }
         a => call!(a, fn() -> libc::pid_t,),
     };
-    if r == 0 {
+    if r == 0 && had_dumper {
         let _errno = sys::ErrnoGuard::save();
         trigger::ensure_dumper();
     }
@@ -28,11 +30,13 @@ pub unsafe extern "C" fn fork() -> libc::pid_t {
 // ---------------------------------------------------------------------------
 // exec: the image is replaced (same pid) and the dumper thread with it. A
 // dump that was requested, or is being written, would be lost: php-fpm's
-// master re-executes itself on SIGUSR2 right after its workers exit. Each
-// exec function is a trampoline that first finishes such a dump on the
-// calling thread, then jumps to the real function with the arguments
-// untouched (execl and friends are variadic: every argument register, %al
-// and the stack are kept).
+// master re-executes itself on SIGUSR2 right after its workers exit. And
+// the new image must inherit the program's mask and an ignored dump signal
+// (heaplive's are not the program's). Each exec function is a trampoline
+// that prepares on the calling thread, swaps its return address for a
+// landing pad that undoes the preparation if the exec fails, and jumps to
+// the real function with the arguments untouched (execl and friends are
+// variadic: every argument register, %al and the stack are kept).
 
 macro_rules! exec_export {
     ($name:ident, $sym:ident) => {
@@ -50,6 +54,7 @@ macro_rules! exec_export {
                 "push r9",
                 "push rax",
                 "mov edi, {sym}",
+                "lea rsi, [rsp + 56]",
                 "call {prepare}",
                 "mov r11, rax",
                 "pop rax",
@@ -75,11 +80,13 @@ exec_export!(execl, Execl);
 exec_export!(execlp, Execlp);
 exec_export!(execle, Execle);
 exec_export!(fexecve, Fexecve);
+exec_export!(execveat, Execveat);
 
 /// Before an exec: serve a pending dump request, or wait for the dump in
-/// progress. Returns the real function (a stub failing with ENOSYS if it
-/// cannot be found).
-extern "C" fn exec_prepare(sym: usize) -> usize {
+/// progress; give the new image the program's mask and disposition; make
+/// a failed exec return through [`exec_returned`]. Returns the real
+/// function (a stub failing with ENOSYS if it cannot be found).
+extern "C" fn exec_prepare(sym: usize, ret_slot: *mut usize) -> usize {
     let _errno = sys::ErrnoGuard::save();
     // Not in the child of a vfork (it shares the parent's memory and thread,
     // and must do nothing but exec): there our pid is still the parent's.
@@ -89,6 +96,14 @@ extern "C" fn exec_prepare(sym: usize) -> usize {
     {
         (s.before_exec)();
     }
+    let st = guard::state();
+    // SAFETY: this thread's own state; ret_slot is the caller's return
+    // address on the stack, which the trampoline computed.
+    unsafe {
+        (*st).exec_done = signal::prepare_exec() as u64;
+        (*st).exec_return = *ret_slot as u64;
+        *ret_slot = exec_returned as *const () as usize;
+    }
     let s = Sym::from_index(sym).unwrap_or(Sym::Execve);
     match real::c_fn(s) {
         0 => exec_unavailable as *const () as usize,
@@ -96,7 +111,221 @@ extern "C" fn exec_prepare(sym: usize) -> usize {
     }
 }
 
+/// Where a failed exec returns: undo, then back to the caller with the
+/// result in rax.
+#[unsafe(naked)]
+unsafe extern "C" fn exec_returned() {
+    core::arch::naked_asm!(
+        "push rax",
+        "sub rsp, 8",
+        "call {failed}",
+        "add rsp, 8",
+        "mov r11, rax",
+        "pop rax",
+        "jmp r11",
+        failed = sym exec_failed,
+    )
+}
+
+/// The exec failed: heaplive's mask and handler again. Returns the
+/// caller's return address.
+extern "C" fn exec_failed() -> usize {
+    let _errno = sys::ErrnoGuard::save();
+    let st = guard::state();
+    // SAFETY: this thread's own state, set by exec_prepare.
+    unsafe {
+        signal::restore_after_exec((*st).exec_done as u32);
+        (*st).exec_done = 0;
+        (*st).exec_return as usize
+    }
+}
+
 extern "C" fn exec_unavailable() -> i32 {
     sys::set_errno(libc::ENOSYS);
     -1
+}
+
+// ---------------------------------------------------------------------------
+// posix_spawn, system, popen: the child inherits the program's mask (and an
+// ignored dump signal), not heaplive's.
+
+unsafe fn spawn(
+    sym: Sym,
+    pid: *mut libc::pid_t,
+    path: *const libc::c_char,
+    fa: *const libc::posix_spawn_file_actions_t,
+    attr: *const libc::posix_spawnattr_t,
+    argv: *const *mut libc::c_char,
+    envp: *const *mut libc::c_char,
+) -> libc::c_int {
+    let a = match real::c_fn(sym) {
+        0 => return libc::ENOSYS,
+        a => a,
+    };
+    // SAFETY: zeroed is a valid place for a copy of the attributes.
+    let mut local: libc::posix_spawnattr_t = unsafe { core::mem::zeroed() };
+    let at = signal::spawn_attr(attr, &mut local);
+    let done = signal::ignore_for_spawn();
+    let r = call!(
+        a,
+        fn(
+            *mut libc::pid_t,
+            *const libc::c_char,
+            *const libc::posix_spawn_file_actions_t,
+            *const libc::posix_spawnattr_t,
+            *const *mut libc::c_char,
+            *const *mut libc::c_char,
+        ) -> libc::c_int,
+        pid,
+        path,
+        fa,
+        at,
+        argv,
+        envp
+    );
+    signal::restore_after_exec(done);
+    r
+}
+
+/// `posix_spawn`.
+///
+/// # Safety
+/// The contract of C's `posix_spawn`.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub unsafe extern "C" fn posix_spawn(
+    pid: *mut libc::pid_t,
+    path: *const libc::c_char,
+    fa: *const libc::posix_spawn_file_actions_t,
+    attr: *const libc::posix_spawnattr_t,
+    argv: *const *mut libc::c_char,
+    envp: *const *mut libc::c_char,
+) -> libc::c_int {
+    // SAFETY: the caller's arguments, passed on.
+    unsafe { spawn(Sym::PosixSpawn, pid, path, fa, attr, argv, envp) }
+}
+
+/// `posix_spawnp`.
+///
+/// # Safety
+/// The contract of C's `posix_spawnp`.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub unsafe extern "C" fn posix_spawnp(
+    pid: *mut libc::pid_t,
+    file: *const libc::c_char,
+    fa: *const libc::posix_spawn_file_actions_t,
+    attr: *const libc::posix_spawnattr_t,
+    argv: *const *mut libc::c_char,
+    envp: *const *mut libc::c_char,
+) -> libc::c_int {
+    // SAFETY: the caller's arguments, passed on.
+    unsafe { spawn(Sym::PosixSpawnp, pid, file, fa, attr, argv, envp) }
+}
+
+/// `system`: glibc spawns with the calling thread's real mask, so for the
+/// call the real mask and disposition are the program's (a dump signal in
+/// that window may run heaplive's handler on this thread; glibc's system
+/// restarts its wait).
+///
+/// # Safety
+/// The contract of C's `system`.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub unsafe extern "C" fn system(cmd: *const libc::c_char) -> libc::c_int {
+    let a = match real::c_fn(Sym::System) {
+        0 => {
+            sys::set_errno(libc::ENOSYS);
+            return -1;
+        }
+        a => a,
+    };
+    let done = signal::prepare_exec();
+    let r = call!(a, fn(*const libc::c_char) -> libc::c_int, cmd);
+    let _errno = sys::ErrnoGuard::save();
+    signal::restore_after_exec(done);
+    r
+}
+
+/// `popen`, as `system`.
+///
+/// # Safety
+/// The contract of C's `popen`.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub unsafe extern "C" fn popen(
+    cmd: *const libc::c_char,
+    mode: *const libc::c_char,
+) -> *mut libc::FILE {
+    let a = match real::c_fn(Sym::Popen) {
+        0 => {
+            sys::set_errno(libc::ENOSYS);
+            return core::ptr::null_mut();
+        }
+        a => a,
+    };
+    let done = signal::prepare_exec();
+    let r = call!(
+        a,
+        fn(*const libc::c_char, *const libc::c_char) -> *mut libc::FILE,
+        cmd,
+        mode
+    );
+    let _errno = sys::ErrnoGuard::save();
+    signal::restore_after_exec(done);
+    r
+}
+
+// ---------------------------------------------------------------------------
+// Threads.
+
+/// `pthread_create`: a thread inherits its creator's virtual mask.
+///
+/// # Safety
+/// The contract of C's `pthread_create`.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub unsafe extern "C" fn pthread_create(
+    t: *mut libc::pthread_t,
+    attr: *const libc::pthread_attr_t,
+    start: threads::Start,
+    arg: *mut libc::c_void,
+) -> libc::c_int {
+    if !guard::busy() && threads::creator_blocks() {
+        let p = {
+            let _busy = guard::Busy::enter();
+            real::malloc(core::mem::size_of::<threads::Inherit>())
+        };
+        if !p.is_null() {
+            // SAFETY: p has room for an Inherit; the thread frees it (or
+            // we do, if it is not created).
+            unsafe {
+                core::ptr::write(p as *mut threads::Inherit, threads::Inherit { start, arg });
+                let r = threads::create(t, attr, threads::start_blocked, p);
+                if r != 0 {
+                    let _busy = guard::Busy::enter();
+                    real::free(p);
+                }
+                return r;
+            }
+        }
+    }
+    // SAFETY: the caller's arguments, passed on.
+    unsafe { threads::create(t, attr, start, arg) }
+}
+
+/// `pthread_exit`: when the main thread leaves, heaplive's thread watches
+/// for the program's last thread to end, and then ends itself, so glibc
+/// ends the process as it would without heaplive.
+///
+/// # Safety
+/// The contract of C's `pthread_exit`.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub unsafe extern "C" fn pthread_exit(v: *mut libc::c_void) -> ! {
+    threads::before_thread_exit();
+    let a = real::c_fn(Sym::PthreadExit);
+    if a != 0 {
+        // SAFETY: glibc's pthread_exit.
+        let f: extern "C" fn(*mut libc::c_void) -> ! = unsafe { core::mem::transmute(a) };
+        f(v)
+    }
+    loop {
+        // SAFETY: ends this thread only.
+        unsafe { libc::syscall(libc::SYS_exit, 0) };
+    }
 }

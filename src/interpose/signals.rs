@@ -3,7 +3,7 @@
 //! straight to libc.
 
 use crate::hot::real::{self, Sym, call};
-use crate::hot::signal::{is_dump_signal, real_sigaction, set_simple, virtual_sigaction};
+use crate::hot::signal::{self, is_dump_signal, real_sigaction, set_simple, virtual_sigaction};
 use core::ffi::c_int;
 
 /// `sigaction`.
@@ -76,5 +76,334 @@ pub unsafe extern "C" fn sigset(sig: c_int, handler: libc::sighandler_t) -> libc
             sig,
             handler
         ),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The mask: the dump signal stays blocked in every program thread; the
+// program reads and sets a virtual bit (`hot::signal`).
+
+type SigSet = libc::sigset_t;
+
+fn real_mask_fn(sym: Sym, how: c_int, set: *const SigSet, old: *mut SigSet) -> c_int {
+    match real::c_fn(sym) {
+        0 => {
+            crate::hot::sys::set_errno(libc::ENOSYS);
+            -1
+        }
+        a => call!(
+            a,
+            fn(c_int, *const SigSet, *mut SigSet) -> c_int,
+            how,
+            set,
+            old
+        ),
+    }
+}
+
+/// `sigprocmask`.
+///
+/// # Safety
+/// The contract of C's `sigprocmask`.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub unsafe extern "C" fn sigprocmask(how: c_int, set: *const SigSet, old: *mut SigSet) -> c_int {
+    signal::mask_call(
+        how,
+        set,
+        old,
+        &|h, s, o| real_mask_fn(Sym::Sigprocmask, h, s, o),
+        0,
+    )
+}
+
+/// `pthread_sigmask`.
+///
+/// # Safety
+/// The contract of C's `pthread_sigmask`.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub unsafe extern "C" fn pthread_sigmask(
+    how: c_int,
+    set: *const SigSet,
+    old: *mut SigSet,
+) -> c_int {
+    signal::mask_call(
+        how,
+        set,
+        old,
+        &|h, s, o| real_mask_fn(Sym::PthreadSigmask, h, s, o),
+        0,
+    )
+}
+
+/// `sigsuspend`.
+///
+/// # Safety
+/// The contract of C's `sigsuspend`.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub unsafe extern "C" fn sigsuspend(mask: *const SigSet) -> c_int {
+    let a = real::c_fn(Sym::Sigsuspend);
+    if a == 0 {
+        crate::hot::sys::set_errno(libc::ENOSYS);
+        return -1;
+    }
+    if mask.is_null() || signal::signal() == 0 {
+        return call!(a, fn(*const SigSet) -> c_int, mask);
+    }
+    let w = signal::Wait::new(mask);
+    call!(a, fn(*const SigSet) -> c_int, &w.mask)
+}
+
+/// `pause`: when the program has a handler for the dump signal and admits
+/// it, the signal wakes it, as without heaplive.
+///
+/// # Safety
+/// The contract of C's `pause`.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub unsafe extern "C" fn pause() -> c_int {
+    if let Some(w) = signal::Wait::for_pause() {
+        let a = real::c_fn(Sym::Sigsuspend);
+        if a != 0 {
+            return call!(a, fn(*const SigSet) -> c_int, &w.mask);
+        }
+    }
+    match real::c_fn(Sym::Pause) {
+        0 => {
+            crate::hot::sys::set_errno(libc::ENOSYS);
+            -1
+        }
+        a => call!(a, fn() -> c_int,),
+    }
+}
+
+/// The mask a wait should really use: the program's, adjusted.
+fn wait_for(mask: *const SigSet) -> Option<signal::Wait> {
+    (!mask.is_null() && signal::signal() != 0).then(|| signal::Wait::new(mask))
+}
+
+fn mask_ptr(w: &Option<signal::Wait>, mask: *const SigSet) -> *const SigSet {
+    w.as_ref().map_or(mask, |w| &w.mask as *const SigSet)
+}
+
+macro_rules! nosys {
+    ($sym:ident) => {
+        match real::c_fn(Sym::$sym) {
+            0 => {
+                crate::hot::sys::set_errno(libc::ENOSYS);
+                return -1;
+            }
+            a => a,
+        }
+    };
+}
+
+/// `pselect`.
+///
+/// # Safety
+/// The contract of C's `pselect`.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub unsafe extern "C" fn pselect(
+    n: c_int,
+    r: *mut libc::fd_set,
+    w: *mut libc::fd_set,
+    e: *mut libc::fd_set,
+    timeout: *const libc::timespec,
+    mask: *const SigSet,
+) -> c_int {
+    let a = nosys!(Pselect);
+    let wait = wait_for(mask);
+    call!(
+        a,
+        fn(
+            c_int,
+            *mut libc::fd_set,
+            *mut libc::fd_set,
+            *mut libc::fd_set,
+            *const libc::timespec,
+            *const SigSet,
+        ) -> c_int,
+        n,
+        r,
+        w,
+        e,
+        timeout,
+        mask_ptr(&wait, mask)
+    )
+}
+
+/// `ppoll`.
+///
+/// # Safety
+/// The contract of C's `ppoll`.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub unsafe extern "C" fn ppoll(
+    fds: *mut libc::pollfd,
+    n: libc::nfds_t,
+    timeout: *const libc::timespec,
+    mask: *const SigSet,
+) -> c_int {
+    let a = nosys!(Ppoll);
+    let wait = wait_for(mask);
+    call!(
+        a,
+        fn(*mut libc::pollfd, libc::nfds_t, *const libc::timespec, *const SigSet) -> c_int,
+        fds,
+        n,
+        timeout,
+        mask_ptr(&wait, mask)
+    )
+}
+
+/// `epoll_pwait`.
+///
+/// # Safety
+/// The contract of C's `epoll_pwait`.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub unsafe extern "C" fn epoll_pwait(
+    epfd: c_int,
+    events: *mut libc::epoll_event,
+    max: c_int,
+    timeout: c_int,
+    mask: *const SigSet,
+) -> c_int {
+    let a = nosys!(EpollPwait);
+    let wait = wait_for(mask);
+    call!(
+        a,
+        fn(c_int, *mut libc::epoll_event, c_int, c_int, *const SigSet) -> c_int,
+        epfd,
+        events,
+        max,
+        timeout,
+        mask_ptr(&wait, mask)
+    )
+}
+
+/// `epoll_pwait2`.
+///
+/// # Safety
+/// The contract of C's `epoll_pwait2`.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub unsafe extern "C" fn epoll_pwait2(
+    epfd: c_int,
+    events: *mut libc::epoll_event,
+    max: c_int,
+    timeout: *const libc::timespec,
+    mask: *const SigSet,
+) -> c_int {
+    let a = nosys!(EpollPwait2);
+    let wait = wait_for(mask);
+    call!(
+        a,
+        fn(c_int, *mut libc::epoll_event, c_int, *const libc::timespec, *const SigSet) -> c_int,
+        epfd,
+        events,
+        max,
+        timeout,
+        mask_ptr(&wait, mask)
+    )
+}
+
+/// `sigtimedwait`: a program waiting for the dump signal itself gets it.
+///
+/// # Safety
+/// The contract of C's `sigtimedwait`.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub unsafe extern "C" fn sigtimedwait(
+    set: *const SigSet,
+    info: *mut libc::siginfo_t,
+    timeout: *const libc::timespec,
+) -> c_int {
+    let a = nosys!(Sigtimedwait);
+    signal::program_waits_for(set, "sigtimedwait");
+    call!(
+        a,
+        fn(*const SigSet, *mut libc::siginfo_t, *const libc::timespec) -> c_int,
+        set,
+        info,
+        timeout
+    )
+}
+
+/// `sigwaitinfo`.
+///
+/// # Safety
+/// The contract of C's `sigwaitinfo`.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub unsafe extern "C" fn sigwaitinfo(set: *const SigSet, info: *mut libc::siginfo_t) -> c_int {
+    let a = nosys!(Sigwaitinfo);
+    signal::program_waits_for(set, "sigwaitinfo");
+    call!(
+        a,
+        fn(*const SigSet, *mut libc::siginfo_t) -> c_int,
+        set,
+        info
+    )
+}
+
+/// `sigwait` (returns an error number).
+///
+/// # Safety
+/// The contract of C's `sigwait`.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub unsafe extern "C" fn sigwait(set: *const SigSet, sig: *mut c_int) -> c_int {
+    let a = match real::c_fn(Sym::Sigwait) {
+        0 => return libc::ENOSYS,
+        a => a,
+    };
+    signal::program_waits_for(set, "sigwait");
+    call!(a, fn(*const SigSet, *mut c_int) -> c_int, set, sig)
+}
+
+/// `signalfd`.
+///
+/// # Safety
+/// The contract of C's `signalfd`.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub unsafe extern "C" fn signalfd(fd: c_int, mask: *const SigSet, flags: c_int) -> c_int {
+    let a = nosys!(Signalfd);
+    signal::program_waits_for(mask, "signalfd");
+    call!(a, fn(c_int, *const SigSet, c_int) -> c_int, fd, mask, flags)
+}
+
+/// `raise`: see `hot::signal::raise_here`.
+///
+/// # Safety
+/// The contract of C's `raise`.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub unsafe extern "C" fn raise(sig: c_int) -> c_int {
+    let a = nosys!(Raise);
+    if is_dump_signal(sig) {
+        return signal::raise_here(&|| call!(a, fn(c_int) -> c_int, sig));
+    }
+    call!(a, fn(c_int) -> c_int, sig)
+}
+
+/// `pthread_kill`: the dump signal to the calling thread is `raise`; to
+/// another program thread (where it is blocked and would wait for ever) it
+/// goes to the process, which heaplive's thread takes and delivers to the
+/// program's handler.
+///
+/// # Safety
+/// The contract of C's `pthread_kill`.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub unsafe extern "C" fn pthread_kill(t: libc::pthread_t, sig: c_int) -> c_int {
+    let a = match real::c_fn(Sym::PthreadKill) {
+        0 => return libc::ENOSYS,
+        a => a,
+    };
+    let real = || call!(a, fn(libc::pthread_t, c_int) -> c_int, t, sig);
+    if !is_dump_signal(sig) {
+        return real();
+    }
+    // SAFETY: pthread_self and pthread_equal have no preconditions.
+    if unsafe { libc::pthread_equal(t, libc::pthread_self()) } != 0 {
+        return signal::raise_here(&real);
+    }
+    let _errno = crate::hot::sys::ErrnoGuard::save();
+    // SAFETY: a signal to our own process.
+    if unsafe { libc::kill(crate::hot::sys::getpid() as i32, sig) } == 0 {
+        0
+    } else {
+        crate::hot::sys::errno()
     }
 }
