@@ -308,3 +308,38 @@ fn failed_exec_keeps_the_program_mask() {
         show(&o)
     );
 }
+
+/// setpriv sets PR_SET_KEEPCAPS and capabilities on its own thread only,
+/// then changes uid and gid, which glibc applies on every thread: with
+/// heaplive's thread running (exact mode: it starts at the first sample)
+/// the change failed there and glibc aborted the process.
+#[test]
+fn setpriv_changes_credentials_with_heaplive_thread_running() {
+    let dir = tempdir("setpriv");
+    let args = ["--reuid=33", "--regid=33", "--init-groups", "id"];
+    let plain = Command::new("setpriv")
+        .args(args)
+        .current_dir(&dir)
+        .env_remove("LD_PRELOAD")
+        .output()
+        .unwrap();
+    assert!(plain.status.success(), "{}", show(&plain));
+    for interval in ["1", "512K"] {
+        let mut c = preloaded_command(
+            &dir,
+            Path::new("/usr/bin/setpriv"),
+            &args,
+            &[
+                ("HEAPLIVE_SAMPLE_INTERVAL", interval),
+                ("HEAPLIVE_DUMP_AT_EXIT", "0"),
+            ],
+        );
+        let o = run_bounded(&mut c, "setpriv");
+        assert_eq!(
+            (stdout(&o), o.status.code()),
+            (stdout(&plain), plain.status.code()),
+            "interval {interval}\n{}",
+            show(&o)
+        );
+    }
+}

@@ -82,6 +82,7 @@ static SERVICES: hot::services::Services = hot::services::Services {
     before_exec: background::dumper::before_exec,
     dump_now: background::dumper::dump_now,
     modules_changed: symbolize::modules::refresh,
+    stop_dumper: background::dumper::stop_dumper,
 };
 
 /// Runs when the library is loaded (after the first allocations, which

@@ -20,6 +20,34 @@ const PRUNE_EVERY_NS: u64 = 1_000_000_000;
 /// The longest the thread sleeps between looks at leak warnings and exits.
 const TICK_NS: u64 = 250_000_000;
 
+/// The dumper's pthread (joinable: `stop_dumper` waits for it).
+static THREAD: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Ends the dumper thread and waits until it is gone; true if one ran.
+/// Around a change of credentials: glibc makes every thread of the process
+/// change them, and heaplive's thread lacks the per-thread state
+/// (capabilities, PR_SET_KEEPCAPS) that the program set on its own thread
+/// for the change, so it fails there and glibc aborts the process. A thread
+/// started after the change inherits the new credentials.
+pub fn stop_dumper() -> bool {
+    if sys::getpid() != pid::get()
+        || trigger::dumper_pid() != pid::get()
+        || trigger::dumper_tid() == Some(sys::gettid())
+    {
+        return false;
+    }
+    let t = THREAD.swap(0, AcqRel);
+    if t == 0 {
+        return false;
+    }
+    let _busy = guard::Busy::enter();
+    trigger::ask_stop();
+    trigger::wake_dumper();
+    // SAFETY: the dumper's joinable pthread, joined once (swap).
+    unsafe { libc::pthread_join(t as libc::pthread_t, core::ptr::null_mut()) };
+    true
+}
+
 /// Starts the dumper thread of `pid` (this process) unless it was started.
 #[cold]
 pub fn start_dumper(pid: u32) {
@@ -42,11 +70,13 @@ pub fn start_dumper(pid: u32) {
     let err = unsafe {
         let mut attr: libc::pthread_attr_t = core::mem::zeroed();
         libc::pthread_attr_init(&mut attr);
-        libc::pthread_attr_setdetachstate(&mut attr, libc::PTHREAD_CREATE_DETACHED);
         libc::pthread_attr_setstacksize(&mut attr, 512 * 1024);
         let mut tid: libc::pthread_t = 0;
         let e = crate::hot::threads::create_raw(&mut tid, &attr, dumper_start);
         libc::pthread_attr_destroy(&mut attr);
+        if e == 0 {
+            THREAD.store(tid as usize, Release);
+        }
         e
     };
     sys::sigmask(libc::SIG_SETMASK, Some(old), None);
@@ -108,8 +138,9 @@ fn dumper_main() {
     let mut next_prune = sys::now_nanos() + PRUNE_EVERY_NS;
     let mut snap = Snapshot::new();
     loop {
-        if pid::get() != my_pid || trigger::dumper_pid() != my_pid {
-            // A forked child copied us mid-flight; the child has its own.
+        if pid::get() != my_pid || trigger::dumper_pid() != my_pid || trigger::stop_asked() {
+            // A forked child copied us mid-flight (the child has its own),
+            // or credentials are about to change.
             return;
         }
         if trigger::main_exited() && !program_threads_left() {
@@ -123,6 +154,9 @@ fn dumper_main() {
         // SAFETY: zeroed is a valid siginfo.
         let mut info: libc::siginfo_t = unsafe { core::mem::zeroed() };
         let set = signal::dumper_wait_set();
+        if trigger::stop_asked() {
+            return;
+        }
         let r = sys::sigtimedwait(set, &mut info, Some(wait));
         if r > 0 {
             if signal::is_wake(&info) {

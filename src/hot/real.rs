@@ -68,6 +68,16 @@ pub enum Sym {
     Execveat,
     Raise,
     PthreadKill,
+    Setuid,
+    Setgid,
+    Seteuid,
+    Setegid,
+    Setreuid,
+    Setregid,
+    Setresuid,
+    Setresgid,
+    Setgroups,
+    Initgroups,
     // C++: resolved lazily.
     New,
     NewArr,
@@ -153,6 +163,16 @@ const NAMES: [&[u8]; COUNT] = [
     b"execveat\0",
     b"raise\0",
     b"pthread_kill\0",
+    b"setuid\0",
+    b"setgid\0",
+    b"seteuid\0",
+    b"setegid\0",
+    b"setreuid\0",
+    b"setregid\0",
+    b"setresuid\0",
+    b"setresgid\0",
+    b"setgroups\0",
+    b"initgroups\0",
     b"_Znwm\0",
     b"_Znam\0",
     b"_ZnwmRKSt9nothrow_t\0",
@@ -379,7 +399,7 @@ pub fn boot_size(p: *const c_void) -> usize {
 // symbol it was resolved from.
 
 macro_rules! call {
-    ($a:expr, fn($($t:ty),*) -> $r:ty, $($arg:expr),*) => {{
+    ($a:expr, fn($($t:ty),* $(,)?) -> $r:ty, $($arg:expr),* $(,)?) => {{
         // SAFETY: $a is the address dlsym gave for a symbol with this C
         // signature.
         let f: unsafe extern "C" fn($($t),*) -> $r = unsafe { core::mem::transmute($a) };

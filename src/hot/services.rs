@@ -19,6 +19,9 @@ pub struct Services {
     pub dump_now: fn(Option<&[u8]>) -> Result<(), i32>,
     /// The set of loaded modules changed (dlopen, dlclose).
     pub modules_changed: fn(),
+    /// Ends this process's dumper thread and waits for it; true if there
+    /// was one.
+    pub stop_dumper: fn() -> bool,
 }
 
 static SERVICES: AtomicPtr<Services> = AtomicPtr::new(core::ptr::null_mut());

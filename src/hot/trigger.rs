@@ -56,9 +56,23 @@ pub fn dumper_tid() -> Option<i32> {
     (tid > 0 && DUMPER_PID.load(Acquire) == pid::get()).then_some(tid)
 }
 
-/// The dumper thread ended (it was the process's last thread but one).
+/// Asked to end (credentials are about to change).
+static STOP: AtomicBool = AtomicBool::new(false);
+
+/// The dumper thread ended: the next need starts another.
 pub fn dumper_gone() {
-    DUMPER_TID.store(0, Release);
+    if DUMPER_TID.swap(0, AcqRel) == sys::gettid() {
+        STOP.store(false, Release);
+        DUMPER_PID.store(0, Release);
+    }
+}
+
+pub fn ask_stop() {
+    STOP.store(true, Release);
+}
+
+pub fn stop_asked() -> bool {
+    STOP.load(Acquire)
 }
 
 /// Wakes the dumper thread (async-signal-safe): heaplive's own signal, or

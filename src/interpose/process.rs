@@ -329,3 +329,47 @@ pub unsafe extern "C" fn pthread_exit(v: *mut libc::c_void) -> ! {
         unsafe { libc::syscall(libc::SYS_exit, 0) };
     }
 }
+
+// ---------------------------------------------------------------------------
+// Credentials: glibc changes them on every thread (its setxid broadcast).
+// heaplive's thread steps out for the change (see
+// `background::dumper::stop_dumper`) and comes back with the new ones.
+
+fn around_setxid(f: &dyn Fn() -> libc::c_int) -> libc::c_int {
+    let had = !guard::busy() && services::get().is_some_and(|s| (s.stop_dumper)());
+    let r = f();
+    if had {
+        let _errno = sys::ErrnoGuard::save();
+        trigger::ensure_dumper();
+    }
+    r
+}
+
+macro_rules! setxid_export {
+    ($name:ident, $sym:ident, ($($arg:ident: $t:ty),*)) => {
+        /// # Safety
+        /// The contract of the C function of the same name.
+        #[cfg_attr(not(test), unsafe(no_mangle))]
+        pub unsafe extern "C" fn $name($($arg: $t),*) -> libc::c_int {
+            let a = match real::c_fn(Sym::$sym) {
+                0 => {
+                    sys::set_errno(libc::ENOSYS);
+                    return -1;
+                }
+                a => a,
+            };
+            around_setxid(&|| call!(a, fn($($t),*) -> libc::c_int, $($arg),*))
+        }
+    };
+}
+
+setxid_export!(setuid, Setuid, (u: libc::uid_t));
+setxid_export!(setgid, Setgid, (g: libc::gid_t));
+setxid_export!(seteuid, Seteuid, (u: libc::uid_t));
+setxid_export!(setegid, Setegid, (g: libc::gid_t));
+setxid_export!(setreuid, Setreuid, (r: libc::uid_t, e: libc::uid_t));
+setxid_export!(setregid, Setregid, (r: libc::gid_t, e: libc::gid_t));
+setxid_export!(setresuid, Setresuid, (r: libc::uid_t, e: libc::uid_t, s: libc::uid_t));
+setxid_export!(setresgid, Setresgid, (r: libc::gid_t, e: libc::gid_t, s: libc::gid_t));
+setxid_export!(setgroups, Setgroups, (n: libc::size_t, list: *const libc::gid_t));
+setxid_export!(initgroups, Initgroups, (user: *const libc::c_char, g: libc::gid_t));
