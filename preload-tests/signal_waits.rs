@@ -343,3 +343,68 @@ fn setpriv_changes_credentials_with_heaplive_thread_running() {
         );
     }
 }
+
+/// php-cli holding a 50,000,000-byte string in `sleep(6)`, signalled 20
+/// times (each once the previous dump exists): `sleep` returns 0 after the
+/// full time, and every dump holds the string exactly (exact mode, PHP's
+/// allocations through malloc: a zend_string of 50,000,000 bytes is one
+/// block of 50,000,032).
+#[test]
+fn php_cli_sleep_is_not_cut_and_every_dump_holds_the_string() {
+    let dir = tempdir("php-cli-sleep");
+    let script = dir.join("s.php");
+    std::fs::write(
+        &script,
+        "<?php\n$keep = str_repeat('x', 50000000);\necho 'ready ', getmypid(), \"\\n\";\nflush();\n$r = sleep(6);\necho 'sleep returned ', var_export($r, true), ' len ', strlen($keep), \"\\n\";\n",
+    )
+    .unwrap();
+    let mut child = preloaded_command(
+        &dir,
+        Path::new("/usr/bin/php"),
+        &[script.to_str().unwrap()],
+        &[
+            ("HEAPLIVE_SAMPLE_INTERVAL", "1"),
+            ("HEAPLIVE_DUMP_AT_EXIT", "0"),
+            ("USE_ZEND_ALLOC", "0"),
+        ],
+    )
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    out.read_line(&mut first).unwrap();
+    let pid: i32 = first
+        .trim()
+        .strip_prefix("ready ")
+        .unwrap()
+        .parse()
+        .unwrap();
+    for i in 1..=20 {
+        unsafe { libc::kill(pid, libc::SIGUSR2) };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while signal_files(&dir) < i && Instant::now() < deadline {
+            if child.try_wait().unwrap().is_some() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+    let mut rest = String::new();
+    out.read_to_string(&mut rest).unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", show(&o));
+    assert_eq!(rest, "sleep returned 0 len 50000000\n", "{}", show(&o));
+    let files = folded_files(&dir);
+    assert_eq!(files.len(), 20, "20 dumps, one per signal\n{}", show(&o));
+    for f in files {
+        let s = parse_folded(&f);
+        assert!(
+            s.iter().any(|st| st.bytes == 50_000_032),
+            "{} does not hold the string\n{}",
+            f.display(),
+            show(&o)
+        );
+    }
+}

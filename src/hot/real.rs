@@ -78,6 +78,7 @@ pub enum Sym {
     Setresgid,
     Setgroups,
     Initgroups,
+    Kill,
     // C++: resolved lazily.
     New,
     NewArr,
@@ -173,6 +174,7 @@ const NAMES: [&[u8]; COUNT] = [
     b"setresgid\0",
     b"setgroups\0",
     b"initgroups\0",
+    b"kill\0",
     b"_Znwm\0",
     b"_Znam\0",
     b"_ZnwmRKSt9nothrow_t\0",

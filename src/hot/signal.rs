@@ -55,6 +55,10 @@ static FORWARDED: AtomicU32 = AtomicU32::new(0);
 static LAST_TAKEN_NS: AtomicU64 = AtomicU64::new(0);
 static LAST_TAKEN_PID: AtomicI32 = AtomicI32::new(0);
 static LAST_TAKEN_UID: AtomicU32 = AtomicU32::new(0);
+/// Dump signals the program's handler sent its own process from
+/// heaplive's thread (Zend's handler re-raises with the default action):
+/// they reach the program's handler but ask for no dump of their own.
+static RERAISED: AtomicU32 = AtomicU32::new(0);
 /// si_value of heaplive's own wake-up signal ("heaplive").
 const WAKE: usize = 0x6865_6170_6c69_7665;
 
@@ -406,6 +410,23 @@ pub fn program_waits_for(set: *const libc::sigset_t, how: &str) {
     ));
 }
 
+/// kill() of the dump signal to this process from heaplive's thread (the
+/// program's handler runs there, and Zend's re-raises with the default
+/// action): not sent, which would coalesce with a signal from outside and
+/// lose its dump, but handed to the program's handler by
+/// `deliver_to_program` when the handler returns. True: swallowed.
+pub fn reraise(pid: c_int, sig: c_int) -> bool {
+    if is_dump_signal(sig)
+        && (pid == 0 || pid == sys::getpid() as c_int)
+        // SAFETY: this thread's own state.
+        && unsafe { (*guard::state()).heaplive_thread } != 0
+    {
+        RERAISED.fetch_add(1, AcqRel);
+        return true;
+    }
+    false
+}
+
 pub fn stepped_aside() -> bool {
     STEPPED_ASIDE.load(Acquire)
 }
@@ -479,6 +500,22 @@ pub fn deliver_to_program(info: &mut libc::siginfo_t) {
     let mut ctx: libc::ucontext_t = unsafe { core::mem::zeroed() };
     unsafe { libc::getcontext(&mut ctx) };
     chain(sig, info, (&mut ctx as *mut libc::ucontext_t).cast());
+    // Re-raises by the handler (see `reraise`), a few at most.
+    for _ in 0..4 {
+        if RERAISED.swap(0, AcqRel) == 0 || !program_handles() {
+            break;
+        }
+        // SAFETY: zeroed is a valid siginfo.
+        let mut again: libc::siginfo_t = unsafe { core::mem::zeroed() };
+        let q = sys::queued_mut(&mut again);
+        q.signo = sig;
+        q.code = libc::SI_USER;
+        q.pid = sys::getpid() as i32;
+        // SAFETY: getuid has no preconditions.
+        q.uid = unsafe { libc::getuid() };
+        chain(sig, &mut again, (&mut ctx as *mut libc::ucontext_t).cast());
+    }
+    RERAISED.store(0, Release);
 }
 
 /// heaplive stepped aside after taking `info`: give it back to the process

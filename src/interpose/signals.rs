@@ -407,3 +407,16 @@ pub unsafe extern "C" fn pthread_kill(t: libc::pthread_t, sig: c_int) -> c_int {
         crate::hot::sys::errno()
     }
 }
+
+/// `kill`: see `hot::signal::note_kill`.
+///
+/// # Safety
+/// The contract of C's `kill`.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub unsafe extern "C" fn kill(pid: libc::pid_t, sig: c_int) -> c_int {
+    let a = nosys!(Kill);
+    if signal::reraise(pid, sig) {
+        return 0;
+    }
+    call!(a, fn(libc::pid_t, c_int) -> c_int, pid, sig)
+}
