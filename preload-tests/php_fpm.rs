@@ -695,3 +695,57 @@ fn fpm_zendmm_sqlite3_allocations_are_seen() {
         ctx()
     );
 }
+
+/// A request holding a 50 MB string in `sleep(4)` (PHP through malloc),
+/// its worker signalled 8 times in a row (each once the previous dump is
+/// written): the sleep is not cut short (`sleep` returns 0), the response
+/// is what it is without signals, and every dump holds the string.
+#[test]
+fn fpm_request_sleep_is_not_cut_and_every_dump_holds_the_string() {
+    let dir = tempdir("php-fpm-sleep");
+    let mut fpm = Fpm::start(&dir, false, &[]);
+    let ctx = fpm.ctx();
+    let script = holding_script(
+        &dir,
+        "sleep.php",
+        "$keep = str_repeat('x', 50000000);",
+        "$r = sleep(4); echo 'sleep returned ', var_export($r, true), ' len ', strlen($keep), \"\\n\";",
+    );
+    // The release file exists from the start: the script goes straight to
+    // its sleep after naming its worker.
+    std::fs::write(dir.join("release"), "").unwrap();
+    let (req, busy) = start_holding_request(&fpm, &script);
+    for i in 1..=8 {
+        kill(busy, libc::SIGUSR2);
+        wait_for("the worker's signal dump", &ctx, || {
+            let d = dumps_in_log(&dir, busy, "signal");
+            (d.len() >= i).then_some(())
+        });
+    }
+    let resp = req
+        .join()
+        .unwrap()
+        .unwrap_or_else(|e| panic!("the request: {e}\n{}", ctx()));
+    assert_eq!(
+        resp.body().trim(),
+        "sleep returned 0 len 50000000",
+        "stderr {:?}\n{}",
+        resp.stderr,
+        ctx()
+    );
+    assert!(alive(busy), "the worker died\n{}", ctx());
+    let files = dumps_in_log(&dir, busy, "signal");
+    assert_eq!(files.len(), 8, "{}", ctx());
+    for f in &files {
+        let stacks = parse_folded(f);
+        assert!(
+            stacks.iter().any(|s| s.bytes >= 50_000_000),
+            "{} does not hold the 50 MB string\ntop stacks:\n{}\n{}",
+            f.display(),
+            top_stacks(&stacks, 5),
+            ctx()
+        );
+    }
+    let st = fpm.quit();
+    assert!(st.success(), "exit status after SIGQUIT: {st}\n{}", ctx());
+}
