@@ -408,3 +408,48 @@ fn php_cli_sleep_is_not_cut_and_every_dump_holds_the_string() {
         );
     }
 }
+
+/// `heaplive dump PID` on php-cli in `sleep(3)`: the command prints the
+/// dump's path (no "exited before writing a dump"), and the sleep is not
+/// cut (`sleep` returns 0).
+#[test]
+fn heaplive_dump_command_does_not_cut_a_sleep() {
+    let dir = tempdir("dump-cmd-sleep");
+    let mut child = preloaded_command(
+        &dir,
+        Path::new("/usr/bin/php"),
+        &[
+            "-r",
+            "$k = str_repeat('y', 3000000); echo 'ready ', getmypid(), \"\\n\"; flush(); $r = sleep(3); echo 'sleep returned ', var_export($r, true), \"\\n\";",
+        ],
+        &[],
+    )
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    out.read_line(&mut first).unwrap();
+    let pid = first.trim().strip_prefix("ready ").unwrap().to_string();
+    let d = Command::new(env!("CARGO_BIN_EXE_heaplive"))
+        .args(["dump", &pid])
+        .output()
+        .unwrap();
+    let mut rest = String::new();
+    out.read_to_string(&mut rest).unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert!(
+        d.status.success(),
+        "heaplive dump failed\n{}\nthe program:\n{}",
+        show(&d),
+        show(&o)
+    );
+    let path = stdout(&d);
+    assert!(
+        Path::new(path.trim()).exists(),
+        "heaplive dump printed {path:?}\n{}",
+        show(&o)
+    );
+    assert_eq!(rest, "sleep returned 0\n", "{}", show(&o));
+}

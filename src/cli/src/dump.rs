@@ -59,6 +59,9 @@ pub fn main(a: DumpArgs) -> Res<()> {
     while !pending.is_empty() {
         let mut still = Vec::new();
         for t in pending {
+            // Alive first, then the status: a process that writes its dump
+            // and exits between the two reads is not "exited before".
+            let was_alive = alive(t.pid);
             match read_status(t.pid, t.proc.started) {
                 Some(s) if s.dumps > t.before => match s.last {
                     Some(path) => println!("{path}"),
@@ -67,7 +70,7 @@ pub fn main(a: DumpArgs) -> Res<()> {
                         t.pid, s.dumps
                     )),
                 },
-                _ if !alive(t.pid) => fail(format!(
+                _ if !was_alive => fail(format!(
                     "pid {} ({}): exited before writing a dump (did {} kill it?)",
                     t.pid,
                     t.proc.comm,
