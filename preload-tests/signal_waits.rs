@@ -432,7 +432,7 @@ fn heaplive_dump_command_does_not_cut_a_sleep() {
     let mut first = String::new();
     out.read_line(&mut first).unwrap();
     let pid = first.trim().strip_prefix("ready ").unwrap().to_string();
-    let d = Command::new(env!("CARGO_BIN_EXE_heaplive"))
+    let d = Command::new(heaplive_bin())
         .args(["dump", &pid])
         .output()
         .unwrap();

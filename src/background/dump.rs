@@ -276,6 +276,10 @@ pub fn dump(path: Option<&Path>, why: &str) -> std::io::Result<Written> {
 /// Writes `snap` (taken before the dump lock, which a dump in progress may
 /// hold for a while), reporting failures in one line.
 pub fn dump_snapshot(snap: &Snapshot, path: Option<&Path>, why: &str) -> std::io::Result<Written> {
+    if crate::hot::forking::inert() {
+        // As `dump`.
+        return Err(std::io::Error::from_raw_os_error(libc::EAGAIN));
+    }
     let _busy = crate::hot::guard::Busy::enter();
     let mut st = DUMP.lock();
     report(write_locked(&mut st, snap, path, why), why)
