@@ -373,6 +373,7 @@ pub unsafe extern "C" fn signalfd(fd: c_int, mask: *const SigSet, flags: c_int) 
 pub unsafe extern "C" fn raise(sig: c_int) -> c_int {
     let a = nosys!(Raise);
     if is_dump_signal(sig) {
+        crate::hot::trigger::ensure_dumper();
         return signal::raise_here(&|| call!(a, fn(c_int) -> c_int, sig));
     }
     call!(a, fn(c_int) -> c_int, sig)
@@ -395,6 +396,7 @@ pub unsafe extern "C" fn pthread_kill(t: libc::pthread_t, sig: c_int) -> c_int {
     if !is_dump_signal(sig) {
         return real();
     }
+    crate::hot::trigger::ensure_dumper();
     // SAFETY: pthread_self and pthread_equal have no preconditions.
     if unsafe { libc::pthread_equal(t, libc::pthread_self()) } != 0 {
         return signal::raise_here(&real);
@@ -417,6 +419,11 @@ pub unsafe extern "C" fn kill(pid: libc::pid_t, sig: c_int) -> c_int {
     let a = nosys!(Kill);
     if signal::reraise(pid, sig) {
         return 0;
+    }
+    if is_dump_signal(sig) && (pid == 0 || pid == crate::hot::sys::getpid() as libc::pid_t) {
+        // The program signals itself: heaplive's thread must be there to
+        // take it (it starts lazily).
+        crate::hot::trigger::ensure_dumper();
     }
     call!(a, fn(libc::pid_t, c_int) -> c_int, pid, sig)
 }
