@@ -33,7 +33,8 @@ pub fn weight_bytes(size: u64, interval: u64) -> f64 {
     }
     let p = sample_probability(size, interval);
     if p <= 0.0 {
-        interval as f64
+        // Only size 0: a zero-size block holds no bytes.
+        0.0
     } else {
         size as f64 / p
     }
