@@ -580,7 +580,9 @@ impl Drop for Child {
     fn drop(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
-        let _ = std::fs::remove_file(format!("/tmp/heaplive-status/{}", self.0.id()));
+        // SAFETY: geteuid has no preconditions.
+        let uid = unsafe { libc::geteuid() };
+        let _ = std::fs::remove_file(format!("/tmp/heaplive-{uid}/{}", self.0.id()));
     }
 }
 
@@ -806,9 +808,16 @@ fn dump_honours_the_process_signal_setting() {
     let hup = spawn("sleep", &["30"], true, &[], &dir);
     let hpid = hup.0.id();
     wait_for_library(hpid, Some(SIGUSR2));
-    let _ = std::fs::create_dir("/tmp/heaplive-status");
+    // SAFETY: geteuid has no preconditions.
+    let uid = unsafe { libc::geteuid() };
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        let _ = std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(format!("/tmp/heaplive-{uid}"));
+    }
     std::fs::write(
-        format!("/tmp/heaplive-status/{hpid}"),
+        format!("/tmp/heaplive-{uid}/{hpid}"),
         format!("dumps 0\nsignal {}\n", libc::SIGHUP),
     )
     .expect("write the status file");

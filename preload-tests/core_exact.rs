@@ -472,3 +472,30 @@ fn core_exact_cxx_library_dlopened_local_from_c() {
         );
     }
 }
+
+/// Issue 14 item 16: in exact mode `malloc(0)` is a live block: 100,000 of
+/// them reach HEAPLIVE_WARN_BLOCKS (before the fix none was recorded, and
+/// no warning came).
+#[test]
+fn core_exact_malloc_zero_blocks_are_live_blocks() {
+    let dir = common::tempdir("zero-blocks");
+    let bin = common::compile("zero_blocks.c", "zero_blocks", &dir, &[]);
+    let o = common::run_preloaded(
+        &dir,
+        &bin,
+        &[],
+        &[
+            ("HEAPLIVE_SAMPLE_INTERVAL", "1"),
+            ("HEAPLIVE_WARN_BYTES", "0"),
+            ("HEAPLIVE_WARN_BLOCKS", "50000"),
+        ],
+    );
+    assert!(o.status.success(), "{}", show(&o));
+    let err = common::stderr(&o);
+    assert!(
+        err.lines()
+            .any(|l| l.contains("possible leak: 0 B live in 50,000 blocks")),
+        "{}",
+        show(&o)
+    );
+}

@@ -14,6 +14,7 @@ mod leaks;
 mod php_fpm;
 mod real_programs;
 mod sampled;
+mod security;
 mod signal_waits;
 mod signals_fork;
 mod stress;

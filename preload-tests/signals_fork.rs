@@ -392,7 +392,9 @@ fn periodic_dumps_every_second() {
 
 /// The status file heaplive keeps for `pid`: (dumps, last, signal).
 fn status_of(pid: u32) -> Option<(u32, String, i32)> {
-    let t = std::fs::read_to_string(format!("/tmp/heaplive-status/{pid}")).ok()?;
+    // SAFETY: geteuid has no preconditions.
+    let uid = unsafe { libc::geteuid() };
+    let t = std::fs::read_to_string(format!("/tmp/heaplive-{uid}/{pid}")).ok()?;
     let mut dumps = None;
     let mut last = None;
     let mut sig = None;

@@ -20,7 +20,7 @@ static void sleep_ms(long ms) {
  * file, 0 if there is none. */
 static int status_dumps(void) {
     char path[64];
-    snprintf(path, sizeof path, "/tmp/heaplive-status/%d", (int)getpid());
+    snprintf(path, sizeof path, "/tmp/heaplive-%u/%d", (unsigned)geteuid(), (int)getpid());
     FILE *f = fopen(path, "r");
     if (!f) return 0;
     int n = 0;

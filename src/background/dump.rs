@@ -12,7 +12,11 @@ use crate::hot::{config, live, log, sampler, stacks, sys};
 use crate::symbolize::{SymConfig, Symbolizer};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering::*};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
+
+/// Set by the exit handler before the exit dump: from then on no signal or
+/// periodic dump is written (an explicit `heaplive_dump(path)` still is).
+pub static FINISHING: AtomicBool = AtomicBool::new(false);
 
 /// Monotonic time the profile started (for pprof's duration).
 pub static STARTED_NS: AtomicU64 = AtomicU64::new(0);
@@ -21,6 +25,9 @@ pub struct DumpState {
     symbolizer: Option<Symbolizer>,
     /// Files written by this process (`%n` of the next is this + 1).
     pub seq: u32,
+    /// Dumps written by this process, explicit paths included (the status
+    /// file's count, which `heaplive dump` waits on).
+    pub dumps: u32,
     entries: Vec<live::Entry>,
 }
 
@@ -29,6 +36,7 @@ impl DumpState {
         DumpState {
             symbolizer: None,
             seq: 0,
+            dumps: 0,
             entries: Vec::new(),
         }
     }
@@ -39,6 +47,7 @@ pub static DUMP: SpinLock<DumpState> = SpinLock::new(
     DumpState {
         symbolizer: None,
         seq: 0,
+        dumps: 0,
         entries: Vec::new(),
     },
 );
@@ -202,15 +211,22 @@ pub fn write_locked(
     let mut written: Option<PathBuf> = None;
     let mut also = String::new();
     if cfg.folded || path.is_some() && !cfg.pprof {
-        written = Some(output::write_with_fallback(&target, &mut |w| {
-            crate::background::folded::write_folded(&profile, w)
-        })?);
+        let mut fill =
+            |w: &mut dyn std::io::Write| crate::background::folded::write_folded(&profile, w);
+        written = Some(match path {
+            Some(_) => output::write_explicit(&target, &mut fill)?,
+            None => output::write_with_fallback(&target, &mut fill)?,
+        });
     }
     if cfg.pprof {
         let pb = output::pprof_name(&target);
-        let p = output::write_with_fallback(&pb, &mut |w| {
+        let mut fill = |w: &mut dyn std::io::Write| {
             crate::background::pprof::write_pprof(&profile, &mut WriteRef(w))
-        })?;
+        };
+        let p = match path {
+            Some(_) => output::write_explicit(&pb, &mut fill)?,
+            None => output::write_with_fallback(&pb, &mut fill)?,
+        };
         if written.is_some() {
             also = format!(" and {}", p.display());
         } else {
@@ -218,7 +234,10 @@ pub fn write_locked(
         }
     }
     let written = written.unwrap_or(target);
-    st.seq = n;
+    // An explicit path is the caller's: it does not use up a `%n` number.
+    if path.is_none() {
+        st.seq = n;
+    }
     let ms = (sys::now_nanos() - t0) as f64 / 1e6;
     let samples: usize = snap.entries.len();
     let rss = rss_bytes()
@@ -237,7 +256,8 @@ pub fn write_locked(
         snap.took_ns as f64 / 1e6,
         ms
     ));
-    output::write_status(pid, n, &written, cfg.signal);
+    st.dumps = (st.dumps + 1).max(if path.is_none() { n } else { 0 });
+    output::write_status(pid, st.dumps, &written, cfg.signal);
     Ok(Written {
         path: written,
         total,
@@ -269,6 +289,9 @@ pub fn dump(path: Option<&Path>, why: &str) -> std::io::Result<Written> {
     }
     let _busy = crate::hot::guard::Busy::enter();
     let mut st = DUMP.lock();
+    if FINISHING.load(SeqCst) && path.is_none() && why != "exit" {
+        return Err(std::io::Error::from_raw_os_error(libc::ESHUTDOWN));
+    }
     let r = dump_locked(&mut st, path, why);
     report(r, why)
 }
@@ -282,6 +305,10 @@ pub fn dump_snapshot(snap: &Snapshot, path: Option<&Path>, why: &str) -> std::io
     }
     let _busy = crate::hot::guard::Busy::enter();
     let mut st = DUMP.lock();
+    if FINISHING.load(SeqCst) && path.is_none() && why != "exit" {
+        // As `dump`: nothing after the exit dump.
+        return Err(std::io::Error::from_raw_os_error(libc::ESHUTDOWN));
+    }
     report(write_locked(&mut st, snap, path, why), why)
 }
 
@@ -300,6 +327,7 @@ fn report(r: std::io::Result<Written>, why: &str) -> std::io::Result<Written> {
 /// In a forked child: files count from 1 again.
 pub fn reset_after_fork(st: &mut DumpState) {
     st.seq = 0;
+    st.dumps = 0;
 }
 
 /// Held across real allocations, so a fork's prepare handler waits for it

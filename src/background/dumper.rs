@@ -249,9 +249,15 @@ pub extern "C" fn at_exit() {
     let cfg = config::get();
     let _busy = guard::Busy::enter();
     let _errno = sys::ErrnoGuard::save();
+    // A dump signal that arrived and was not served yet comes first.
     if pending_signal() {
         let _ = dump(None, "signal");
     }
+    // Nothing is written after the exit dump: queued leak lines go out
+    // before it, later ones are only counted, and no signal or periodic
+    // dump starts once it has.
+    leak_report::report_pending();
+    crate::background::dump::FINISHING.store(true, SeqCst);
     let written = if cfg.dump_at_exit {
         dump(None, "exit").ok()
     } else {
@@ -272,6 +278,6 @@ pub fn dump_now(path: Option<&[u8]>) -> Result<(), i32> {
         .map(|b| PathBuf::from(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(b)));
     match crate::background::dump::dump_snapshot(&snap, explicit.as_deref(), "requested") {
         Ok(_) => Ok(()),
-        Err(e) => Err(e.raw_os_error().unwrap_or(libc::EIO)),
+        Err(e) => Err(output::errno_of(&e)),
     }
 }

@@ -35,7 +35,10 @@ pub fn report_pending() {
             WINDOW_START.store(now, Relaxed);
             IN_WINDOW.store(0, Relaxed);
         }
-        if IN_WINDOW.fetch_add(1, Relaxed) >= MAX_PER_SECOND as u64 {
+        // After the exit dump began, a line would come after it: count.
+        if crate::background::dump::FINISHING.load(Relaxed)
+            || IN_WINDOW.fetch_add(1, Relaxed) >= MAX_PER_SECOND as u64
+        {
             SUPPRESSED.fetch_add(1, Relaxed);
             continue;
         }

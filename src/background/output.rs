@@ -16,17 +16,261 @@ pub fn pprof_name(folded: &Path) -> PathBuf {
     PathBuf::from(std::ffi::OsStr::from_bytes(&v))
 }
 
-/// Creates `path`'s temporary sibling 0600 without following symlinks,
-/// lets `fill` write it, then renames it into place.
+fn cpath(p: &Path) -> io::Result<CString> {
+    CString::new(p.as_os_str().as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
+}
+
+fn euid() -> u32 {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() }
+}
+
+fn lstat(p: &Path) -> io::Result<libc::stat> {
+    let c = cpath(p)?;
+    // SAFETY: NUL-terminated path, zeroed out-struct.
+    unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        if libc::lstat(c.as_ptr(), &mut st) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(st)
+    }
+}
+
+fn fstat(fd: i32) -> io::Result<libc::stat> {
+    // SAFETY: zeroed out-struct; a bad fd is an error.
+    unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        if libc::fstat(fd, &mut st) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(st)
+    }
+}
+
+fn kind(st: &libc::stat) -> libc::mode_t {
+    st.st_mode & libc::S_IFMT
+}
+
+fn refused(path: &Path, errno: i32, why: &str) -> io::Error {
+    // Keeps the errno (heaplive_dump returns it) and says why in the text.
+    let e = io::Error::from_raw_os_error(errno);
+    io::Error::new(
+        e.kind(),
+        Refused(errno, format!("{}: {why}", path.display())),
+    )
+}
+
+/// An error that keeps its errno for `heaplive_dump`.
+#[derive(Debug)]
+pub struct Refused(pub i32, pub String);
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.1)
+    }
+}
+impl std::error::Error for Refused {}
+
+/// The errno an error of `write_file` stands for.
+pub fn errno_of(e: &io::Error) -> i32 {
+    if let Some(n) = e.raw_os_error() {
+        return n;
+    }
+    match e.get_ref().and_then(|r| r.downcast_ref::<Refused>()) {
+        Some(r) => r.0,
+        None => libc::EIO,
+    }
+}
+
+/// The temporary name of a file being written: a hidden sibling, so that
+/// no glob for dumps (`*.folded`, `heaplive.*`) ever matches it.
+const TMP_TAG: &str = ".heaplive-tmp.";
+
+fn temp_name(path: &Path, pid: u32) -> PathBuf {
+    let name = path.file_name().unwrap_or_default();
+    let mut t = std::ffi::OsString::from(".");
+    t.push(name);
+    t.push(format!("{TMP_TAG}{pid}"));
+    path.with_file_name(t)
+}
+
+/// Removes the temporary files that processes which died mid-dump (SIGKILL)
+/// left in `dir`: ours (same owner), regular, of a pid that is gone.
+pub fn clean_dead_temps(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let me = crate::hot::sys::getpid();
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let b = name.as_bytes();
+        if b.first() != Some(&b'.') {
+            continue;
+        }
+        let Some(pos) = find(b, TMP_TAG.as_bytes()) else {
+            continue;
+        };
+        let Some(pid) = std::str::from_utf8(&b[pos + TMP_TAG.len()..])
+            .ok()
+            .and_then(|s| s.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        if pid <= 0 || pid as u32 == me {
+            continue;
+        }
+        // SAFETY: signal 0 only checks that the process exists.
+        let gone = unsafe { libc::kill(pid, 0) } != 0
+            && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+        if !gone {
+            continue;
+        }
+        let p = dir.join(&name);
+        if let Ok(st) = lstat(&p)
+            && kind(&st) == libc::S_IFREG
+            && st.st_uid == euid()
+        {
+            let _ = std::fs::remove_file(&p);
+        }
+    }
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+/// Whether `dir` is sticky and world-writable (like /tmp), where a symlink
+/// may have been planted by anyone.
+fn sticky_world_writable(dir: &Path) -> bool {
+    let d = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    match std::fs::metadata(d) {
+        Ok(m) => {
+            use std::os::unix::fs::MetadataExt;
+            m.mode() & 0o1002 == 0o1002
+        }
+        Err(_) => false,
+    }
+}
+
+/// Writes `fill`'s bytes at `path`, never replacing what is there unless it
+/// is a regular file of ours:
+/// - nothing there, or a regular file owned by our euid: write a hidden
+///   temporary sibling (0600, `O_EXCL|O_NOFOLLOW`) and rename it into place
+///   (when nothing was there, refusing to replace what appeared meanwhile);
+/// - a character device or a FIFO: write into it (`O_NONBLOCK` open, so a
+///   FIFO without a reader fails with ENXIO instead of blocking);
+/// - a symlink: refused in a sticky world-writable directory (as
+///   `fs.protected_symlinks` would); elsewhere written through when it leads
+///   to a character device, a FIFO or a regular file of ours;
+/// - anything else (a directory, a block device, a socket, another user's
+///   file): refused, with the errno in the error.
 pub fn write_atomic(
     path: &Path,
     fill: &mut dyn FnMut(&mut dyn Write) -> io::Result<()>,
 ) -> io::Result<()> {
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(format!(".tmp.{}", crate::hot::sys::getpid()));
-    let tmp = PathBuf::from(tmp);
-    let c = CString::new(tmp.as_os_str().as_bytes())
-        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    if path.as_os_str().as_bytes().ends_with(b"/") || path.file_name().is_none() {
+        return Err(refused(path, libc::EISDIR, "names a directory"));
+    }
+    let st = match lstat(path) {
+        Ok(st) => Some(st),
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => None,
+        Err(e) => return Err(e),
+    };
+    match st.as_ref().map(kind) {
+        None => replace(path, false, fill),
+        Some(libc::S_IFREG) => {
+            let st = st.as_ref().map_or(0, |s| s.st_uid);
+            if st != euid() {
+                return Err(refused(
+                    path,
+                    libc::EEXIST,
+                    &format!("exists and belongs to uid {st}; not replaced"),
+                ));
+            }
+            replace(path, true, fill)
+        }
+        Some(libc::S_IFCHR | libc::S_IFIFO) => write_into(path, false, fill),
+        Some(libc::S_IFLNK) => {
+            let parent = path.parent().unwrap_or(Path::new("."));
+            if sticky_world_writable(parent) {
+                return Err(refused(
+                    path,
+                    libc::ELOOP,
+                    "is a symlink in a sticky world-writable directory; not followed",
+                ));
+            }
+            write_into(path, true, fill)
+        }
+        Some(libc::S_IFDIR) => Err(refused(path, libc::EISDIR, "is a directory")),
+        Some(_) => Err(refused(
+            path,
+            libc::EEXIST,
+            "is not a regular file, a character device or a FIFO; not replaced",
+        )),
+    }
+}
+
+/// Writes into what is at `path` (a device, a FIFO with a reader, or, through
+/// a symlink, a regular file of ours), without replacing it.
+fn write_into(
+    path: &Path,
+    follow: bool,
+    fill: &mut dyn FnMut(&mut dyn Write) -> io::Result<()>,
+) -> io::Result<()> {
+    let c = cpath(path)?;
+    let mut flags = libc::O_WRONLY | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC;
+    if !follow {
+        flags |= libc::O_NOFOLLOW;
+    }
+    // SAFETY: NUL-terminated path.
+    let fd = unsafe { libc::open(c.as_ptr(), flags) };
+    if fd < 0 {
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::ENXIO) {
+            return Err(refused(path, libc::ENXIO, "is a FIFO with no reader"));
+        }
+        return Err(e);
+    }
+    // SAFETY: fd is ours.
+    let file = unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    let st = fstat(fd)?;
+    match kind(&st) {
+        libc::S_IFCHR | libc::S_IFIFO => {}
+        libc::S_IFREG if st.st_uid == euid() => {
+            file.set_len(0)?;
+        }
+        _ => {
+            return Err(refused(
+                path,
+                libc::EEXIST,
+                "leads to something that is not a character device, a FIFO or a regular file of ours; not written",
+            ));
+        }
+    }
+    // Blocking writes from here on: a reader is there.
+    // SAFETY: fcntl on our descriptor.
+    unsafe {
+        let fl = libc::fcntl(fd, libc::F_GETFL);
+        if fl >= 0 {
+            libc::fcntl(fd, libc::F_SETFL, fl & !libc::O_NONBLOCK);
+        }
+    }
+    let mut w = io::BufWriter::with_capacity(1 << 16, file);
+    fill(&mut w).and_then(|_| w.flush())
+}
+
+/// Writes the hidden temporary sibling and renames it over `path`.
+fn replace(
+    path: &Path,
+    existed: bool,
+    fill: &mut dyn FnMut(&mut dyn Write) -> io::Result<()>,
+) -> io::Result<()> {
+    let tmp = temp_name(path, crate::hot::sys::getpid());
+    let c = cpath(&tmp)?;
     // SAFETY: NUL-terminated path.
     let fd = unsafe {
         libc::open(
@@ -43,7 +287,7 @@ pub fn write_atomic(
     let mut w = io::BufWriter::with_capacity(1 << 16, file);
     let result = fill(&mut w).and_then(|_| w.flush());
     drop(w);
-    match result.and_then(|_| std::fs::rename(&tmp, path)) {
+    match result.and_then(|_| rename(&tmp, path, existed)) {
         Ok(()) => Ok(()),
         Err(e) => {
             let _ = std::fs::remove_file(&tmp);
@@ -52,13 +296,41 @@ pub fn write_atomic(
     }
 }
 
+/// Renames; when nothing was at `to`, refuses to replace what appeared
+/// there since (RENAME_NOREPLACE, where the filesystem has it).
+fn rename(from: &Path, to: &Path, existed: bool) -> io::Result<()> {
+    if !existed {
+        let (f, t) = (cpath(from)?, cpath(to)?);
+        // SAFETY: NUL-terminated paths.
+        let r = unsafe {
+            libc::renameat2(
+                libc::AT_FDCWD,
+                f.as_ptr(),
+                libc::AT_FDCWD,
+                t.as_ptr(),
+                libc::RENAME_NOREPLACE,
+            )
+        };
+        if r == 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        if !matches!(e.raw_os_error(), Some(libc::EINVAL | libc::ENOSYS)) {
+            return Err(e);
+        }
+    }
+    std::fs::rename(from, to)
+}
+
 /// Writes `path`, or when its directory refuses us (a worker that switched
 /// to another user, a read-only directory), the same name in $TMPDIR or
-/// /tmp, saying so in one line. Returns where the file went.
+/// /tmp, saying so in one line. Returns where the file went. Only for names
+/// from the template: an explicit path is the caller's (no fallback).
 pub fn write_with_fallback(
     path: &Path,
     fill: &mut dyn FnMut(&mut dyn Write) -> io::Result<()>,
 ) -> io::Result<PathBuf> {
+    clean_dead_temps(path.parent().unwrap_or(Path::new(".")));
     match write_atomic(path, fill) {
         Ok(()) => Ok(path.to_path_buf()),
         Err(e)
@@ -83,54 +355,131 @@ pub fn write_with_fallback(
                 }
                 Err(e2) => Err(io::Error::new(
                     e2.kind(),
-                    format!(
-                        "cannot write {} ({}) nor {} ({})",
-                        path.display(),
-                        e,
-                        alt.display(),
-                        e2
+                    Refused(
+                        errno_of(&e),
+                        format!(
+                            "cannot write {} ({}) nor {} ({})",
+                            path.display(),
+                            e,
+                            alt.display(),
+                            e2
+                        ),
                     ),
                 )),
             }
         }
         Err(e) => Err(io::Error::new(
             e.kind(),
-            format!("cannot write {} ({})", path.display(), e),
+            Refused(
+                errno_of(&e),
+                format!("cannot write {} ({})", path.display(), e),
+            ),
         )),
     }
 }
 
-/// Where `heaplive dump` looks for news of a process's dumps.
-pub const STATUS_DIR: &str = status::DIR;
+/// Writes an explicit path (`heaplive_dump(path)`): no fallback, the
+/// error keeps the real errno.
+pub fn write_explicit(
+    path: &Path,
+    fill: &mut dyn FnMut(&mut dyn Write) -> io::Result<()>,
+) -> io::Result<PathBuf> {
+    match write_atomic(path, fill) {
+        Ok(()) => Ok(path.to_path_buf()),
+        Err(e) => Err(io::Error::new(
+            e.kind(),
+            Refused(
+                errno_of(&e),
+                format!("cannot write {} ({})", path.display(), e),
+            ),
+        )),
+    }
+}
+
+/// The status directory of our effective uid, created 0700 if missing and
+/// checked (a directory, not a symlink, ours, mode 0700) before every use.
+/// None (with one warning per process) when it cannot be trusted.
+fn status_dir(create: bool) -> Option<PathBuf> {
+    use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+    static WARNED: AtomicBool = AtomicBool::new(false);
+    let uid = euid();
+    let dir = status::dir(uid);
+    if create {
+        let c = cpath(&dir).ok()?;
+        // SAFETY: NUL-terminated path. mkdir never follows a final symlink.
+        unsafe { libc::mkdir(c.as_ptr(), status::DIR_MODE) };
+    }
+    let verdict = match lstat(&dir) {
+        Err(e) if !create && e.raw_os_error() == Some(libc::ENOENT) => return None,
+        Ok(st) => status::check_dir(
+            kind(&st) == libc::S_IFDIR,
+            kind(&st) == libc::S_IFLNK,
+            st.st_uid,
+            st.st_mode,
+            uid,
+        ),
+        Err(e) => Err(e.to_string()),
+    };
+    match verdict {
+        Ok(()) => Some(dir),
+        Err(why) => {
+            if !WARNED.swap(true, Relaxed) {
+                crate::hot::log::line(format_args!(
+                    "heaplive[{}]: status directory {} {}; not used (`heaplive dump` cannot follow this process's dumps)",
+                    crate::hot::sys::getpid(),
+                    dir.display(),
+                    why
+                ));
+            }
+            None
+        }
+    }
+}
 
 /// Records the number of dumps, the last file and the dump signal, so that
 /// `heaplive dump` can tell when a requested dump is done.
 pub fn write_status(pid: u32, dumps: u32, last: &Path, signal: i32) {
-    let dir = Path::new(STATUS_DIR);
-    let _ = std::fs::create_dir(dir);
-    // Shared by every user's processes (php-fpm workers run as www-data):
-    // world-writable and sticky, like /tmp. Whoever owns it sets that.
-    {
-        use std::os::unix::fs::{MetadataExt, PermissionsExt};
-        if let Ok(m) = std::fs::symlink_metadata(dir) {
-            // SAFETY: geteuid has no preconditions.
-            if m.is_dir() && m.uid() == unsafe { libc::geteuid() } && m.mode() & 0o7777 != 0o1777 {
-                let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o1777));
-            }
-        }
-    }
+    let Some(dir) = status_dir(true) else {
+        return;
+    };
+    clean_dead_status(&dir);
     let text = status::encode(&status::Status {
         dumps: dumps.into(),
         last: Some(last.display().to_string()),
         signal: Some(signal),
     });
-    let _ = write_atomic(&status::path(pid), &mut |w| w.write_all(text.as_bytes()));
+    let _ = write_atomic(&dir.join(pid.to_string()), &mut |w| {
+        w.write_all(text.as_bytes())
+    });
+}
+
+/// Status files (and temporaries) of processes that died without removing
+/// theirs (SIGKILL).
+fn clean_dead_status(dir: &Path) {
+    clean_dead_temps(dir);
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        // SAFETY: signal 0 only checks that the process exists.
+        if pid > 0
+            && unsafe { libc::kill(pid, 0) } != 0
+            && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
+        {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
 }
 
 /// At exit: the process is going away, and `heaplive dump` has nothing
 /// to wait for; do not leave its status file behind.
 pub fn remove_status(pid: u32) {
-    let _ = std::fs::remove_file(status::path(pid));
+    if let Some(dir) = status_dir(false) {
+        let _ = std::fs::remove_file(dir.join(pid.to_string()));
+    }
 }
 
 #[cfg(test)]
@@ -161,7 +510,7 @@ mod tests {
         // A symlink planted at the temporary name is not followed.
         let victim = dir.join("victim");
         std::fs::write(&victim, "keep").unwrap();
-        let tmp = format!("{}.tmp.{}", target.display(), crate::hot::sys::getpid());
+        let tmp = temp_name(&target, crate::hot::sys::getpid());
         std::os::unix::fs::symlink(&victim, &tmp).unwrap();
         assert!(write_atomic(&target, &mut |w| w.write_all(b"x 2\n")).is_err());
         assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");

@@ -51,18 +51,31 @@ fn log_fd() -> Option<i32> {
     let fd = unsafe {
         libc::open(
             path.as_ptr().cast(),
-            libc::O_WRONLY | libc::O_APPEND | libc::O_CREAT | libc::O_CLOEXEC | libc::O_NOCTTY,
+            // O_NONBLOCK: a FIFO with no reader fails with ENXIO instead of
+            // blocking the program in open() forever; the writes poll.
+            libc::O_WRONLY
+                | libc::O_APPEND
+                | libc::O_CREAT
+                | libc::O_CLOEXEC
+                | libc::O_NOCTTY
+                | libc::O_NONBLOCK,
             0o644,
         )
     };
     if fd < 0 {
         LOG_STATE.store(2, Release);
+        let err = sys::errno();
         let mut b = StackBuf::<600>::new();
         let _ = writeln!(
             b,
-            "heaplive: cannot open HEAPLIVE_LOG='{}' ({}); using stderr",
+            "heaplive: cannot open HEAPLIVE_LOG='{}' ({}{}); using stderr",
             cfg.log.as_str(),
-            sys::errno_text(sys::errno())
+            sys::errno_text(err),
+            if err == libc::ENXIO {
+                ": a FIFO with no reader"
+            } else {
+                ""
+            }
         );
         write_stderr(b.as_bytes());
         return None;

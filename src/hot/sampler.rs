@@ -33,7 +33,8 @@ pub fn weight_bytes(size: u64, interval: u64) -> f64 {
     }
     let p = sample_probability(size, interval);
     if p <= 0.0 {
-        interval as f64
+        // Only size 0: a zero-size block holds no bytes.
+        0.0
     } else {
         size as f64 / p
     }
@@ -74,10 +75,11 @@ fn uniform(state: &mut u64) -> f64 {
     ((r >> 11) + 1) as f64 * (1.0 / (1u64 << 53) as f64)
 }
 
-/// An exponential gap with mean `interval` bytes; 0 in exact mode.
+/// An exponential gap with mean `interval` bytes; -1 in exact mode, so
+/// that every allocation, `malloc(0)` included, is recorded.
 pub fn next_gap(rng: &mut u64, interval: u64) -> i64 {
     if interval <= 1 {
-        return 0;
+        return -1;
     }
     let g = -uniform(rng).ln() * interval as f64;
     if g >= (i64::MAX / 4) as f64 {
@@ -123,7 +125,7 @@ mod tests {
         assert_eq!(weight_bytes(1000, 1), 1000.0);
         assert_eq!(weight_blocks(1000, 1), 1.0);
         let mut rng = 7;
-        assert_eq!(next_gap(&mut rng, 1), 0);
+        assert_eq!(next_gap(&mut rng, 1), -1);
     }
 
     #[test]

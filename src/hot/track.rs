@@ -26,7 +26,9 @@ pub fn on_alloc(p: *mut c_void, size: usize) {
         }
         let left = (*t).bytes_until_sample.wrapping_sub(size as i64);
         (*t).bytes_until_sample = left;
-        if left < 0 {
+        // `<= 0`: a thread's state starts at zero, and its first allocation
+        // may be malloc(0) (exact mode records those too).
+        if left <= 0 {
             alloc_slow(p, size);
         }
     }

@@ -3,7 +3,7 @@
 //! executable anonymous memory.
 
 use std::path::PathBuf;
-use std::time::{Instant, SystemTime};
+use std::time::Instant;
 
 use super::demangle::demangle_name;
 use super::symtab::RangeTable;
@@ -43,7 +43,7 @@ pub(super) struct Jit {
     /// (pid, path) of `/tmp/perf-<pid>.map`; the pid changes after fork.
     perf_path: (u32, PathBuf),
     /// (size, mtime) of the perf map last read.
-    perf_stamp: Option<(u64, SystemTime)>,
+    perf_stamp: Option<(u64, i64, i64)>,
     perf: RangeTable,
     /// Executable anonymous mappings from `/proc/self/maps`, and when read.
     anon: Vec<(u64, u64)>,
@@ -80,14 +80,23 @@ impl Jit {
             self.perf_path = (pid, PathBuf::from(format!("/tmp/perf-{pid}.map")));
             self.perf_stamp = None;
         }
-        let stamp = std::fs::metadata(&self.perf_path.1)
-            .ok()
-            .map(|m| (m.len(), m.modified().unwrap_or(SystemTime::UNIX_EPOCH)));
+        // Anyone may plant a file at this name in /tmp: read it only when it
+        // is a regular file owned by our user, not through a symlink, never
+        // blocking on a FIFO, and at most MAX_PERF_MAP bytes (as perf does).
+        let file = open_perf_map(&self.perf_path.1);
+        let stamp = file
+            .as_ref()
+            .map(|(_, st)| (st.st_size as u64, st.st_mtime, st.st_mtime_nsec));
         if stamp != self.perf_stamp {
-            self.perf = match stamp {
-                Some(_) => std::fs::read(&self.perf_path.1)
-                    .map(|b| parse_perf_map(&String::from_utf8_lossy(&b)))
-                    .unwrap_or_default(),
+            self.perf = match file {
+                Some((f, _)) => {
+                    use std::io::Read;
+                    let mut b = Vec::new();
+                    match f.take(MAX_PERF_MAP).read_to_end(&mut b) {
+                        Ok(_) => parse_perf_map(&String::from_utf8_lossy(&b)),
+                        Err(_) => RangeTable::default(),
+                    }
+                }
                 None => RangeTable::default(),
             };
             self.perf_stamp = stamp;
@@ -131,4 +140,40 @@ pub(super) fn parse_anon_exec(maps: &str) -> Vec<(u64, u64)> {
             ))
         })
         .collect()
+}
+
+/// Largest perf map read (a JIT's map is a few MiB at most).
+const MAX_PERF_MAP: u64 = 64 << 20;
+
+/// Opens the perf map with `O_NONBLOCK|O_NOFOLLOW` and keeps it only when
+/// it is a regular file owned by our effective uid of at most
+/// `MAX_PERF_MAP` bytes.
+fn open_perf_map(path: &std::path::Path) -> Option<(std::fs::File, libc::stat)> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+    // SAFETY: NUL-terminated path.
+    let fd = unsafe {
+        libc::open(
+            c.as_ptr(),
+            libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NOCTTY,
+        )
+    };
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: fd is ours.
+    let f = unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    // SAFETY: zeroed out-struct, our descriptor.
+    let st = unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        if libc::fstat(fd, &mut st) != 0 {
+            return None;
+        }
+        st
+    };
+    // SAFETY: geteuid has no preconditions.
+    let ours = st.st_uid == unsafe { libc::geteuid() };
+    let ok =
+        st.st_mode & libc::S_IFMT == libc::S_IFREG && ours && (st.st_size as u64) <= MAX_PERF_MAP;
+    ok.then_some((f, st))
 }

@@ -1,7 +1,7 @@
 //! `heaplive dump`: make running processes write a dump now.
 //!
 //! The library's side of the contract: after every dump it atomically
-//! rewrites `/tmp/heaplive-status/<pid>` with the lines `dumps N`,
+//! rewrites `/tmp/heaplive-<uid>/<pid>` with the lines `dumps N`,
 //! `last /abs/path` and `signal N` (0: no dump signal). So: read the count,
 //! send the signal, wait until the count grows, print `last`. Before the
 //! first dump there is no status file; the signal is then the process's
@@ -178,17 +178,115 @@ fn children_of(parent: i32) -> Vec<i32> {
 }
 
 /// The process's status file, ignoring one older than the process: a file
-/// left by an earlier process that had the same pid.
+/// left by an earlier process that had the same pid. Only trusted when the
+/// directory `/tmp/heaplive-<uid>` (uid: one of the target's uids) is a real
+/// directory of that uid with mode 0700, and the file is a regular file
+/// owned by that uid or root, of at most `status::MAX_SIZE` bytes, opened
+/// without following symlinks or blocking on a FIFO. Anything else is
+/// ignored (with a note on stderr when something is planted there).
 fn read_status(pid: i32, started: Option<SystemTime>) -> Option<Status> {
-    let path = status::path(pid as u32);
-    let text = std::fs::read_to_string(&path).ok()?;
-    if let (Some(started), Ok(modified)) =
-        (started, std::fs::metadata(&path).and_then(|m| m.modified()))
+    for uid in uids_of(pid) {
+        match read_status_of(uid, pid, started) {
+            Ok(Some(s)) => return Some(s),
+            Ok(None) => {}
+            Err(why) => {
+                // Once per run: this is polled while waiting.
+                static WARNED: std::sync::atomic::AtomicBool =
+                    std::sync::atomic::AtomicBool::new(false);
+                if !WARNED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                    eprintln!("heaplive: pid {pid}: ignoring its status file: {why}");
+                }
+            }
+        }
+    }
+    None
+}
+
+fn read_status_of(
+    uid: u32,
+    pid: i32,
+    started: Option<SystemTime>,
+) -> Result<Option<Status>, String> {
+    use std::io::Read;
+    use std::os::unix::fs::MetadataExt;
+    use std::os::unix::fs::OpenOptionsExt;
+    let dir = status::dir(uid);
+    let m = match std::fs::symlink_metadata(&dir) {
+        Ok(m) => m,
+        Err(_) => return Ok(None),
+    };
+    status::check_dir(
+        m.is_dir(),
+        m.file_type().is_symlink(),
+        m.uid(),
+        m.mode(),
+        uid,
+    )
+    .map_err(|why| format!("{} {why}", dir.display()))?;
+    let path = status::path(uid, pid as u32);
+    let f = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(&path)
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("{}: {}", path.display(), io_msg(&e))),
+    };
+    let m = f
+        .metadata()
+        .map_err(|e| format!("{}: {}", path.display(), io_msg(&e)))?;
+    if !m.is_file() {
+        return Err(format!("{} is not a regular file", path.display()));
+    }
+    if m.uid() != uid && m.uid() != 0 {
+        return Err(format!(
+            "{} belongs to uid {}, not the process's uid {uid} or root",
+            path.display(),
+            m.uid()
+        ));
+    }
+    if m.len() > status::MAX_SIZE {
+        return Err(format!(
+            "{} is larger than {} bytes",
+            path.display(),
+            status::MAX_SIZE
+        ));
+    }
+    let mut text = String::new();
+    f.take(status::MAX_SIZE)
+        .read_to_string(&mut text)
+        .map_err(|e| format!("{}: {}", path.display(), io_msg(&e)))?;
+    if let (Some(started), Ok(modified)) = (started, m.modified())
         && modified + Duration::from_secs(2) < started
     {
-        return None;
+        return Ok(None);
     }
-    Some(status::decode(&text))
+    Ok(Some(status::decode(&text)))
+}
+
+/// The process's uids (effective first, then real, saved, filesystem),
+/// from /proc/PID/status; none when it cannot be read.
+fn uids_of(pid: i32) -> Vec<u32> {
+    let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return Vec::new();
+    };
+    let Some(line) = text.lines().find_map(|l| l.strip_prefix("Uid:")) else {
+        return Vec::new();
+    };
+    let all: Vec<u32> = line
+        .split_whitespace()
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    let mut out = Vec::new();
+    for i in [1, 0, 2, 3] {
+        if let Some(&u) = all.get(i)
+            && !out.contains(&u)
+        {
+            out.push(u);
+        }
+    }
+    out
 }
 
 struct Target {

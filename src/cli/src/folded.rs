@@ -27,7 +27,7 @@ pub fn load(path: &str) -> Res<Profile> {
 pub fn load_all(paths: &[String]) -> Res<Profile> {
     let mut sum = Profile::default();
     for path in paths {
-        sum.add(load(path)?);
+        sum.try_add(load(path)?).or_else(error)?;
     }
     Ok(sum)
 }

@@ -16,11 +16,17 @@ use std::time::{Duration, SystemTime};
 /// The pid of the running child, for the forwarding signal handler.
 static CHILD: AtomicI32 = AtomicI32::new(0);
 
+/// A SIGTERM or SIGHUP that came when there was no child to pass it to
+/// (it had exited): delivered to ourselves once the handler is gone.
+static PENDING: AtomicI32 = AtomicI32::new(0);
+
 extern "C" fn forward(sig: libc::c_int) {
     let pid = CHILD.load(Ordering::Relaxed);
     if pid > 0 {
         // SAFETY: kill is async-signal-safe and touches no memory of ours.
         unsafe { libc::kill(pid, sig) };
+    } else {
+        PENDING.store(sig, Ordering::Relaxed);
     }
 }
 
@@ -129,11 +135,13 @@ fn run_child(
         }
     };
     CHILD.store(child.id() as i32, Ordering::Relaxed);
-    // SAFETY: `forward` only loads an atomic and calls kill().
-    unsafe {
-        libc::signal(libc::SIGTERM, forward as *const () as libc::sighandler_t);
-        libc::signal(libc::SIGHUP, forward as *const () as libc::sighandler_t);
-    }
+    // SAFETY: `forward` only loads and stores atomics and calls kill().
+    let (old_term, old_hup) = unsafe {
+        (
+            libc::signal(libc::SIGTERM, forward as *const () as libc::sighandler_t),
+            libc::signal(libc::SIGHUP, forward as *const () as libc::sighandler_t),
+        )
+    };
     if !quiet {
         eprintln!(
             "heaplive: profiling pid {}; dump now with: heaplive dump {}",
@@ -144,6 +152,18 @@ fn run_child(
     let status = child.wait();
     CHILD.store(0, Ordering::Relaxed);
     restore();
+    // Once the child is gone, SIGTERM and SIGHUP are ours again: a signal
+    // that came in between is not swallowed but acted on now.
+    // SAFETY: puts back the dispositions saved above; raise() delivers a
+    // signal whose action is now the default one (or what it was).
+    unsafe {
+        libc::signal(libc::SIGTERM, old_term);
+        libc::signal(libc::SIGHUP, old_hup);
+        let sig = PENDING.swap(0, Ordering::Relaxed);
+        if sig != 0 {
+            libc::raise(sig);
+        }
+    }
     let status = match status {
         Ok(s) => s,
         Err(e) => return error(format!("waiting for '{name}': {}", io_msg(&e))),

@@ -100,6 +100,19 @@ impl Stacks {
         }
     }
 
+    /// Adds `other` stack by stack, or says which stack's sum would pass
+    /// `u64::MAX` (a sum is never clamped silently).
+    pub fn try_add(&mut self, other: Stacks) -> Result<(), String> {
+        for (stack, count) in other.stacks {
+            let slot = self.stacks.entry(stack.clone()).or_insert(0);
+            match slot.checked_add(count) {
+                Some(v) => *slot = v,
+                None => return Err(overflow_msg(&stack)),
+            }
+        }
+        Ok(())
+    }
+
     /// Writes the folded text, sorted by stack.
     pub fn write(&self, out: &mut dyn Write) -> io::Result<()> {
         for (stack, count) in &self.stacks {
@@ -129,6 +142,8 @@ pub fn parse(name: &str, bytes: &[u8]) -> Result<Stacks, String> {
         return Err(format!("{name}:{line}: control characters (binary data?)"));
     }
 
+    // A byte-order mark (Windows editors write one) is not part of a frame.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let mut profile = Stacks::default();
     let mut lines = 0usize;
     let mut two_counts = 0usize;
@@ -143,7 +158,9 @@ pub fn parse(name: &str, bytes: &[u8]) -> Result<Stacks, String> {
             two_counts += 1;
         }
         let slot = profile.stacks.entry(stack.to_string()).or_insert(0);
-        *slot = slot.saturating_add(count);
+        *slot = slot
+            .checked_add(count)
+            .ok_or_else(|| format!("{name}:{}: {}", i + 1, overflow_msg(stack)))?;
     }
     if lines == 0 {
         return Err(format!("{name}: empty (no stacks)"));
@@ -157,6 +174,14 @@ pub fn parse(name: &str, bytes: &[u8]) -> Result<Stacks, String> {
         ));
     }
     Ok(profile)
+}
+
+fn overflow_msg(stack: &str) -> String {
+    let shown: String = stack.chars().take(80).collect();
+    format!(
+        "the bytes of stack '{shown}' add up to more than {} (the largest count a folded file holds)",
+        u64::MAX
+    )
 }
 
 /// Splits one non-blank line into its stack and count.
@@ -209,6 +234,22 @@ fn line_of(bytes: &[u8], offset: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sums_past_u64_max_are_errors_and_a_bom_is_not_a_frame() {
+        let max = u64::MAX;
+        let e = parse("f", format!("a;b {max}\na;b 1\n").as_bytes()).unwrap_err();
+        assert!(
+            e.starts_with("f:2: the bytes of stack 'a;b' add up to more than 18446744073709551615"),
+            "{e}"
+        );
+        let mut one = parse("x", format!("a;b {max}\n").as_bytes()).unwrap();
+        let two = parse("y", b"a;b 1\n").unwrap();
+        let e = one.try_add(two).unwrap_err();
+        assert!(e.contains("'a;b' add up to more than"), "{e}");
+        let p = parse("bom", "\u{feff}main;f 10\n".as_bytes()).unwrap();
+        assert_eq!(p.stacks.keys().collect::<Vec<_>>(), ["main;f"]);
+    }
     use crate::profile::{Location, Sample};
 
     fn f(name: &str) -> Frame {

@@ -137,9 +137,21 @@ pub fn parse_format(v: &[u8]) -> Option<Formats> {
 /// `HEAPLIVE_SAMPLE_INTERVAL`.
 pub fn sample_interval(v: &[u8]) -> Result<u64, &'static str> {
     parse_size(v)
-        .filter(|&n| n >= 1)
-        .ok_or("is not a size of at least 1 byte (examples: 1, 64K, 512K, 4M)")
+        .filter(|&n| (1..=MAX_SAMPLE_INTERVAL).contains(&n))
+        .ok_or("is not a size from 1 byte to 1024G (examples: 1, 64K, 512K, 4M)")
 }
+
+/// Largest `HEAPLIVE_SAMPLE_INTERVAL`: 1 TiB.
+pub const MAX_SAMPLE_INTERVAL: u64 = 1 << 40;
+/// Longest `HEAPLIVE_DUMP_EVERY`: 365 days, in milliseconds (a timer of
+/// `u64::MAX` ms would wrap when added to the clock).
+pub const MAX_DUMP_EVERY_MS: u64 = 365 * 24 * 3_600_000;
+/// Largest `HEAPLIVE_WARN_BYTES`: 2^60 bytes (1024 PiB); the check counts
+/// in signed 64-bit numbers.
+pub const MAX_WARN_BYTES: u64 = 1 << 60;
+/// Largest `HEAPLIVE_WARN_BLOCKS`: 10^15 (the check counts thousandths
+/// of a block in signed 64-bit numbers).
+pub const MAX_WARN_BLOCKS: u64 = 1_000_000_000_000_000;
 
 /// `HEAPLIVE_SEED`.
 pub fn seed(v: &[u8]) -> Result<u64, &'static str> {
@@ -153,7 +165,9 @@ pub fn boolean(v: &[u8]) -> Result<bool, &'static str> {
 
 /// `HEAPLIVE_DUMP_EVERY`, milliseconds; 0 = off.
 pub fn dump_every(v: &[u8]) -> Result<u64, &'static str> {
-    parse_duration_ms(v).ok_or("is not a duration (examples: 30, 30s, 5m, 1h; 0 = off)")
+    parse_duration_ms(v)
+        .filter(|&ms| ms <= MAX_DUMP_EVERY_MS)
+        .ok_or("is not a duration from 0 (off) to 365 days (examples: 30, 30s, 5m, 1h)")
 }
 
 /// `HEAPLIVE_FORMAT`.
@@ -163,12 +177,16 @@ pub fn format(v: &[u8]) -> Result<Formats, &'static str> {
 
 /// `HEAPLIVE_WARN_BYTES`; 0 = off.
 pub fn warn_bytes(v: &[u8]) -> Result<u64, &'static str> {
-    parse_size(v).ok_or("is not a size (examples: 0 = off, 64M, 1G)")
+    parse_size(v)
+        .filter(|&n| n <= MAX_WARN_BYTES)
+        .ok_or("is not a size from 0 (off) to 1073741824G (examples: 64M, 1G)")
 }
 
 /// `HEAPLIVE_WARN_BLOCKS`; 0 = off.
 pub fn warn_blocks(v: &[u8]) -> Result<u64, &'static str> {
-    parse_u64(v).ok_or("is not a whole number (0 = off)")
+    parse_u64(v)
+        .filter(|&n| n <= MAX_WARN_BLOCKS)
+        .ok_or("is not a whole number from 0 (off) to 1000000000000000")
 }
 
 /// `HEAPLIVE_WARN_GROWTH`.
@@ -190,6 +208,24 @@ pub fn path(v: &[u8]) -> Result<(), &'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ranges() {
+        // Issue 14 item 12: values that would wrap or overflow are refused.
+        assert!(dump_every(b"5124095576h").is_err());
+        assert!(dump_every(b"18446744073709ms").is_err());
+        assert_eq!(dump_every(b"365d").ok(), None);
+        assert_eq!(dump_every(b"8760h"), Ok(MAX_DUMP_EVERY_MS));
+        assert!(dump_every(b"8761h").is_err());
+        assert!(warn_bytes(b"9223372036854775808").is_err());
+        assert_eq!(warn_bytes(b"1073741824G"), Ok(MAX_WARN_BYTES));
+        assert!(warn_bytes(b"1073741825G").is_err());
+        assert!(warn_blocks(b"9223372036854775808").is_err());
+        assert!(warn_blocks(b"1000000000000001").is_err());
+        assert_eq!(warn_blocks(b"1000000000000000"), Ok(MAX_WARN_BLOCKS));
+        assert!(sample_interval(b"1025G").is_err());
+        assert_eq!(sample_interval(b"1024G"), Ok(MAX_SAMPLE_INTERVAL));
+    }
 
     #[test]
     fn sizes() {

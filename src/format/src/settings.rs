@@ -112,7 +112,7 @@ setting!(
     c"HEAPLIVE_SAMPLE_INTERVAL",
     "512K",
     SampleInterval,
-    "mean bytes between samples, K/M/G suffixes; 1 records every allocation exactly (slow)"
+    "mean bytes between samples, 1 to 1024G, K/M/G suffixes; 1 records every allocation exactly (slow)"
 );
 setting!(
     SEED,
@@ -147,7 +147,7 @@ setting!(
     c"HEAPLIVE_DUMP_EVERY",
     "0 (off)",
     Duration,
-    "also dump periodically: 30, 500ms, 5m, 1h (seconds without a unit)"
+    "also dump periodically: 30, 500ms, 5m, 1h (seconds without a unit); at most 365 days"
 );
 setting!(
     FORMAT,
@@ -161,14 +161,14 @@ setting!(
     c"HEAPLIVE_WARN_BYTES",
     "256M",
     WarnBytes,
-    "warn when one stack's live bytes reach this; 0 = off"
+    "warn when one stack's live bytes reach this, at most 1073741824G; 0 = off"
 );
 setting!(
     WARN_BLOCKS,
     c"HEAPLIVE_WARN_BLOCKS",
     "0 (off)",
     WarnBlocks,
-    "warn when one stack's live block count reaches this; 0 = off"
+    "warn when one stack's live block count reaches this, at most 10^15; 0 = off"
 );
 setting!(
     WARN_GROWTH,

@@ -1,16 +1,55 @@
 //! The status file: after every dump the library atomically rewrites
-//! `/tmp/heaplive-status/<pid>` with `dumps N`, `last /abs/path` and
-//! `signal N` (0: no dump signal); `heaplive dump` reads it to know which
-//! signal to send and when the requested dump is done.
+//! `/tmp/heaplive-<uid>/<pid>` (uid: the process's effective uid) with
+//! `dumps N`, `last /abs/path` and `signal N` (0: no dump signal);
+//! `heaplive dump` reads it to know which signal to send and when the
+//! requested dump is done.
+//!
+//! The directory belongs to one user: created mode 0700, and both sides
+//! check before every use that it is a directory (not a symlink) owned by
+//! that uid with mode 0700; the reader also checks that the file is a
+//! regular file owned by that uid or root and at most [`MAX_SIZE`] bytes.
 
 use std::path::PathBuf;
 
-/// The directory of status files, shared by every user (mode 1777).
-pub const DIR: &str = "/tmp/heaplive-status";
+/// The status directory of user `uid`.
+pub fn dir(uid: u32) -> PathBuf {
+    PathBuf::from(format!("/tmp/heaplive-{uid}"))
+}
 
-/// The status file of process `pid`.
-pub fn path(pid: u32) -> PathBuf {
-    PathBuf::from(DIR).join(pid.to_string())
+/// The status file of process `pid` running as `uid`.
+pub fn path(uid: u32, pid: u32) -> PathBuf {
+    dir(uid).join(pid.to_string())
+}
+
+/// The mode the status directory must have.
+pub const DIR_MODE: u32 = 0o700;
+
+/// Largest status file either side reads (a real one is under 4 KiB).
+pub const MAX_SIZE: u64 = 16 * 1024;
+
+/// Whether a status directory with this `lstat` data may be used for
+/// `uid`: a real directory (not a symlink), owned by `uid`, mode 0700.
+/// `Err` says what is wrong, for a warning line.
+pub fn check_dir(
+    is_dir: bool,
+    is_symlink: bool,
+    owner: u32,
+    mode: u32,
+    uid: u32,
+) -> Result<(), String> {
+    if is_symlink {
+        return Err("is a symlink".into());
+    }
+    if !is_dir {
+        return Err("is not a directory".into());
+    }
+    if owner != uid {
+        return Err(format!("belongs to uid {owner}, not {uid}"));
+    }
+    if mode & 0o7777 != DIR_MODE {
+        return Err(format!("has mode {:o}, not {:o}", mode & 0o7777, DIR_MODE));
+    }
+    Ok(())
 }
 
 /// What a status file says.
@@ -73,6 +112,11 @@ mod tests {
         );
         assert_eq!(decode(&text), s);
         assert_eq!(decode("dumps x\nother\n"), Status::default());
-        assert_eq!(path(42), PathBuf::from("/tmp/heaplive-status/42"));
+        assert_eq!(path(33, 42), PathBuf::from("/tmp/heaplive-33/42"));
+        assert!(check_dir(true, false, 33, 0o40700, 33).is_ok());
+        assert!(check_dir(true, true, 33, 0o700, 33).is_err());
+        assert!(check_dir(true, false, 0, 0o700, 33).is_err());
+        assert!(check_dir(true, false, 33, 0o1777, 33).is_err());
+        assert!(check_dir(false, false, 33, 0o700, 33).is_err());
     }
 }

@@ -131,23 +131,32 @@ fn pieces(name: &str) -> Vec<Piece> {
     out
 }
 
+/// Whether the pieces match all of `s`: dynamic programming over (piece,
+/// position), so many `%e` cost O(pieces x len^2), never exponential time.
 fn matches_pieces(p: &[Piece], s: &str) -> bool {
-    match p.split_first() {
-        None => s.is_empty(),
-        Some((Piece::Lit(l), rest)) => s
-            .strip_prefix(l.as_str())
-            .is_some_and(|s| matches_pieces(rest, s)),
-        Some((Piece::Digits, rest)) => {
-            let n = s.bytes().take_while(u8::is_ascii_digit).count();
-            (1..=n).any(|k| s.get(k..).is_some_and(|t| matches_pieces(rest, t)))
+    let len = s.len();
+    let width = len + 1;
+    // ok[i * width + j]: p[i..] matches s[j..].
+    let mut ok = vec![false; (p.len() + 1) * width];
+    ok[p.len() * width + len] = true;
+    for i in (0..p.len()).rev() {
+        for j in 0..=len {
+            if !s.is_char_boundary(j) {
+                continue;
+            }
+            let next = |t: usize| ok[(i + 1) * width + t];
+            let m = match &p[i] {
+                Piece::Lit(l) => s[j..].starts_with(l.as_str()) && next(j + l.len()),
+                Piece::Digits => {
+                    let n = s[j..].bytes().take_while(u8::is_ascii_digit).count();
+                    (1..=n).any(|k| next(j + k))
+                }
+                Piece::Any => (j + 1..=len).any(|t| s.is_char_boundary(t) && next(t)),
+            };
+            ok[i * width + j] = m;
         }
-        Some((Piece::Any, rest)) => s
-            .char_indices()
-            .skip(1)
-            .map(|(i, _)| i)
-            .chain([s.len()])
-            .any(|i| i > 0 && s.get(i..).is_some_and(|t| matches_pieces(rest, t))),
     }
+    ok[0]
 }
 
 /// Does `name` fit the template (a file name, no directories)?
@@ -196,6 +205,23 @@ mod tests {
         assert_eq!(expand("a%zb%", 1, "e", 1), "a%zb%");
         assert_eq!(expand("%n%n", 1, "e", 12), "1212");
         assert_eq!(expand("plain", 1, "e", 1), "plain");
+    }
+
+    #[test]
+    fn many_e_match_in_polynomial_time() {
+        // Issue 14 item 13: twelve `%e` took minutes with backtracking.
+        let t = "%e.".repeat(12) + "%p.folded";
+        let name = "a.".repeat(40) + "x";
+        assert!(!matches(&t, &name));
+        assert!(matches(&t, &("ab.".repeat(12) + "42.folded")));
+        assert!(matches_dump_file(
+            &("%e".repeat(30) + ".folded"),
+            &("é".repeat(200) + ".pb")
+        ));
+        assert!(!matches_dump_file(
+            &("%e".repeat(30) + ".folded"),
+            &("é".repeat(200) + ".txt")
+        ));
     }
 
     #[test]
