@@ -8,7 +8,7 @@
 use crate::background::output;
 use crate::background::profile::{Location, Profile, Sample};
 use crate::hot::lock::{Rank, SpinLock};
-use crate::hot::{config, live, log, sampler, stacks, sys};
+use crate::hot::{config, live, log, ownheap, sampler, stacks, sys};
 use crate::symbolize::{SymConfig, Symbolizer};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -68,11 +68,17 @@ pub fn symbolizer_of(st: &mut DumpState) -> &mut Symbolizer {
 }
 
 /// Builds the profile of what is live now.
-fn build_profile(st: &mut DumpState) -> Profile {
+fn build_profile(st: &mut DumpState) -> std::io::Result<Profile> {
     let cfg = config::get();
     let mut entries = std::mem::take(&mut st.entries);
-    live::snapshot(&mut entries);
+    if !live::snapshot(&mut entries) {
+        return Err(no_memory());
+    }
     let mut per_stack: HashMap<stacks::StackId, (f64, f64)> = HashMap::new();
+    if per_stack.try_reserve(entries.len().min(1 << 20)).is_err() {
+        st.entries = entries;
+        return Err(no_memory());
+    }
     for e in &entries {
         let a = per_stack.entry(e.stack).or_insert((0.0, 0.0));
         a.0 += e.weight;
@@ -113,7 +119,7 @@ fn build_profile(st: &mut DumpState) -> Profile {
     let started = STARTED_NS.load(Relaxed);
     let mappings = sym.mappings();
     sym.release_debug_info();
-    Profile {
+    Ok(Profile {
         mappings,
         locations,
         samples,
@@ -121,7 +127,15 @@ fn build_profile(st: &mut DumpState) -> Profile {
         time_nanos: sys::wall_nanos(),
         duration_nanos: sys::now_nanos().saturating_sub(started) as i64,
         lines: cfg.lines,
-    }
+    })
+}
+
+/// heaplive's own heap could not grow (`hot::ownheap`).
+fn no_memory() -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::OutOfMemory,
+        "heaplive's own memory could not grow (the kernel refused a mapping)",
+    )
 }
 
 fn rss_bytes() -> Option<u64> {
@@ -157,7 +171,7 @@ pub fn dump_locked(st: &mut DumpState, path: Option<&Path>, why: &str) -> std::i
             name_for(n)
         }
     };
-    let profile = build_profile(st);
+    let profile = build_profile(st)?;
     let total = profile.total_bytes();
     let mut written: Option<PathBuf> = None;
     let mut also = String::new();
@@ -184,8 +198,9 @@ pub fn dump_locked(st: &mut DumpState, path: Option<&Path>, why: &str) -> std::i
     let rss = rss_bytes()
         .map(|r| format!("{}", log::human_bytes(r as f64)))
         .unwrap_or_else(|| "?".into());
+    let own = ownheap::usage();
     log::line(format_args!(
-        "heaplive[{}]: {} dump {}{}: {} live (estimate) in {} samples over {} stacks; RSS {}; took {:.1} ms",
+        "heaplive[{}]: {} dump {}{}: {} live (estimate) in {} samples over {} stacks; RSS {} (heaplive {}, {} in use); took {:.1} ms",
         pid,
         why,
         written.display(),
@@ -194,6 +209,8 @@ pub fn dump_locked(st: &mut DumpState, path: Option<&Path>, why: &str) -> std::i
         log::Grouped(samples as u64),
         log::Grouped(profile.samples.len() as u64),
         rss,
+        log::human_bytes(own.mapped as f64),
+        log::human_bytes(own.in_use as f64),
         ms
     ));
     output::write_status(pid, n, &written, cfg.signal);
@@ -228,7 +245,13 @@ pub fn dump(path: Option<&Path>, why: &str) -> std::io::Result<Written> {
     }
     let _busy = crate::hot::guard::Busy::enter();
     let mut st = DUMP.lock();
-    let r = dump_locked(&mut st, path, why);
+    // The kernel refused heaplive memory before: try once more, else give
+    // up before asking for more (the program runs on).
+    let r = if ownheap::retry_memory() {
+        dump_locked(&mut st, path, why)
+    } else {
+        Err(no_memory())
+    };
     if let Err(e) = &r {
         log::line(format_args!(
             "heaplive[{}]: {} dump failed: {}",

@@ -58,6 +58,7 @@ pub fn start_dumper(pid: u32) {
         libc::pthread_attr_setdetachstate(&mut attr, libc::PTHREAD_CREATE_DETACHED);
         libc::pthread_attr_setstacksize(&mut attr, 512 * 1024);
         let mut tid: libc::pthread_t = 0;
+        crate::hot::forking::before_own_thread();
         let e = libc::pthread_create(&mut tid, &attr, dumper_start, core::ptr::null_mut());
         libc::pthread_attr_destroy(&mut attr);
         e
@@ -174,6 +175,11 @@ pub fn before_exec() {
 
 /// The exit dump, registered with atexit by the constructor.
 pub extern "C" fn at_exit() {
+    if crate::hot::forking::inert() {
+        // A child forked while heaplive was mid-change: nothing to write,
+        // and its own heap may be locked by a thread that is not here.
+        return;
+    }
     let cfg = config::get();
     let _busy = crate::hot::guard::Busy::enter();
     let _errno = sys::ErrnoGuard::save();

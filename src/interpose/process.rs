@@ -3,7 +3,7 @@
 //! finished first).
 
 use crate::hot::real::{self, Sym, call};
-use crate::hot::{guard, pid, services, sys, trigger};
+use crate::hot::{forking, guard, pid, services, sys, trigger};
 
 /// `fork`: the real one, then in the child a dumper thread of its own.
 ///
@@ -11,6 +11,8 @@ use crate::hot::{guard, pid, services, sys, trigger};
 /// The contract of C's `fork` (fork(2)).
 #[cfg_attr(not(test), unsafe(no_mangle))]
 pub unsafe extern "C" fn fork() -> libc::pid_t {
+    // A program of one thread forks as without heaplive (`hot::forking`).
+    let single = forking::before_fork();
     let r = match real::c_fn(Sym::Fork) {
         0 => {
             sys::set_errno(libc::ENOSYS);
@@ -18,7 +20,9 @@ pub unsafe extern "C" fn fork() -> libc::pid_t {
         }
         a => call!(a, fn() -> libc::pid_t,),
     };
-    if r == 0 {
+    if r != 0 {
+        forking::after_fork_in_parent(single);
+    } else {
         let _errno = sys::ErrnoGuard::save();
         trigger::ensure_dumper();
     }

@@ -131,7 +131,15 @@ impl Symbolizer {
         if let Some(hit) = self.cache.get(&(index, addr)) {
             return hit.clone();
         }
-        let answer = self.lookup_uncached(index, addr);
+        // Debug information is read (lazily, by addr2line) into heaplive's
+        // scratch heap, given back after the dump; the answer is copied out.
+        self.state(index);
+        let scratch_answer = {
+            let _scratch = crate::hot::ownheap::Scratch::enter();
+            self.lookup_uncached(index, addr)
+        };
+        let answer = scratch_answer.clone();
+        drop(scratch_answer);
         self.cache.insert((index, addr), answer.clone());
         answer
     }
@@ -221,7 +229,10 @@ impl Symbolizer {
                     f
                 }
             };
-            let state = load_module(&module, first_mapping, &self.cfg, &mut self.files_opened);
+            let state = {
+                let _scratch = crate::hot::ownheap::Scratch::enter();
+                load_module(&module, first_mapping, &self.cfg, &mut self.files_opened)
+            };
             self.states[index] = Some(state);
         }
         self.states[index].as_ref()
@@ -235,6 +246,7 @@ impl Symbolizer {
         for s in &mut self.states {
             *s = None;
         }
+        crate::hot::ownheap::release_scratch();
     }
 
     #[cfg(test)]
