@@ -66,8 +66,8 @@ fn init() {
     let _errno = hot::sys::ErrnoGuard::save();
     hot::services::install(&SERVICES);
     hot::real::resolve_all();
+    hot::ownheap::init();
     hot::log::init();
-    hot::forking::init();
     background::fork::init();
     hot::signal::install();
     // Always: besides dumps and warnings, the thread prunes the shadow

@@ -60,8 +60,9 @@ static FLAG: AtomicUsize = AtomicUsize::new(0);
 static WE_CLEARED: AtomicBool = AtomicBool::new(false);
 
 /// Finds libc's own copy of the flag (not a copy relocated into the
-/// executable: glibc's fork reads libc's). From the constructor.
-pub fn init() {
+/// executable: glibc's fork reads libc's). Before heaplive's thread starts
+/// (nothing to do at process start).
+fn find_flag() {
     // SAFETY: RTLD_NOLOAD never loads anything; the handle is released.
     unsafe {
         let h = libc::dlopen(c"libc.so.6".as_ptr(), libc::RTLD_NOLOAD | libc::RTLD_LAZY);
@@ -83,6 +84,9 @@ fn flag() -> Option<&'static AtomicU8> {
 
 /// Called just before heaplive creates its thread.
 pub fn before_own_thread() {
+    if FLAG.load(Relaxed) == 0 {
+        find_flag();
+    }
     if let Some(f) = flag()
         && f.load(Relaxed) != 0
     {

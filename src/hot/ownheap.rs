@@ -213,6 +213,23 @@ pub fn release_scratch() -> usize {
     0
 }
 
+/// Maps the emergency region at start (one `mmap` of untouched, unreserved
+/// pages), so that a process whose first heaplive allocation comes when the
+/// kernel refuses mappings (a child forked early that uses up
+/// vm.max_map_count, then exits) still has room for its exit dump.
+pub fn init() {
+    let mut h = HEAP.lock();
+    if h.oom_handler.n == 0 && h.oom_handler.emergency == 0 && !EMERGENCY_USED.load(Relaxed) {
+        h.oom_handler.emergency = sys::map(EMERGENCY) as usize;
+    }
+}
+
+/// Has the kernel refused heaplive memory since the last successful retry?
+/// (The symbolizer then reads no more debug information.)
+pub fn low() -> bool {
+    LOW.load(Relaxed)
+}
+
 /// Clears the flag once memory could be had again (a dump that starts
 /// tries a fresh mapping first).
 pub fn retry_memory() -> bool {
@@ -263,7 +280,12 @@ unsafe fn large_header(p: *mut u8) -> Option<(usize, usize)> {
 /// An allocation (`GlobalAlloc::alloc`). Null when no memory can be had.
 pub fn alloc(l: Layout) -> *mut u8 {
     if is_large(l) {
-        return alloc_large(l.size());
+        let p = alloc_large(l.size());
+        if !p.is_null() {
+            return p;
+        }
+        // No new mapping: the small-block heap may still have room (its
+        // blocks are found by address on free).
     }
     let l = if l.size() == 0 {
         // SAFETY: 1 is not zero, the alignment is the layout's.
@@ -358,7 +380,9 @@ pub unsafe fn realloc(p: *mut u8, l: Layout, new: usize) -> *mut u8 {
         sys::set_errno(saved);
         if q == libc::MAP_FAILED {
             LOW.store(true, Relaxed);
-            return core::ptr::null_mut();
+            // Below: allocate (maybe from the small-block heap) and copy.
+            // SAFETY: guaranteed by the caller.
+            return unsafe { move_block(p, l, new_l) };
         }
         let q = q as usize;
         // SAFETY: the header moved with the mapping.
@@ -389,13 +413,24 @@ pub unsafe fn realloc(p: *mut u8, l: Layout, new: usize) -> *mut u8 {
                     Ok(NonNull::new_unchecked(p))
                 }
             };
-            return match r {
-                Ok(q) => q.as_ptr(),
-                Err(()) => core::ptr::null_mut(),
-            };
+            if let Ok(q) = r {
+                return q.as_ptr();
+            }
+            // The block's heap cannot grow (the scratch heap has no
+            // emergency region): move it.
         }
     }
     // Across the threshold, or not ours: allocate, copy, free.
+    // SAFETY: guaranteed by the caller.
+    unsafe { move_block(p, l, new_l) }
+}
+
+/// realloc by allocating, copying and freeing.
+///
+/// # Safety
+/// As [`realloc`].
+unsafe fn move_block(p: *mut u8, l: Layout, new_l: Layout) -> *mut u8 {
+    let new = new_l.size();
     let q = alloc(new_l);
     if !q.is_null() {
         let keep = if crate::hot::real::is_boot(p.cast()) {

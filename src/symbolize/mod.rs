@@ -207,6 +207,10 @@ impl Symbolizer {
             self.states.resize_with(index + 1, || None);
         }
         if self.states[index].is_none() {
+            if crate::hot::ownheap::low() {
+                // The kernel refuses heaplive memory: no debug info now.
+                return None;
+            }
             let module = modules::get(index)?;
             if self.first_mappings.len() <= index {
                 self.first_mappings.resize(index + 1, None);
