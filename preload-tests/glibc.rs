@@ -47,12 +47,6 @@ const BOTH: &[Mode] = &[Default, Exact];
 /// printed as fixed. Empty this list as the library is fixed.
 pub const KNOWN_HEAPLIVE_BUGS: &[(&str, &[Mode], &str)] = &[
     (
-        "tst-mallocfork2",
-        BOTH,
-        "hangs: fork from a signal handler; heaplive's thread makes glibc's fork \
-         take the arena lock that the interrupted malloc holds",
-    ),
-    (
         "tst-malloc-thread-fail",
         &[Exact],
         "too slow in exact mode: 63 s where plain takes 16 s (load 13); within glibc's \
@@ -67,26 +61,6 @@ pub const KNOWN_HEAPLIVE_BUGS: &[(&str, &[Mode], &str)] = &[
         "tst-malloc_info",
         &[Exact],
         "times out (glibc's 20 s) in exact mode",
-    ),
-    (
-        "tst-mallocfork",
-        BOTH,
-        "sometimes hangs (glibc's 20 s timeout; 4 of 6 suite runs, in one mode or \
-         the other): \
-         fork from a SIGALRM handler while the test waits for a child",
-    ),
-    (
-        "tst-free-errno",
-        &[Exact],
-        "often aborts (5 of 6 suite runs, 0 of 9 alone): \"memory allocation of 65536 \
-         bytes failed\" from heaplive's Rust allocator once the test has used up \
-         vm.max_map_count",
-    ),
-    (
-        "glibc_fork_sigalrm",
-        BOTH,
-        "hangs in most runs: heaplive's thread makes glibc's fork take the main arena \
-         lock, which the interrupted _int_malloc holds (seen in gdb)",
     ),
     (
         "glibc_rlimit_as",

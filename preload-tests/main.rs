@@ -11,6 +11,7 @@ mod core_exact;
 mod glibc;
 mod heaptrack;
 mod leaks;
+mod ownmem;
 mod php_fpm;
 mod real_programs;
 mod sampled;

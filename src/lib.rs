@@ -23,57 +23,30 @@ mod symbolize;
 
 use core::alloc::{GlobalAlloc, Layout};
 
-/// The library's own Rust allocations go to the real allocator directly,
-/// never through our exports (inside this cdylib, `malloc` binds to them).
-struct RealAllocator;
+/// The library's own Rust allocations come from heaplive's own heap
+/// (`hot::ownheap`, memory it maps itself), never from the program's
+/// allocator.
+struct OwnAllocator;
 
-// SAFETY: forwards to the C allocator, which returns blocks aligned to at
-// least 16 bytes; larger alignments use memalign.
-unsafe impl GlobalAlloc for RealAllocator {
+// SAFETY: `hot::ownheap` returns blocks of the requested size and alignment
+// (or null) and takes back exactly what it gave.
+unsafe impl GlobalAlloc for OwnAllocator {
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        if l.align() <= 16 {
-            hot::real::malloc(l.size()).cast()
-        } else {
-            hot::real::memalign(l.align(), l.size()).cast()
-        }
+        hot::ownheap::alloc(l)
     }
-    unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
-        if l.align() <= 16 {
-            hot::real::calloc(1, l.size()).cast()
-        } else {
-            let p = hot::real::memalign(l.align(), l.size()).cast::<u8>();
-            if !p.is_null() {
-                // SAFETY: p has l.size() bytes.
-                unsafe { core::ptr::write_bytes(p, 0, l.size()) };
-            }
-            p
-        }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, _l: Layout) {
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
         // SAFETY: GlobalAlloc::dealloc gets a block of this allocator.
-        unsafe { hot::real::free(p.cast()) }
+        unsafe { hot::ownheap::dealloc(p, l) }
     }
     unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
-        if l.align() <= 16 {
-            // SAFETY: GlobalAlloc::realloc gets a block of this allocator.
-            unsafe { hot::real::realloc(p.cast(), new).cast() }
-        } else {
-            // SAFETY: as GlobalAlloc::realloc's default: alloc, copy, free.
-            unsafe {
-                let q = self.alloc(Layout::from_size_align_unchecked(new, l.align()));
-                if !q.is_null() {
-                    core::ptr::copy_nonoverlapping(p, q, l.size().min(new));
-                    self.dealloc(p, l);
-                }
-                q
-            }
-        }
+        // SAFETY: GlobalAlloc::realloc gets a block of this allocator.
+        unsafe { hot::ownheap::realloc(p, l, new) }
     }
 }
 
 #[cfg(not(test))]
 #[global_allocator]
-static ALLOCATOR: RealAllocator = RealAllocator;
+static ALLOCATOR: OwnAllocator = OwnAllocator;
 
 /// The background layer's entry points, for the layers below it.
 #[cfg(not(test))]
@@ -94,6 +67,7 @@ fn init() {
     let _errno = hot::sys::ErrnoGuard::save();
     hot::services::install(&SERVICES);
     hot::real::resolve_all();
+    hot::ownheap::init();
     hot::log::init();
     background::fork::init();
     hot::signal::install();

@@ -8,7 +8,7 @@
 use crate::background::output;
 use crate::background::profile::{Location, Profile, Sample};
 use crate::hot::lock::{Rank, SpinLock};
-use crate::hot::{config, live, log, sampler, stacks, sys};
+use crate::hot::{config, live, log, ownheap, sampler, stacks, sys};
 use crate::symbolize::{SymConfig, Symbolizer};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -83,6 +83,8 @@ pub struct Snapshot {
     pub entries: Vec<live::Entry>,
     /// How long the copy took.
     pub took_ns: u64,
+    /// False when heaplive could not get memory for the whole copy.
+    pub complete: bool,
 }
 
 impl Snapshot {
@@ -90,21 +92,25 @@ impl Snapshot {
         Snapshot {
             entries: Vec::new(),
             took_ns: 0,
+            complete: false,
         }
     }
 
     /// Copies the live table now (the buffer is kept for the next time).
     pub fn take(&mut self) {
         let t0 = sys::now_nanos();
-        live::snapshot(&mut self.entries);
+        self.complete = live::snapshot(&mut self.entries);
         self.took_ns = sys::now_nanos().saturating_sub(t0);
     }
 }
 
 /// Builds the profile of the snapshot's samples.
-fn build_profile(st: &mut DumpState, entries: &[live::Entry]) -> Profile {
+fn build_profile(st: &mut DumpState, entries: &[live::Entry]) -> std::io::Result<Profile> {
     let cfg = config::get();
     let mut per_stack: HashMap<stacks::StackId, (f64, f64)> = HashMap::new();
+    if per_stack.try_reserve(entries.len().min(1 << 20)).is_err() {
+        return Err(no_memory());
+    }
     for e in entries {
         let a = per_stack.entry(e.stack).or_insert((0.0, 0.0));
         a.0 += e.weight;
@@ -144,7 +150,7 @@ fn build_profile(st: &mut DumpState, entries: &[live::Entry]) -> Profile {
     let started = STARTED_NS.load(Relaxed);
     let mappings = sym.mappings();
     sym.release_debug_info();
-    Profile {
+    Ok(Profile {
         mappings,
         locations,
         samples,
@@ -152,7 +158,15 @@ fn build_profile(st: &mut DumpState, entries: &[live::Entry]) -> Profile {
         time_nanos: sys::wall_nanos(),
         duration_nanos: sys::now_nanos().saturating_sub(started) as i64,
         lines: cfg.lines,
-    }
+    })
+}
+
+/// heaplive's own heap could not grow (`hot::ownheap`).
+fn no_memory() -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::OutOfMemory,
+        "heaplive's own memory could not grow (the kernel refused a mapping)",
+    )
 }
 
 fn rss_bytes() -> Option<u64> {
@@ -169,6 +183,7 @@ pub fn dump_locked(st: &mut DumpState, path: Option<&Path>, why: &str) -> std::i
     let mut snap = Snapshot {
         entries: std::mem::take(&mut st.entries),
         took_ns: 0,
+        complete: false,
     };
     snap.take();
     let r = write_locked(st, &snap, path, why);
@@ -206,7 +221,10 @@ pub fn write_locked(
             name_for(n)
         }
     };
-    let profile = build_profile(st, &snap.entries);
+    if !snap.complete {
+        return Err(no_memory());
+    }
+    let profile = build_profile(st, &snap.entries)?;
     let total = profile.total_bytes();
     let mut written: Option<PathBuf> = None;
     let mut also = String::new();
@@ -243,8 +261,9 @@ pub fn write_locked(
     let rss = rss_bytes()
         .map(|r| format!("{}", log::human_bytes(r as f64)))
         .unwrap_or_else(|| "?".into());
+    let own = ownheap::usage();
     log::line(format_args!(
-        "heaplive[{}]: {} dump {}{}: {} live (estimate) in {} samples over {} stacks; RSS {}; snapshot {:.2} ms, took {:.1} ms",
+        "heaplive[{}]: {} dump {}{}: {} live (estimate) in {} samples over {} stacks; RSS {} (heaplive {}, {} in use); snapshot {:.2} ms, took {:.1} ms",
         pid,
         why,
         written.display(),
@@ -253,6 +272,8 @@ pub fn write_locked(
         log::Grouped(samples as u64),
         log::Grouped(profile.samples.len() as u64),
         rss,
+        log::human_bytes(own.mapped as f64),
+        log::human_bytes(own.in_use as f64),
         snap.took_ns as f64 / 1e6,
         ms
     ));
@@ -292,7 +313,13 @@ pub fn dump(path: Option<&Path>, why: &str) -> std::io::Result<Written> {
     if FINISHING.load(SeqCst) && path.is_none() && why != "exit" {
         return Err(std::io::Error::from_raw_os_error(libc::ESHUTDOWN));
     }
-    let r = dump_locked(&mut st, path, why);
+    // The kernel refused heaplive memory before: try once more, else give
+    // up before asking for more (the program runs on).
+    let r = if ownheap::retry_memory() {
+        dump_locked(&mut st, path, why)
+    } else {
+        Err(no_memory())
+    };
     report(r, why)
 }
 

@@ -72,6 +72,7 @@ pub fn start_dumper(pid: u32) {
         libc::pthread_attr_init(&mut attr);
         libc::pthread_attr_setstacksize(&mut attr, 512 * 1024);
         let mut tid: libc::pthread_t = 0;
+        crate::hot::forking::before_own_thread();
         let e = crate::hot::threads::create_raw(&mut tid, &attr, dumper_start);
         libc::pthread_attr_destroy(&mut attr);
         if e == 0 {
@@ -246,6 +247,11 @@ fn pending_signal() -> bool {
 
 /// The exit dump, registered with atexit by the constructor.
 pub extern "C" fn at_exit() {
+    if crate::hot::forking::inert() {
+        // A child forked while heaplive was mid-change: nothing to write,
+        // and its own heap may be locked by a thread that is not here.
+        return;
+    }
     let cfg = config::get();
     let _busy = guard::Busy::enter();
     let _errno = sys::ErrnoGuard::save();

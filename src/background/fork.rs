@@ -13,7 +13,7 @@
 use crate::background::{dump, leak_report};
 use crate::hot::guard::{self, Busy};
 use crate::hot::lock::{self, Rank};
-use crate::hot::{forking, leak_check, live, pid, sampler, shadow, signal, stacks, sys};
+use crate::hot::{forking, leak_check, live, ownheap, pid, sampler, shadow, signal, stacks, sys};
 use crate::symbolize::modules;
 
 /// How long a fork's prepare handler waits for a lock whose holder may be
@@ -86,6 +86,12 @@ pub const FORK_ORDER: [ForkLock; Rank::ALL.len()] = [
         rank: Rank::LiveShard,
         lock: || always(live::lock_all_for_fork),
         unlock: live::unlock_all_after_fork,
+        reset_in_child: None,
+    },
+    ForkLock {
+        rank: Rank::OwnHeap,
+        lock: || always(ownheap::lock_for_fork),
+        unlock: ownheap::unlock_after_fork,
         reset_in_child: None,
     },
 ];

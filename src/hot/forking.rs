@@ -16,16 +16,30 @@
 //! - The fork handlers wait only so long for the locks that heaplive's
 //!   thread holds while it allocates (`background::fork`).
 //!
-//! What it does not (yet) do: a program of one thread whose signal handler
-//! forks while `malloc` runs below it still makes glibc wait for the arena
-//! lock that `malloc` holds, because heaplive's thread makes glibc take its
-//! multi-threaded path. Setting glibc's `__libc_single_threaded` around the
-//! fork was tried: glibc's malloc then skips its arena locks on the forking
-//! thread while heaplive's thread may use the same arena, which corrupted
-//! the heap (seen in glibc's `tst-mallocfork2`). It becomes safe once
-//! heaplive's own allocations no longer go through glibc's malloc.
+//! - A program of one thread forks as glibc forks it without heaplive:
+//!   glibc decides fork's path by its `__libc_single_threaded` (glibc >=
+//!   2.34 on x86-64), which heaplive's thread cleared. When heaplive's
+//!   thread creation is what cleared it and the process has exactly two
+//!   threads (the caller and heaplive's, `/proc/self/stat`), the fork
+//!   wrapper sets it to 1 around the real fork and back to 0 in the
+//!   parent; glibc then takes neither the stdio list lock nor the arena
+//!   locks, which a `malloc` interrupted by the signal may hold. The child
+//!   really has one thread, so it keeps 1 (until its own heaplive thread
+//!   starts).
+//!
+//! This is safe only because heaplive's thread never enters glibc code that
+//! tests the flag: its allocations come from heaplive's own heap
+//! (`ownheap`), it writes with write(2), never stdio; the rtld locks it
+//! meets (dl_iterate_phdr) are mutexes taken whatever the flag says. (An
+//! earlier attempt, while heaplive still allocated through glibc's malloc,
+//! corrupted the heap: malloc skipped its arena lock on the forking thread
+//! while heaplive's thread used the same arena.)
+//!
+//! What the single-threaded path skips in the child: glibc does not reclaim
+//! heaplive's thread's stack and descriptor there (512 KiB of address
+//! space, never touched) and its thread count keeps counting it.
 
-use core::sync::atomic::{AtomicBool, Ordering::*};
+use core::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering::*};
 
 /// heaplive does nothing in this process (a child forked while its thread
 /// was inside heaplive).
@@ -40,6 +54,109 @@ pub fn mark_inert() {
     INERT.store(true, Relaxed);
 }
 
+/// Address of libc's own `__libc_single_threaded` (0: not found).
+static FLAG: AtomicUsize = AtomicUsize::new(0);
+/// heaplive's thread creation cleared the flag (it read 1 just before).
+static WE_CLEARED: AtomicBool = AtomicBool::new(false);
+
+/// Finds libc's own copy of the flag (not a copy relocated into the
+/// executable: glibc's fork reads libc's). Before heaplive's thread starts
+/// (nothing to do at process start).
+fn find_flag() {
+    // SAFETY: RTLD_NOLOAD never loads anything; the handle is released.
+    unsafe {
+        let h = libc::dlopen(c"libc.so.6".as_ptr(), libc::RTLD_NOLOAD | libc::RTLD_LAZY);
+        if !h.is_null() {
+            let p = libc::dlsym(h, c"__libc_single_threaded".as_ptr());
+            FLAG.store(p as usize, Relaxed);
+            libc::dlclose(h);
+        }
+        libc::dlerror();
+    }
+}
+
+fn flag() -> Option<&'static AtomicU8> {
+    let a = FLAG.load(Relaxed);
+    // SAFETY: libc's `char __libc_single_threaded`, mapped for the life of
+    // the process; byte accesses.
+    (a != 0).then(|| unsafe { &*(a as *const AtomicU8) })
+}
+
+/// Called just before heaplive creates its thread.
+pub fn before_own_thread() {
+    if FLAG.load(Relaxed) == 0 {
+        find_flag();
+    }
+    if let Some(f) = flag()
+        && f.load(Relaxed) != 0
+    {
+        WE_CLEARED.store(true, Relaxed);
+    }
+}
+
+/// In the fork wrapper, before the real fork (async-signal-safe): sets the
+/// flag when heaplive's thread is the only reason it is 0. True if it did
+/// (the parent then calls [`after_fork_in_parent`]).
+pub fn before_fork() -> bool {
+    let Some(f) = flag() else { return false };
+    if !WE_CLEARED.load(Relaxed) || f.load(Relaxed) != 0 || num_threads() != Some(2) {
+        return false;
+    }
+    f.store(1, SeqCst);
+    true
+}
+
+pub fn after_fork_in_parent(set: bool) {
+    if set && let Some(f) = flag() {
+        f.store(0, SeqCst);
+    }
+}
+
+/// Threads of this process (field 20 of /proc/self/stat), read with raw
+/// open/read/close into a stack buffer: async-signal-safe, errno kept.
+pub fn num_threads() -> Option<u32> {
+    let saved = crate::hot::sys::errno();
+    let mut buf = [0u8; 1024];
+    // SAFETY: a NUL-terminated path; the buffer and its length match.
+    let n = unsafe {
+        let fd = libc::open(
+            c"/proc/self/stat".as_ptr(),
+            libc::O_RDONLY | libc::O_CLOEXEC,
+        );
+        if fd < 0 {
+            -1
+        } else {
+            let n = libc::read(fd, buf.as_mut_ptr().cast(), buf.len());
+            libc::close(fd);
+            n
+        }
+    };
+    crate::hot::sys::set_errno(saved);
+    if n <= 0 {
+        return None;
+    }
+    parse_num_threads(&buf[..n as usize])
+}
+
+/// Field 20 (num_threads) of a /proc/<pid>/stat line; the command name
+/// (field 2, in parentheses) may hold spaces and parentheses.
+fn parse_num_threads(stat: &[u8]) -> Option<u32> {
+    let close = stat.iter().rposition(|&b| b == b')')?;
+    // After ") ": field 3 is the first; field 20 is the 18th.
+    let field = stat[close + 1..]
+        .split(|&b| b == b' ')
+        .filter(|f| !f.is_empty())
+        .nth(17)?;
+    let mut v = 0u32;
+    for &d in field {
+        if !d.is_ascii_digit() {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_add((d - b'0') as u32)?;
+    }
+    Some(v)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -50,5 +167,16 @@ mod tests {
         mark_inert();
         assert!(inert());
         INERT.store(false, Relaxed);
+    }
+
+    #[test]
+    fn thread_count_from_stat() {
+        let line = b"4242 (a) b (c)) S 1 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 7 0 123 456";
+        assert_eq!(parse_num_threads(line), Some(7));
+        assert_eq!(parse_num_threads(b"1 (x) S 1"), None);
+        let me = num_threads().expect("readable");
+        let t = std::thread::spawn(num_threads);
+        let with_one_more = t.join().unwrap().unwrap();
+        assert!(me >= 1 && with_one_more >= 2);
     }
 }

@@ -218,13 +218,14 @@ pub fn untrack(addr: usize) -> Option<Entry> {
 
 /// Copies every live sample into `out`, shard by shard (each shard
 /// consistent). `out` is grown only while no shard lock is held.
-pub fn snapshot(out: &mut Vec<Entry>) {
+/// False when no memory could be had for the copy (heaplive's own heap).
+pub fn snapshot(out: &mut Vec<Entry>) -> bool {
     out.clear();
     for shard in SHARDS_.iter() {
         loop {
             let need = shard.0.lock().len;
-            if out.capacity() - out.len() < need + 16 {
-                out.reserve(need + 1024);
+            if out.capacity() - out.len() < need + 16 && out.try_reserve(need + 1024).is_err() {
+                return false;
             }
             let t = shard.0.lock();
             if out.capacity() - out.len() < t.len {
@@ -239,6 +240,7 @@ pub fn snapshot(out: &mut Vec<Entry>) {
             break;
         }
     }
+    true
 }
 
 pub fn lock_all_for_fork() {

@@ -49,10 +49,14 @@ pub enum Rank {
     /// The live table's shards (allocation and free paths); the 256 shards
     /// share one rank and are never nested.
     LiveShard,
+    /// heaplive's own heap (`ownheap`): taken by every Rust allocation of
+    /// the library, with any lock above held; its holder takes no other
+    /// lock and only calls `mmap`.
+    OwnHeap,
 }
 
 impl Rank {
-    pub const ALL: [Rank; 7] = [
+    pub const ALL: [Rank; 8] = [
         Rank::Reporting,
         Rank::Dump,
         Rank::Modules,
@@ -60,6 +64,7 @@ impl Rank {
         Rank::LeakQueue,
         Rank::StackArena,
         Rank::LiveShard,
+        Rank::OwnHeap,
     ];
 }
 
@@ -344,6 +349,6 @@ mod tests {
         for w in Rank::ALL.windows(2) {
             assert!(w[0] < w[1]);
         }
-        assert_eq!(Rank::ALL.len(), Rank::LiveShard as usize + 1);
+        assert_eq!(Rank::ALL.len(), Rank::OwnHeap as usize + 1);
     }
 }

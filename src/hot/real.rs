@@ -498,13 +498,6 @@ fn boot_realloc(p: *mut c_void, size: usize) -> *mut c_void {
     q
 }
 
-pub fn memalign(align: usize, size: usize) -> *mut c_void {
-    match c_fn(Sym::Memalign) {
-        0 => boot_alloc(size, align.next_power_of_two()),
-        a => call!(a, fn(usize, usize) -> *mut c_void, align, size),
-    }
-}
-
 /// Real malloc_usable_size.
 ///
 /// # Safety

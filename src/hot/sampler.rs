@@ -51,7 +51,8 @@ pub fn weight_blocks(size: u64, interval: u64) -> f64 {
 
 /// `1 - exp(-s/R)`, computed with expm1 so small sizes keep their digits.
 pub fn sample_probability(size: u64, interval: u64) -> f64 {
-    -(-(size as f64) / interval as f64).exp_m1()
+    // libm's (pure Rust): the system libm need not be loaded at start.
+    -libm::expm1(-(size as f64) / interval as f64)
 }
 
 static THREADS_SEEDED: AtomicU64 = AtomicU64::new(0);
@@ -81,7 +82,7 @@ pub fn next_gap(rng: &mut u64, interval: u64) -> i64 {
     if interval <= 1 {
         return -1;
     }
-    let g = -uniform(rng).ln() * interval as f64;
+    let g = -libm::log(uniform(rng)) * interval as f64;
     if g >= (i64::MAX / 4) as f64 {
         i64::MAX / 4
     } else {

@@ -65,7 +65,7 @@ pub unsafe extern "C" fn dlopen(file: *const c_char, flags: c_int) -> *mut c_voi
 /// The contract of C's `dlclose` (dlopen(3)).
 #[cfg_attr(not(test), unsafe(no_mangle))]
 pub unsafe extern "C" fn dlclose(handle: *mut c_void) -> c_int {
-    if !crate::hot::guard::busy() {
+    if !crate::hot::guard::busy() && !crate::hot::forking::inert() {
         let _busy = crate::hot::guard::Busy::enter();
         let _errno = crate::hot::sys::ErrnoGuard::save();
         if let Some(s) = crate::hot::services::get() {

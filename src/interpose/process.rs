@@ -3,7 +3,7 @@
 //! finished first).
 
 use crate::hot::real::{self, Sym, call};
-use crate::hot::{guard, pid, services, signal, sys, threads, trigger};
+use crate::hot::{forking, guard, pid, services, signal, sys, threads, trigger};
 
 /// `fork`: the real one; in the child, a dumper thread of its own if the
 /// parent had one (else it starts when the child first needs one).
@@ -13,6 +13,8 @@ use crate::hot::{guard, pid, services, signal, sys, threads, trigger};
 #[cfg_attr(not(test), unsafe(no_mangle))]
 pub unsafe extern "C" fn fork() -> libc::pid_t {
     let had_dumper = trigger::dumper_pid() == pid::get();
+    // A program of one thread forks as without heaplive (`hot::forking`).
+    let single = forking::before_fork();
     let r = match real::c_fn(Sym::Fork) {
         0 => {
             sys::set_errno(libc::ENOSYS);
@@ -20,7 +22,9 @@ pub unsafe extern "C" fn fork() -> libc::pid_t {
         }
         a => call!(a, fn() -> libc::pid_t,),
     };
-    if r == 0 && had_dumper {
+    if r != 0 {
+        forking::after_fork_in_parent(single);
+    } else if had_dumper {
         let _errno = sys::ErrnoGuard::save();
         trigger::ensure_dumper();
     }

@@ -131,7 +131,15 @@ impl Symbolizer {
         if let Some(hit) = self.cache.get(&(index, addr)) {
             return hit.clone();
         }
-        let answer = self.lookup_uncached(index, addr);
+        // Debug information is read (lazily, by addr2line) into heaplive's
+        // scratch heap, given back after the dump; the answer is copied out.
+        self.state(index);
+        let scratch_answer = {
+            let _scratch = crate::hot::ownheap::Scratch::enter();
+            self.lookup_uncached(index, addr)
+        };
+        let answer = scratch_answer.clone();
+        drop(scratch_answer);
         self.cache.insert((index, addr), answer.clone());
         answer
     }
@@ -199,6 +207,10 @@ impl Symbolizer {
             self.states.resize_with(index + 1, || None);
         }
         if self.states[index].is_none() {
+            if crate::hot::ownheap::low() {
+                // The kernel refuses heaplive memory: no debug info now.
+                return None;
+            }
             let module = modules::get(index)?;
             if self.first_mappings.len() <= index {
                 self.first_mappings.resize(index + 1, None);
@@ -221,7 +233,10 @@ impl Symbolizer {
                     f
                 }
             };
-            let state = load_module(&module, first_mapping, &self.cfg, &mut self.files_opened);
+            let state = {
+                let _scratch = crate::hot::ownheap::Scratch::enter();
+                load_module(&module, first_mapping, &self.cfg, &mut self.files_opened)
+            };
             self.states[index] = Some(state);
         }
         self.states[index].as_ref()
@@ -235,6 +250,7 @@ impl Symbolizer {
         for s in &mut self.states {
             *s = None;
         }
+        crate::hot::ownheap::release_scratch();
     }
 
     #[cfg(test)]

@@ -211,10 +211,24 @@ fn resolve_path(name: &[u8], exe: Option<&str>) -> Option<String> {
     if s.starts_with('/') {
         return Some(s.to_owned());
     }
-    match std::fs::canonicalize(s) {
-        Ok(p) => p.to_str().map(str::to_owned),
-        Err(_) => Some(s.to_owned()),
+    Some(realpath(s).unwrap_or_else(|| s.to_owned()))
+}
+
+/// `realpath(3)` into a buffer of ours: std's `canonicalize` lets glibc
+/// allocate the result with its malloc, and heaplive's thread must not
+/// enter glibc's malloc (`hot::forking`). (glibc still uses malloc inside
+/// realpath for paths longer than 1 KiB.)
+fn realpath(s: &str) -> Option<String> {
+    let c = std::ffi::CString::new(s).ok()?;
+    let mut buf = vec![0u8; libc::PATH_MAX as usize + 1];
+    // SAFETY: a NUL-terminated path and a PATH_MAX+1 buffer.
+    let r = unsafe { libc::realpath(c.as_ptr(), buf.as_mut_ptr().cast()) };
+    if r.is_null() {
+        return None;
     }
+    let len = buf.iter().position(|&b| b == 0)?;
+    buf.truncate(len);
+    String::from_utf8(buf).ok()
 }
 
 type CollectState<'a> = (&'a mut Vec<RawModule>, &'a mut (u64, u64));

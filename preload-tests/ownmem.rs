@@ -1,0 +1,95 @@
+//! heaplive's own memory (issue #13 target 3): every dump line reports it
+//! apart from the process's RSS, and after repeated dumps of a program
+//! whose stacks run through libc (large debug info, libc6-dbg) it stays
+//! within 8 MiB plus 1% of the live heap: the symbolizer keeps answers,
+//! not debug info, and heaplive's memory is its own (`hot::ownheap`).
+
+use crate::common::*;
+
+/// "12.3 MiB" -> bytes.
+fn bytes(s: &str) -> f64 {
+    let (v, unit) = s.trim().split_once(' ').expect("value and unit");
+    let v: f64 = v.parse().expect("number");
+    let mult = match unit {
+        "B" => 1.0,
+        "KiB" => 1024.0,
+        "MiB" => 1024.0 * 1024.0,
+        "GiB" => 1024.0 * 1024.0 * 1024.0,
+        u => panic!("unit {u}"),
+    };
+    v * mult
+}
+
+/// (live estimate, heaplive mapped, heaplive in use) of a dump line.
+fn own_of(line: &str) -> (f64, f64, f64) {
+    let live = line
+        .split(": ")
+        .nth(2)
+        .and_then(|s| s.split(" live").next())
+        .expect("live amount");
+    let own = line
+        .split("(heaplive ")
+        .nth(1)
+        .and_then(|s| s.split(')').next())
+        .unwrap_or_else(|| panic!("no heaplive memory in {line}"));
+    let (mapped, used) = own.split_once(", ").expect("mapped, in use");
+    (
+        bytes(live),
+        bytes(mapped),
+        bytes(used.trim_end_matches(" in use")),
+    )
+}
+
+#[test]
+fn own_memory_is_reported_and_bounded_across_dumps() {
+    if !std::path::Path::new("/usr/lib/debug/.build-id").exists() {
+        panic!("libc6-dbg is needed (scripts/install-test-deps.sh installs it)");
+    }
+    let dir = tempdir("ownmem");
+    let exe = compile("ownmem_dumps.c", "ownmem_dumps", dir.path(), &[]);
+    let o = run_preloaded(
+        dir.path(),
+        &exe,
+        &[],
+        &[("HEAPLIVE_SAMPLE_INTERVAL", "1"), ("HEAPLIVE_LINES", "1")],
+    );
+    assert_eq!(stdout(&o), "done\n", "{}", show(&o));
+    let err = stderr(&o);
+    let lines: Vec<&str> = err.lines().filter(|l| l.contains(" dump ")).collect();
+    assert_eq!(
+        lines.len(),
+        11,
+        "10 requested dumps and the exit dump:\n{err}"
+    );
+    let own: Vec<_> = lines.iter().map(|l| own_of(l)).collect();
+    for (l, (live, mapped, used)) in lines.iter().zip(&own) {
+        assert!(*live >= 16.0 * 1024.0 * 1024.0, "{l}");
+        assert!(used <= mapped && *used > 0.0, "{l}");
+    }
+    // The symbolizer read libc's debug info: a libc-internal frame with
+    // its source line.
+    let stacks = parse_folded(&folded_files(dir.path())[0]);
+    assert!(
+        stacks
+            .iter()
+            .any(|s| s.frames.iter().any(|f| f.contains("regcomp.c:"))),
+        "no frame with libc's line info:\n{stacks:?}"
+    );
+    // After every dump: within 8 MiB + 1% of the live heap, and the later
+    // dumps do not grow it (the debug info is dropped after each).
+    for (l, (live, mapped, _)) in lines.iter().zip(&own) {
+        let bound = 8.0 * 1024.0 * 1024.0 + live / 100.0;
+        assert!(
+            *mapped <= bound,
+            "heaplive's memory over {bound} bytes: {l}"
+        );
+    }
+    let second = own[1].1;
+    let last = own[9].1;
+    assert!(
+        last <= second + 1024.0 * 1024.0,
+        "heaplive's memory grows across dumps: {} then {}\n{err}",
+        lines[1],
+        lines[9]
+    );
+}

@@ -1,0 +1,569 @@
+//! heaplive's own heap: every Rust allocation of the library (the dumper
+//! thread, the symbolizer, dumps, reports) comes from memory mapped here,
+//! never from the program's allocator.
+//!
+//! Why: (a) heaplive's memory is then apart from the program's heap and is
+//! counted exactly (the dump line's `RSS ... (heaplive ...)`); (b)
+//! heaplive's thread never holds a glibc arena lock, so a fork from a
+//! signal handler can take glibc's single-threaded path (`hot::forking`);
+//! (c) when the kernel refuses memory, an allocation fails (null) instead
+//! of glibc's malloc failing inside a Rust allocation that aborts.
+//!
+//! Layout:
+//! - Blocks of [`LARGE`] bytes or more (alignment 16 at most) get a mapping
+//!   of their own with a 16-byte header (a check word and the mapping's
+//!   length); realloc moves them with `mremap` (no copy), free unmaps them,
+//!   so the big buffers of a dump and of debug info go back to the kernel.
+//! - Smaller blocks come from `talc` (a no_std allocator) over regions
+//!   mapped on demand (1 MiB, doubling up to 8 MiB), behind one spin lock
+//!   ([`Rank::OwnHeap`], the last rank: its holder takes no other lock and
+//!   only calls `mmap`, so a fork's prepare handler may wait for it).
+//! - [`EMERGENCY`] bytes are mapped with the first region and claimed only
+//!   when the kernel refuses a new region: the allocation that hit the limit
+//!   succeeds, a flag turns true, and dumps give up with one line
+//!   instead of asking for more (`background::dump`).
+//! - Pointers that are not ours (the bootstrap buffer, or a block of the
+//!   real allocator) are routed by address on free.
+
+use crate::hot::lock::{Rank, SpinLock};
+use crate::hot::sys;
+use core::alloc::Layout;
+use core::ptr::NonNull;
+use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering::*};
+use talc::{OomHandler, Span, Talc};
+
+/// Blocks this large or larger get their own mapping.
+pub const LARGE: usize = 64 << 10;
+/// The first region for small blocks; later ones double up to `MAX_CHUNK`.
+const FIRST_CHUNK: usize = 1 << 20;
+const MAX_CHUNK: usize = 8 << 20;
+/// Kept aside for when the kernel refuses memory.
+pub const EMERGENCY: usize = 256 << 10;
+/// Regions of the small-block heap remembered for routing frees.
+const MAX_REGIONS: usize = 64;
+const PAGE: usize = 4096;
+/// Header in front of a large block: check word, mapping length.
+const HEADER: usize = 16;
+const MAGIC: usize = 0x6865_6170_6c69_7665; // "heaplive"
+
+pub struct Regions {
+    /// Mapped regions claimed by talc: (base, len).
+    spans: [(usize, usize); MAX_REGIONS],
+    n: usize,
+    next_chunk: usize,
+    /// The emergency region (base; 0 once claimed or never mapped).
+    emergency: usize,
+    /// Bytes mapped for this heap.
+    mapped: usize,
+    /// The scratch heap: no emergency region (a failed scratch allocation
+    /// falls back to the main heap).
+    scratch: bool,
+}
+
+impl Regions {
+    fn contains(&self, p: usize) -> bool {
+        self.spans[..self.n]
+            .iter()
+            .any(|&(b, l)| p.wrapping_sub(b) < l)
+    }
+
+    fn add(&mut self, base: usize, len: usize) {
+        self.spans[self.n] = (base, len);
+        self.n += 1;
+        self.mapped += len;
+    }
+
+    const fn new(scratch: bool) -> Regions {
+        Regions {
+            spans: [(0, 0); MAX_REGIONS],
+            n: 0,
+            next_chunk: FIRST_CHUNK,
+            emergency: 0,
+            mapped: 0,
+            scratch,
+        }
+    }
+}
+
+impl OomHandler for Regions {
+    fn handle_oom(talc: &mut Talc<Self>, layout: Layout) -> Result<(), ()> {
+        let g = &mut talc.oom_handler;
+        if g.n == MAX_REGIONS {
+            return Err(());
+        }
+        if g.n == 0 && !g.scratch && g.emergency == 0 && !EMERGENCY_USED.load(Relaxed) {
+            g.emergency = sys::map(EMERGENCY) as usize;
+        }
+        // Room for the block, its alignment and talc's tags.
+        let need = round_page(layout.size() + layout.align() + 64);
+        let len = need.max(g.next_chunk);
+        let mut base = sys::map(len) as usize;
+        let mut len = len;
+        if base == 0 {
+            // The kernel refuses (RLIMIT_AS, vm.max_map_count, ENOMEM).
+            if g.scratch {
+                return Err(());
+            }
+            LOW.store(true, Relaxed);
+            if g.emergency == 0 || need > EMERGENCY {
+                return Err(());
+            }
+            base = core::mem::take(&mut g.emergency);
+            len = EMERGENCY;
+            EMERGENCY_USED.store(true, Relaxed);
+        } else {
+            g.next_chunk = (g.next_chunk * 2).min(MAX_CHUNK);
+        }
+        // SAFETY: a fresh private mapping of `len` bytes that nothing else
+        // uses and that stays mapped for the life of the process.
+        unsafe { talc.claim(Span::from_base_size(base as *mut u8, len)) }?;
+        talc.oom_handler.add(base, len);
+        Ok(())
+    }
+}
+
+static HEAP: SpinLock<Talc<Regions>> = SpinLock::new(Rank::OwnHeap, Talc::new(Regions::new(false)));
+
+/// The scratch heap: small blocks allocated by the thread in scratch mode
+/// ([`Scratch`], the symbolizer while it reads debug information). Unmapped
+/// as a whole by [`release_scratch`] once nothing in it is live. Same rank
+/// as `HEAP`; the two are never nested.
+static SCRATCH: SpinLock<Talc<Regions>> =
+    SpinLock::new(Rank::OwnHeap, Talc::new(Regions::new(true)));
+
+/// The thread in scratch mode (`pthread_self`), 0 for none.
+static SCRATCH_OWNER: AtomicUsize = AtomicUsize::new(0);
+/// Bytes mapped for large blocks, headers and page rounding included.
+static LARGE_MAPPED: AtomicUsize = AtomicUsize::new(0);
+/// Bytes of live large blocks (as requested).
+static LARGE_USED: AtomicUsize = AtomicUsize::new(0);
+/// The kernel refused memory at least once.
+static LOW: AtomicBool = AtomicBool::new(false);
+static EMERGENCY_USED: AtomicBool = AtomicBool::new(false);
+
+fn round_page(n: usize) -> usize {
+    (n + PAGE - 1) & !(PAGE - 1)
+}
+
+fn is_large(l: Layout) -> bool {
+    l.size() >= LARGE && l.align() <= HEADER
+}
+
+/// heaplive's own memory: bytes mapped and bytes in use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Usage {
+    pub mapped: usize,
+    pub in_use: usize,
+}
+
+pub fn usage() -> Usage {
+    let (m1, u1) = {
+        let h = HEAP.lock();
+        (h.oom_handler.mapped, h.get_counters().allocated_bytes)
+    };
+    let (m2, u2) = {
+        let h = SCRATCH.lock();
+        (h.oom_handler.mapped, h.get_counters().allocated_bytes)
+    };
+    Usage {
+        mapped: m1 + m2 + LARGE_MAPPED.load(Relaxed),
+        in_use: u1 + u2 + LARGE_USED.load(Relaxed),
+    }
+}
+
+fn self_id() -> usize {
+    // SAFETY: pthread_self has no preconditions (a TLS read).
+    unsafe { libc::pthread_self() as usize }
+}
+
+/// Scratch mode for this thread while it lives: new small blocks come from
+/// the scratch heap. For data that is all dropped before
+/// [`release_scratch`] (debug information); what outlives it must be
+/// copied out after the guard is dropped. Not nested; one thread at a time
+/// (the holder of the dump lock).
+pub struct Scratch(());
+
+impl Scratch {
+    pub fn enter() -> Scratch {
+        SCRATCH_OWNER.store(self_id(), Relaxed);
+        Scratch(())
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        SCRATCH_OWNER.store(0, Relaxed);
+    }
+}
+
+/// Gives the scratch heap's memory back to the kernel if nothing in it is
+/// live. Returns the bytes still live there (0 when released).
+pub fn release_scratch() -> usize {
+    let mut h = SCRATCH.lock();
+    let live = h.get_counters().allocated_bytes;
+    if live != 0 {
+        return live;
+    }
+    let r = &h.oom_handler;
+    for &(base, len) in &r.spans[..r.n] {
+        // SAFETY: our own regions, and nothing in them is live.
+        unsafe { sys::unmap(base as *mut u8, len) };
+    }
+    *h = Talc::new(Regions::new(true));
+    0
+}
+
+/// Maps the emergency region at start (one `mmap` of untouched, unreserved
+/// pages), so that a process whose first heaplive allocation comes when the
+/// kernel refuses mappings (a child forked early that uses up
+/// vm.max_map_count, then exits) still has room for its exit dump.
+pub fn init() {
+    let mut h = HEAP.lock();
+    if h.oom_handler.n == 0 && h.oom_handler.emergency == 0 && !EMERGENCY_USED.load(Relaxed) {
+        h.oom_handler.emergency = sys::map(EMERGENCY) as usize;
+    }
+}
+
+/// Has the kernel refused heaplive memory since the last successful retry?
+/// (The symbolizer then reads no more debug information.)
+pub fn low() -> bool {
+    LOW.load(Relaxed)
+}
+
+/// Clears the flag once memory could be had again (a dump that starts
+/// tries a fresh mapping first).
+pub fn retry_memory() -> bool {
+    if !LOW.load(Relaxed) {
+        return true;
+    }
+    let p = sys::map(LARGE);
+    if p.is_null() {
+        return false;
+    }
+    // SAFETY: just mapped, unused.
+    unsafe { sys::unmap(p, LARGE) };
+    LOW.store(false, Relaxed);
+    true
+}
+
+fn alloc_large(size: usize) -> *mut u8 {
+    let Some(len) = size.checked_add(HEADER + PAGE - 1).map(|n| n & !(PAGE - 1)) else {
+        return core::ptr::null_mut();
+    };
+    let base = sys::map(len);
+    if base.is_null() {
+        LOW.store(true, Relaxed);
+        return base;
+    }
+    // SAFETY: the header lies at the start of the fresh mapping.
+    unsafe {
+        *(base as *mut usize) = MAGIC ^ base as usize;
+        *(base as *mut usize).add(1) = len;
+    }
+    LARGE_MAPPED.fetch_add(len, Relaxed);
+    LARGE_USED.fetch_add(size, Relaxed);
+    // SAFETY: inside the mapping.
+    unsafe { base.add(HEADER) }
+}
+
+/// The mapping of a large block: (base, len), if `p` is one.
+///
+/// # Safety
+/// `p` is a block of ours of at least `LARGE` bytes.
+unsafe fn large_header(p: *mut u8) -> Option<(usize, usize)> {
+    let base = p as usize - HEADER;
+    // SAFETY: guaranteed by the caller: the header precedes the block.
+    let (m, len) = unsafe { (*(base as *const usize), *(base as *const usize).add(1)) };
+    (m == MAGIC ^ base).then_some((base, len))
+}
+
+/// An allocation (`GlobalAlloc::alloc`). Null when no memory can be had.
+pub fn alloc(l: Layout) -> *mut u8 {
+    if is_large(l) {
+        let p = alloc_large(l.size());
+        if !p.is_null() {
+            return p;
+        }
+        // No new mapping: the small-block heap may still have room (its
+        // blocks are found by address on free).
+    }
+    let l = if l.size() == 0 {
+        // SAFETY: 1 is not zero, the alignment is the layout's.
+        unsafe { Layout::from_size_align_unchecked(1, l.align()) }
+    } else {
+        l
+    };
+    let owner = SCRATCH_OWNER.load(Relaxed);
+    if owner != 0 && owner == self_id() {
+        // SAFETY: the size is not zero.
+        if let Ok(p) = unsafe { SCRATCH.lock().malloc(l) } {
+            return p.as_ptr();
+        }
+    }
+    // SAFETY: the size is not zero.
+    match unsafe { HEAP.lock().malloc(l) } {
+        Ok(p) => p.as_ptr(),
+        Err(()) => core::ptr::null_mut(),
+    }
+}
+
+/// A free (`GlobalAlloc::dealloc`), routed by address.
+///
+/// # Safety
+/// `p` came from [`alloc`]/[`realloc`] with layout `l` (or is a block of the
+/// bootstrap buffer or of the real allocator) and is not used again.
+pub unsafe fn dealloc(p: *mut u8, l: Layout) {
+    if p.is_null() || crate::hot::real::is_boot(p.cast()) {
+        return;
+    }
+    if is_large(l) {
+        // SAFETY: a large layout from `alloc` has a header.
+        if let Some((base, len)) = unsafe { large_header(p) } {
+            // SAFETY: the header is cleared first so a stale pointer is not
+            // taken for ours; the mapping is this block's alone.
+            unsafe {
+                *(base as *mut usize) = 0;
+                sys::unmap(base as *mut u8, len);
+            }
+            LARGE_MAPPED.fetch_sub(len, Relaxed);
+            LARGE_USED.fetch_sub(l.size(), Relaxed);
+            return;
+        }
+    }
+    let l1 = if l.size() == 0 {
+        // SAFETY: as in `alloc`.
+        unsafe { Layout::from_size_align_unchecked(1, l.align()) }
+    } else {
+        l
+    };
+    for heap in [&HEAP, &SCRATCH] {
+        let mut h = heap.lock();
+        if h.oom_handler.contains(p as usize) {
+            // SAFETY: a block of this heap with this layout.
+            unsafe { h.free(NonNull::new_unchecked(p), l1) };
+            return;
+        }
+    }
+    // Not ours: the real allocator's.
+    // SAFETY: guaranteed by the caller.
+    unsafe { crate::hot::real::free(p.cast()) };
+}
+
+/// `GlobalAlloc::realloc`.
+///
+/// # Safety
+/// As `GlobalAlloc::realloc`: `p` came from this allocator with `l`;
+/// `new` is not zero.
+pub unsafe fn realloc(p: *mut u8, l: Layout, new: usize) -> *mut u8 {
+    let new_l = match Layout::from_size_align(new, l.align()) {
+        Ok(n) => n,
+        Err(_) => return core::ptr::null_mut(),
+    };
+    // SAFETY: a large block of ours (its layout says so).
+    if is_large(l)
+        && is_large(new_l)
+        && let Some((base, len)) = unsafe { large_header(p) }
+    {
+        let Some(new_len) = new.checked_add(HEADER + PAGE - 1).map(|n| n & !(PAGE - 1)) else {
+            return core::ptr::null_mut();
+        };
+        let saved = sys::errno();
+        // SAFETY: our own mapping; MAYMOVE keeps the contents.
+        let q = unsafe {
+            libc::mremap(
+                base as *mut libc::c_void,
+                len,
+                new_len,
+                libc::MREMAP_MAYMOVE,
+            )
+        };
+        sys::set_errno(saved);
+        if q == libc::MAP_FAILED {
+            LOW.store(true, Relaxed);
+            // Below: allocate (maybe from the small-block heap) and copy.
+            // SAFETY: guaranteed by the caller.
+            return unsafe { move_block(p, l, new_l) };
+        }
+        let q = q as usize;
+        // SAFETY: the header moved with the mapping.
+        unsafe { *(q as *mut usize) = MAGIC ^ q };
+        // SAFETY: as above.
+        unsafe { *(q as *mut usize).add(1) = new_len };
+        LARGE_MAPPED.fetch_add(new_len, Relaxed);
+        LARGE_MAPPED.fetch_sub(len, Relaxed);
+        LARGE_USED.fetch_add(new, Relaxed);
+        LARGE_USED.fetch_sub(l.size(), Relaxed);
+        return (q + HEADER) as *mut u8;
+    }
+    if !is_large(l) && !is_large(new_l) && l.size() != 0 {
+        // The block stays in its heap.
+        let heap = if HEAP.lock().oom_handler.contains(p as usize) {
+            &HEAP
+        } else {
+            &SCRATCH
+        };
+        let mut h = heap.lock();
+        if h.oom_handler.contains(p as usize) {
+            // SAFETY: a block of this heap with layout `l`.
+            let r = unsafe {
+                if new >= l.size() {
+                    h.grow(NonNull::new_unchecked(p), l, new)
+                } else {
+                    h.shrink(NonNull::new_unchecked(p), l, new);
+                    Ok(NonNull::new_unchecked(p))
+                }
+            };
+            if let Ok(q) = r {
+                return q.as_ptr();
+            }
+            // The block's heap cannot grow (the scratch heap has no
+            // emergency region): move it.
+        }
+    }
+    // Across the threshold, or not ours: allocate, copy, free.
+    // SAFETY: guaranteed by the caller.
+    unsafe { move_block(p, l, new_l) }
+}
+
+/// realloc by allocating, copying and freeing.
+///
+/// # Safety
+/// As [`realloc`].
+unsafe fn move_block(p: *mut u8, l: Layout, new_l: Layout) -> *mut u8 {
+    let new = new_l.size();
+    let q = alloc(new_l);
+    if !q.is_null() {
+        let keep = if crate::hot::real::is_boot(p.cast()) {
+            crate::hot::real::boot_size(p.cast())
+        } else {
+            l.size()
+        };
+        // SAFETY: both blocks hold at least min(old, new) bytes.
+        unsafe {
+            core::ptr::copy_nonoverlapping(p, q, keep.min(new));
+            dealloc(p, l);
+        }
+    }
+    q
+}
+
+pub fn lock_for_fork() {
+    HEAP.lock_raw();
+    SCRATCH.lock_raw();
+}
+
+/// # Safety
+/// Only from fork handlers, paired with `lock_for_fork`, or in a child
+/// whose other threads are gone.
+pub unsafe fn unlock_after_fork() {
+    // SAFETY: guaranteed by the caller.
+    unsafe {
+        SCRATCH.unlock_raw();
+        HEAP.unlock_raw();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lay(size: usize, align: usize) -> Layout {
+        Layout::from_size_align(size, align).unwrap()
+    }
+
+    #[test]
+    fn small_and_large_blocks_are_counted_and_returned() {
+        let before = usage();
+        let a = alloc(lay(100, 8));
+        let b = alloc(lay(LARGE * 3, 16));
+        assert!(!a.is_null() && !b.is_null());
+        unsafe {
+            a.write_bytes(1, 100);
+            b.write_bytes(2, LARGE * 3);
+        }
+        let mid = usage();
+        assert!(mid.in_use >= before.in_use + 100 + LARGE * 3);
+        assert!(mid.mapped >= before.mapped + LARGE * 3);
+        // Growing a large block keeps its contents.
+        let c = unsafe { realloc(b, lay(LARGE * 3, 16), LARGE * 10) };
+        assert!(!c.is_null());
+        assert_eq!(unsafe { *c.add(LARGE * 3 - 1) }, 2);
+        unsafe {
+            dealloc(c, lay(LARGE * 10, 16));
+            dealloc(a, lay(100, 8));
+        }
+        // The large mapping is gone (other tests may run concurrently, so
+        // only this test's share is checked).
+        assert!(usage().mapped < mid.mapped + LARGE * 10);
+    }
+
+    #[test]
+    fn small_blocks_grow_shrink_and_cross_the_threshold() {
+        let p = alloc(lay(40, 8));
+        unsafe { p.write_bytes(7, 40) };
+        let q = unsafe { realloc(p, lay(40, 8), 4000) };
+        assert_eq!(unsafe { *q.add(39) }, 7);
+        let r = unsafe { realloc(q, lay(4000, 8), LARGE * 2) };
+        assert_eq!(unsafe { *r.add(39) }, 7);
+        let s = unsafe { realloc(r, lay(LARGE * 2, 8), 16) };
+        assert_eq!(unsafe { *s.add(15) }, 7);
+        unsafe { dealloc(s, lay(16, 8)) };
+    }
+
+    #[test]
+    fn scratch_heap_is_given_back_when_empty() {
+        let persistent = alloc(lay(64, 8));
+        let (a, b);
+        {
+            let _s = Scratch::enter();
+            a = alloc(lay(1000, 8));
+            b = alloc(lay(5000, 16));
+        }
+        // Allocated in scratch mode: the scratch heap's.
+        assert!(SCRATCH.lock().oom_handler.contains(a as usize));
+        assert!(!SCRATCH.lock().oom_handler.contains(persistent as usize));
+        unsafe { dealloc(a, lay(1000, 8)) };
+        assert_ne!(release_scratch(), 0, "b is still live");
+        unsafe { dealloc(b, lay(5000, 16)) };
+        assert_eq!(release_scratch(), 0);
+        assert_eq!(SCRATCH.lock().oom_handler.mapped, 0);
+        unsafe { dealloc(persistent, lay(64, 8)) };
+    }
+
+    #[test]
+    fn large_alignment_comes_from_the_small_heap() {
+        let p = alloc(lay(LARGE * 2, 4096));
+        assert!(!p.is_null());
+        assert_eq!(p as usize % 4096, 0);
+        unsafe { dealloc(p, lay(LARGE * 2, 4096)) };
+    }
+
+    #[test]
+    fn many_threads_allocate_at_once() {
+        let threads: Vec<_> = (0..4)
+            .map(|t| {
+                std::thread::spawn(move || {
+                    let mut v = Vec::new();
+                    for i in 0..2000usize {
+                        let l = lay(8 + (i * 37 + t) % 3000, 8);
+                        let p = alloc(l);
+                        unsafe { p.write_bytes(t as u8, l.size()) };
+                        v.push((p, l));
+                        if i % 3 == 0 {
+                            let (p, l) = v.swap_remove(i % v.len());
+                            assert_eq!(unsafe { *p }, t as u8);
+                            unsafe { dealloc(p, l) };
+                        }
+                    }
+                    for (p, l) in v {
+                        assert_eq!(unsafe { *p.add(l.size() - 1) }, t as u8);
+                        unsafe { dealloc(p, l) };
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+    }
+}
