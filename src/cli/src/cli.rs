@@ -40,6 +40,8 @@ pub struct Cli {
 pub enum Command {
     Run(RunArgs),
     Dump(DumpArgs),
+    Start(SwitchArgs),
+    Stop(SwitchArgs),
     Top(TopArgs),
     Diff(DiffArgs),
     Merge(MergeArgs),
@@ -161,6 +163,30 @@ pub struct DumpArgs {
     /// how long to wait for each dump
     #[arg(long, value_name = "SECS", default_value = "10", value_parser = timeout)]
     pub timeout: f64,
+    #[arg(value_name = "PID", required = true, num_args = 1.., value_parser = pid)]
+    pub pids: Vec<i32>,
+}
+
+#[derive(Args, Debug)]
+#[command(
+    about = "start or stop sampling in running processes",
+    long_about = "'heaplive start PID' makes a process whose library was loaded dormant
+(HEAPLIVE_START=0) or stopped begin sampling; 'heaplive stop PID' stops it.
+Stopping keeps the samples already taken: they leave as their blocks are
+freed, so a later dump still shows what was allocated while sampling and is
+still live; frees of blocks allocated while stopped change nothing.
+
+The command is the process's dump signal sent with sigqueue(2) and a value
+the library recognises (it does not dump then, nor pass the signal on); the
+library logs 'sampling started' or 'sampling stopped'. From inside the
+program: heaplive_start() and heaplive_stop() (src/heaplive.h).",
+    after_help = "\
+Examples:
+  HEAPLIVE_START=0 LD_PRELOAD=libheaplive.so ./server &
+  heaplive start $!; sleep 60; heaplive dump $!; heaplive stop $!",
+    help_template = TEMPLATE
+)]
+pub struct SwitchArgs {
     #[arg(value_name = "PID", required = true, num_args = 1.., value_parser = pid)]
     pub pids: Vec<i32>,
 }
