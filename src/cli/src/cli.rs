@@ -212,7 +212,14 @@ pub struct TableArgs {
     long_about = "The stacks holding the most live bytes. Several files are summed (e.g. the
 dumps of all php-fpm workers taken at one moment). '-' reads standard input.
 
-Stacks are shown leaf first: 'xmlStrdup <- xmlNewNode <- main'.",
+Stacks are shown leaf first: 'xmlStrdup <- xmlNewNode <- main'.
+
+Error bars: in sampled mode the library writes NAME.samples.folded next to
+each NAME.folded (the number of live samples per stack). When it is there,
+top shows per stack the number of samples n and the 95% interval of the
+estimate, ±1.96/sqrt(n) (relative standard error 1/sqrt(n); smaller for
+blocks near or above the sample interval, which are sampled almost surely).
+Exact mode has no error bars.",
     override_usage = "heaplive top FILE... [-n N] [--inclusive] [--bytes] [--width W]",
     after_help = "\
 Examples:
