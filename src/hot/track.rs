@@ -66,6 +66,9 @@ fn alloc_slow(p: *mut c_void, size: usize) {
             sampler::seed_thread(t, cfg.seed);
         }
         t.bytes_until_sample = sampler::next_gap(&mut t.rng, cfg.interval);
+        // The dumper thread serves the dump signal, and with it `heaplive
+        // start PID`: it must run while dormant too.
+        crate::hot::trigger::ensure_dumper();
         return;
     }
     if t.sampler_ready == 0 {
