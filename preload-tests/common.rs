@@ -183,6 +183,27 @@ pub fn folded_files(dir: &Path) -> Vec<PathBuf> {
         .unwrap()
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "folded"))
+        .filter(|p| view_of(p).is_none())
+        .collect();
+    v.sort();
+    v
+}
+
+/// The view of a folded file other than the live one (`x.alloc.folded`:
+/// `alloc`), or None.
+pub fn view_of(p: &Path) -> Option<&'static str> {
+    let name = p.file_name()?.to_str()?;
+    ["alloc", "peak", "samples"]
+        .into_iter()
+        .find(|v| name.ends_with(&format!(".{v}.folded")))
+}
+
+/// The files of one view (`alloc`, `peak`, `samples`) in `dir`, sorted.
+pub fn view_files(dir: &Path, view: &str) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| view_of(p) == Some(view))
         .collect();
     v.sort();
     v

@@ -20,3 +20,4 @@ mod signal_waits;
 mod signals_fork;
 mod stress;
 mod symbols;
+mod views;

@@ -57,6 +57,22 @@ pub struct Written {
     pub total: u64,
 }
 
+/// The file of a view next to the live file `folded`.
+pub fn view_path(folded: &Path, view: &str) -> PathBuf {
+    use std::os::unix::ffi::OsStrExt;
+    let v = heaplive_format::template::view_name(folded.as_os_str().as_bytes(), view);
+    PathBuf::from(std::ffi::OsStr::from_bytes(&v))
+}
+
+/// ` ± 12% (95%)`: the 95% interval of an estimate from its variance;
+/// empty in exact mode.
+pub fn error_text(total: f64, variance: f64) -> String {
+    if config::get().interval <= 1 || total <= 0.0 {
+        return String::new();
+    }
+    format!(" ± {:.1}% (95%)", 196.0 * variance.sqrt() / total)
+}
+
 pub fn symbolizer_of(st: &mut DumpState) -> &mut Symbolizer {
     st.symbolizer.get_or_insert_with(|| {
         let cfg = config::get();
@@ -104,17 +120,75 @@ impl Snapshot {
     }
 }
 
-/// Builds the profile of the snapshot's samples.
-fn build_profile(st: &mut DumpState, entries: &[live::Entry]) -> std::io::Result<Profile> {
+/// Per stack: what a profile's sample carries.
+#[derive(Clone, Copy, Default)]
+struct Vals {
+    bytes: f64,
+    blocks: f64,
+    alloc_bytes: u64,
+    alloc_blocks: u64,
+    samples: u64,
+}
+
+/// What a dump shows: the stacks live now (with their allocation view), or
+/// the stacks at the peak.
+#[derive(Clone, Copy)]
+pub enum Which<'a> {
+    /// The snapshot's samples.
+    Live(&'a [live::Entry]),
+    Peak,
+}
+
+/// Builds the profile of what is live now (and allocated since start), or
+/// of the peak. Also returns the estimated variance of the live total
+/// (bytes squared; 0 in exact mode): the sum over live samples of
+/// `w^2 (1 - p)`, `w = s/p` the weight of a sample of `s` bytes.
+fn build_profile(st: &mut DumpState, which: Which) -> std::io::Result<(Profile, f64)> {
     let cfg = config::get();
-    let mut per_stack: HashMap<stacks::StackId, (f64, f64)> = HashMap::new();
-    if per_stack.try_reserve(entries.len().min(1 << 20)).is_err() {
+    let mut per_stack: HashMap<stacks::StackId, Vals> = HashMap::new();
+    let want = match which {
+        Which::Live(entries) => entries.len(),
+        Which::Peak => 0,
+    };
+    if per_stack.try_reserve(want.min(1 << 20)).is_err() {
         return Err(no_memory());
     }
-    for e in entries {
-        let a = per_stack.entry(e.stack).or_insert((0.0, 0.0));
-        a.0 += e.weight;
-        a.1 += sampler::weight_blocks(e.size as u64, cfg.interval);
+    let mut variance = 0.0;
+    match which {
+        Which::Live(entries) => {
+            for e in entries {
+                let a = per_stack.entry(e.stack).or_default();
+                a.bytes += e.weight;
+                a.blocks += sampler::weight_blocks(e.size as u64, cfg.interval);
+                a.samples += 1;
+                if cfg.interval > 1 {
+                    let p = sampler::sample_probability(e.size as u64, cfg.interval);
+                    variance += e.weight * e.weight * (1.0 - p);
+                }
+            }
+            for id in 1..stacks::count() {
+                if let Some(s) = stacks::slot(id) {
+                    let b = s.alloc_bytes.load(Relaxed);
+                    if b > 0 {
+                        let a = per_stack.entry(id).or_default();
+                        a.alloc_bytes = b;
+                        a.alloc_blocks = (s.alloc_milliblocks.load(Relaxed) + 500) / 1000;
+                    }
+                }
+            }
+        }
+        Which::Peak => {
+            for id in 1..stacks::count() {
+                if let Some(s) = stacks::slot(id) {
+                    let b = s.peak_bytes.load(Relaxed);
+                    if b > 0 {
+                        let a = per_stack.entry(id).or_default();
+                        a.bytes = b as f64;
+                        a.blocks = s.peak_milliblocks.load(Relaxed).max(0) as f64 / 1000.0;
+                    }
+                }
+            }
+        }
     }
 
     crate::symbolize::modules::refresh();
@@ -124,7 +198,7 @@ fn build_profile(st: &mut DumpState, entries: &[live::Entry]) -> std::io::Result
     let mut samples = Vec::with_capacity(per_stack.len());
     let mut ids: Vec<_> = per_stack.into_iter().collect();
     ids.sort_by_key(|(id, _)| *id);
-    for (id, (bytes, blocks)) in ids {
+    for (id, v) in ids {
         let locs = stacks::frames(id)
             .iter()
             .map(|&ip| {
@@ -143,14 +217,18 @@ fn build_profile(st: &mut DumpState, entries: &[live::Entry]) -> std::io::Result
             .collect();
         samples.push(Sample {
             locations: locs,
-            bytes: bytes.round() as u64,
-            blocks: blocks.round() as u64,
+            bytes: v.bytes.round() as u64,
+            blocks: v.blocks.round() as u64,
+            alloc_bytes: v.alloc_bytes,
+            alloc_blocks: v.alloc_blocks,
+            samples: v.samples,
         });
     }
     let started = STARTED_NS.load(Relaxed);
-    let mappings = sym.mappings();
+    let mut mappings = sym.mappings();
     sym.release_debug_info();
-    Ok(Profile {
+    main_mapping_first(&mut mappings, &mut locations);
+    let profile = Profile {
         mappings,
         locations,
         samples,
@@ -158,7 +236,8 @@ fn build_profile(st: &mut DumpState, entries: &[live::Entry]) -> std::io::Result
         time_nanos: sys::wall_nanos(),
         duration_nanos: sys::now_nanos().saturating_sub(started) as i64,
         lines: cfg.lines,
-    })
+    };
+    Ok((profile, variance))
 }
 
 /// heaplive's own heap could not grow (`hot::ownheap`).
@@ -167,6 +246,33 @@ fn no_memory() -> std::io::Error {
         std::io::ErrorKind::OutOfMemory,
         "heaplive's own memory could not grow (the kernel refused a mapping)",
     )
+}
+
+/// pprof takes the first mapping for the main binary (`File:` in its
+/// reports): move the executable's mapping first, renumbering locations.
+fn main_mapping_first(
+    mappings: &mut Vec<crate::background::profile::Mapping>,
+    locations: &mut [Location],
+) {
+    let Ok(exe) = std::fs::read_link("/proc/self/exe") else {
+        return;
+    };
+    let exe = exe.display().to_string();
+    let Some(i) = mappings.iter().position(|m| m.path == exe) else {
+        return;
+    };
+    if i == 0 {
+        return;
+    }
+    let m = mappings.remove(i);
+    mappings.insert(0, m);
+    for l in locations {
+        l.mapping = l.mapping.map(|j| match j {
+            j if j == i => 0,
+            j if j < i => j + 1,
+            j => j,
+        });
+    }
 }
 
 fn rss_bytes() -> Option<u64> {
@@ -224,7 +330,7 @@ pub fn write_locked(
     if !snap.complete {
         return Err(no_memory());
     }
-    let profile = build_profile(st, &snap.entries)?;
+    let (profile, variance) = build_profile(st, Which::Live(&snap.entries))?;
     let total = profile.total_bytes();
     let mut written: Option<PathBuf> = None;
     let mut also = String::new();
@@ -235,6 +341,19 @@ pub fn write_locked(
             Some(_) => output::write_explicit(&target, &mut fill)?,
             None => output::write_with_fallback(&target, &mut fill)?,
         });
+        // The other views, named after the live file (where it went).
+        let live_file = written.clone().unwrap_or_else(|| target.clone());
+        if cfg.views.alloc {
+            let p = output::write_with_fallback(&view_path(&live_file, "alloc"), &mut |w| {
+                crate::background::folded::write_folded_by(&profile, |s| s.alloc_bytes, w)
+            })?;
+            also += &format!(" and {}", p.display());
+        }
+        if cfg.views.samples && cfg.interval > 1 {
+            output::write_with_fallback(&view_path(&live_file, "samples"), &mut |w| {
+                crate::background::folded::write_folded_by(&profile, |s| s.samples, w)
+            })?;
+        }
     }
     if cfg.pprof {
         let pb = output::pprof_name(&target);
@@ -246,7 +365,7 @@ pub fn write_locked(
             None => output::write_with_fallback(&pb, &mut fill)?,
         };
         if written.is_some() {
-            also = format!(" and {}", p.display());
+            also += &format!(" and {}", p.display());
         } else {
             written = Some(p);
         }
@@ -263,12 +382,17 @@ pub fn write_locked(
         .unwrap_or_else(|| "?".into());
     let own = ownheap::usage();
     log::line(format_args!(
-        "heaplive[{}]: {} dump {}{}: {} live (estimate) in {} samples over {} stacks; RSS {} (heaplive {}, {} in use); snapshot {:.2} ms, took {:.1} ms",
+        "heaplive[{}]: {} dump {}{}: {} live{} in {} samples over {} stacks; RSS {} (heaplive {}, {} in use); snapshot {:.2} ms, took {:.1} ms",
         pid,
         why,
         written.display(),
         also,
         log::human_bytes(total as f64),
+        if cfg.interval > 1 {
+            format!(" (estimate{})", error_text(total as f64, variance))
+        } else {
+            " (exact)".to_string()
+        },
         log::Grouped(samples as u64),
         log::Grouped(profile.samples.len() as u64),
         rss,
@@ -283,6 +407,38 @@ pub fn write_locked(
         path: written,
         total,
     })
+}
+
+/// At exit: when the peak was above the live total now, writes the stacks
+/// at the peak next to `live_file` (`NAME.peak.folded`). Returns its path.
+pub fn write_peak(live_file: &Path, live_now: u64) -> Option<PathBuf> {
+    let cfg = config::get();
+    let (copied, _) = crate::hot::peak::copied();
+    if !cfg.views.peak || copied <= 0 || copied as u64 <= live_now {
+        return None;
+    }
+    let _busy = crate::hot::guard::Busy::enter();
+    let mut st = DUMP.lock();
+    let (profile, _) = match build_profile(&mut st, Which::Peak) {
+        Ok(p) => p,
+        Err(e) => {
+            log::line(format_args!("heaplive[{}]: peak file failed: {}", sys::getpid(), e));
+            return None;
+        }
+    };
+    match output::write_with_fallback(&view_path(live_file, "peak"), &mut |w| {
+        crate::background::folded::write_folded(&profile, w)
+    }) {
+        Ok(p) => Some(p),
+        Err(e) => {
+            log::line(format_args!(
+                "heaplive[{}]: peak file failed: {}",
+                sys::getpid(),
+                e
+            ));
+            None
+        }
+    }
 }
 
 /// Where a file would go when its directory refuses us.

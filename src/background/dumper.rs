@@ -165,11 +165,29 @@ fn dumper_main() {
                 // at the top of the loop), or a change (stepped aside, main
                 // thread gone).
                 continue;
+            } else if crate::hot::trigger::command_from_signal(&info) {
+                // `heaplive start/stop PID`: logged below, no dump.
             } else if signal::stepped_aside() {
                 signal::give_back(&info);
             } else {
                 serve_signal(&mut snap, Some(&mut info));
             }
+        }
+        if trigger::take_peak_request() {
+            // The next peak dump is armed from this dump's own total.
+            snap.take();
+            let total =
+                crate::background::dump::dump_snapshot(&snap, None, "peak").map_or(0, |w| w.total);
+            crate::hot::peak::arm_peak_dump(total as i64, cfg.peak_growth);
+        }
+        if crate::hot::track::take_signal_change() {
+            let on = crate::hot::track::active();
+            log::line(format_args!(
+                "heaplive[{}]: sampling {} (heaplive {})",
+                my_pid,
+                if on { "started" } else { "stopped" },
+                if on { "start" } else { "stop" },
+            ));
         }
         let now = sys::now_nanos();
         if now >= next_periodic {
@@ -269,8 +287,38 @@ pub extern "C" fn at_exit() {
     } else {
         None
     };
+    peak_summary(written.as_ref());
     leak_report::exit_summary(written.as_ref());
     output::remove_status(sys::getpid());
+}
+
+/// At exit: one line naming the peak of the live total and when it was,
+/// and the stacks at the peak (`NAME.peak.folded`) when the peak was above
+/// the exit total.
+fn peak_summary(written: Option<&crate::background::dump::Written>) {
+    let (peak, at) = crate::hot::peak::peak();
+    if peak <= 0 || at == 0 {
+        return;
+    }
+    let started = STARTED_NS.load(Relaxed);
+    let secs = at.saturating_sub(started) as f64 / 1e9;
+    let file = written.and_then(|w| crate::background::dump::write_peak(&w.path, w.total));
+    let kind = if config::get().interval > 1 {
+        "estimate"
+    } else {
+        "exact"
+    };
+    log::line(format_args!(
+        "heaplive[{}]: peak {} live ({}) at {:.3} s after start{}",
+        pid::get(),
+        log::human_bytes(peak as f64),
+        kind,
+        secs,
+        match file {
+            Some(f) => format!("; stacks at the peak: {}", f.display()),
+            None => String::new(),
+        }
+    ));
 }
 
 /// `heaplive_dump(path)`: dumps now, to `path` or (None) to the next file of

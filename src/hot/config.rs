@@ -70,6 +70,12 @@ pub struct Config {
     /// HEAPLIVE_FORMAT: which files a dump writes.
     pub folded: bool,
     pub pprof: bool,
+    /// HEAPLIVE_VIEWS: which views the folded files show.
+    pub views: grammar::Views,
+    /// HEAPLIVE_PEAK_GROWTH: peak dumps at this factor; 0 = off.
+    pub peak_growth: f64,
+    /// HEAPLIVE_START: sample from the start (else dormant).
+    pub start: bool,
     /// HEAPLIVE_WARN_BYTES / _BLOCKS / _GROWTH: leak warnings.
     pub warn_bytes: u64,
     pub warn_blocks: u64,
@@ -99,6 +105,14 @@ impl Config {
             dump_every_ms: 0,
             folded: true,
             pprof: false,
+            views: grammar::Views {
+                live: true,
+                alloc: false,
+                peak: true,
+                samples: true,
+            },
+            peak_growth: 0.0,
+            start: true,
             warn_bytes: DEFAULT_WARN_BYTES,
             warn_blocks: 0,
             warn_growth: DEFAULT_WARN_GROWTH,
@@ -186,6 +200,11 @@ pub fn load() {
     };
     load_var(&s::FORMAT, &mut formats, grammar::format);
     (c.folded, c.pprof) = (formats.folded, formats.pprof);
+    load_var(&s::VIEWS, &mut c.views, grammar::views);
+    load_var(&s::PEAK_GROWTH, &mut c.peak_growth, grammar::peak_growth);
+    crate::hot::peak::arm_peak_dump(0, c.peak_growth);
+    load_var(&s::START, &mut c.start, grammar::boolean);
+    crate::hot::track::set_active(c.start, false);
     load_var(&s::WARN_BYTES, &mut c.warn_bytes, grammar::warn_bytes);
     load_var(&s::WARN_BLOCKS, &mut c.warn_blocks, grammar::warn_blocks);
     load_var(&s::WARN_GROWTH, &mut c.warn_growth, grammar::warn_growth);

@@ -7,6 +7,7 @@ pub mod live;
 pub mod lock;
 pub mod log;
 pub mod ownheap;
+pub mod peak;
 pub mod pid;
 pub mod real;
 pub mod sampler;

@@ -133,6 +133,10 @@ fn chain(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut core::ffi::c_void) {
 /// the signal: one waiting with a mask that admits it while the program has
 /// a handler, or inside system(), popen() or an exec.
 extern "C" fn on_signal(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut core::ffi::c_void) {
+    // `heaplive start/stop PID`: a command for heaplive only.
+    if crate::hot::trigger::command_from_signal(info) {
+        return;
+    }
     let saved = sys::errno();
     let forwarded = FORWARDED
         .fetch_update(AcqRel, Acquire, |n| n.checked_sub(1))

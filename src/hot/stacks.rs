@@ -7,7 +7,7 @@
 //!
 //! - the records ([`Slot`]), numbered from 1 in the order stacks first
 //!   appear, in chunks of `CHUNK_SLOTS` mapped as the count grows: a
-//!   program with a few hundred stacks maps one 256 KiB chunk;
+//!   program with a few hundred stacks maps one 512 KiB chunk;
 //! - the index, an open-addressing hash table of record numbers (4 bytes an
 //!   entry, `INDEX_LEN` entries: 4 MiB of address space, touched only where
 //!   stacks hash).
@@ -48,7 +48,15 @@ pub struct Slot {
     pub warned_milliblocks: AtomicI64,
     /// Monotonic time of the last warning, ns.
     pub warned_at: AtomicU64,
-    _pad: u64,
+    /// The allocation view: un-biased bytes and milli-blocks allocated by
+    /// this stack since start (the same samples, added when taken, never
+    /// taken out).
+    pub alloc_bytes: AtomicU64,
+    pub alloc_milliblocks: AtomicU64,
+    /// The peak view: `live_*` as they were at the last copy (`hot::peak`).
+    pub peak_bytes: AtomicI64,
+    pub peak_milliblocks: AtomicI64,
+    _pad: [u64; 3],
 }
 
 const CHUNK_BYTES: usize = CHUNK_SLOTS * core::mem::size_of::<Slot>();
@@ -180,6 +188,20 @@ pub fn intern(frames_in: &[usize]) -> StackId {
         i = (i + 1) & (INDEX_LEN - 1);
     }
     OVERFLOW
+}
+
+/// The number of records handed out so far (ids are below it).
+pub fn count() -> StackId {
+    (NEXT.load(Acquire) as usize).min(MAX_STACKS) as StackId
+}
+
+/// Counts a new sample into a stack's allocation view.
+pub fn account_alloc(id: StackId, bytes: i64, milliblocks: i64) {
+    if let Some(s) = slot(id) {
+        s.alloc_bytes.fetch_add(bytes.max(0) as u64, Relaxed);
+        s.alloc_milliblocks
+            .fetch_add(milliblocks.max(0) as u64, Relaxed);
+    }
 }
 
 /// Adds (or with negative amounts removes) live memory to a stack.

@@ -59,6 +59,20 @@ fn alloc_slow(p: *mut c_void, size: usize) {
         return;
     }
     let cfg = config::get();
+    if !ACTIVE.load(Relaxed) {
+        // Dormant (HEAPLIVE_START=0, heaplive_stop): forward only. The
+        // next look comes after a gap drawn as for a sample, so sampling
+        // resumes at once, memorylessly, when started (exact mode: at the
+        // next allocation).
+        if t.sampler_ready == 0 {
+            sampler::seed_thread(t, cfg.seed);
+        }
+        t.bytes_until_sample = sampler::next_gap(&mut t.rng, cfg.interval);
+        // The dumper thread serves the dump signal, and with it `heaplive
+        // start PID`: it must run while dormant too.
+        crate::hot::trigger::ensure_dumper();
+        return;
+    }
     if t.sampler_ready == 0 {
         // The thread's first allocation: draw the first gap and count this
         // allocation against it.
@@ -95,7 +109,39 @@ fn record(addr: usize, size: usize, interval: u64) {
         }
         return;
     }
+    // The allocation view counts each sample once, when it is taken (a
+    // realloc's new block is a new allocation; a sample put back after a
+    // failed realloc is not).
+    let (b, m) = amounts(&e, interval);
+    stacks::account_alloc(id, b, m);
     account(&e, interval);
+}
+
+/// Whether allocations are sampled: `HEAPLIVE_START` (default on), then
+/// `heaplive_start()`/`heaplive_stop()` and `heaplive start/stop PID`.
+/// Stopping keeps the samples taken: they leave as their blocks are freed.
+static ACTIVE: AtomicBool = AtomicBool::new(true);
+/// A change of `ACTIVE` made by a signal, for the dumper to log.
+static CHANGED_BY_SIGNAL: AtomicBool = AtomicBool::new(false);
+
+/// Starts (`on`) or stops sampling; returns whether it was on.
+/// Async-signal-safe: atomic stores only.
+pub fn set_active(on: bool, from_signal: bool) -> bool {
+    let was = ACTIVE.swap(on, Relaxed);
+    if from_signal && was != on {
+        CHANGED_BY_SIGNAL.store(true, Relaxed);
+    }
+    was
+}
+
+/// Whether sampling is on.
+pub fn active() -> bool {
+    ACTIVE.load(Relaxed)
+}
+
+/// Whether a signal started or stopped sampling since the last call.
+pub fn take_signal_change() -> bool {
+    CHANGED_BY_SIGNAL.swap(false, Relaxed)
 }
 
 /// Set when heaplive could not map memory for its own tables (a lowered
@@ -122,12 +168,16 @@ fn amounts(e: &Entry, interval: u64) -> (i64, i64) {
 fn account(e: &Entry, interval: u64) {
     let (b, m) = amounts(e, interval);
     if let Some((live_b, live_m)) = stacks::account(e.stack, b, m) {
+        crate::hot::peak::grew(b);
         crate::hot::leak_check::after_growth(e.stack, live_b, live_m);
     }
 }
 
 fn unaccount(e: &Entry, interval: u64) {
     let (b, m) = amounts(e, interval);
+    if stacks::slot(e.stack).is_some() {
+        crate::hot::peak::shrinking(b);
+    }
     stacks::account(e.stack, -b, -m);
 }
 

@@ -114,3 +114,49 @@ pub fn main_exits() {
 pub fn main_exited() -> bool {
     MAIN_EXITED.load(Acquire)
 }
+
+/// Set with a request made by `request_peak_dump`: the dumper's next dump
+/// is a peak dump.
+static PEAK_REQUEST: AtomicBool = AtomicBool::new(false);
+
+/// Asks the dumper for a peak dump (the live total passed the threshold),
+/// on an allocation's slow path.
+pub fn request_peak_dump() {
+    PEAK_REQUEST.store(true, Release);
+    wake_dumper();
+}
+
+/// Whether a peak dump was asked for (and forget the request).
+pub fn take_peak_request() -> bool {
+    PEAK_REQUEST.swap(false, AcqRel)
+}
+
+/// A start or stop command carried by the dump signal's `info`
+/// (`heaplive start/stop PID` send it with sigqueue and one of
+/// `heaplive_format::signal::SIGVAL_*`)? Applies it. Async-signal-safe
+/// (reads the siginfo, stores atomics).
+pub fn command_from_signal(info: *const libc::siginfo_t) -> bool {
+    if info.is_null() {
+        return false;
+    }
+    // SAFETY: the kernel's siginfo for this signal.
+    let (code, value) = unsafe {
+        (
+            (*info).si_code,
+            (*info).si_value().sival_ptr as usize as i32,
+        )
+    };
+    if code != libc::SI_QUEUE {
+        return false;
+    }
+    match value {
+        heaplive_format::signal::SIGVAL_START => {
+            crate::hot::track::set_active(true, true);
+        }
+        heaplive_format::signal::SIGVAL_STOP => {
+            crate::hot::track::set_active(false, true);
+        }
+        _ => return false,
+    }
+    true
+}

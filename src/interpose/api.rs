@@ -1,4 +1,4 @@
-//! The C API the program may call (declared in the README).
+//! The C API the program may call (declared in `src/heaplive.h`).
 
 use crate::hot::{guard, services, sys};
 
@@ -27,4 +27,20 @@ pub unsafe extern "C" fn heaplive_dump(path: *const core::ffi::c_char) -> core::
             -1
         }
     }
+}
+
+/// `int heaplive_start(void)`: starts sampling (after `HEAPLIVE_START=0` or
+/// `heaplive_stop()`). Returns 1 if sampling was already on, 0 if it was
+/// off. Async-signal-safe.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn heaplive_start() -> core::ffi::c_int {
+    crate::hot::track::set_active(true, false) as core::ffi::c_int
+}
+
+/// `int heaplive_stop(void)`: stops sampling; samples already taken stay
+/// until their blocks are freed. Returns 1 if sampling was on, 0 if it was
+/// off already. Async-signal-safe.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn heaplive_stop() -> core::ffi::c_int {
+    crate::hot::track::set_active(false, false) as core::ffi::c_int
 }

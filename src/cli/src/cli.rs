@@ -40,6 +40,8 @@ pub struct Cli {
 pub enum Command {
     Run(RunArgs),
     Dump(DumpArgs),
+    Start(SwitchArgs),
+    Stop(SwitchArgs),
     Top(TopArgs),
     Diff(DiffArgs),
     Merge(MergeArgs),
@@ -165,6 +167,30 @@ pub struct DumpArgs {
     pub pids: Vec<i32>,
 }
 
+#[derive(Args, Debug)]
+#[command(
+    about = "start or stop sampling in running processes",
+    long_about = "'heaplive start PID' makes a process whose library was loaded dormant
+(HEAPLIVE_START=0) or stopped begin sampling; 'heaplive stop PID' stops it.
+Stopping keeps the samples already taken: they leave as their blocks are
+freed, so a later dump still shows what was allocated while sampling and is
+still live; frees of blocks allocated while stopped change nothing.
+
+The command is the process's dump signal sent with sigqueue(2) and a value
+the library recognises (it does not dump then, nor pass the signal on); the
+library logs 'sampling started' or 'sampling stopped'. From inside the
+program: heaplive_start() and heaplive_stop() (src/heaplive.h).",
+    after_help = "\
+Examples:
+  HEAPLIVE_START=0 LD_PRELOAD=libheaplive.so ./server &
+  heaplive start $!; sleep 60; heaplive dump $!; heaplive stop $!",
+    help_template = TEMPLATE
+)]
+pub struct SwitchArgs {
+    #[arg(value_name = "PID", required = true, num_args = 1.., value_parser = pid)]
+    pub pids: Vec<i32>,
+}
+
 /// Options shared by the table reports.
 #[derive(Args, Debug)]
 pub struct TableArgs {
@@ -186,7 +212,14 @@ pub struct TableArgs {
     long_about = "The stacks holding the most live bytes. Several files are summed (e.g. the
 dumps of all php-fpm workers taken at one moment). '-' reads standard input.
 
-Stacks are shown leaf first: 'xmlStrdup <- xmlNewNode <- main'.",
+Stacks are shown leaf first: 'xmlStrdup <- xmlNewNode <- main'.
+
+Error bars: in sampled mode the library writes NAME.samples.folded next to
+each NAME.folded (the number of live samples per stack). When it is there,
+top shows per stack the number of samples n and the 95% interval of the
+estimate, ±1.96/sqrt(n) (relative standard error 1/sqrt(n); smaller for
+blocks near or above the sample interval, which are sampled almost surely).
+Exact mode has no error bars.",
     override_usage = "heaplive top FILE... [-n N] [--inclusive] [--bytes] [--width W]",
     after_help = "\
 Examples:

@@ -382,6 +382,53 @@ fn signal_from_environ(pid: i32) -> Option<i32> {
     }
 }
 
+/// `heaplive start/stop PID...`: the dump signal with a command value.
+pub fn switch(a: crate::cli::SwitchArgs, on: bool) -> Res<()> {
+    let value = if on {
+        heaplive_format::signal::SIGVAL_START
+    } else {
+        heaplive_format::signal::SIGVAL_STOP
+    };
+    let mut failed = false;
+    for pid in a.pids {
+        let r = prepare(pid).and_then(|t| {
+            let v = libc::sigval {
+                sival_ptr: value as usize as *mut libc::c_void,
+            };
+            // SAFETY: sigqueue only sends a signal to another process.
+            if unsafe { libc::sigqueue(t.pid, t.signal, v) } == 0 {
+                Ok(t)
+            } else {
+                let e = std::io::Error::last_os_error();
+                Err(format!(
+                    "pid {} ({}): cannot send {}: {}",
+                    t.pid,
+                    t.proc.comm,
+                    Name(t.signal),
+                    io_msg(&e)
+                ))
+            }
+        });
+        match r {
+            Ok(t) => println!(
+                "pid {} ({}): sampling {}",
+                t.pid,
+                t.proc.comm,
+                if on { "started" } else { "stopped" }
+            ),
+            Err(e) => {
+                eprintln!("heaplive: {e}");
+                failed = true;
+            }
+        }
+    }
+    if failed {
+        Err(crate::Fail::Reported)
+    } else {
+        Ok(())
+    }
+}
+
 fn send(t: &Target) -> Result<(), String> {
     // SAFETY: kill only sends a signal to another process.
     if unsafe { libc::kill(t.pid, t.signal) } == 0 {

@@ -47,9 +47,11 @@ pub fn error<T>(msg: impl Into<String>) -> Res<T> {
     Err(Fail::Error(msg.into()))
 }
 
-const SUBCOMMANDS: [&str; 9] = [
+const SUBCOMMANDS: [&str; 11] = [
     "run",
     "dump",
+    "start",
+    "stop",
     "top",
     "diff",
     "merge",
@@ -104,6 +106,8 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run(a) => run::main(a),
         Command::Dump(a) => dump::main(a),
+        Command::Start(a) => dump::switch(a, true),
+        Command::Stop(a) => dump::switch(a, false),
         Command::Top(a) => top::main(a),
         Command::Diff(a) => diff::main(a),
         Command::Merge(a) => merge::main(a),

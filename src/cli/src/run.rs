@@ -277,6 +277,24 @@ fn report_files(template: &str, start_dir: &Path, started: SystemTime) {
     );
     for (_, p) in &found {
         eprintln!("  {}", p.display());
+        // The views written next to it (HEAPLIVE_VIEWS).
+        let Some(stem) = p.to_str().and_then(|s| s.strip_suffix(".folded")) else {
+            continue;
+        };
+        for view in ["alloc", "samples"] {
+            let v = format!("{stem}.{view}.folded");
+            if Path::new(&v).is_file() {
+                eprintln!("  {v}");
+            }
+        }
+        let peak = format!("{stem}.peak.folded");
+        if let Ok(bytes) = std::fs::read(&peak) {
+            let total = heaplive_format::folded::parse(&peak, &bytes).map_or(0, |s| s.total());
+            eprintln!(
+                "heaplive: peak: {} live at the highest peak (above the exit total), stacks in {peak}",
+                heaplive_format::units::human(total)
+            );
+        }
     }
     eprintln!("heaplive: view with 'heaplive top FILE' or 'heaplive flamegraph FILE -o live.svg'");
 }

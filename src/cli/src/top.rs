@@ -12,12 +12,51 @@ pub fn main(a: TopArgs) -> Res<()> {
     let text = if a.inclusive {
         top_functions(&profile, &t)
     } else {
-        top_stacks(&profile, &t, a.files.len())
+        top_stacks(&profile, &t, a.files.len(), samples_of(&a.files))
     };
     emit(|out| out.write_all(text.as_bytes()))
 }
 
-fn top_stacks(p: &Profile, t: &Table, nfiles: usize) -> String {
+/// The sample counts that go with the files: each `NAME.folded`'s
+/// `NAME.samples.folded` (written by the library in sampled mode). None
+/// when any is missing (exact mode, or HEAPLIVE_VIEWS without samples).
+fn samples_of(files: &[String]) -> Option<Profile> {
+    let mut sum = Profile::default();
+    for f in files {
+        let base = f.strip_suffix(".folded")?;
+        let companion = format!("{base}.samples.folded");
+        let bytes = std::fs::read(&companion).ok()?;
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        sum.add(folded::parse(&companion, &bytes).ok()?);
+    }
+    Some(sum)
+}
+
+/// The half-width of the 95% interval of an estimate resting on `n`
+/// samples, relative: 1.96 / sqrt(n). Each small sample stands for about R
+/// bytes and the count of samples is Poisson, so the relative standard
+/// error is 1/sqrt(n) (for blocks near or above R it is smaller: such
+/// blocks are sampled almost surely; this is then an upper bound).
+pub fn rel_error_95(n: u64) -> f64 {
+    if n == 0 {
+        f64::INFINITY
+    } else {
+        1.96 / (n as f64).sqrt()
+    }
+}
+
+fn error_cell(n: u64) -> String {
+    let e = rel_error_95(n) * 100.0;
+    if e.is_finite() {
+        format!("±{e:.0}%")
+    } else {
+        "?".into()
+    }
+}
+
+fn top_stacks(p: &Profile, t: &Table, nfiles: usize, samples: Option<Profile>) -> String {
     let total = p.total();
     let mut rows: Vec<(&String, u64)> = p.stacks.iter().map(|(s, &c)| (s, c)).collect();
     rows.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
@@ -29,13 +68,27 @@ fn top_stacks(p: &Profile, t: &Table, nfiles: usize) -> String {
         .chain([t.size(total).len(), 10])
         .max()
         .unwrap_or(10);
-    let mut out = format!("{:>w$}  {:>6}  STACK (leaf first)\n", "LIVE", "SHARE");
+    let extra = if samples.is_some() { 17 } else { 0 };
+    let mut out = match samples {
+        Some(_) => format!(
+            "{:>w$}  {:>6}  {:>7}  {:>6}  STACK (leaf first)\n",
+            "LIVE", "SHARE", "SAMPLES", "95%"
+        ),
+        None => format!("{:>w$}  {:>6}  STACK (leaf first)\n", "LIVE", "SHARE"),
+    };
     let mut shown_bytes = 0u128;
     for ((stack, count), size) in rows[..shown].iter().zip(&sizes) {
         shown_bytes += *count as u128;
-        let line = abbreviate_stack(stack, t.room(w + 10));
+        let line = abbreviate_stack(stack, t.room(w + 10 + extra));
+        let bars = match &samples {
+            Some(sp) => {
+                let n = sp.stacks.get(*stack).copied().unwrap_or(0);
+                format!("{:>7}  {:>6}  ", grouped(n as u128), error_cell(n))
+            }
+            None => String::new(),
+        };
         out += &format!(
-            "{size:>w$}  {:>6}  {line}\n",
+            "{size:>w$}  {:>6}  {bars}{line}\n",
             percent(*count as u128, total)
         );
     }

@@ -8,7 +8,7 @@
 //! `operator new(unsigned long)`), so a reader takes the count after the
 //! LAST space and splits the rest at `;`.
 
-use crate::profile::{Frame, Profile};
+use crate::profile::{Frame, Profile, Sample};
 use std::collections::BTreeMap;
 use std::io::{self, Write};
 
@@ -46,9 +46,16 @@ pub fn frame_text(f: &Frame, lines: bool) -> String {
 /// The stacks of a profile as folded lines: (stack text, bytes), merged
 /// where different addresses symbolize the same, sorted, zeros dropped.
 pub fn fold(p: &Profile) -> BTreeMap<String, u64> {
+    fold_by(p, |s| s.bytes)
+}
+
+/// As [`fold`], with another value of each sample (`alloc_bytes`, the
+/// sample count).
+pub fn fold_by(p: &Profile, value: impl Fn(&Sample) -> u64) -> BTreeMap<String, u64> {
     let mut out: BTreeMap<String, u64> = BTreeMap::new();
     for s in &p.samples {
-        if s.bytes == 0 {
+        let v = value(s);
+        if v == 0 {
             continue;
         }
         let mut parts: Vec<String> = Vec::new();
@@ -64,14 +71,23 @@ pub fn fold(p: &Profile) -> BTreeMap<String, u64> {
         if parts.is_empty() {
             parts.push("[no stack]".to_string());
         }
-        *out.entry(parts.join(";")).or_insert(0) += s.bytes;
+        *out.entry(parts.join(";")).or_insert(0) += v;
     }
     out
 }
 
 pub fn write_folded(p: &Profile, out: &mut dyn Write) -> io::Result<()> {
-    for (stack, bytes) in fold(p) {
-        writeln!(out, "{} {}", stack, bytes)?;
+    write_folded_by(p, |s| s.bytes, out)
+}
+
+/// Writes the folded lines of another value of each sample.
+pub fn write_folded_by(
+    p: &Profile,
+    value: impl Fn(&Sample) -> u64,
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    for (stack, v) in fold_by(p, value) {
+        writeln!(out, "{} {}", stack, v)?;
     }
     Ok(())
 }
@@ -290,21 +306,25 @@ mod tests {
                     locations: vec![0, 1],
                     bytes: 100,
                     blocks: 1,
+                    ..Sample::default()
                 },
                 Sample {
                     locations: vec![2, 1],
                     bytes: 5,
                     blocks: 1,
+                    ..Sample::default()
                 },
                 Sample {
                     locations: vec![3, 1],
                     bytes: 7,
                     blocks: 1,
+                    ..Sample::default()
                 },
                 Sample {
                     locations: vec![3, 1],
                     bytes: 0,
                     blocks: 0,
+                    ..Sample::default()
                 },
             ],
             ..Default::default()
@@ -381,6 +401,7 @@ mod tests {
                 locations: vec![0],
                 bytes: 9,
                 blocks: 1,
+                ..Sample::default()
             }],
             lines: true,
             ..Default::default()

@@ -175,6 +175,53 @@ pub fn format(v: &[u8]) -> Result<Formats, &'static str> {
     parse_format(v).ok_or("is not one of folded, pprof, folded,pprof")
 }
 
+/// Which views a dump writes (`HEAPLIVE_VIEWS`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Views {
+    /// Live bytes per stack now: `NAME.folded`.
+    pub live: bool,
+    /// Bytes allocated per stack since start: `NAME.alloc.folded`.
+    pub alloc: bool,
+    /// Live bytes per stack at the highest peak: `NAME.peak.folded`
+    /// (at exit, when the peak was above the exit total).
+    pub peak: bool,
+    /// The number of live samples per stack, for `heaplive top`'s error
+    /// bars: `NAME.samples.folded` (sampled mode only).
+    pub samples: bool,
+}
+
+/// `live`, `alloc`, `peak`, `samples`, comma-separated, in any order.
+pub fn parse_views(v: &[u8]) -> Option<Views> {
+    let mut f = Views {
+        live: false,
+        alloc: false,
+        peak: false,
+        samples: false,
+    };
+    for part in trim(v).split(|&b| b == b',') {
+        match trim(part) {
+            s if s.eq_ignore_ascii_case(b"live") => f.live = true,
+            s if s.eq_ignore_ascii_case(b"alloc") => f.alloc = true,
+            s if s.eq_ignore_ascii_case(b"peak") => f.peak = true,
+            s if s.eq_ignore_ascii_case(b"samples") => f.samples = true,
+            _ => return None,
+        }
+    }
+    Some(f)
+}
+
+/// `HEAPLIVE_VIEWS`.
+pub fn views(v: &[u8]) -> Result<Views, &'static str> {
+    parse_views(v).ok_or("is not a list of live, alloc, peak, samples (example: live,alloc,peak)")
+}
+
+/// `HEAPLIVE_PEAK_GROWTH`; 0 = off, else a factor above 1.
+pub fn peak_growth(v: &[u8]) -> Result<f64, &'static str> {
+    parse_float(v)
+        .filter(|&g| g == 0.0 || g > 1.0)
+        .ok_or("is not 0 (off) or a number above 1 (examples: 1.5, 2)")
+}
+
 /// `HEAPLIVE_WARN_BYTES`; 0 = off.
 pub fn warn_bytes(v: &[u8]) -> Result<u64, &'static str> {
     parse_size(v)
@@ -225,6 +272,18 @@ mod tests {
         assert_eq!(warn_blocks(b"1000000000000000"), Ok(MAX_WARN_BLOCKS));
         assert!(sample_interval(b"1025G").is_err());
         assert_eq!(sample_interval(b"1024G"), Ok(MAX_SAMPLE_INTERVAL));
+    }
+
+    #[test]
+    fn views_and_growth() {
+        let v = views(b"live, alloc").unwrap();
+        assert!(v.live && v.alloc && !v.peak);
+        assert!(views(b"peak").unwrap().peak);
+        assert!(views(b"live,heap").is_err());
+        assert_eq!(peak_growth(b"0"), Ok(0.0));
+        assert_eq!(peak_growth(b"1.5"), Ok(1.5));
+        assert!(peak_growth(b"1").is_err());
+        assert!(peak_growth(b"0.5").is_err());
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! protobuf (`profile.proto` of github.com/google/pprof), for `go tool pprof`
 //! and continuous-profiling back ends.
 //!
-//! Two sample types, `inuse_objects/count` and `inuse_space/bytes` (the
+//! Four sample types, as Go's heap profiles: `alloc_objects/count`,
+//! `alloc_space/bytes`, `inuse_objects/count` and `inuse_space/bytes` (the
 //! default); the period is `space/bytes`, the sample interval. The protobuf is
 //! encoded by hand: only varints and length-delimited fields are needed.
 //!
@@ -71,6 +72,15 @@ const WIRE_LEN: u64 = 2;
 /// Encoded top-level fields are handed to the gzip encoder in chunks this big.
 const FLUSH_BYTES: usize = 64 * 1024;
 
+/// The sample types, in the order of each sample's values (Go's heap
+/// profiles have the same four; the default is `inuse_space`).
+pub const SAMPLE_TYPES: [(&str, &str); 4] = [
+    ("alloc_objects", "count"),
+    ("alloc_space", "bytes"),
+    ("inuse_objects", "count"),
+    ("inuse_space", "bytes"),
+];
+
 /// Writes `p` as a gzip'd pprof protobuf. Ids are 1-based positions: mapping
 /// `i` of `p` is mapping id `i + 1`, location `i` is location id `i + 1`.
 /// pprof takes the first mapping for the main binary.
@@ -83,7 +93,7 @@ pub fn write_pprof(p: &Profile, out: &mut impl Write) -> io::Result<()> {
     let mut pb = Encoder::default();
     let mut strings = Strings::default();
 
-    for (typ, unit) in [("inuse_objects", "count"), ("inuse_space", "bytes")] {
+    for (typ, unit) in SAMPLE_TYPES {
         let (typ, unit) = (strings.index(typ), strings.index(unit));
         pb.message(PROFILE_SAMPLE_TYPE, |m| {
             m.int64(VALUE_TYPE_TYPE, typ);
@@ -99,7 +109,7 @@ pub fn write_pprof(p: &Profile, out: &mut impl Write) -> io::Result<()> {
             .filter(|&&i| i < p.locations.len())
             .map(|&i| id(i));
         // An int64 is encoded as the varint of its two's complement.
-        let values = [s.blocks, s.bytes].map(|v| saturate(v) as u64);
+        let values = [s.alloc_blocks, s.alloc_bytes, s.blocks, s.bytes].map(|v| saturate(v) as u64);
         pb.message(PROFILE_SAMPLE, |m| {
             m.packed(SAMPLE_LOCATION_ID, ids);
             m.packed(SAMPLE_VALUE, values);
@@ -384,16 +394,25 @@ mod tests {
                     locations: vec![0, 1],
                     bytes: 3_000_000,
                     blocks: 3,
+                    alloc_bytes: 5_000_000,
+                    alloc_blocks: 5,
+                    samples: 3,
                 },
                 Sample {
                     locations: vec![2, 3, 1],
                     bytes: 1_000_000,
                     blocks: 1000,
+                    alloc_bytes: 1_000_000,
+                    alloc_blocks: 1000,
+                    samples: 2,
                 },
                 Sample {
                     locations: vec![4],
                     bytes: 24,
                     blocks: 1,
+                    alloc_bytes: 48,
+                    alloc_blocks: 2,
+                    samples: 1,
                 },
             ],
             sample_interval: 524288,
@@ -570,10 +589,7 @@ mod tests {
                 )
             })
             .collect();
-        assert_eq!(
-            types,
-            [("inuse_objects", "count"), ("inuse_space", "bytes")]
-        );
+        assert_eq!(types, SAMPLE_TYPES);
         assert_eq!(s(scalar(&fs, PROFILE_DEFAULT_SAMPLE_TYPE)), "inuse_space");
         let period_type = &messages(&fs, PROFILE_PERIOD_TYPE)[0];
         assert_eq!(s(scalar(period_type, VALUE_TYPE_TYPE)), "space");
@@ -589,9 +605,9 @@ mod tests {
         assert_eq!(
             samples,
             [
-                (vec![1, 2], vec![3, 3_000_000]),
-                (vec![3, 4, 2], vec![1000, 1_000_000]),
-                (vec![5], vec![1, 24]),
+                (vec![1, 2], vec![5, 5_000_000, 3, 3_000_000]),
+                (vec![3, 4, 2], vec![1000, 1_000_000, 1000, 1_000_000]),
+                (vec![5], vec![2, 48, 1, 24]),
             ]
         );
 
@@ -705,6 +721,7 @@ mod tests {
                     locations: vec![99, 0, usize::MAX, 1],
                     bytes: u64::MAX,
                     blocks: 0,
+                    ..Sample::default()
                 },
                 Sample::default(),
             ],
@@ -720,7 +737,10 @@ mod tests {
             [1, 2],
             "out-of-range locations dropped"
         );
-        assert_eq!(repeated(&samples[0], SAMPLE_VALUE), [0, i64::MAX as u64]);
+        assert_eq!(
+            repeated(&samples[0], SAMPLE_VALUE),
+            [0, 0, 0, i64::MAX as u64]
+        );
         assert_eq!(repeated(&samples[1], SAMPLE_LOCATION_ID), Vec::<u64>::new());
         assert_eq!(scalar(&fs, PROFILE_PERIOD), i64::MAX as u64);
         assert_eq!(scalar(&fs, PROFILE_TIME_NANOS) as i64, -1);
@@ -745,10 +765,12 @@ mod tests {
             strings,
             [
                 "",
-                "inuse_objects",
+                "alloc_objects",
                 "count",
-                "inuse_space",
+                "alloc_space",
                 "bytes",
+                "inuse_objects",
+                "inuse_space",
                 "space"
             ]
         );
@@ -787,12 +809,13 @@ mod tests {
                 locations: vec![i as usize],
                 bytes: i,
                 blocks: 1,
+                ..Sample::default()
             });
         }
         let (fs, strings) = decode_profile(&encode(&p));
         let total: u64 = messages(&fs, PROFILE_SAMPLE)
             .iter()
-            .map(|s| repeated(s, SAMPLE_VALUE)[1])
+            .map(|s| repeated(s, SAMPLE_VALUE)[3])
             .sum();
         assert_eq!(total, p.total_bytes());
         assert_eq!(messages(&fs, PROFILE_FUNCTION).len(), 20_000);
@@ -871,11 +894,11 @@ mod tests {
         for expected in [
             "PeriodType: space bytes",
             "Period: 524288",
-            "inuse_objects/count inuse_space/bytes[dflt]",
-            // blocks bytes: location ids, leaf first
-            "3 3000000: 1 2",
-            "1000 1000000: 3 4 2",
-            "1 24: 5",
+            "alloc_objects/count alloc_space/bytes inuse_objects/count inuse_space/bytes[dflt]",
+            // alloc blocks, alloc bytes, blocks, bytes: location ids, leaf first
+            "5 5000000 3 3000000: 1 2",
+            "1000 1000000 1000 1000000: 3 4 2",
+            "2 48 1 24: 5",
             "1: 0x401010 M=1 inlined_helper src/app.c:10 s=0",
             "alloc_node src/app.c:25 s=0",
             "3: 0x7f0000001234 M=2 libfoo.so+0x1234 :0 s=0",

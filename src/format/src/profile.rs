@@ -44,6 +44,13 @@ pub struct Sample {
     pub bytes: u64,
     /// Un-biased estimate of live blocks.
     pub blocks: u64,
+    /// Un-biased estimate of bytes allocated by this stack since start
+    /// (freed or not; exact in exact mode).
+    pub alloc_bytes: u64,
+    /// Un-biased estimate of blocks allocated since start.
+    pub alloc_blocks: u64,
+    /// The number of live samples behind `bytes` (error bars).
+    pub samples: u64,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -64,5 +71,8 @@ pub struct Profile {
 impl Profile {
     pub fn total_bytes(&self) -> u64 {
         self.samples.iter().map(|s| s.bytes).sum()
+    }
+    pub fn total_alloc_bytes(&self) -> u64 {
+        self.samples.iter().map(|s| s.alloc_bytes).sum()
     }
 }

@@ -31,6 +31,10 @@ pub enum Grammar {
     WarnGrowth,
     /// [`crate::grammar::path`]
     Path,
+    /// [`crate::grammar::views`]
+    Views,
+    /// [`crate::grammar::peak_growth`]
+    PeakGrowth,
 }
 
 /// Why a value is refused, for a message `NAME='value' <why>`.
@@ -68,6 +72,8 @@ impl Grammar {
             Grammar::WarnBlocks => text(g::warn_blocks(v).map(drop)),
             Grammar::WarnGrowth => text(g::warn_growth(v).map(drop)),
             Grammar::Path => text(g::path(v)),
+            Grammar::Views => text(g::views(v).map(drop)),
+            Grammar::PeakGrowth => text(g::peak_growth(v).map(drop)),
         }
     }
 }
@@ -157,6 +163,27 @@ setting!(
     "which files a dump writes: folded, pprof, or folded,pprof"
 );
 setting!(
+    VIEWS,
+    c"HEAPLIVE_VIEWS",
+    "live,peak,samples",
+    Views,
+    "what a dump writes: live (NAME.folded), alloc (bytes allocated since start, NAME.alloc.folded), peak (at exit, the stacks at the highest live total, NAME.peak.folded), samples (live samples per stack for heaplive top's error bars, NAME.samples.folded, sampled mode only)"
+);
+setting!(
+    PEAK_GROWTH,
+    c"HEAPLIVE_PEAK_GROWTH",
+    "0 (off)",
+    PeakGrowth,
+    "also dump when the live total first exceeds the last peak dump's total by this factor (1 MiB before the first): 1.5, 2"
+);
+setting!(
+    START,
+    c"HEAPLIVE_START",
+    "1",
+    Bool,
+    "0 loads heaplive dormant: nothing is sampled until heaplive start PID or heaplive_start()"
+);
+setting!(
     WARN_BYTES,
     c"HEAPLIVE_WARN_BYTES",
     "256M",
@@ -222,6 +249,9 @@ pub const ALL: &[&Setting] = &[
     &SIGNAL,
     &DUMP_EVERY,
     &FORMAT,
+    &VIEWS,
+    &PEAK_GROWTH,
+    &START,
     &WARN_BYTES,
     &WARN_BLOCKS,
     &WARN_GROWTH,

@@ -173,6 +173,13 @@ impl fmt::Display for Name {
     }
 }
 
+/// `heaplive start PID` / `heaplive stop PID` send the dump signal with
+/// `sigqueue(2)` and one of these values (`si_value.sival_int`); the
+/// library's handler treats them as commands, not dump requests. A plain
+/// `kill` carries no value (`si_code` is not `SI_QUEUE`).
+pub const SIGVAL_START: i32 = 0x4850_0001;
+pub const SIGVAL_STOP: i32 = 0x4850_0002;
+
 #[cfg(test)]
 mod tests {
     use super::*;

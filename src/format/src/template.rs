@@ -191,6 +191,17 @@ pub fn pprof_name(folded: &[u8]) -> Vec<u8> {
     v
 }
 
+/// The file of another view that goes with a folded file name: `view`
+/// put before `.folded` (`h.1.folded` -> `h.1.alloc.folded`, names that
+/// sort together), or `.VIEW.folded` appended.
+pub fn view_name(folded: &[u8], view: &str) -> Vec<u8> {
+    let mut v = folded.strip_suffix(b".folded").unwrap_or(folded).to_vec();
+    v.push(b'.');
+    v.extend_from_slice(view.as_bytes());
+    v.extend_from_slice(b".folded");
+    v
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -254,5 +265,7 @@ mod tests {
     fn pprof_names() {
         assert_eq!(pprof_name(b"/t/h.1.folded"), b"/t/h.1.pb.gz");
         assert_eq!(pprof_name(b"/t/profile"), b"/t/profile.pb.gz");
+        assert_eq!(view_name(b"/t/h.1.folded", "alloc"), b"/t/h.1.alloc.folded");
+        assert_eq!(view_name(b"/t/profile", "peak"), b"/t/profile.peak.folded");
     }
 }
