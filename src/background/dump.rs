@@ -6,9 +6,9 @@
 //! (`Rank::Dump`) that is never taken on an allocation path.
 
 use crate::background::output;
-use crate::background::profile::{Location, Profile, Sample};
+use crate::background::profile::{Frame, Location, Profile, Sample};
 use crate::hot::lock::{Rank, SpinLock};
-use crate::hot::{config, live, log, sampler, stacks, sys};
+use crate::hot::{config, live, log, names, sampler, stacks, sys};
 use crate::symbolize::{SymConfig, Symbolizer};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -123,6 +123,21 @@ fn build_profile(st: &mut DumpState, entries: &[live::Entry]) -> Profile {
             .iter()
             .map(|&ip| {
                 *loc_of.entry(ip).or_insert_with(|| {
+                    if names::is_pseudo(ip) {
+                        // A PHP frame or a marker: its name was copied
+                        // when the sample was taken.
+                        let text = names::text(ip).unwrap_or(b"[unknown]");
+                        locations.push(Location {
+                            address: 0,
+                            mapping: None,
+                            frames: vec![Frame {
+                                function: String::from_utf8_lossy(text).into_owned(),
+                                file: None,
+                                line: None,
+                            }],
+                        });
+                        return locations.len() - 1;
+                    }
                     // Return addresses point after the call.
                     let addr = (ip as u64).saturating_sub(1);
                     let (mapping, frames) = sym.lookup(addr);

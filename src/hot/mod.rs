@@ -6,6 +6,7 @@ pub mod leak_check;
 pub mod live;
 pub mod lock;
 pub mod log;
+pub mod names;
 pub mod pid;
 pub mod real;
 pub mod sampler;

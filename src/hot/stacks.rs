@@ -182,6 +182,12 @@ pub fn intern(frames_in: &[usize]) -> StackId {
     OVERFLOW
 }
 
+/// `len` bytes (8-aligned) of the stack table's arena, which lives as long
+/// as the process: for the names of pseudo frames (`names`).
+pub fn arena_alloc(len: usize) -> *mut u8 {
+    ARENA.alloc(len)
+}
+
 /// Adds (or with negative amounts removes) live memory to a stack.
 pub fn account(id: StackId, bytes: i64, milliblocks: i64) -> Option<(i64, i64)> {
     let s = slot(id)?;
