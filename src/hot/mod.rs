@@ -7,6 +7,7 @@ pub mod live;
 pub mod lock;
 pub mod log;
 pub mod names;
+pub mod php;
 pub mod pid;
 pub mod real;
 pub mod sampler;

@@ -7,6 +7,7 @@
 use crate::hot::config;
 use crate::hot::guard::{self, Busy};
 use crate::hot::live::{self, Entry};
+use crate::hot::php;
 use crate::hot::sampler;
 use crate::hot::shadow;
 use crate::hot::stacks;
@@ -29,7 +30,25 @@ pub fn on_alloc(p: *mut c_void, size: usize) {
         // `<= 0`: a thread's state starts at zero, and its first allocation
         // may be malloc(0) (exact mode records those too).
         if left <= 0 {
-            alloc_slow(p, size);
+            alloc_slow(p, size, live::MALLOC);
+        }
+    }
+}
+
+/// `on_alloc` for a ZendMM block (PHP mode): the same countdown, so malloc
+/// and ZendMM bytes of a thread form one sampling process.
+#[inline(always)]
+pub fn on_zend_alloc(p: *mut c_void, size: usize) {
+    let t = guard::state();
+    // SAFETY: this thread's own state.
+    unsafe {
+        if (*t).busy != 0 {
+            return;
+        }
+        let left = (*t).bytes_until_sample.wrapping_sub(size as i64);
+        (*t).bytes_until_sample = left;
+        if left < 0 {
+            alloc_slow(p, size, live::ZEND_MM);
         }
     }
 }
@@ -44,7 +63,7 @@ pub fn on_free(p: *mut c_void) {
 
 #[cold]
 #[inline(never)]
-fn alloc_slow(p: *mut c_void, size: usize) {
+fn alloc_slow(p: *mut c_void, size: usize, kind: u32) {
     let _busy = Busy::enter();
     let _errno = ErrnoGuard::save();
     // SAFETY: this thread's own state; nothing else holds a reference.
@@ -70,15 +89,27 @@ fn alloc_slow(p: *mut c_void, size: usize) {
         }
     }
     t.bytes_until_sample = sampler::next_gap(&mut t.rng, cfg.interval);
-    record(p as usize, size, cfg.interval);
+    record(p as usize, size, cfg.interval, kind);
 }
 
-fn record(addr: usize, size: usize, interval: u64) {
+fn record(addr: usize, size: usize, interval: u64, kind: u32) {
     crate::hot::trigger::ensure_dumper();
     let mut buf = [0usize; stacks::MAX_FRAMES];
     let n = stacks::capture(&mut buf);
+    let n = php::splice(&mut buf, n, kind == live::ZEND_MM);
     let id = stacks::intern(&buf[..n]);
-    let e = Entry::new(addr, size, id, sampler::weight_bytes(size as u64, interval));
+    let mut weight = sampler::weight_bytes(size as u64, interval);
+    if kind == live::ZEND_MM {
+        // A ZendMM block counts as the bin or pages ZendMM gave it, as
+        // memory_get_usage() does. Sampling went by the requested size, so
+        // the block stands for block/p bytes (un-biased all the same: each
+        // block's contribution is divided by its own probability).
+        if let Some(b) = php::block_size(addr).filter(|_| size > 0) {
+            weight *= b as f64 / size as f64;
+        }
+    }
+    let mut e = Entry::new(addr, size, id, weight);
+    e.kind = kind;
     match live::insert(e) {
         Err(live::Refused::NoMemory) => return out_of_memory(),
         // The sample is skipped while a fork is being prepared.
@@ -96,6 +127,25 @@ fn record(addr: usize, size: usize, interval: u64) {
         return;
     }
     account(&e, interval);
+    if kind == live::ZEND_MM && !php::note_zend_sample(addr) {
+        // Nothing would drop it at request end: drop it now.
+        if let Some(e) = live::untrack(addr) {
+            unaccount(&e, interval);
+        }
+    }
+}
+
+/// At request end (PHP mode): drops every ZendMM sample of the request.
+/// ZendMM reclaims those blocks without any efree.
+pub fn drop_zend_samples() {
+    let _busy = Busy::enter();
+    let _errno = ErrnoGuard::save();
+    let interval = config::get().interval;
+    php::drain_zend_samples(|addr| {
+        if let Some(e) = live::untrack_kind(addr, live::ZEND_MM) {
+            unaccount(&e, interval);
+        }
+    });
 }
 
 /// Set when heaplive could not map memory for its own tables (a lowered

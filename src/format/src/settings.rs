@@ -31,6 +31,8 @@ pub enum Grammar {
     WarnGrowth,
     /// [`crate::grammar::path`]
     Path,
+    /// [`crate::grammar::php_mode`]
+    PhpMode,
 }
 
 /// Why a value is refused, for a message `NAME='value' <why>`.
@@ -68,6 +70,7 @@ impl Grammar {
             Grammar::WarnBlocks => text(g::warn_blocks(v).map(drop)),
             Grammar::WarnGrowth => text(g::warn_growth(v).map(drop)),
             Grammar::Path => text(g::path(v)),
+            Grammar::PhpMode => text(g::php_mode(v).map(drop)),
         }
     }
 }
@@ -206,6 +209,13 @@ setting!(
     "demangle C++ and Rust names"
 );
 setting!(
+    PHP,
+    c"HEAPLIVE_PHP",
+    "auto",
+    PhpMode,
+    "PHP mode in php-fpm and php-cli: auto (ZendMM samples and PHP frames), native (PHP frames only), off"
+);
+setting!(
     LIB,
     c"HEAPLIVE_LIB",
     "next to heaplive",
@@ -229,6 +239,7 @@ pub const ALL: &[&Setting] = &[
     &DEBUG_DIRS,
     &LINES,
     &DEMANGLE,
+    &PHP,
     &SEED,
     &LIB,
 ];
