@@ -12,6 +12,7 @@ mod glibc;
 mod heaptrack;
 mod leaks;
 mod php_fpm;
+mod php_mode;
 mod real_programs;
 mod sampled;
 mod security;
