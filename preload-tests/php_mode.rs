@@ -285,6 +285,78 @@ fn cli_sqlite_malloc_shows_under_the_php_function() {
     );
 }
 
+/// The PHP frames of a stack, root first, joined by `;`.
+fn php_only(s: &Stack) -> String {
+    s.frames
+        .iter()
+        .filter(|f| f.contains(".php:") || f.ends_with(" [internal]"))
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(";")
+}
+
+/// Generators (with `yield from`), a fiber, a closure called by an
+/// internal function, a static method and an include each give the frames
+/// a PHP user expects; nothing reads as `[php?]`.
+#[test]
+fn cli_generators_fibers_closures_and_includes_give_sensible_frames() {
+    require_php();
+    let dir = tempdir("php-cli-frames");
+    std::fs::write(
+        dir.join("incl.php"),
+        "<?php\nreturn str_repeat('i', 7000000);\n",
+    )
+    .unwrap();
+    let script = dir.join("frames.php");
+    std::fs::write(
+        &script,
+        "<?php\n\
+         function inner_gen() { for ($i = 0; $i < 3; $i++) { yield str_repeat('g', 3000000 + $i); } }\n\
+         function outer_gen() { yield from inner_gen(); }\n\
+         $keep = [];\n\
+         foreach (outer_gen() as $v) { $keep[] = $v; }\n\
+         $f = new Fiber(function () use (&$keep) { $keep[] = str_repeat('f', 5000000); Fiber::suspend(1); });\n\
+         $f->start();\n\
+         $c = function ($n) { return str_repeat('c', $n); };\n\
+         $keep[] = array_map($c, [4000000])[0];\n\
+         class K { static function m() { return str_repeat('k', 6000000); } }\n\
+         $keep[] = K::m();\n\
+         $keep[] = require __DIR__ . '/incl.php';\n\
+         file_put_contents(__DIR__ . '/ready', getmypid() . ' 0');\n\
+         for ($i = 0; $i < 300 && !file_exists(__DIR__ . '/release'); $i++) { usleep(50000); }\n\
+         echo count($keep), \"\\n\";\n",
+    )
+    .unwrap();
+    let mut child = spawn_php(&dir, &script, true, &[]);
+    let (pid, _) = wait_ready(&dir, &mut child);
+    kill(pid, libc::SIGUSR2);
+    let file = wait_for("the signal dump", &|| log_of(&dir), || {
+        dumps_in_log(&dir, pid, "signal").into_iter().next()
+    });
+    let out = finish(&dir, child);
+    assert_eq!(stdout(&out), "7\n", "{}", show(&out));
+    let stacks = parse_folded(&file);
+    let php: Vec<String> = stacks.iter().map(php_only).collect();
+    for want in [
+        "{main} (frames.php:5);inner_gen (frames.php:2);str_repeat [internal]",
+        "{main} (frames.php:7);Fiber::start [internal];{closure} (frames.php:6);str_repeat [internal]",
+        "{main} (frames.php:9);array_map [internal];{closure} (frames.php:8);str_repeat [internal]",
+        "{main} (frames.php:11);K::m (frames.php:10);str_repeat [internal]",
+        "{main} (frames.php:12);{include} (incl.php:2);str_repeat [internal]",
+    ] {
+        assert!(
+            php.iter().any(|p| p == want),
+            "no stack with PHP frames {want}\n{}",
+            php.join("\n")
+        );
+    }
+    assert!(
+        !stacks.iter().any(|s| s.has("[php?]")),
+        "{}",
+        top_stacks(&stacks, 20)
+    );
+}
+
 #[test]
 fn cli_use_zend_alloc_0_gives_php_frames_on_malloc_and_no_zend_mm_hooks() {
     let dir = tempdir("php-cli-tracked");

@@ -321,7 +321,8 @@ fn push_zstr(
     true
 }
 
-/// The pseudo frame of one PHP frame, or None when it cannot be read.
+/// The pseudo frame of one PHP frame; Some(0) for a frame with nothing to
+/// show; None when it cannot be read.
 fn frame_name(pid: i32, o: &Offsets, func: usize, opline: usize, call_info: u32) -> Option<usize> {
     let mut f = [0u8; 192];
     let got = read(pid, func, &mut f);
@@ -343,6 +344,11 @@ fn frame_name(pid: i32, o: &Offsets, func: usize, opline: usize, call_info: u32)
     }
     match kind {
         ZEND_INTERNAL_FUNCTION => {
+            if name == 0 && scope == 0 {
+                // A fiber's bottom frame (zend_fiber_function) has no
+                // name: nothing to show, the walk goes on to the resumer.
+                return Some(0);
+            }
             if name == 0 || !push_zstr(pid, name, 300, false, &mut t) {
                 return None;
             }
@@ -421,14 +427,17 @@ fn walk(o: &Offsets, out: &mut [usize; MAX_PHP_FRAMES]) -> usize {
         // nothing to show; the chain goes on through prev.
         if func != 0 {
             match frame_name(pid, o, func, word(&e, EX_OPLINE), word32(&e, EX_CALL_INFO)) {
-                Some(f) => out[n] = f,
+                Some(0) => {}
+                Some(f) => {
+                    out[n] = f;
+                    n += 1;
+                }
                 None => {
                     out[n] = names::php_bad();
                     n += 1;
                     break;
                 }
             }
-            n += 1;
         }
         let prev = word(&e, EX_PREV);
         if prev == ex {
@@ -689,6 +698,9 @@ mod tests {
         g[FN_NAME..FN_NAME + 8].copy_from_slice(&(sr.as_ptr() as usize).to_ne_bytes());
         let got = frame_name(pid, o, g.as_ptr() as usize, 0, 0).unwrap();
         assert_eq!(names::text(got), Some(&b"str_repeat [internal]"[..]));
+        // A fiber's bottom frame: no name, nothing to show.
+        g[FN_NAME..FN_NAME + 8].copy_from_slice(&0usize.to_ne_bytes());
+        assert_eq!(frame_name(pid, o, g.as_ptr() as usize, 0, 0), Some(0));
         // Garbage: a bad type, a dangling name.
         g[FN_TYPE] = 7;
         assert!(frame_name(pid, o, g.as_ptr() as usize, 0, 0).is_none());
