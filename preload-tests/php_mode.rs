@@ -441,6 +441,35 @@ fn cli_another_zend_mm_hooker_makes_heaplive_back_off() {
     assert_eq!(stdout(&out), cli_plain_output(&dir, &script, &preload, &[]));
 }
 
+/// gc_mem_caches() gives ZendMM's cached memory back while heaplive's
+/// handlers are installed, as it does without them.
+#[test]
+fn cli_gc_mem_caches_is_unchanged() {
+    require_php();
+    let dir = tempdir("php-cli-gc");
+    let script = dir.join("gc.php");
+    std::fs::write(
+        &script,
+        "<?php\n\
+         $a = []; for ($i = 0; $i < 20000; $i++) { $a[] = str_repeat('z', 100 + $i % 50); }\n\
+         unset($a);\n\
+         echo gc_mem_caches(), ' ', memory_get_usage(), ' ', memory_get_usage(true), \"\\n\";\n",
+    )
+    .unwrap();
+    let run = |preload: bool| {
+        let child = spawn_php(&dir, &script, preload, &[]);
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", show(&out));
+        stdout(&out)
+    };
+    let plain = run(false);
+    assert!(
+        !plain.starts_with("0 "),
+        "without heaplive, gc_mem_caches frees something: {plain}"
+    );
+    assert_eq!(run(true), plain);
+}
+
 /// memory_limit: the same fatal error at the same line with and without
 /// heaplive (php-cli).
 #[test]
