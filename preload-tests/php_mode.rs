@@ -156,6 +156,19 @@ fn plain_output(dir: &Path, env: &[(&str, &str)]) -> String {
     )
 }
 
+/// The first signal dump written in `dir`.
+fn dump_file(dir: &Path) -> PathBuf {
+    let log = log_of(dir);
+    log.lines()
+        .find_map(|l| {
+            l.split_once("]: signal dump ")?
+                .1
+                .split_once(": ")
+                .map(|(p, _)| PathBuf::from(p))
+        })
+        .unwrap_or_else(|| panic!("no signal dump in the log\n{log}"))
+}
+
 fn zend_mm_bytes(stacks: &[Stack]) -> u64 {
     stacks
         .iter()
@@ -213,6 +226,19 @@ fn cli_build_cache_is_attributed_to_its_php_function_and_line() {
         top_stacks(&stacks, 10)
     );
     assert!(log_of(&dir).contains("PHP 8.2."), "{}", log_of(&dir));
+    // `heaplive top --php`: the PHP frames alone, the array first.
+    let top = Command::new(heaplive_bin())
+        .args(["top", "--php", "-n", "1", "--width", "0"])
+        .arg(&dump_file(&dir))
+        .output()
+        .unwrap();
+    assert!(
+        stdout(&top).lines().nth(1).is_some_and(|l| l.ends_with(
+            "[zend_mm] <- str_repeat [internal] <- build_cache (cache.php:6) <- {main} (build.php:4)"
+        )),
+        "{}",
+        show(&top)
+    );
     // PHP's output (memory_get_usage and peak included) is unchanged.
     assert_eq!(stdout(&out), plain_output(&dir, &env));
 }
