@@ -264,6 +264,56 @@ fn cli_exact_mode_matches_memory_get_usage() {
     assert_eq!(stdout(&out), plain_output(&dir, &env));
 }
 
+/// Strings grown by `.=` (erealloc, mostly in place): exact mode matches
+/// the script's memory_get_usage() delta, and sampled mode is within 5
+/// standard errors of it (the bound of `assert_within`, conservative here).
+#[test]
+fn cli_strings_grown_by_erealloc_are_counted_right() {
+    require_php();
+    for (interval, tag) in [("1", "exact"), ("64K", "sampled")] {
+        let dir = tempdir(&format!("php-cli-grow-{tag}"));
+        let script = dir.join("grow.php");
+        std::fs::write(
+            &script,
+            "<?php\n\
+             function grow(int $n, int $len, &$delta) {\n\
+                 $before = memory_get_usage(); $a = [];\n\
+                 for ($i = 0; $i < $n; $i++) { $s = '';\n\
+                     while (strlen($s) < $len) { $s .= str_repeat(chr(97 + $i % 26), 1000); }\n\
+                     $a[] = $s; }\n\
+                 $delta = memory_get_usage() - $before;\n\
+                 return $a;\n\
+             }\n\
+             $delta = 0; $keep = grow(24, 1 << 20, $delta);\n\
+             file_put_contents(__DIR__ . '/ready', getmypid() . ' ' . $delta);\n\
+             for ($i = 0; $i < 300 && !file_exists(__DIR__ . '/release'); $i++) { usleep(50000); }\n\
+             echo count($keep), \"\\n\";\n",
+        )
+        .unwrap();
+        let env = [("HEAPLIVE_SAMPLE_INTERVAL", interval)];
+        let mut child = spawn_php(&dir, &script, true, &env);
+        let (pid, delta) = wait_ready(&dir, &mut child);
+        kill(pid, libc::SIGUSR2);
+        let file = wait_for("the signal dump", &|| log_of(&dir), || {
+            dumps_in_log(&dir, pid, "signal").into_iter().next()
+        });
+        let out = finish(&dir, child);
+        assert_eq!(stdout(&out), "24\n", "{}", show(&out));
+        let stacks = parse_folded(&file);
+        let under: u64 = stacks
+            .iter()
+            .filter(|s| s.frames.iter().any(|f| f.starts_with("grow (grow.php:")))
+            .map(|s| s.bytes)
+            .sum();
+        assert!(delta >= 24 << 20, "delta {delta}");
+        if interval == "1" {
+            assert_eq!(under, delta, "{}", top_stacks(&stacks, 10));
+        } else {
+            assert_within(under, delta, 64 << 10, 5.0, "strings grown by .=");
+        }
+    }
+}
+
 /// An sqlite3 query (malloc inside libsqlite3) under a PHP function: the PHP
 /// frame sits above the sqlite frames.
 #[test]

@@ -14,7 +14,7 @@ use crate::hot::guard;
 use crate::hot::names;
 use crate::hot::stacks::MAX_FRAMES;
 use crate::hot::sys::StackBuf;
-use core::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering::*};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering::*};
 
 /// Struct offsets that differ between PHP versions (x86-64, non-ZTS).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -230,6 +230,42 @@ pub fn block_size(p: usize) -> Option<usize> {
         n
     };
     (n != 0).then_some(n)
+}
+
+/// ZendMM's small size classes (`zend_alloc_sizes.h`, the same in 7.4 to
+/// 8.4); larger blocks are whole 4 KiB pages.
+const BINS: [u16; 30] = [
+    8, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320, 384, 448, 512, 640,
+    768, 896, 1024, 1280, 1536, 1792, 2048, 2560, 3072,
+];
+const MAX_SMALL: usize = 3072;
+const PAGE: usize = 4096;
+
+/// The bin of each size in 8-byte steps up to MAX_SMALL: one load.
+static BIN_OF: [u16; MAX_SMALL / 8 + 1] = {
+    let mut t = [0u16; MAX_SMALL / 8 + 1];
+    let mut i = 0;
+    let mut b = 0;
+    while i < t.len() {
+        while (BINS[b] as usize) < i * 8 {
+            b += 1;
+        }
+        t[i] = BINS[b];
+        i += 1;
+    }
+    t
+};
+
+/// The size of the block ZendMM gives for `size` requested bytes: its
+/// size class, or whole pages (large and huge blocks), which is what
+/// `memory_get_usage()` counts.
+#[inline(always)]
+pub fn zend_block_size(size: usize) -> usize {
+    if size <= MAX_SMALL {
+        BIN_OF[size.max(1).div_ceil(8)] as usize
+    } else {
+        size.div_ceil(PAGE).saturating_mul(PAGE)
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -547,9 +583,30 @@ fn with_list<R>(f: impl FnOnce(&mut List) -> R) -> Option<R> {
     Some(r)
 }
 
+/// A small filter in front of the shadow bitmap for efree (4096 bits, one
+/// cache-friendly load): a bit per hash of each address noted this request,
+/// cleared at request end. A clear bit means "not a ZendMM sample of this
+/// request"; a set bit may be a collision, and the shadow bitmap decides.
+static FILTER: [AtomicU64; 64] = [const { AtomicU64::new(0) }; 64];
+
+#[inline(always)]
+fn filter_bit(addr: usize) -> (usize, u64) {
+    let h = ((addr >> 3) as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 52;
+    ((h >> 6) as usize, 1u64 << (h & 63))
+}
+
+/// May `addr` be a ZendMM sample of the running request? The efree filter.
+#[inline(always)]
+pub fn maybe_zend_sample(addr: usize) -> bool {
+    let (w, bit) = filter_bit(addr);
+    FILTER[w].load(Relaxed) & bit != 0
+}
+
 /// Notes a ZendMM sample at `addr`. False when it cannot (no memory): the
 /// caller must then drop the sample, which nothing would drop later.
 pub fn note_zend_sample(addr: usize) -> bool {
+    let (w, bit) = filter_bit(addr);
+    FILTER[w].fetch_or(bit, Relaxed);
     with_list(|l| {
         if l.len == l.cap {
             // Forget the addresses whose samples are gone (efree'd) first.
@@ -604,6 +661,9 @@ pub fn drain_zend_samples(mut f: impl FnMut(usize)) -> usize {
         }
         let n = l.len;
         l.len = 0;
+        for w in &FILTER {
+            w.store(0, Relaxed);
+        }
         n
     })
     .unwrap_or(0)
@@ -612,6 +672,28 @@ pub fn drain_zend_samples(mut f: impl FnMut(usize)) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn block_sizes_follow_zend_mm() {
+        assert_eq!(zend_block_size(0), 8);
+        assert_eq!(zend_block_size(1), 8);
+        assert_eq!(zend_block_size(8), 8);
+        assert_eq!(zend_block_size(9), 16);
+        assert_eq!(zend_block_size(57), 64);
+        assert_eq!(zend_block_size(65), 80);
+        assert_eq!(zend_block_size(257), 320);
+        assert_eq!(zend_block_size(3000), 3072);
+        assert_eq!(zend_block_size(3072), 3072);
+        assert_eq!(zend_block_size(3073), 4096);
+        assert_eq!(zend_block_size(4025), 4096);
+        assert_eq!(zend_block_size(4097), 8192);
+        assert_eq!(zend_block_size(3 << 20), 3 << 20);
+        for s in 1..=3072usize {
+            let b = zend_block_size(s);
+            assert!(b >= s && BINS.contains(&(b as u16)), "{s} -> {b}");
+            assert!(BINS.iter().all(|&x| (x as usize) < s || x as usize >= b));
+        }
+    }
 
     #[test]
     fn versions_parse() {
@@ -712,6 +794,9 @@ mod tests {
 
     #[test]
     fn request_list_drains_and_compacts() {
+        let _s = crate::hot::shadow::tests::SERIAL
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         drain_zend_samples(|_| {});
         // Live samples (bit set) survive compaction; efree'd ones may go.
         let base = 0x7100_0000usize;
@@ -722,6 +807,9 @@ mod tests {
             }
             assert!(note_zend_sample(addr));
         }
+        for a in (0..10_000usize).step_by(2) {
+            assert!(maybe_zend_sample(base + a * 16));
+        }
         let mut seen = Vec::new();
         let n = drain_zend_samples(|a| seen.push(a));
         assert_eq!(n, seen.len());
@@ -731,5 +819,6 @@ mod tests {
             crate::hot::shadow::clear(base + a * 16);
         }
         assert_eq!(drain_zend_samples(|_| {}), 0);
+        assert!(!maybe_zend_sample(base));
     }
 }

@@ -571,7 +571,10 @@ extern "C" fn zm_free(p: *mut c_void) {
     if p as usize == heap {
         return;
     }
-    track::on_free(p);
+    // The filter first: most efrees are of blocks never sampled.
+    if php::maybe_zend_sample(p as usize) {
+        track::on_free(p);
+    }
     c!(
         S.mm_free.load(Relaxed),
         fn(usize, *mut c_void) -> (),
@@ -582,10 +585,11 @@ extern "C" fn zm_free(p: *mut c_void) {
 
 extern "C" fn zm_realloc(p: *mut c_void, size: usize) -> *mut c_void {
     let heap = php::heap();
-    let old = if p.is_null() {
-        None
+    // The block's size before: an erealloc counts only its growth.
+    let old_block = if p.is_null() {
+        0
     } else {
-        track::untrack_for_realloc(p)
+        php::block_size(p as usize).unwrap_or(0)
     };
     let a = S.mm_realloc.load(Relaxed);
     let q = unhooked(heap, || {
@@ -597,13 +601,10 @@ extern "C" fn zm_realloc(p: *mut c_void, size: usize) -> *mut c_void {
             size
         )
     });
-    if q.is_null() {
-        if let Some(e) = old {
-            track::retrack(e);
-        }
-        return q;
+    if !q.is_null() {
+        let new_block = php::block_size(q as usize).unwrap_or_else(|| php::zend_block_size(size));
+        track::on_zend_realloc(p, old_block, q, new_block);
     }
-    track::on_zend_alloc(q, size);
     q
 }
 
