@@ -546,6 +546,46 @@ fn cli_gc_mem_caches_is_unchanged() {
     assert_eq!(run(true), plain);
 }
 
+/// A seccomp filter that kills on process_vm_readv (systemd's
+/// SystemCallFilter= without SystemCallErrorNumber=): heaplive finds out in
+/// a throw-away child, turns PHP frames off with one line, and the script
+/// runs as without heaplive.
+#[test]
+fn cli_seccomp_filter_that_kills_turns_php_frames_off() {
+    require_php();
+    let dir = tempdir("php-cli-seccomp");
+    let filter = compile(
+        "seccomp_kill_vm_readv.c",
+        "libseccomp_kill.so",
+        &dir,
+        &["-shared", "-fPIC"],
+    );
+    let script = cache_script(&dir, "build.php", 256);
+    let preload = format!("{} {}", filter.display(), lib().display());
+    let mut child = spawn_php_with(&dir, &script, true, &preload, &[]);
+    let (pid, _) = wait_ready(&dir, &mut child);
+    kill(pid, libc::SIGUSR2);
+    let file = wait_for("the signal dump", &|| log_of(&dir), || {
+        dumps_in_log(&dir, pid, "signal").into_iter().next()
+    });
+    let out = finish(&dir, child);
+    assert!(out.status.success(), "{}\n{}", show(&out), log_of(&dir));
+    assert!(
+        log_of(&dir).contains("a seccomp filter refuses here: PHP frames are off"),
+        "{}",
+        log_of(&dir)
+    );
+    let stacks = parse_folded(&file);
+    assert!(
+        !stacks
+            .iter()
+            .any(|s| s.frames.iter().any(|f| f.contains(".php:"))),
+        "{}",
+        top_stacks(&stacks, 5)
+    );
+    assert_eq!(stdout(&out), cli_plain_output(&dir, &script, &preload, &[]));
+}
+
 /// memory_limit: the same fatal error at the same line with and without
 /// heaplive (php-cli).
 #[test]

@@ -303,9 +303,85 @@ fn word32(b: &[u8], at: usize) -> u32 {
     u32::from_ne_bytes(w)
 }
 
-/// Can this process read its own memory with process_vm_readv? (A seccomp
-/// filter may forbid it.) Checked once at startup.
+/// Can this process read its own memory with process_vm_readv? Checked
+/// once at start-up. A seccomp filter may forbid the call, and some kill
+/// the process instead of failing it (systemd's `SystemCallFilter=` without
+/// `SystemCallErrorNumber=`): under a filter the first call is made in a
+/// throw-away child that shares our memory (clone with CLONE_VM |
+/// CLONE_VFORK, no exit signal), so only that child can die of it.
 pub fn can_read_self() -> bool {
+    if seccomp_filtered() && !probe_in_child() {
+        return false;
+    }
+    read_self_once()
+}
+
+/// Is a seccomp filter installed (`Seccomp: 2` in /proc/self/status)?
+/// Unknown counts as yes.
+fn seccomp_filtered() -> bool {
+    let mut buf = [0u8; 4096];
+    // SAFETY: a NUL-terminated path; read into our buffer; closed after.
+    let n = unsafe {
+        let fd = libc::open(
+            c"/proc/self/status".as_ptr(),
+            libc::O_RDONLY | libc::O_CLOEXEC,
+        );
+        if fd < 0 {
+            return true;
+        }
+        let mut got = 0usize;
+        loop {
+            let r = libc::read(fd, buf.as_mut_ptr().add(got).cast(), buf.len() - got);
+            if r <= 0 {
+                break;
+            }
+            got += r as usize;
+            if got == buf.len() {
+                break;
+            }
+        }
+        libc::close(fd);
+        got
+    };
+    let text = &buf[..n];
+    match text.windows(9).position(|w| w == b"Seccomp:\t") {
+        Some(i) => text.get(i + 9) != Some(&b'0'),
+        None => true,
+    }
+}
+
+extern "C" fn probe_child(_: *mut libc::c_void) -> libc::c_int {
+    // The child only makes the call: if the filter kills, it dies alone.
+    if read_self_once() { 0 } else { 1 }
+}
+
+/// Runs `read_self_once` in a child sharing our memory; true if the child
+/// came back alive and the read worked.
+fn probe_in_child() -> bool {
+    let mut stack = [0u8; 64 * 1024];
+    // The stack grows down: the child starts at the (aligned) top.
+    let top = ((stack.as_mut_ptr() as usize + stack.len()) & !15) as *mut libc::c_void;
+    // SAFETY: CLONE_VFORK suspends us until the child exits, so the child
+    // has this buffer as its stack alone; it touches nothing else of ours.
+    let pid = unsafe {
+        libc::clone(
+            probe_child,
+            top,
+            libc::CLONE_VM | libc::CLONE_VFORK,
+            core::ptr::null_mut(),
+        )
+    };
+    if pid <= 0 {
+        return false;
+    }
+    let mut status = 0;
+    // SAFETY: waits for our own child (a clone child: __WALL).
+    let r = unsafe { libc::waitpid(pid, &mut status, libc::__WALL) };
+    core::hint::black_box(&mut stack);
+    r == pid && libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0
+}
+
+fn read_self_once() -> bool {
     let probe = [0x5au8; 16];
     let mut out = [0u8; 16];
     read(
@@ -705,6 +781,11 @@ mod tests {
         assert_eq!(offsets_for(8, 2).map(|o| o.op_filename), Some(152));
         assert!(offsets_for(8, 5).is_none());
         assert!(offsets_for(7, 3).is_none());
+    }
+
+    #[test]
+    fn the_probe_child_reads_and_comes_back() {
+        assert!(probe_in_child());
     }
 
     #[test]

@@ -317,10 +317,11 @@ extern "C" fn post_startup_cb() -> c_int {
     };
     if !php::can_read_self() {
         log::line(format_args!(
-            "heaplive[{}]: PHP {}: process_vm_readv is refused here (seccomp?), so PHP frames are off; {}malloc profiling go on",
+            "heaplive[{}]: PHP {}: reading PHP's frames needs process_vm_readv, which a seccomp filter refuses here: PHP frames are off; {}malloc profiling {} on",
             pid(),
             text(v),
-            zend_mm
+            zend_mm,
+            if zend_mm.is_empty() { "goes" } else { "go" }
         ));
     } else if jit_walk_unsafe(major, minor, patch) && jit_on() {
         log::line(format_args!(
