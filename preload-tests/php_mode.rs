@@ -229,7 +229,7 @@ fn cli_build_cache_is_attributed_to_its_php_function_and_line() {
     // `heaplive top --php`: the PHP frames alone, the array first.
     let top = Command::new(heaplive_bin())
         .args(["top", "--php", "-n", "1", "--width", "0"])
-        .arg(&dump_file(&dir))
+        .arg(dump_file(&dir))
         .output()
         .unwrap();
     assert!(
