@@ -723,6 +723,18 @@ fn fpm_build_cache_by_php_function_mid_request_and_idle() {
         5.0,
         "php-fpm, mid-request",
     );
+    // The log line breaks RSS down: the 48 MiB are resident ZendMM chunks.
+    let line = log_of_fpm(&dir)
+        .lines()
+        .find(|l| l.starts_with(&format!("heaplive[{pid}]: signal dump")))
+        .unwrap()
+        .to_string();
+    let zend_mib: f64 = line
+        .split_once("ZendMM ")
+        .and_then(|(_, r)| r.split_once(" MiB"))
+        .and_then(|(n, _)| n.parse().ok())
+        .unwrap_or_else(|| panic!("no ZendMM share in {line}"));
+    assert!(zend_mib >= 48.0, "{line}");
     let idle = idle.expect("two workers");
     assert_eq!(
         bytes_under(&idle, CACHE_FRAME),

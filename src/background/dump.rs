@@ -170,13 +170,6 @@ fn build_profile(st: &mut DumpState, entries: &[live::Entry]) -> Profile {
     }
 }
 
-fn rss_bytes() -> Option<u64> {
-    let s = std::fs::read_to_string("/proc/self/statm").ok()?;
-    let pages: u64 = s.split_whitespace().nth(1)?.parse().ok()?;
-    // SAFETY: sysconf has no preconditions.
-    Some(pages * unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as u64)
-}
-
 /// Snapshots now and writes the next dump. `path`: an explicit file
 /// (heaplive_dump), else the next name of the template. The caller must
 /// hold the guard.
@@ -255,11 +248,10 @@ pub fn write_locked(
     }
     let ms = (sys::now_nanos() - t0) as f64 / 1e6;
     let samples: usize = snap.entries.len();
-    let rss = rss_bytes()
-        .map(|r| format!("{}", log::human_bytes(r as f64)))
-        .unwrap_or_else(|| "?".into());
+    // Where the resident memory is, by kind (ZendMM when PHP mode hooks it).
+    let rss = crate::background::rss::describe(crate::hot::php::heap() != 0);
     log::line(format_args!(
-        "heaplive[{}]: {} dump {}{}: {} live (estimate) in {} samples over {} stacks; RSS {}; snapshot {:.2} ms, took {:.1} ms",
+        "heaplive[{}]: {} dump {}{}: {} live (estimate) in {} samples over {} stacks; {}; snapshot {:.2} ms, took {:.1} ms",
         pid,
         why,
         written.display(),
