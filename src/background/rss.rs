@@ -45,7 +45,7 @@ pub fn breakdown(smaps: &str, zend_mm: bool) -> Vec<(&'static str, u64)> {
         .filter(|(_, b)| *b > 0)
         .map(|(k, b)| (*k, b))
         .collect();
-    v.sort_by(|a, b| b.1.cmp(&a.1));
+    v.sort_by_key(|p| core::cmp::Reverse(p.1));
     v
 }
 
