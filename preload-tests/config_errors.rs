@@ -38,6 +38,7 @@ fn each_bad_value_gives_one_line_naming_variable_value_and_default() {
         ("HEAPLIVE_WARN_GROWTH", "0.5", "2"),
         ("HEAPLIVE_LINES", "yes please", "0"),
         ("HEAPLIVE_DEMANGLE", "2", "1"),
+        ("HEAPLIVE_PHP", "zend", "auto"),
     ];
     let o = sh(
         &dir,

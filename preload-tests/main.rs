@@ -13,6 +13,7 @@ mod heaptrack;
 mod leaks;
 mod ownmem;
 mod php_fpm;
+mod php_mode;
 mod real_programs;
 mod sampled;
 mod security;

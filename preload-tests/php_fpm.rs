@@ -52,14 +52,14 @@ fn fcgi_len(out: &mut Vec<u8>, n: usize) {
 
 /// The answer to one request: the STDOUT stream (headers and body) and the
 /// STDERR stream.
-struct Response {
-    stdout: String,
-    stderr: String,
-    app_status: u32,
+pub(crate) struct Response {
+    pub stdout: String,
+    pub stderr: String,
+    pub app_status: u32,
 }
 
 impl Response {
-    fn body(&self) -> &str {
+    pub(crate) fn body(&self) -> &str {
         self.stdout
             .split_once("\r\n\r\n")
             .map(|(_, b)| b)
@@ -69,7 +69,12 @@ impl Response {
 
 /// Sends one GET request for `script` to 127.0.0.1:`port` and reads the
 /// answer until END_REQUEST.
-fn fcgi_get(port: u16, script: &Path, uri: &str, query: &str) -> Result<Response, String> {
+pub(crate) fn fcgi_get(
+    port: u16,
+    script: &Path,
+    uri: &str,
+    query: &str,
+) -> Result<Response, String> {
     let mut s =
         TcpStream::connect(("127.0.0.1", port)).map_err(|e| format!("connect to {port}: {e}"))?;
     s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
@@ -157,12 +162,12 @@ fn proc_stat(pid: u32) -> Option<(char, u32)> {
     Some((state, ppid))
 }
 
-fn alive(pid: u32) -> bool {
+pub(crate) fn alive(pid: u32) -> bool {
     matches!(proc_stat(pid), Some((st, _)) if st != 'Z' && st != 'X')
 }
 
 /// Live children of `parent`, sorted.
-fn children_of(parent: u32) -> Vec<u32> {
+pub(crate) fn children_of(parent: u32) -> Vec<u32> {
     let mut v: Vec<u32> = std::fs::read_dir("/proc")
         .unwrap()
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
@@ -172,7 +177,7 @@ fn children_of(parent: u32) -> Vec<u32> {
     v
 }
 
-fn kill(pid: u32, sig: i32) {
+pub(crate) fn kill(pid: u32, sig: i32) {
     // SAFETY: kill has no memory-safety preconditions.
     let r = unsafe { libc::kill(pid as i32, sig) };
     assert_eq!(
@@ -184,7 +189,11 @@ fn kill(pid: u32, sig: i32) {
 }
 
 /// Polls `f` until it gives Some or the deadline passes.
-fn wait_for<T>(what: &str, ctx: &dyn Fn() -> String, mut f: impl FnMut() -> Option<T>) -> T {
+pub(crate) fn wait_for<T>(
+    what: &str,
+    ctx: &dyn Fn() -> String,
+    mut f: impl FnMut() -> Option<T>,
+) -> T {
     let t0 = Instant::now();
     loop {
         if let Some(v) = f() {
@@ -201,20 +210,54 @@ fn wait_for<T>(what: &str, ctx: &dyn Fn() -> String, mut f: impl FnMut() -> Opti
     }
 }
 
+/// How a pool differs from the default one.
+#[derive(Clone, Copy)]
+pub(crate) struct FpmOpts {
+    /// Workers (pm = static).
+    pub children: usize,
+    /// false: no LD_PRELOAD (for comparisons).
+    pub preload: bool,
+    pub memory_limit: &'static str,
+}
+
+impl Default for FpmOpts {
+    fn default() -> Self {
+        FpmOpts {
+            children: 2,
+            preload: true,
+            memory_limit: "1024M",
+        }
+    }
+}
+
 /// A php-fpm master started in the foreground; killed (with its workers)
 /// if the test ends while it still runs.
-struct Fpm {
+pub(crate) struct Fpm {
     child: Child,
     dir: PathBuf,
     port: u16,
 }
 
 impl Fpm {
-    fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.child.id()
     }
 
-    fn start(dir: &Path, zend_alloc: bool, extra_env: &[(&str, &str)]) -> Fpm {
+    pub(crate) fn start(dir: &Path, zend_alloc: bool, extra_env: &[(&str, &str)]) -> Fpm {
+        Fpm::start_opts(dir, zend_alloc, extra_env, &FpmOpts::default())
+    }
+
+    pub(crate) fn start_opts(
+        dir: &Path,
+        zend_alloc: bool,
+        extra_env: &[(&str, &str)],
+        opts: &FpmOpts,
+    ) -> Fpm {
+        let FpmOpts {
+            children,
+            preload,
+            memory_limit,
+        } = *opts;
         require_fpm();
         let port = {
             let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -235,11 +278,13 @@ impl Fpm {
              {user}\
              listen = 127.0.0.1:{port}\n\
              pm = static\n\
-             pm.max_children = 2\n\
+             pm.max_children = {children}\n\
              pm.status_path = /fpm-status\n\
-             php_admin_value[memory_limit] = 1024M\n\
+             php_admin_value[memory_limit] = {memory_limit}\n\
              php_admin_value[max_execution_time] = 0\n",
             d = dir.display(),
+            children = children,
+            memory_limit = memory_limit,
             user = if root {
                 "user = root\ngroup = root\n"
             } else {
@@ -262,8 +307,12 @@ impl Fpm {
                 c.env_remove(k);
             }
         }
-        c.env("LD_PRELOAD", lib())
-            .env("HEAPLIVE_OUTPUT", dir.join("fpm.%p.%n.folded"))
+        if preload {
+            c.env("LD_PRELOAD", lib());
+        } else {
+            c.env_remove("LD_PRELOAD");
+        }
+        c.env("HEAPLIVE_OUTPUT", dir.join("fpm.%p.%n.folded"))
             .env("HEAPLIVE_LOG", dir.join("heaplive.log"));
         if !zend_alloc {
             c.env("USE_ZEND_ALLOC", "0");
@@ -283,20 +332,20 @@ impl Fpm {
         };
         let master = fpm.pid();
         let ctx = fpm.ctx();
-        wait_for("php-fpm: ready, 2 workers", &ctx, || {
+        wait_for("php-fpm: ready, all workers", &ctx, || {
             if let Ok(Some(st)) = fpm.child.try_wait() {
                 panic!("{FPM} exited at start: {st}\n{}", ctx());
             }
             let ready = std::fs::read_to_string(dir.join("fpm.log"))
                 .unwrap_or_default()
                 .contains("ready to handle connections");
-            (ready && children_of(master).len() == 2).then_some(())
+            (ready && children_of(master).len() == children).then_some(())
         });
         fpm
     }
 
     /// Everything worth showing when something fails.
-    fn ctx(&self) -> impl Fn() -> String + 'static {
+    pub(crate) fn ctx(&self) -> impl Fn() -> String + 'static {
         let dir = self.dir.clone();
         move || {
             let mut s = String::new();
@@ -319,14 +368,14 @@ impl Fpm {
         }
     }
 
-    fn get(&self, script: &Path) -> Response {
+    pub(crate) fn get(&self, script: &Path) -> Response {
         let name = format!("/{}", script.file_name().unwrap().to_string_lossy());
         fcgi_get(self.port, script, &name, "")
             .unwrap_or_else(|e| panic!("request {name}: {e}\n{}", self.ctx()()))
     }
 
     /// SIGQUIT, then waits for the master to exit.
-    fn quit(&mut self) -> std::process::ExitStatus {
+    pub(crate) fn quit(&mut self) -> std::process::ExitStatus {
         kill(self.pid(), libc::SIGQUIT);
         let ctx = self.ctx();
         let child = &mut self.child;
@@ -348,7 +397,7 @@ impl Drop for Fpm {
     }
 }
 
-fn require_fpm() {
+pub(crate) fn require_fpm() {
     let o = Command::new(FPM).arg("-v").output();
     match o {
         Ok(o) if o.status.success() => {}
@@ -364,7 +413,7 @@ fn require_fpm() {
 
 /// Paths of `<why>` dumps of `pid` from the HEAPLIVE_LOG lines
 /// `heaplive[pid]: <why> dump <path>: ...`.
-fn dumps_in_log(dir: &Path, pid: u32, why: &str) -> Vec<PathBuf> {
+pub(crate) fn dumps_in_log(dir: &Path, pid: u32, why: &str) -> Vec<PathBuf> {
     let log = std::fs::read_to_string(dir.join("heaplive.log")).unwrap_or_default();
     let prefix = format!("heaplive[{pid}]: {why} dump ");
     log.lines()
@@ -402,7 +451,7 @@ fn sqlite_bytes(stacks: &[Stack]) -> u64 {
 }
 
 /// The heaviest stacks of a file, for failure messages.
-fn top_stacks(stacks: &[Stack], n: usize) -> String {
+pub(crate) fn top_stacks(stacks: &[Stack], n: usize) -> String {
     let mut v: Vec<&Stack> = stacks.iter().collect();
     v.sort_by_key(|s| std::cmp::Reverse(s.bytes));
     v.iter()
@@ -434,7 +483,7 @@ fn holding_script(dir: &Path, name: &str, work: &str, finish: &str) -> PathBuf {
 
 /// Runs `script` on a thread; waits until it has done its work and names
 /// its worker. Returns the thread and the busy worker's pid.
-fn start_holding_request(
+pub(crate) fn start_holding_request(
     fpm: &Fpm,
     script: &Path,
 ) -> (std::thread::JoinHandle<Result<Response, String>>, u32) {

@@ -71,6 +71,8 @@ fn init() {
     hot::log::init();
     background::fork::init();
     hot::signal::install();
+    // In a PHP process: hook PHP's start-up (before main runs it).
+    interpose::php::init();
     // heaplive's thread starts when first needed (the first sample, which
     // also needs it for leak warnings and pruning the shadow bitmap; here
     // only for periodic dumps): a program that never samples stays

@@ -6,9 +6,9 @@
 //! (`Rank::Dump`) that is never taken on an allocation path.
 
 use crate::background::output;
-use crate::background::profile::{Location, Profile, Sample};
+use crate::background::profile::{Frame, Location, Profile, Sample};
 use crate::hot::lock::{Rank, SpinLock};
-use crate::hot::{config, live, log, ownheap, sampler, stacks, sys};
+use crate::hot::{config, live, log, names, ownheap, sampler, stacks, sys};
 use crate::symbolize::{SymConfig, Symbolizer};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -203,6 +203,21 @@ fn build_profile(st: &mut DumpState, which: Which) -> std::io::Result<(Profile, 
             .iter()
             .map(|&ip| {
                 *loc_of.entry(ip).or_insert_with(|| {
+                    if names::is_pseudo(ip) {
+                        // A PHP frame or a marker: its name was copied
+                        // when the sample was taken.
+                        let text = names::text(ip).unwrap_or(b"[unknown]");
+                        locations.push(Location {
+                            address: 0,
+                            mapping: None,
+                            frames: vec![Frame {
+                                function: String::from_utf8_lossy(text).into_owned(),
+                                file: None,
+                                line: None,
+                            }],
+                        });
+                        return locations.len() - 1;
+                    }
                     // Return addresses point after the call.
                     let addr = (ip as u64).saturating_sub(1);
                     let (mapping, frames) = sym.lookup(addr);
@@ -273,13 +288,6 @@ fn main_mapping_first(
             j => j,
         });
     }
-}
-
-fn rss_bytes() -> Option<u64> {
-    let s = std::fs::read_to_string("/proc/self/statm").ok()?;
-    let pages: u64 = s.split_whitespace().nth(1)?.parse().ok()?;
-    // SAFETY: sysconf has no preconditions.
-    Some(pages * unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as u64)
 }
 
 /// Snapshots now and writes the next dump. `path`: an explicit file
@@ -377,12 +385,11 @@ pub fn write_locked(
     }
     let ms = (sys::now_nanos() - t0) as f64 / 1e6;
     let samples: usize = snap.entries.len();
-    let rss = rss_bytes()
-        .map(|r| format!("{}", log::human_bytes(r as f64)))
-        .unwrap_or_else(|| "?".into());
+    // Where the resident memory is, by kind (ZendMM when PHP mode hooks it).
+    let rss = crate::background::rss::describe(crate::hot::php::heap() != 0);
     let own = ownheap::usage();
     log::line(format_args!(
-        "heaplive[{}]: {} dump {}{}: {} live{} in {} samples over {} stacks; RSS {} (heaplive {}, {} in use); snapshot {:.2} ms, took {:.1} ms",
+        "heaplive[{}]: {} dump {}{}: {} live{} in {} samples over {} stacks; {} (heaplive {}, {} in use); snapshot {:.2} ms, took {:.1} ms",
         pid,
         why,
         written.display(),

@@ -3,6 +3,7 @@ pub mod dumper;
 pub mod fork;
 pub mod leak_report;
 pub mod output;
+pub mod rss;
 
 // The pure writers and the profile they take live in the contract crate
 // (src/format), shared with the command and the tests.

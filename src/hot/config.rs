@@ -54,6 +54,9 @@ impl<const N: usize> FixedStr<N> {
     }
 }
 
+/// HEAPLIVE_PHP.
+pub use heaplive_format::grammar::PhpMode;
+
 pub struct Config {
     /// HEAPLIVE_SAMPLE_INTERVAL: mean bytes between samples; 1 = exact mode.
     pub interval: u64,
@@ -88,6 +91,8 @@ pub struct Config {
     pub lines: bool,
     /// HEAPLIVE_DEMANGLE: demangle C++ and Rust names.
     pub demangle: bool,
+    /// HEAPLIVE_PHP: PHP mode (ZendMM samples and PHP frames).
+    pub php: PhpMode,
     /// Captured at load: the start directory, $TMPDIR, the program's name.
     pub start_dir: FixedStr<4096>,
     pub tmpdir: FixedStr<4096>,
@@ -120,6 +125,7 @@ impl Config {
             debug_dirs: FixedStr::new(),
             lines: false,
             demangle: true,
+            php: PhpMode::Auto,
             start_dir: FixedStr::new(),
             tmpdir: FixedStr::new(),
             exe: FixedStr::new(),
@@ -222,6 +228,7 @@ pub fn load() {
     }
     load_var(&s::LINES, &mut c.lines, grammar::boolean);
     load_var(&s::DEMANGLE, &mut c.demangle, grammar::boolean);
+    load_var(&s::PHP, &mut c.php, grammar::php_mode);
 
     // The environment and the process around it, as they are at start.
     let mut cwd = [0u8; 4096];

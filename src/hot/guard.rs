@@ -44,9 +44,13 @@ pub struct ThreadState {
     pub exec_done: u64,
     /// When the program last blocked the dump signal in this thread.
     pub blocked_since: u64,
+    /// Set on the thread that runs PHP code (PHP mode): only its samples
+    /// get PHP frames.
+    pub php_thread: u32,
+    _reserved: u32,
 }
 
-const _: () = assert!(core::mem::size_of::<ThreadState>() == 72);
+const _: () = assert!(core::mem::size_of::<ThreadState>() == 80);
 
 #[cfg(not(target_arch = "x86_64"))]
 compile_error!("heaplive's initial-exec TLS access is written for x86_64");
@@ -57,9 +61,9 @@ core::arch::global_asm!(
     ".globl heaplive_thread_state",
     ".hidden heaplive_thread_state",
     ".type heaplive_thread_state, @object",
-    ".size heaplive_thread_state, 72",
+    ".size heaplive_thread_state, 80",
     "heaplive_thread_state:",
-    ".zero 72",
+    ".zero 80",
     ".popsection",
 );
 

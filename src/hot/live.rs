@@ -13,6 +13,11 @@ use crate::hot::stacks::StackId;
 const SHARDS: usize = 256;
 const INITIAL: usize = 256;
 
+/// `Entry::kind` of a malloc (or operator new) block.
+pub const MALLOC: u32 = 0;
+/// `Entry::kind` of a ZendMM block (PHP mode): dropped at request end.
+pub const ZEND_MM: u32 = 1;
+
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 #[repr(C)]
 pub struct Entry {
@@ -21,7 +26,8 @@ pub struct Entry {
     /// Requested size.
     pub size: usize,
     pub stack: StackId,
-    _pad: u32,
+    /// Which allocator the block came from: `MALLOC` or `ZEND_MM`.
+    pub kind: u32,
     /// Un-biased bytes this sample stands for.
     pub weight: f64,
 }
@@ -32,7 +38,7 @@ impl Entry {
             addr,
             size,
             stack,
-            _pad: 0,
+            kind: MALLOC,
             weight,
         }
     }
@@ -214,6 +220,24 @@ pub fn untrack(addr: usize) -> Option<Entry> {
         crate::hot::shadow::clear(addr);
     }
     e
+}
+
+/// Removes the sample at `addr` and clears its shadow bit, as `untrack`,
+/// but only if it is of `kind`.
+pub fn untrack_kind(addr: usize, kind: u32) -> Option<Entry> {
+    let mut t = shard_of(addr).lock();
+    match t.take(addr) {
+        Some(e) if e.kind == kind => {
+            crate::hot::shadow::clear(addr);
+            Some(e)
+        }
+        Some(other) => {
+            // Another allocator's sample now lives at this address.
+            t.put(other);
+            None
+        }
+        None => None,
+    }
 }
 
 /// Copies every live sample into `out`, shard by shard (each shard

@@ -8,6 +8,8 @@ pub mod lock;
 pub mod log;
 pub mod ownheap;
 pub mod peak;
+pub mod names;
+pub mod php;
 pub mod pid;
 pub mod real;
 pub mod sampler;

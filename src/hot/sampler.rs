@@ -65,7 +65,7 @@ fn splitmix64(mut z: u64) -> u64 {
 }
 
 /// A uniform draw in (0, 1].
-fn uniform(state: &mut u64) -> f64 {
+pub fn uniform(state: &mut u64) -> f64 {
     // xorshift64*
     let mut x = *state;
     x ^= x >> 12;

@@ -418,12 +418,13 @@ pub fn reset_after_fork() {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::sync::Mutex;
 
-    /// The tree is global: tests that count leaves must not overlap.
-    static SERIAL: Mutex<()> = Mutex::new(());
+    /// The tree is global: tests that count leaves must not overlap (other
+    /// modules' tests that set bits take it too).
+    pub(crate) static SERIAL: Mutex<()> = Mutex::new(());
 
     fn boundaries() -> Vec<usize> {
         let mut v = vec![0usize, 8, 16, 4088, 4096, 4104];

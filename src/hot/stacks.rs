@@ -204,6 +204,12 @@ pub fn account_alloc(id: StackId, bytes: i64, milliblocks: i64) {
     }
 }
 
+/// `len` bytes (8-aligned) of the stack table's arena, which lives as long
+/// as the process: for the names of pseudo frames (`names`).
+pub fn arena_alloc(len: usize) -> *mut u8 {
+    ARENA.alloc(len)
+}
+
 /// Adds (or with negative amounts removes) live memory to a stack.
 pub fn account(id: StackId, bytes: i64, milliblocks: i64) -> Option<(i64, i64)> {
     let s = slot(id)?;

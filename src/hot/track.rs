@@ -7,6 +7,7 @@
 use crate::hot::config;
 use crate::hot::guard::{self, Busy};
 use crate::hot::live::{self, Entry};
+use crate::hot::php;
 use crate::hot::sampler;
 use crate::hot::shadow;
 use crate::hot::stacks;
@@ -29,9 +30,103 @@ pub fn on_alloc(p: *mut c_void, size: usize) {
         // `<= 0`: a thread's state starts at zero, and its first allocation
         // may be malloc(0) (exact mode records those too).
         if left <= 0 {
-            alloc_slow(p, size);
+            alloc_slow(p, size, size, live::MALLOC);
         }
     }
+}
+
+/// `on_alloc` for a ZendMM block of `size` requested bytes (PHP mode): the
+/// same countdown, so malloc and ZendMM bytes of a thread form one sampling
+/// process. A ZendMM block counts as the block ZendMM gives (its size class
+/// or whole pages: what memory_get_usage() counts), for sampling and weight
+/// alike, so its `Entry::size` is that block size.
+#[inline(always)]
+pub fn on_zend_alloc(p: *mut c_void, size: usize) {
+    let b = php::zend_block_size(size);
+    zend_exposure(p, b, b);
+}
+
+/// Counts `exposure` bytes toward the next sample for the ZendMM block
+/// `p` of `block` bytes.
+#[inline(always)]
+fn zend_exposure(p: *mut c_void, block: usize, exposure: usize) {
+    let t = guard::state();
+    // SAFETY: this thread's own state.
+    unsafe {
+        if (*t).busy != 0 {
+            return;
+        }
+        let left = (*t).bytes_until_sample.wrapping_sub(exposure as i64);
+        (*t).bytes_until_sample = left;
+        if left < 0 {
+            alloc_slow(p, block, exposure, live::ZEND_MM);
+        }
+    }
+}
+
+/// erealloc (PHP mode), after the real call resized the block `p` of
+/// `old_block` bytes into `q` of `new_block` bytes.
+///
+/// Sampling stays exact without treating every erealloc as a new
+/// allocation (PHP grows strings by erealloc, mostly in place): by
+/// memorylessness, "the old block was sampled, or the countdown crosses
+/// zero within the growth" has probability 1 - exp(-new/R), the same as a
+/// fresh allocation of the new size. So a sampled block stays sampled (with
+/// its stack, re-weighted), an unsampled one counts only its growth, and a
+/// shrunk sampled block stays with probability p(new)/p(old).
+///
+/// The sample is looked up after the real call, not taken out before as
+/// for realloc: a ZendMM heap belongs to one thread, and a block's address
+/// that another thread's mmap gets meanwhile holds a malloc sample, which
+/// `untrack_kind` leaves alone.
+#[inline(always)]
+pub fn on_zend_realloc(p: *mut c_void, old_block: usize, q: *mut c_void, new_block: usize) {
+    if p == q && old_block == new_block {
+        // In place, same block: nothing changes.
+        return;
+    }
+    if !p.is_null()
+        && php::maybe_zend_sample(p as usize)
+        && shadow::test(p as usize)
+        && zend_realloc_sampled(p as usize, q as usize, new_block)
+    {
+        return;
+    }
+    if new_block > old_block {
+        zend_exposure(q, new_block, new_block - old_block);
+    }
+}
+
+/// The sampled block `p` became `q` of `new_block` bytes. False if `p` held
+/// no ZendMM sample after all.
+#[cold]
+#[inline(never)]
+fn zend_realloc_sampled(p: usize, q: usize, new_block: usize) -> bool {
+    if guard::busy() {
+        return false;
+    }
+    let _busy = Busy::enter();
+    let _errno = ErrnoGuard::save();
+    let Some(e) = live::untrack_kind(p, live::ZEND_MM) else {
+        return false;
+    };
+    let interval = config::get().interval;
+    unaccount(&e, interval);
+    // SAFETY: this thread's own state; nothing else holds a reference.
+    let t = unsafe { &mut *guard::state() };
+    if new_block < e.size && interval > 1 {
+        let keep = sampler::sample_probability(new_block as u64, interval)
+            / sampler::sample_probability(e.size as u64, interval);
+        if sampler::uniform(&mut t.rng) > keep {
+            return true;
+        }
+    }
+    let mut n = e;
+    n.addr = q;
+    n.size = new_block;
+    n.weight = sampler::weight_bytes(new_block as u64, interval);
+    keep_sample(n, interval);
+    true
 }
 
 /// Before the real free of `p`: forget it if it was sampled.
@@ -44,7 +139,7 @@ pub fn on_free(p: *mut c_void) {
 
 #[cold]
 #[inline(never)]
-fn alloc_slow(p: *mut c_void, size: usize) {
+fn alloc_slow(p: *mut c_void, size: usize, exposure: usize, kind: u32) {
     let _busy = Busy::enter();
     let _errno = ErrnoGuard::save();
     // SAFETY: this thread's own state; nothing else holds a reference.
@@ -78,21 +173,35 @@ fn alloc_slow(p: *mut c_void, size: usize) {
         // allocation against it.
         sampler::seed_thread(t, cfg.seed);
         t.bytes_until_sample =
-            sampler::next_gap(&mut t.rng, cfg.interval).saturating_sub(size as i64);
+            sampler::next_gap(&mut t.rng, cfg.interval).saturating_sub(exposure as i64);
         if t.bytes_until_sample >= 0 {
             return;
         }
     }
     t.bytes_until_sample = sampler::next_gap(&mut t.rng, cfg.interval);
-    record(p as usize, size, cfg.interval);
+    record(p as usize, size, cfg.interval, kind);
 }
 
-fn record(addr: usize, size: usize, interval: u64) {
+fn record(addr: usize, size: usize, interval: u64, kind: u32) {
     crate::hot::trigger::ensure_dumper();
     let mut buf = [0usize; stacks::MAX_FRAMES];
     let n = stacks::capture(&mut buf);
+    let n = php::splice(&mut buf, n, kind == live::ZEND_MM);
     let id = stacks::intern(&buf[..n]);
-    let e = Entry::new(addr, size, id, sampler::weight_bytes(size as u64, interval));
+    let mut e = Entry::new(addr, size, id, sampler::weight_bytes(size as u64, interval));
+    e.kind = kind;
+    // The allocation view counts each sample once, when it is taken (a
+    // realloc's new block is a new allocation; a sample put back after a
+    // failed realloc is not).
+    let (b, m) = amounts(&e, interval);
+    stacks::account_alloc(id, b, m);
+    keep_sample(e, interval);
+}
+
+/// Puts a sample in the live table, the shadow bitmap and its stack's
+/// totals (and, for ZendMM, the request's list).
+fn keep_sample(e: Entry, interval: u64) {
+    let (addr, kind) = (e.addr, e.kind);
     match live::insert(e) {
         Err(live::Refused::NoMemory) => return out_of_memory(),
         // The sample is skipped while a fork is being prepared.
@@ -109,12 +218,26 @@ fn record(addr: usize, size: usize, interval: u64) {
         }
         return;
     }
-    // The allocation view counts each sample once, when it is taken (a
-    // realloc's new block is a new allocation; a sample put back after a
-    // failed realloc is not).
-    let (b, m) = amounts(&e, interval);
-    stacks::account_alloc(id, b, m);
     account(&e, interval);
+    if kind == live::ZEND_MM && !php::note_zend_sample(addr) {
+        // Nothing would drop it at request end: drop it now.
+        if let Some(e) = live::untrack(addr) {
+            unaccount(&e, interval);
+        }
+    }
+}
+
+/// At request end (PHP mode): drops every ZendMM sample of the request.
+/// ZendMM reclaims those blocks without any efree.
+pub fn drop_zend_samples() {
+    let _busy = Busy::enter();
+    let _errno = ErrnoGuard::save();
+    let interval = config::get().interval;
+    php::drain_zend_samples(|addr| {
+        if let Some(e) = live::untrack_kind(addr, live::ZEND_MM) {
+            unaccount(&e, interval);
+        }
+    });
 }
 
 /// Whether allocations are sampled: `HEAPLIVE_START` (default on), then

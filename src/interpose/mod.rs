@@ -2,5 +2,6 @@ pub mod alloc;
 pub mod api;
 pub mod cxx;
 pub mod dl;
+pub mod php;
 pub mod process;
 pub mod signals;

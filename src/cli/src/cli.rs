@@ -220,7 +220,7 @@ top shows per stack the number of samples n and the 95% interval of the
 estimate, ±1.96/sqrt(n) (relative standard error 1/sqrt(n); smaller for
 blocks near or above the sample interval, which are sampled almost surely).
 Exact mode has no error bars.",
-    override_usage = "heaplive top FILE... [-n N] [--inclusive] [--bytes] [--width W]",
+    override_usage = "heaplive top FILE... [-n N] [--inclusive] [--php] [--bytes] [--width W]",
     after_help = "\
 Examples:
   heaplive top heaplive.php-fpm8.2.4242.1.folded
@@ -233,6 +233,12 @@ pub struct TopArgs {
     /// (leaf) bytes beside it
     #[arg(long)]
     pub inclusive: bool,
+    /// PHP frames only (dumps of php-fpm and php-cli): native frames are
+    /// folded away, so stacks read 'Repo::load (Repo.php:41) <- {main}
+    /// (index.php:12)'; ZendMM memory keeps its [zend_mm] leaf, and stacks
+    /// with no PHP frame become '[no PHP code]'
+    #[arg(long)]
+    pub php: bool,
     #[command(flatten)]
     pub table: TableArgs,
     #[arg(value_name = "FILE", required = true, num_args = 1..)]

@@ -8,11 +8,16 @@ use crate::units::{grouped, percent};
 
 pub fn main(a: TopArgs) -> Res<()> {
     let t = Table::from_args(&a.table);
-    let profile = folded::load_all(&a.files)?;
+    let mut profile = folded::load_all(&a.files)?;
+    if a.php {
+        profile = php_frames_only(&profile);
+    }
     let text = if a.inclusive {
         top_functions(&profile, &t)
     } else {
-        top_stacks(&profile, &t, a.files.len(), samples_of(&a.files))
+        // With --php the sample counts fold the same way as the bytes.
+        let samples = samples_of(&a.files).map(|s| if a.php { php_frames_only(&s) } else { s });
+        top_stacks(&profile, &t, a.files.len(), samples)
     };
     emit(|out| out.write_all(text.as_bytes()))
 }
@@ -54,6 +59,49 @@ fn error_cell(n: u64) -> String {
     } else {
         "?".into()
     }
+}
+
+/// Is `frame` one of PHP mode's frames: `f (file.php:12)`, `f [internal]`,
+/// `[zend_mm]`, `[php?]`?
+fn is_php_frame(frame: &str) -> bool {
+    frame.ends_with(" [internal]")
+        || frame == "[zend_mm]"
+        || frame == "[php?]"
+        || frame
+            .rsplit_once(" (")
+            .and_then(|(_, at)| at.strip_suffix(')'))
+            .and_then(|at| at.rsplit_once(':'))
+            .is_some_and(|(file, line)| {
+                !file.is_empty()
+                    && !line.is_empty()
+                    && line.bytes().all(|b| b.is_ascii_digit())
+                    && !file.ends_with(".c")
+                    && !file.ends_with(".h")
+                    && !file.ends_with(".cc")
+                    && !file.ends_with(".cpp")
+                    && !file.ends_with(".rs")
+            })
+}
+
+/// The profile with native frames folded away (`top --php`): stacks that
+/// become the same are merged.
+fn php_frames_only(p: &Profile) -> Profile {
+    let mut stacks: std::collections::BTreeMap<String, u64> = Default::default();
+    for (stack, &count) in &p.stacks {
+        let kept: Vec<&str> = stack.split(';').filter(|f| is_php_frame(f)).collect();
+        let key = if kept.iter().all(|f| *f == "[zend_mm]") {
+            let mut k = String::from("[no PHP code]");
+            for f in kept {
+                k.push(';');
+                k.push_str(f);
+            }
+            k
+        } else {
+            kept.join(";")
+        };
+        *stacks.entry(key).or_insert(0) += count;
+    }
+    Profile { stacks }
 }
 
 fn top_stacks(p: &Profile, t: &Table, nfiles: usize, samples: Option<Profile>) -> String {
@@ -158,4 +206,36 @@ fn top_functions(p: &Profile, t: &Table) -> String {
         grouped(p.stacks.len() as u128)
     );
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn php_keeps_php_frames_and_merges() {
+        let p = folded::parse(
+            "x",
+            b"_start;execute_ex;{main} (i.php:3);f (a.php:2);str_repeat [internal];_emalloc;[zend_mm] 10\n\
+              _start;execute_ex;{main} (i.php:3);f (a.php:2);str_repeat [internal];zend_string_alloc;_emalloc;[zend_mm] 5\n\
+              _start;execute_ex;{main} (i.php:3);run (q.php:5);SQLite3::exec [internal];sqlite3_exec;sqlite3Malloc 7\n\
+              _start;main;php_module_startup;zend_hash_init (zend_hash.c:12) 3\n\
+              _start;main;zend_startup;[zend_mm] 2\n",
+        )
+        .unwrap();
+        let q = php_frames_only(&p);
+        let rows: Vec<(&str, u64)> = q.stacks.iter().map(|(s, &c)| (s.as_str(), c)).collect();
+        assert_eq!(
+            rows,
+            [
+                ("[no PHP code]", 3),
+                ("[no PHP code];[zend_mm]", 2),
+                (
+                    "{main} (i.php:3);f (a.php:2);str_repeat [internal];[zend_mm]",
+                    15
+                ),
+                ("{main} (i.php:3);run (q.php:5);SQLite3::exec [internal]", 7),
+            ]
+        );
+    }
 }

@@ -243,6 +243,34 @@ pub fn warn_growth(v: &[u8]) -> Result<f64, &'static str> {
         .ok_or("is not a number above 1 (examples: 1.5, 2)")
 }
 
+/// `HEAPLIVE_PHP`: what PHP mode does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PhpMode {
+    /// In a PHP process: ZendMM samples and PHP frames, each where it is safe.
+    Auto,
+    /// PHP frames on every sample, but no ZendMM hooks.
+    Native,
+    /// Nothing PHP-specific.
+    Off,
+}
+
+/// `HEAPLIVE_PHP`: `auto`, `native`, `off` (also `1`/`0`, `yes`/`no`...).
+pub fn php_mode(v: &[u8]) -> Result<PhpMode, &'static str> {
+    const WHY: &str = "is not one of auto, native, off";
+    let t = trim(v);
+    if t.eq_ignore_ascii_case(b"auto") {
+        Ok(PhpMode::Auto)
+    } else if t.eq_ignore_ascii_case(b"native") {
+        Ok(PhpMode::Native)
+    } else {
+        match parse_bool(t) {
+            Some(true) => Ok(PhpMode::Auto),
+            Some(false) => Ok(PhpMode::Off),
+            None => Err(WHY),
+        }
+    }
+}
+
 /// `HEAPLIVE_LOG`, `HEAPLIVE_DEBUG_DIRS`: any text up to 4096 bytes.
 pub fn path(v: &[u8]) -> Result<(), &'static str> {
     if v.len() > 4096 {
@@ -284,6 +312,15 @@ mod tests {
         assert_eq!(peak_growth(b"1.5"), Ok(1.5));
         assert!(peak_growth(b"1").is_err());
         assert!(peak_growth(b"0.5").is_err());
+    }
+
+    #[test]
+    fn php_modes() {
+        assert_eq!(php_mode(b"auto"), Ok(PhpMode::Auto));
+        assert_eq!(php_mode(b" Native "), Ok(PhpMode::Native));
+        assert_eq!(php_mode(b"off"), Ok(PhpMode::Off));
+        assert_eq!(php_mode(b"0"), Ok(PhpMode::Off));
+        assert!(php_mode(b"zend").is_err());
     }
 
     #[test]

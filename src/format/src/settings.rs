@@ -35,6 +35,8 @@ pub enum Grammar {
     Views,
     /// [`crate::grammar::peak_growth`]
     PeakGrowth,
+    /// [`crate::grammar::php_mode`]
+    PhpMode,
 }
 
 /// Why a value is refused, for a message `NAME='value' <why>`.
@@ -74,6 +76,7 @@ impl Grammar {
             Grammar::Path => text(g::path(v)),
             Grammar::Views => text(g::views(v).map(drop)),
             Grammar::PeakGrowth => text(g::peak_growth(v).map(drop)),
+            Grammar::PhpMode => text(g::php_mode(v).map(drop)),
         }
     }
 }
@@ -233,6 +236,13 @@ setting!(
     "demangle C++ and Rust names"
 );
 setting!(
+    PHP,
+    c"HEAPLIVE_PHP",
+    "auto",
+    PhpMode,
+    "PHP mode in php-fpm and php-cli: auto (ZendMM samples and PHP frames), native (PHP frames only), off"
+);
+setting!(
     LIB,
     c"HEAPLIVE_LIB",
     "next to heaplive",
@@ -259,6 +269,7 @@ pub const ALL: &[&Setting] = &[
     &DEBUG_DIRS,
     &LINES,
     &DEMANGLE,
+    &PHP,
     &SEED,
     &LIB,
 ];

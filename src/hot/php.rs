@@ -1,0 +1,905 @@
+//! PHP mode, the part that runs inside allocations: reading the PHP call
+//! stack of the running request (`executor_globals.current_execute_data`),
+//! splicing it into the native stack, the weight of a ZendMM block, and the
+//! list of the request's ZendMM samples (dropped when the request's heap is
+//! reset). The hook points (detection, the internal module, the ZendMM
+//! handlers) are in `interpose::php`, which fills the state here.
+//!
+//! Reads of engine memory go through `process_vm_readv` on our own process
+//! into buffers on the stack: a bad pointer (a wrong offset, a frame being
+//! built, memory an opcache restart took back) makes the call fail with
+//! EFAULT, never a fault. Nothing here allocates.
+
+use crate::hot::guard;
+use crate::hot::names;
+use crate::hot::stacks::MAX_FRAMES;
+use crate::hot::sys::StackBuf;
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering::*};
+
+/// Struct offsets that differ between PHP versions (x86-64, non-ZTS).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Offsets {
+    pub major: u32,
+    pub minor: u32,
+    /// `zend_op_array.last`, `.opcodes`, `.filename`, `.line_start`.
+    pub op_last: usize,
+    pub op_opcodes: usize,
+    pub op_filename: usize,
+    pub op_line_start: usize,
+    /// `zend_compiler_globals.function_table` and
+    /// `zend_internal_function.handler`: where `gc_mem_caches` is
+    /// wrapped. None where not checked against the headers.
+    pub cg_function_table: Option<usize>,
+    pub internal_handler: Option<usize>,
+    /// `ZEND_MODULE_API_NO`, for the module entry.
+    pub api_no: u32,
+}
+
+/// Offsets that are the same in 7.4 to 8.4.
+pub const EG_CURRENT_EXECUTE_DATA: usize = 488;
+const EX_OPLINE: usize = 0;
+const EX_FUNC: usize = 24;
+const EX_CALL_INFO: usize = 40;
+const EX_PREV: usize = 48;
+const EX_SIZE: usize = 56;
+const FN_TYPE: usize = 0;
+const FN_NAME: usize = 8;
+const FN_SCOPE: usize = 16;
+const CE_NAME: usize = 8;
+const ZSTR_LEN: usize = 16;
+const ZSTR_VAL: usize = 24;
+const OP_SIZE: usize = 32;
+const OP_LINENO: usize = 24;
+const ZEND_CALL_TOP: u32 = 1 << 17;
+const ZEND_INTERNAL_FUNCTION: u8 = 1;
+const ZEND_USER_FUNCTION: u8 = 2;
+
+/// The versions heaplive knows. 8.2 was compiled against the headers of
+/// Debian's 8.2.36 (and walked); 7.4 against its release sources; 8.0, 8.1
+/// and 8.3 come from reli-prof's headers and 8.4 from phpspy's (see the
+/// PHP research notes).
+const TABLE: [Offsets; 6] = [
+    Offsets {
+        major: 7,
+        minor: 4,
+        op_last: 60,
+        op_opcodes: 64,
+        op_filename: 136,
+        op_line_start: 144,
+        cg_function_table: None,
+        internal_handler: None,
+        api_no: 20190902,
+    },
+    Offsets {
+        major: 8,
+        minor: 0,
+        op_last: 68,
+        op_opcodes: 72,
+        op_filename: 144,
+        op_line_start: 152,
+        cg_function_table: None,
+        internal_handler: None,
+        api_no: 20200930,
+    },
+    Offsets {
+        major: 8,
+        minor: 1,
+        op_last: 68,
+        op_opcodes: 72,
+        op_filename: 144,
+        op_line_start: 152,
+        cg_function_table: None,
+        internal_handler: None,
+        api_no: 20210902,
+    },
+    Offsets {
+        major: 8,
+        minor: 2,
+        op_last: 80,
+        op_opcodes: 88,
+        op_filename: 152,
+        op_line_start: 160,
+        cg_function_table: Some(56),
+        internal_handler: Some(72),
+        api_no: 20220829,
+    },
+    Offsets {
+        major: 8,
+        minor: 3,
+        op_last: 76,
+        op_opcodes: 80,
+        op_filename: 144,
+        op_line_start: 152,
+        cg_function_table: None,
+        internal_handler: None,
+        api_no: 20230831,
+    },
+    Offsets {
+        major: 8,
+        minor: 4,
+        op_last: 96,
+        op_opcodes: 104,
+        op_filename: 168,
+        op_line_start: 176,
+        cg_function_table: None,
+        internal_handler: None,
+        api_no: 20240924,
+    },
+];
+
+/// The offsets of PHP `major.minor`, if heaplive knows that version.
+pub fn offsets_for(major: u32, minor: u32) -> Option<&'static Offsets> {
+    TABLE.iter().find(|o| o.major == major && o.minor == minor)
+}
+
+/// `8.2.36` (or `8.2.36-dev`, `8.3.0RC1`) -> (8, 2, 36).
+pub fn parse_version(v: &[u8]) -> Option<(u32, u32, u32)> {
+    let mut parts = [0u32; 3];
+    let mut i = 0;
+    for (k, part) in parts.iter_mut().enumerate() {
+        let start = i;
+        while i < v.len() && v[i].is_ascii_digit() {
+            *part = part.checked_mul(10)?.checked_add((v[i] - b'0') as u32)?;
+            i += 1;
+        }
+        if i == start {
+            return None;
+        }
+        if k < 2 {
+            if v.get(i) != Some(&b'.') {
+                return None;
+            }
+            i += 1;
+        }
+    }
+    Some((parts[0], parts[1], parts[2]))
+}
+
+// ---------------------------------------------------------------------------
+// State, filled by interpose::php at startup.
+
+/// `&executor_globals`; 0 = not PHP.
+static EG: AtomicUsize = AtomicUsize::new(0);
+/// Index into TABLE + 1; 0 = frames off.
+static FRAMES: AtomicU32 = AtomicU32::new(0);
+/// `execute_ex`: [start, end).
+static EXEC_START: AtomicUsize = AtomicUsize::new(0);
+static EXEC_END: AtomicUsize = AtomicUsize::new(0);
+/// The ZendMM heap of the hooked request and `_zend_mm_block_size`.
+static HEAP: AtomicUsize = AtomicUsize::new(0);
+static BLOCK_SIZE: AtomicUsize = AtomicUsize::new(0);
+
+pub fn set_executor_globals(eg: usize) {
+    EG.store(eg, Release);
+}
+
+pub fn set_execute_ex(start: usize, end: usize) {
+    EXEC_END.store(end, Relaxed);
+    EXEC_START.store(start, Release);
+}
+
+/// Turns PHP frames on with `o`'s offsets (or off with None).
+pub fn set_frames(o: Option<&'static Offsets>) {
+    let i = o
+        .and_then(|o| TABLE.iter().position(|t| core::ptr::eq(t, o)))
+        .map_or(0, |i| i as u32 + 1);
+    FRAMES.store(i, Release);
+}
+
+pub fn set_heap(heap: usize, block_size_fn: usize) {
+    BLOCK_SIZE.store(block_size_fn, Relaxed);
+    HEAP.store(heap, Release);
+}
+
+pub fn heap() -> usize {
+    HEAP.load(Acquire)
+}
+
+/// Marks the calling thread as the one that runs PHP code: only its samples
+/// get PHP frames (in a non-ZTS PHP, `executor_globals` belongs to it; an
+/// extension's own thread must not be blamed on the running script).
+pub fn mark_php_thread() {
+    // SAFETY: this thread's own state.
+    unsafe { (*guard::state()).php_thread = 1 };
+}
+
+fn is_php_thread() -> bool {
+    // SAFETY: this thread's own state.
+    unsafe { (*guard::state()).php_thread != 0 }
+}
+
+/// The size ZendMM gave the block at `p` (the bin or page-rounded size that
+/// `memory_get_usage()` counts); None if unknown.
+pub fn block_size(p: usize) -> Option<usize> {
+    let f = BLOCK_SIZE.load(Relaxed);
+    let heap = HEAP.load(Acquire);
+    if f == 0 || heap == 0 {
+        return None;
+    }
+    // SAFETY: `_zend_mm_block_size(zend_mm_heap*, void*)`, resolved by
+    // dlsym; p is a live block of that heap (we were just given it). On
+    // 8.4+ it answers 0 for a heap in custom mode: clear the flag around the
+    // call, as the ZendMM handlers do.
+    let n = unsafe {
+        let flag = heap as *mut i32;
+        let saved = flag.read_volatile();
+        flag.write_volatile(0);
+        let f: unsafe extern "C" fn(usize, usize) -> usize = core::mem::transmute(f);
+        let n = f(heap, p);
+        flag.write_volatile(saved);
+        n
+    };
+    (n != 0).then_some(n)
+}
+
+/// ZendMM's small size classes (`zend_alloc_sizes.h`, the same in 7.4 to
+/// 8.4); larger blocks are whole 4 KiB pages.
+const BINS: [u16; 30] = [
+    8, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320, 384, 448, 512, 640,
+    768, 896, 1024, 1280, 1536, 1792, 2048, 2560, 3072,
+];
+const MAX_SMALL: usize = 3072;
+const PAGE: usize = 4096;
+
+/// The bin of each size in 8-byte steps up to MAX_SMALL: one load.
+static BIN_OF: [u16; MAX_SMALL / 8 + 1] = {
+    let mut t = [0u16; MAX_SMALL / 8 + 1];
+    let mut i = 0;
+    let mut b = 0;
+    while i < t.len() {
+        while (BINS[b] as usize) < i * 8 {
+            b += 1;
+        }
+        t[i] = BINS[b];
+        i += 1;
+    }
+    t
+};
+
+/// The size of the block ZendMM gives for `size` requested bytes: its
+/// size class, or whole pages (large and huge blocks), which is what
+/// `memory_get_usage()` counts.
+#[inline(always)]
+pub fn zend_block_size(size: usize) -> usize {
+    if size <= MAX_SMALL {
+        BIN_OF[size.max(1).div_ceil(8)] as usize
+    } else {
+        size.div_ceil(PAGE).saturating_mul(PAGE)
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Reads that cannot fault.
+
+/// Copies up to `buf.len()` bytes from `addr` of this process; the number
+/// of bytes copied (fewer when the range ends in unmapped memory).
+fn read(pid: i32, addr: usize, buf: &mut [u8]) -> usize {
+    if addr < 4096 || addr.checked_add(buf.len()).is_none() {
+        return 0;
+    }
+    let local = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    let remote = libc::iovec {
+        iov_base: addr as *mut libc::c_void,
+        iov_len: buf.len(),
+    };
+    // SAFETY: the local iovec is our own buffer; the kernel checks the
+    // remote range and fails with EFAULT instead of faulting.
+    let n = unsafe { libc::process_vm_readv(pid, &local, 1, &remote, 1, 0) };
+    if n < 0 { 0 } else { n as usize }
+}
+
+fn word(b: &[u8], at: usize) -> usize {
+    let mut w = [0u8; 8];
+    w.copy_from_slice(&b[at..at + 8]);
+    usize::from_ne_bytes(w)
+}
+
+fn word32(b: &[u8], at: usize) -> u32 {
+    let mut w = [0u8; 4];
+    w.copy_from_slice(&b[at..at + 4]);
+    u32::from_ne_bytes(w)
+}
+
+/// Can this process read its own memory with process_vm_readv? Checked
+/// once at start-up. A seccomp filter may forbid the call, and some kill
+/// the process instead of failing it (systemd's `SystemCallFilter=` without
+/// `SystemCallErrorNumber=`): under a filter the first call is made in a
+/// throw-away child that shares our memory (clone with CLONE_VM |
+/// CLONE_VFORK, no exit signal), so only that child can die of it.
+pub fn can_read_self() -> bool {
+    if seccomp_filtered() && !probe_in_child() {
+        return false;
+    }
+    read_self_once()
+}
+
+/// Is a seccomp filter installed (`Seccomp: 2` in /proc/self/status)?
+/// Unknown counts as yes.
+fn seccomp_filtered() -> bool {
+    let mut buf = [0u8; 4096];
+    // SAFETY: a NUL-terminated path; read into our buffer; closed after.
+    let n = unsafe {
+        let fd = libc::open(
+            c"/proc/self/status".as_ptr(),
+            libc::O_RDONLY | libc::O_CLOEXEC,
+        );
+        if fd < 0 {
+            return true;
+        }
+        let mut got = 0usize;
+        loop {
+            let r = libc::read(fd, buf.as_mut_ptr().add(got).cast(), buf.len() - got);
+            if r <= 0 {
+                break;
+            }
+            got += r as usize;
+            if got == buf.len() {
+                break;
+            }
+        }
+        libc::close(fd);
+        got
+    };
+    let text = &buf[..n];
+    match text.windows(9).position(|w| w == b"Seccomp:\t") {
+        Some(i) => text.get(i + 9) != Some(&b'0'),
+        None => true,
+    }
+}
+
+extern "C" fn probe_child(_: *mut libc::c_void) -> libc::c_int {
+    // The child only makes the call: if the filter kills, it dies alone.
+    if read_self_once() { 0 } else { 1 }
+}
+
+/// Runs `read_self_once` in a child sharing our memory; true if the child
+/// came back alive and the read worked.
+fn probe_in_child() -> bool {
+    let mut stack = [0u8; 64 * 1024];
+    // The stack grows down: the child starts at the (aligned) top.
+    let top = ((stack.as_mut_ptr() as usize + stack.len()) & !15) as *mut libc::c_void;
+    // SAFETY: CLONE_VFORK suspends us until the child exits, so the child
+    // has this buffer as its stack alone; it touches nothing else of ours.
+    let pid = unsafe {
+        libc::clone(
+            probe_child,
+            top,
+            libc::CLONE_VM | libc::CLONE_VFORK,
+            core::ptr::null_mut(),
+        )
+    };
+    if pid <= 0 {
+        return false;
+    }
+    let mut status = 0;
+    // SAFETY: waits for our own child (a clone child: __WALL).
+    let r = unsafe { libc::waitpid(pid, &mut status, libc::__WALL) };
+    core::hint::black_box(&mut stack);
+    r == pid && libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0
+}
+
+fn read_self_once() -> bool {
+    let probe = [0x5au8; 16];
+    let mut out = [0u8; 16];
+    read(
+        crate::hot::sys::getpid() as i32,
+        probe.as_ptr() as usize,
+        &mut out,
+    ) == 16
+        && out == probe
+}
+
+/// Appends the text of the zend_string at `zs` (at most `max` bytes; with
+/// `base_name`, only what follows the last `/`). False if it cannot be read
+/// or does not look like a string.
+fn push_zstr(
+    pid: i32,
+    zs: usize,
+    max: usize,
+    base_name: bool,
+    out: &mut StackBuf<{ names::MAX_NAME }>,
+) -> bool {
+    let mut b = [0u8; ZSTR_VAL + 256];
+    let got = read(pid, zs, &mut b);
+    if got < ZSTR_VAL {
+        return false;
+    }
+    let len = word(&b, ZSTR_LEN);
+    if len == 0 || len > 1 << 20 {
+        return false;
+    }
+    let want = len.min(256);
+    if got < ZSTR_VAL + want {
+        return false;
+    }
+    let mut text = &b[ZSTR_VAL..ZSTR_VAL + want];
+    let mut tail = [0u8; 256];
+    if base_name {
+        if len > 256 {
+            // The base name is at the end: read the last 256 bytes.
+            if read(pid, zs + ZSTR_VAL + len - 256, &mut tail) < 256 {
+                return false;
+            }
+            text = &tail[..];
+        }
+        if let Some(slash) = text.iter().rposition(|&c| c == b'/') {
+            text = &text[slash + 1..];
+        }
+    }
+    out.push_bytes(&text[..text.len().min(max)]);
+    true
+}
+
+/// The pseudo frame of one PHP frame; Some(0) for a frame with nothing to
+/// show; None when it cannot be read.
+fn frame_name(pid: i32, o: &Offsets, func: usize, opline: usize, call_info: u32) -> Option<usize> {
+    let mut f = [0u8; 192];
+    let got = read(pid, func, &mut f);
+    if got < FN_SCOPE + 8 {
+        return None;
+    }
+    let kind = f[FN_TYPE];
+    let name = word(&f, FN_NAME);
+    let scope = word(&f, FN_SCOPE);
+    let mut t = StackBuf::<{ names::MAX_NAME }>::new();
+    if scope != 0 {
+        let mut ce = [0u8; 8];
+        if read(pid, scope + CE_NAME, &mut ce) < 8
+            || !push_zstr(pid, word(&ce, 0), 300, false, &mut t)
+        {
+            return None;
+        }
+        t.push_bytes(b"::");
+    }
+    match kind {
+        ZEND_INTERNAL_FUNCTION => {
+            if name == 0 && scope == 0 {
+                // A fiber's bottom frame (zend_fiber_function) has no
+                // name: nothing to show, the walk goes on to the resumer.
+                return Some(0);
+            }
+            if name == 0 || !push_zstr(pid, name, 300, false, &mut t) {
+                return None;
+            }
+            t.push_bytes(b" [internal]");
+        }
+        ZEND_USER_FUNCTION => {
+            if got < o.op_line_start + 4 {
+                return None;
+            }
+            if name == 0 {
+                // A file's own code: the script, or an include/eval.
+                t.push_bytes(if call_info & ZEND_CALL_TOP != 0 {
+                    b"{main}"
+                } else {
+                    b"{include}"
+                });
+            } else if !push_zstr(pid, name, 300, false, &mut t) {
+                return None;
+            }
+            let last = word32(&f, o.op_last) as usize;
+            let opcodes = word(&f, o.op_opcodes);
+            let mut line = word32(&f, o.op_line_start);
+            // The current line, when opline is one of this function's
+            // opcodes (it can be stale or unset in a frame being built).
+            if opline >= opcodes
+                && opline < opcodes.wrapping_add(last.saturating_mul(OP_SIZE))
+                && (opline - opcodes).is_multiple_of(OP_SIZE)
+            {
+                let mut l = [0u8; 4];
+                if read(pid, opline + OP_LINENO, &mut l) == 4 {
+                    line = u32::from_ne_bytes(l);
+                }
+            }
+            t.push_bytes(b" (");
+            if !push_zstr(pid, word(&f, o.op_filename), 300, true, &mut t) {
+                return None;
+            }
+            use core::fmt::Write;
+            let _ = write!(t, ":{})", line);
+        }
+        _ => return None,
+    }
+    Some(names::intern(t.as_bytes()))
+}
+
+/// The most PHP frames one sample keeps (the innermost ones).
+pub const MAX_PHP_FRAMES: usize = 64;
+
+/// The PHP frames of the running code, innermost first, as pseudo frames;
+/// the number written. A frame that cannot be read ends the walk with
+/// `[php?]`.
+fn walk(o: &Offsets, out: &mut [usize; MAX_PHP_FRAMES]) -> usize {
+    let eg = EG.load(Acquire);
+    if eg == 0 {
+        return 0;
+    }
+    // SAFETY: executor_globals is a global of the executable, always
+    // mapped; a word-sized aligned read.
+    let mut ex = unsafe { ((eg + EG_CURRENT_EXECUTE_DATA) as *const usize).read_volatile() };
+    if ex == 0 {
+        return 0;
+    }
+    let pid = crate::hot::sys::getpid() as i32;
+    let mut n = 0;
+    let mut steps = 0;
+    while ex != 0 && n < MAX_PHP_FRAMES && steps < 4 * MAX_PHP_FRAMES {
+        steps += 1;
+        let mut e = [0u8; EX_SIZE];
+        if read(pid, ex, &mut e) < EX_SIZE {
+            out[n] = names::php_bad();
+            n += 1;
+            break;
+        }
+        let func = word(&e, EX_FUNC);
+        // A NULL func is a generator's placeholder frame (`yield from`):
+        // nothing to show; the chain goes on through prev.
+        if func != 0 {
+            match frame_name(pid, o, func, word(&e, EX_OPLINE), word32(&e, EX_CALL_INFO)) {
+                Some(0) => {}
+                Some(f) => {
+                    out[n] = f;
+                    n += 1;
+                }
+                None => {
+                    out[n] = names::php_bad();
+                    n += 1;
+                    break;
+                }
+            }
+        }
+        let prev = word(&e, EX_PREV);
+        if prev == ex {
+            break;
+        }
+        ex = prev;
+    }
+    n
+}
+
+fn in_execute_ex(ip: usize) -> bool {
+    let s = EXEC_START.load(Acquire);
+    // A return address points after the call: it may equal the end.
+    s != 0 && ip > s && ip <= EXEC_END.load(Relaxed)
+}
+
+/// Adds PHP's share to a captured native stack (`buf[..n]`, leaf first):
+/// the `[zend_mm]` leaf for a ZendMM sample, and on the PHP thread while PHP
+/// code runs, the PHP frames where the VM runs them: native frames up to
+/// the innermost `execute_ex`, then the PHP frames, then the native frames
+/// from the outermost `execute_ex` to the root (the ones between are the
+/// VM calling itself for callbacks, which the PHP frames show). Without an
+/// `execute_ex` (the unwinder stopped in JIT code), the PHP frames go at the
+/// root end. Returns the new length.
+pub fn splice(buf: &mut [usize; MAX_FRAMES], n: usize, zend_mm: bool) -> usize {
+    let mut n = n.min(MAX_FRAMES);
+    let o = match FRAMES.load(Acquire) {
+        0 => None,
+        i => TABLE.get(i as usize - 1),
+    };
+    if let Some(o) = o.filter(|_| is_php_thread()) {
+        let mut php = [0usize; MAX_PHP_FRAMES];
+        let k = walk(o, &mut php);
+        if k > 0 {
+            let inner = buf[..n].iter().position(|&ip| in_execute_ex(ip));
+            let outer = buf[..n].iter().rposition(|&ip| in_execute_ex(ip));
+            let (leaf_end, root_start) = match (inner, outer) {
+                (Some(i), Some(j)) => (i, j),
+                _ => (n, n),
+            };
+            let mut out = [0usize; MAX_FRAMES];
+            let mut m = 0;
+            for &f in buf[..leaf_end]
+                .iter()
+                .chain(php[..k].iter())
+                .chain(buf[root_start..n].iter())
+            {
+                if m == MAX_FRAMES {
+                    break;
+                }
+                out[m] = f;
+                m += 1;
+            }
+            *buf = out;
+            n = m;
+        }
+    }
+    if zend_mm {
+        if n == MAX_FRAMES {
+            n -= 1;
+        }
+        buf.copy_within(0..n, 1);
+        buf[0] = names::zend_mm();
+        n += 1;
+    }
+    n
+}
+
+// ---------------------------------------------------------------------------
+// The request's ZendMM samples.
+//
+// ZendMM frees a request's blocks in one go when the request ends (no efree
+// reaches us), so every ZendMM sample is noted here and dropped at request
+// shutdown. Only the PHP thread notes and drops (ZendMM is per thread); a
+// try-lock keeps a misbehaving extension thread out instead of waiting.
+
+struct List {
+    addrs: *mut usize,
+    cap: usize,
+    len: usize,
+}
+
+struct Request {
+    busy: AtomicBool,
+    list: core::cell::UnsafeCell<List>,
+}
+
+// SAFETY: `list` is only touched by the holder of `busy`.
+unsafe impl Sync for Request {}
+
+static REQUEST: Request = Request {
+    busy: AtomicBool::new(false),
+    list: core::cell::UnsafeCell::new(List {
+        addrs: core::ptr::null_mut(),
+        cap: 0,
+        len: 0,
+    }),
+};
+
+fn with_list<R>(f: impl FnOnce(&mut List) -> R) -> Option<R> {
+    if REQUEST.busy.swap(true, Acquire) {
+        return None;
+    }
+    // SAFETY: we hold `busy`.
+    let r = f(unsafe { &mut *REQUEST.list.get() });
+    REQUEST.busy.store(false, Release);
+    Some(r)
+}
+
+/// A small filter in front of the shadow bitmap for efree (4096 bits, one
+/// cache-friendly load): a bit per hash of each address noted this request,
+/// cleared at request end. A clear bit means "not a ZendMM sample of this
+/// request"; a set bit may be a collision, and the shadow bitmap decides.
+static FILTER: [AtomicU64; 64] = [const { AtomicU64::new(0) }; 64];
+
+#[inline(always)]
+fn filter_bit(addr: usize) -> (usize, u64) {
+    let h = ((addr >> 3) as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 52;
+    ((h >> 6) as usize, 1u64 << (h & 63))
+}
+
+/// May `addr` be a ZendMM sample of the running request? The efree filter.
+#[inline(always)]
+pub fn maybe_zend_sample(addr: usize) -> bool {
+    let (w, bit) = filter_bit(addr);
+    FILTER[w].load(Relaxed) & bit != 0
+}
+
+/// Notes a ZendMM sample at `addr`. False when it cannot (no memory): the
+/// caller must then drop the sample, which nothing would drop later.
+pub fn note_zend_sample(addr: usize) -> bool {
+    let (w, bit) = filter_bit(addr);
+    FILTER[w].fetch_or(bit, Relaxed);
+    with_list(|l| {
+        if l.len == l.cap {
+            // Forget the addresses whose samples are gone (efree'd) first.
+            let mut keep = 0;
+            for i in 0..l.len {
+                // SAFETY: i < len <= cap.
+                let a = unsafe { *l.addrs.add(i) };
+                if crate::hot::shadow::test(a) {
+                    // SAFETY: keep <= i.
+                    unsafe { *l.addrs.add(keep) = a };
+                    keep += 1;
+                }
+            }
+            l.len = keep;
+            if (l.cap == 0 || l.len * 2 > l.cap) && !grow(l) {
+                return false;
+            }
+        }
+        // SAFETY: len < cap after the above.
+        unsafe { *l.addrs.add(l.len) = addr };
+        l.len += 1;
+        true
+    })
+    .unwrap_or(false)
+}
+
+fn grow(l: &mut List) -> bool {
+    let cap = (l.cap * 2).max(4096);
+    let p = crate::hot::sys::map(cap * 8) as *mut usize;
+    if p.is_null() {
+        return false;
+    }
+    if !l.addrs.is_null() {
+        // SAFETY: both hold at least len words; the old mapping is ours.
+        unsafe {
+            core::ptr::copy_nonoverlapping(l.addrs, p, l.len);
+            crate::hot::sys::unmap(l.addrs.cast(), l.cap * 8);
+        }
+    }
+    l.addrs = p;
+    l.cap = cap;
+    true
+}
+
+/// Calls `f` on every noted address and forgets them all. Returns how many
+/// were noted.
+pub fn drain_zend_samples(mut f: impl FnMut(usize)) -> usize {
+    with_list(|l| {
+        for i in 0..l.len {
+            // SAFETY: i < len <= cap.
+            f(unsafe { *l.addrs.add(i) });
+        }
+        let n = l.len;
+        l.len = 0;
+        for w in &FILTER {
+            w.store(0, Relaxed);
+        }
+        n
+    })
+    .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn block_sizes_follow_zend_mm() {
+        assert_eq!(zend_block_size(0), 8);
+        assert_eq!(zend_block_size(1), 8);
+        assert_eq!(zend_block_size(8), 8);
+        assert_eq!(zend_block_size(9), 16);
+        assert_eq!(zend_block_size(57), 64);
+        assert_eq!(zend_block_size(65), 80);
+        assert_eq!(zend_block_size(257), 320);
+        assert_eq!(zend_block_size(3000), 3072);
+        assert_eq!(zend_block_size(3072), 3072);
+        assert_eq!(zend_block_size(3073), 4096);
+        assert_eq!(zend_block_size(4025), 4096);
+        assert_eq!(zend_block_size(4097), 8192);
+        assert_eq!(zend_block_size(3 << 20), 3 << 20);
+        for s in 1..=3072usize {
+            let b = zend_block_size(s);
+            assert!(b >= s && BINS.contains(&(b as u16)), "{s} -> {b}");
+            assert!(BINS.iter().all(|&x| (x as usize) < s || x as usize >= b));
+        }
+    }
+
+    #[test]
+    fn versions_parse() {
+        assert_eq!(parse_version(b"8.2.36"), Some((8, 2, 36)));
+        assert_eq!(parse_version(b"8.3.0RC1"), Some((8, 3, 0)));
+        assert_eq!(parse_version(b"7.4.33-dev"), Some((7, 4, 33)));
+        assert_eq!(parse_version(b"8.2"), None);
+        assert_eq!(parse_version(b"x.2.1"), None);
+        assert_eq!(offsets_for(8, 2).map(|o| o.op_filename), Some(152));
+        assert!(offsets_for(8, 5).is_none());
+        assert!(offsets_for(7, 3).is_none());
+    }
+
+    #[test]
+    fn the_probe_child_reads_and_comes_back() {
+        assert!(probe_in_child());
+    }
+
+    #[test]
+    fn reads_of_bad_memory_fail_instead_of_faulting() {
+        assert!(can_read_self());
+        let pid = crate::hot::sys::getpid() as i32;
+        let mut b = [0u8; 64];
+        assert_eq!(read(pid, 0, &mut b), 0);
+        assert_eq!(read(pid, 0x10, &mut b), 0);
+        assert_eq!(read(pid, usize::MAX - 8, &mut b), 0);
+        // The end of a mapping: a partial read.
+        let page = crate::hot::sys::map(8192);
+        assert!(!page.is_null());
+        unsafe { crate::hot::sys::unmap(page.add(4096), 4096) };
+        assert_eq!(read(pid, page as usize + 4096 - 16, &mut b), 16);
+        unsafe { crate::hot::sys::unmap(page, 4096) };
+        assert_eq!(read(pid, page as usize, &mut b), 0);
+    }
+
+    /// A fake zend_string: header, then the bytes.
+    fn zstr(text: &str) -> Vec<u8> {
+        let mut v = vec![0u8; ZSTR_VAL];
+        v[ZSTR_LEN..ZSTR_LEN + 8].copy_from_slice(&text.len().to_ne_bytes());
+        v.extend_from_slice(text.as_bytes());
+        v.push(0);
+        v
+    }
+
+    #[test]
+    fn frame_names_from_fake_engine_memory() {
+        let o = offsets_for(8, 2).unwrap();
+        let pid = crate::hot::sys::getpid() as i32;
+        let fname = zstr("build_cache");
+        let file = zstr("/srv/app/lib/cache.php");
+        let cname = zstr("Repo");
+        let mut ce = [0u8; 64];
+        ce[CE_NAME..CE_NAME + 8].copy_from_slice(&(cname.as_ptr() as usize).to_ne_bytes());
+        let mut ops = [0u8; 4 * OP_SIZE];
+        for (i, line) in [10u32, 11, 12, 13].iter().enumerate() {
+            ops[i * OP_SIZE + OP_LINENO..i * OP_SIZE + OP_LINENO + 4]
+                .copy_from_slice(&line.to_ne_bytes());
+        }
+        let mut f = [0u8; 248];
+        f[FN_TYPE] = ZEND_USER_FUNCTION;
+        f[FN_NAME..FN_NAME + 8].copy_from_slice(&(fname.as_ptr() as usize).to_ne_bytes());
+        f[o.op_last..o.op_last + 4].copy_from_slice(&4u32.to_ne_bytes());
+        f[o.op_opcodes..o.op_opcodes + 8].copy_from_slice(&(ops.as_ptr() as usize).to_ne_bytes());
+        f[o.op_filename..o.op_filename + 8]
+            .copy_from_slice(&(file.as_ptr() as usize).to_ne_bytes());
+        f[o.op_line_start..o.op_line_start + 4].copy_from_slice(&9u32.to_ne_bytes());
+        let opline = ops.as_ptr() as usize + 2 * OP_SIZE;
+        let got = frame_name(pid, o, f.as_ptr() as usize, opline, 0).unwrap();
+        assert_eq!(names::text(got), Some(&b"build_cache (cache.php:12)"[..]));
+        // An opline outside the function: the first line.
+        let got = frame_name(pid, o, f.as_ptr() as usize, 0x1234, 0).unwrap();
+        assert_eq!(names::text(got), Some(&b"build_cache (cache.php:9)"[..]));
+        // A method.
+        f[FN_SCOPE..FN_SCOPE + 8].copy_from_slice(&(ce.as_ptr() as usize).to_ne_bytes());
+        let got = frame_name(pid, o, f.as_ptr() as usize, opline, 0).unwrap();
+        assert_eq!(
+            names::text(got),
+            Some(&b"Repo::build_cache (cache.php:12)"[..])
+        );
+        // The script's own code.
+        f[FN_SCOPE..FN_SCOPE + 8].copy_from_slice(&0usize.to_ne_bytes());
+        f[FN_NAME..FN_NAME + 8].copy_from_slice(&0usize.to_ne_bytes());
+        let got = frame_name(pid, o, f.as_ptr() as usize, opline, ZEND_CALL_TOP).unwrap();
+        assert_eq!(names::text(got), Some(&b"{main} (cache.php:12)"[..]));
+        // An internal function.
+        let mut g = [0u8; 136];
+        g[FN_TYPE] = ZEND_INTERNAL_FUNCTION;
+        let sr = zstr("str_repeat");
+        g[FN_NAME..FN_NAME + 8].copy_from_slice(&(sr.as_ptr() as usize).to_ne_bytes());
+        let got = frame_name(pid, o, g.as_ptr() as usize, 0, 0).unwrap();
+        assert_eq!(names::text(got), Some(&b"str_repeat [internal]"[..]));
+        // A fiber's bottom frame: no name, nothing to show.
+        g[FN_NAME..FN_NAME + 8].copy_from_slice(&0usize.to_ne_bytes());
+        assert_eq!(frame_name(pid, o, g.as_ptr() as usize, 0, 0), Some(0));
+        // Garbage: a bad type, a dangling name.
+        g[FN_TYPE] = 7;
+        assert!(frame_name(pid, o, g.as_ptr() as usize, 0, 0).is_none());
+        g[FN_TYPE] = ZEND_INTERNAL_FUNCTION;
+        g[FN_NAME..FN_NAME + 8].copy_from_slice(&0x18usize.to_ne_bytes());
+        assert!(frame_name(pid, o, g.as_ptr() as usize, 0, 0).is_none());
+        assert!(frame_name(pid, o, 0x20, 0, 0).is_none());
+    }
+
+    #[test]
+    fn request_list_drains_and_compacts() {
+        let _s = crate::hot::shadow::tests::SERIAL
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        drain_zend_samples(|_| {});
+        // Live samples (bit set) survive compaction; efree'd ones may go.
+        let base = 0x7100_0000usize;
+        for a in 0..10_000usize {
+            let addr = base + a * 16;
+            if a % 2 == 0 {
+                assert!(crate::hot::shadow::set(addr));
+            }
+            assert!(note_zend_sample(addr));
+        }
+        for a in (0..10_000usize).step_by(2) {
+            assert!(maybe_zend_sample(base + a * 16));
+        }
+        let mut seen = Vec::new();
+        let n = drain_zend_samples(|a| seen.push(a));
+        assert_eq!(n, seen.len());
+        assert!(n < 10_000, "compacted: {n}");
+        for a in (0..10_000usize).step_by(2) {
+            assert!(seen.contains(&(base + a * 16)), "{a}");
+            crate::hot::shadow::clear(base + a * 16);
+        }
+        assert_eq!(drain_zend_samples(|_| {}), 0);
+        assert!(!maybe_zend_sample(base));
+    }
+}

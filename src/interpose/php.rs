@@ -1,0 +1,678 @@
+//! PHP mode's hook points: what PHP calls in us.
+//!
+//! A preload library cannot interpose PHP's own functions (the executable
+//! comes first in symbol lookup), only patch the data pointers PHP calls
+//! through. In the constructor (`init`), when `executor_globals` and the
+//! ZendMM functions are exported (php-fpm, php-cli; non-ZTS):
+//!
+//! - `zend_post_startup_cb` is chained: once PHP has started, the version
+//!   (`zend_get_module_version("standard")`) picks the struct offsets and
+//!   turns PHP frames on (`hot::php`);
+//! - `php_register_internal_extensions_func` is chained to register an
+//!   internal module `heaplive` (shown by `php -m`), whose RINIT installs
+//!   ZendMM custom handlers when ZendMM is in use and no one else hooks it,
+//!   and whose RSHUTDOWN removes them and drops the request's ZendMM
+//!   samples (post_deactivate again, in case RSHUTDOWN did not run).
+//!
+//! Handlers left installed across a request would stop ZendMM's reset at
+//! request end (memory_get_peak_usage would carry over), `zend_mm_gc` and
+//! fast shutdown: they live from RINIT to RSHUTDOWN only. While they are
+//! installed, the heap's `use_custom_heap` (its first int) is cleared around
+//! each call through to ZendMM, so that ZendMM's own paths (gc before
+//! "Allowed memory size exhausted") behave as without heaplive.
+//!
+//! A `memory_limit` error longjmps out of `_zend_mm_alloc` (zend_bailout),
+//! straight through our handler: the handlers hold no lock and no guard
+//! across the call, and do all their own work after it returns. The flag
+//! then stays cleared, which only means the rest of that request is not
+//! sampled; RSHUTDOWN still drops its samples.
+
+use crate::hot::{config, log, php, sys, track};
+use core::ffi::{c_char, c_int, c_void};
+use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering::*};
+
+/// The PHP functions and data we use, resolved in the constructor.
+struct Syms {
+    get_heap: AtomicUsize,
+    is_zend_mm: AtomicUsize,
+    set_handlers: AtomicUsize,
+    get_handlers: AtomicUsize,
+    mm_alloc: AtomicUsize,
+    mm_free: AtomicUsize,
+    mm_realloc: AtomicUsize,
+    mm_block_size: AtomicUsize,
+    register_module: AtomicUsize,
+    module_version: AtomicUsize,
+    find_ptr_lc: AtomicUsize,
+    ini_long: AtomicUsize,
+    ini_string: AtomicUsize,
+    compiler_globals: AtomicUsize,
+}
+
+#[allow(clippy::declare_interior_mutable_const)]
+const Z: AtomicUsize = AtomicUsize::new(0);
+static S: Syms = Syms {
+    get_heap: Z,
+    is_zend_mm: Z,
+    set_handlers: Z,
+    get_handlers: Z,
+    mm_alloc: Z,
+    mm_free: Z,
+    mm_realloc: Z,
+    mm_block_size: Z,
+    register_module: Z,
+    module_version: Z,
+    find_ptr_lc: Z,
+    ini_long: Z,
+    ini_string: Z,
+    compiler_globals: Z,
+};
+
+/// What was there before us in PHP's hook pointers.
+static PREV_POST_STARTUP: AtomicUsize = AtomicUsize::new(0);
+static PREV_REGISTER: AtomicUsize = AtomicUsize::new(0);
+/// `gc_mem_caches`'s own handler, when wrapped.
+static GC_MEM_CACHES: AtomicUsize = AtomicUsize::new(0);
+/// Our handlers are installed on `php::heap()` (between RINIT and
+/// RSHUTDOWN).
+static INSTALLED: AtomicBool = AtomicBool::new(false);
+/// ZendMM samples wanted (HEAPLIVE_PHP=auto, ZendMM in use).
+static WANT_ZEND_MM: AtomicBool = AtomicBool::new(false);
+static SAID_BACK_OFF: AtomicBool = AtomicBool::new(false);
+
+macro_rules! c {
+    ($a:expr, fn($($t:ty),*) -> $r:ty, $($arg:expr),*) => {{
+        let a = $a;
+        // SAFETY: `a` is the address dlsym gave for a PHP function with
+        // this C signature (checked non-zero by the caller).
+        let f: unsafe extern "C" fn($($t),*) -> $r = unsafe { core::mem::transmute(a) };
+        unsafe { f($($arg),*) }
+    }};
+}
+
+fn sym(name: &[u8]) -> usize {
+    // SAFETY: a NUL-terminated name; RTLD_DEFAULT searches the process.
+    unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr().cast()) as usize }
+}
+
+fn pid() -> u32 {
+    sys::getpid()
+}
+
+/// Is PHP told to use the tracked (malloc) allocator? It reads
+/// `USE_ZEND_ALLOC` with atol: set and 0 means ZendMM is off.
+fn zend_alloc_off() -> bool {
+    // SAFETY: NUL-terminated name; getenv does not allocate.
+    let v = unsafe { libc::getenv(c"USE_ZEND_ALLOC".as_ptr()) };
+    // SAFETY: a NUL-terminated string from the environment.
+    !v.is_null() && unsafe { libc::atol(v) } == 0
+}
+
+/// The constructor's part: detect PHP and hook its start-up.
+pub fn init() {
+    let mode = config::get().php;
+    if mode == config::PhpMode::Off {
+        return;
+    }
+    let eg = sym(b"executor_globals\0");
+    if eg == 0 {
+        if sym(b"executor_globals_offset\0") != 0 {
+            log::line(format_args!(
+                "heaplive[{}]: PHP is built thread-safe (ZTS), which heaplive does not read: no PHP frames, no ZendMM samples; malloc profiling goes on",
+                pid()
+            ));
+        }
+        clear_dlerror();
+        return;
+    }
+    let names: [(&AtomicUsize, &[u8]); 14] = [
+        (&S.get_heap, b"zend_mm_get_heap\0"),
+        (&S.is_zend_mm, b"is_zend_mm\0"),
+        (&S.set_handlers, b"zend_mm_set_custom_handlers\0"),
+        (&S.get_handlers, b"zend_mm_get_custom_handlers\0"),
+        (&S.mm_alloc, b"_zend_mm_alloc\0"),
+        (&S.mm_free, b"_zend_mm_free\0"),
+        (&S.mm_realloc, b"_zend_mm_realloc\0"),
+        (&S.mm_block_size, b"_zend_mm_block_size\0"),
+        (&S.register_module, b"zend_register_internal_module\0"),
+        (&S.module_version, b"zend_get_module_version\0"),
+        (&S.find_ptr_lc, b"zend_hash_str_find_ptr_lc\0"),
+        (&S.ini_long, b"zend_ini_long\0"),
+        (&S.ini_string, b"zend_ini_string\0"),
+        (&S.compiler_globals, b"compiler_globals\0"),
+    ];
+    for (slot, name) in names {
+        slot.store(sym(name), Relaxed);
+    }
+    let post_startup = sym(b"zend_post_startup_cb\0");
+    let register = sym(b"php_register_internal_extensions_func\0");
+    let execute_ex = sym(b"execute_ex\0");
+    clear_dlerror();
+    if post_startup == 0 || S.module_version.load(Relaxed) == 0 || execute_ex == 0 {
+        log::line(format_args!(
+            "heaplive[{}]: this PHP does not export what heaplive needs (zend_post_startup_cb, zend_get_module_version, execute_ex): no PHP frames, no ZendMM samples",
+            pid()
+        ));
+        return;
+    }
+    php::set_executor_globals(eg);
+    let (start, end) = symbol_extent(execute_ex);
+    php::set_execute_ex(start, end);
+
+    // SAFETY: zend_post_startup_cb is a `zend_result (*)(void)` variable of
+    // the executable; nothing else runs yet (we are in a constructor).
+    unsafe {
+        let p = post_startup as *mut usize;
+        PREV_POST_STARTUP.store(p.read(), Relaxed);
+        p.write(post_startup_cb as *const () as usize);
+    }
+    let zend_mm_ok = [
+        &S.get_heap,
+        &S.is_zend_mm,
+        &S.set_handlers,
+        &S.get_handlers,
+        &S.mm_alloc,
+        &S.mm_free,
+        &S.mm_realloc,
+        &S.register_module,
+    ]
+    .iter()
+    .all(|s| s.load(Relaxed) != 0);
+    if mode == config::PhpMode::Auto && zend_mm_ok && register != 0 {
+        if zend_alloc_off() {
+            log::line(format_args!(
+                "heaplive[{}]: USE_ZEND_ALLOC=0: PHP allocates through malloc, where heaplive sees it; no ZendMM hooks",
+                pid()
+            ));
+        } else {
+            WANT_ZEND_MM.store(true, Relaxed);
+            // SAFETY: as above, for `php_register_internal_extensions_func`.
+            unsafe {
+                let p = register as *mut usize;
+                PREV_REGISTER.store(p.read(), Relaxed);
+                p.write(register_extensions as *const () as usize);
+            }
+        }
+    }
+}
+
+fn clear_dlerror() {
+    // SAFETY: no preconditions.
+    unsafe { libc::dlerror() };
+}
+
+/// [start, end) of the function at `addr`, from its symbol's size.
+fn symbol_extent(addr: usize) -> (usize, usize) {
+    let mut info: libc::Dl_info = unsafe { core::mem::zeroed() };
+    let mut s: *const libc::Elf64_Sym = core::ptr::null();
+    // SAFETY: valid out-pointers; 1 = RTLD_DL_SYMENT stores the symbol.
+    let ok = unsafe {
+        libc::dladdr1(
+            addr as *const c_void,
+            &mut info,
+            (&mut s as *mut *const libc::Elf64_Sym).cast(),
+            1,
+        )
+    };
+    // SAFETY: dladdr1 gave a symbol table entry.
+    let size = if ok != 0 && !s.is_null() {
+        unsafe { (*s).st_size as usize }
+    } else {
+        0
+    };
+    (addr, addr + size.max(1))
+}
+
+/// The running PHP's version ("8.2.36"), once `standard` is registered.
+fn version() -> Option<(u32, u32, u32, &'static [u8])> {
+    let f = S.module_version.load(Relaxed);
+    if f == 0 {
+        return None;
+    }
+    let v = c!(f, fn(*const c_char) -> *const c_char, c"standard".as_ptr());
+    if v.is_null() {
+        return None;
+    }
+    // SAFETY: PHP's module version, a NUL-terminated static string.
+    let text = unsafe { core::ffi::CStr::from_ptr(v) }.to_bytes();
+    let (a, b, c) = php::parse_version(text)?;
+    Some((a, b, c, text))
+}
+
+fn text(b: &[u8]) -> &str {
+    core::str::from_utf8(b).unwrap_or("?")
+}
+
+/// Where stack walking under the JIT is known to crash (dd-trace-php turns
+/// its allocation profiling off there: php-src #11380, #18289).
+fn jit_walk_unsafe(major: u32, minor: u32, patch: u32) -> bool {
+    match (major, minor) {
+        (8, 0) => true,
+        (8, 1) => patch <= 20,
+        (8, 2) => patch <= 7,
+        (8, 4) => patch <= 6,
+        _ => false,
+    }
+}
+
+fn jit_on() -> bool {
+    let (l, s) = (S.ini_long.load(Relaxed), S.ini_string.load(Relaxed));
+    if l == 0 || s == 0 {
+        return false;
+    }
+    let name = c"opcache.jit_buffer_size";
+    let size = c!(
+        l,
+        fn(*const c_char, usize, c_int) -> i64,
+        name.as_ptr(),
+        name.count_bytes(),
+        0
+    );
+    let name = c"opcache.jit";
+    let mode = c!(
+        s,
+        fn(*const c_char, usize, c_int) -> *const c_char,
+        name.as_ptr(),
+        name.count_bytes(),
+        0
+    );
+    let off = mode.is_null() || {
+        // SAFETY: an ini value, NUL-terminated.
+        let m = unsafe { core::ffi::CStr::from_ptr(mode) }.to_bytes();
+        matches!(m, b"" | b"0" | b"off" | b"disable" | b"disabled")
+    };
+    size > 0 && !off
+}
+
+/// `zend_post_startup_cb`: PHP has started (extensions, ini, opcache).
+extern "C" fn post_startup_cb() -> c_int {
+    let prev = PREV_POST_STARTUP.load(Relaxed);
+    let rc = if prev != 0 {
+        c!(prev, fn() -> c_int,)
+    } else {
+        0
+    };
+    let _busy = crate::hot::guard::Busy::enter();
+    let _errno = sys::ErrnoGuard::save();
+    let Some((major, minor, patch, v)) = version() else {
+        log::line(format_args!(
+            "heaplive[{}]: cannot tell this PHP's version: no PHP frames, no ZendMM samples; malloc profiling goes on",
+            pid()
+        ));
+        return rc;
+    };
+    let Some(o) = php::offsets_for(major, minor) else {
+        log::line(format_args!(
+            "heaplive[{}]: PHP {} is not a version heaplive knows (7.4 to 8.4): no PHP frames, no ZendMM samples; malloc profiling goes on",
+            pid(),
+            text(v)
+        ));
+        return rc;
+    };
+    php::mark_php_thread();
+    let zend_mm = if INSTALL_READY.load(Relaxed) {
+        "ZendMM samples and "
+    } else {
+        ""
+    };
+    if !php::can_read_self() {
+        log::line(format_args!(
+            "heaplive[{}]: PHP {}: reading PHP's frames needs process_vm_readv, which a seccomp filter refuses here: PHP frames are off; {}malloc profiling {} on",
+            pid(),
+            text(v),
+            zend_mm,
+            if zend_mm.is_empty() { "goes" } else { "go" }
+        ));
+    } else if jit_walk_unsafe(major, minor, patch) && jit_on() {
+        log::line(format_args!(
+            "heaplive[{}]: PHP {} with the JIT on: PHP frames are off (stack walking under the JIT is unreliable before 8.1.21, 8.2.8 and 8.4.7)",
+            pid(),
+            text(v)
+        ));
+    } else {
+        php::set_frames(Some(o));
+        log::line(format_args!(
+            "heaplive[{}]: PHP {}: {}PHP frames on",
+            pid(),
+            text(v),
+            zend_mm
+        ));
+    }
+    rc
+}
+
+// ---------------------------------------------------------------------------
+// The internal module.
+
+/// `zend_module_entry` of PHP 7.4 to 8.4 on x86-64, non-ZTS (168 bytes).
+#[repr(C)]
+struct ModuleEntry {
+    size: u16,
+    zend_api: u32,
+    zend_debug: u8,
+    zts: u8,
+    ini_entry: *const c_void,
+    deps: *const c_void,
+    name: *const c_char,
+    functions: *const c_void,
+    module_startup: Option<extern "C" fn(c_int, c_int) -> c_int>,
+    module_shutdown: Option<extern "C" fn(c_int, c_int) -> c_int>,
+    request_startup: Option<extern "C" fn(c_int, c_int) -> c_int>,
+    request_shutdown: Option<extern "C" fn(c_int, c_int) -> c_int>,
+    info: *const c_void,
+    version: *const c_char,
+    globals_size: usize,
+    globals_ptr: *mut c_void,
+    globals_ctor: *const c_void,
+    globals_dtor: *const c_void,
+    post_deactivate: Option<extern "C" fn() -> c_int>,
+    module_started: c_int,
+    kind: u8,
+    handle: *mut c_void,
+    module_number: c_int,
+    build_id: *const c_char,
+}
+const _: () = assert!(core::mem::size_of::<ModuleEntry>() == 168);
+
+struct Module(core::cell::UnsafeCell<ModuleEntry>);
+// SAFETY: written once, by the registration callback, on PHP's start-up
+// thread before PHP reads it; PHP copies it into its registry.
+unsafe impl Sync for Module {}
+
+static MODULE: Module = Module(core::cell::UnsafeCell::new(ModuleEntry {
+    size: 168,
+    zend_api: 0,
+    zend_debug: 0,
+    zts: 0,
+    ini_entry: core::ptr::null(),
+    deps: core::ptr::null(),
+    name: c"heaplive".as_ptr(),
+    functions: core::ptr::null(),
+    module_startup: Some(module_startup),
+    module_shutdown: None,
+    request_startup: Some(request_startup),
+    request_shutdown: Some(request_shutdown),
+    info: core::ptr::null(),
+    version: c"0.1.0".as_ptr(),
+    globals_size: 0,
+    globals_ptr: core::ptr::null_mut(),
+    globals_ctor: core::ptr::null(),
+    globals_dtor: core::ptr::null(),
+    post_deactivate: Some(post_deactivate),
+    module_started: 0,
+    kind: 0,
+    handle: core::ptr::null_mut(),
+    module_number: 0,
+    build_id: c"API,NTS".as_ptr(),
+}));
+
+/// Set when the module is registered: its RINIT will install the handlers.
+static INSTALL_READY: AtomicBool = AtomicBool::new(false);
+
+/// `php_register_internal_extensions_func`: PHP registers its built-in
+/// extensions (then `standard` is known, hence the version); we add ours.
+extern "C" fn register_extensions() -> c_int {
+    let prev = PREV_REGISTER.load(Relaxed);
+    let rc = if prev != 0 {
+        c!(prev, fn() -> c_int,)
+    } else {
+        0
+    };
+    let _busy = crate::hot::guard::Busy::enter();
+    let _errno = sys::ErrnoGuard::save();
+    let Some(o) = version().and_then(|(a, b, _, _)| php::offsets_for(a, b)) else {
+        // post_startup_cb says why, once.
+        return rc;
+    };
+    // SAFETY: see `Module`.
+    let m = unsafe { &mut *MODULE.0.get() };
+    m.zend_api = o.api_no;
+    let r = c!(
+        S.register_module.load(Relaxed),
+        fn(*mut ModuleEntry) -> *mut c_void,
+        m
+    );
+    if r.is_null() {
+        log::line(format_args!(
+            "heaplive[{}]: PHP refused heaplive's internal module: no ZendMM samples; PHP frames and malloc profiling go on",
+            pid()
+        ));
+    } else {
+        INSTALL_READY.store(true, Relaxed);
+    }
+    rc
+}
+
+extern "C" fn module_startup(_type: c_int, _number: c_int) -> c_int {
+    wrap_gc_mem_caches();
+    0
+}
+
+extern "C" fn request_startup(_type: c_int, _number: c_int) -> c_int {
+    let _errno = sys::ErrnoGuard::save();
+    php::mark_php_thread();
+    if !WANT_ZEND_MM.load(Relaxed) {
+        return 0;
+    }
+    let heap = c!(S.get_heap.load(Relaxed), fn() -> usize,);
+    if heap == 0 {
+        return 0;
+    }
+    let zend_mm = c!(S.is_zend_mm.load(Relaxed), fn() -> bool,);
+    if zend_mm {
+        php::set_heap(heap, S.mm_block_size.load(Relaxed));
+        INSTALLED.store(true, Relaxed);
+        c!(
+            S.set_handlers.load(Relaxed),
+            fn(usize, usize, usize, usize) -> (),
+            heap,
+            zm_alloc as *const () as usize,
+            zm_free as *const () as usize,
+            zm_realloc as *const () as usize
+        );
+        return 0;
+    }
+    let (mut a, mut f, mut r) = (0usize, 0usize, 0usize);
+    c!(
+        S.get_handlers.load(Relaxed),
+        fn(usize, *mut usize, *mut usize, *mut usize) -> (),
+        heap,
+        &mut a,
+        &mut f,
+        &mut r
+    );
+    if a == zm_alloc as *const () as usize {
+        // Ours, from a request whose RSHUTDOWN did not run.
+        php::set_heap(heap, S.mm_block_size.load(Relaxed));
+        INSTALLED.store(true, Relaxed);
+        return 0;
+    }
+    if !SAID_BACK_OFF.swap(true, Relaxed) {
+        log::line(format_args!(
+            "heaplive[{}]: another ZendMM hook is installed (a profiler such as Datadog's or memprof, phpdbg, or USE_ZEND_ALLOC=0): heaplive leaves ZendMM alone; PHP frames and malloc profiling go on",
+            pid()
+        ));
+    }
+    0
+}
+
+extern "C" fn request_shutdown(_type: c_int, _number: c_int) -> c_int {
+    end_request();
+    0
+}
+
+extern "C" fn post_deactivate() -> c_int {
+    end_request();
+    0
+}
+
+/// Removes our handlers (if they are still the installed ones) and drops
+/// every ZendMM sample of the request: ZendMM reclaims those blocks without
+/// any efree.
+fn end_request() {
+    let _errno = sys::ErrnoGuard::save();
+    if INSTALLED.swap(false, Relaxed) {
+        let heap = php::heap();
+        let (mut a, mut f, mut r) = (0usize, 0usize, 0usize);
+        c!(
+            S.get_handlers.load(Relaxed),
+            fn(usize, *mut usize, *mut usize, *mut usize) -> (),
+            heap,
+            &mut a,
+            &mut f,
+            &mut r
+        );
+        // After a memory_limit bailout the flag is already clear (a == 0).
+        if a == zm_alloc as *const () as usize {
+            c!(
+                S.set_handlers.load(Relaxed),
+                fn(usize, usize, usize, usize) -> (),
+                heap,
+                0,
+                0,
+                0
+            );
+        }
+    }
+    track::drop_zend_samples();
+}
+
+// ---------------------------------------------------------------------------
+// The ZendMM handlers (`emalloc`, `efree`, `erealloc` and all their sized
+// variants arrive here while installed).
+
+/// Calls `f` with the heap's custom flag cleared, so ZendMM takes its own
+/// paths (gc on memory pressure); restores it after. A longjmp out of `f`
+/// leaves the flag cleared (see the module comment).
+#[inline(always)]
+fn unhooked<R>(heap: usize, f: impl FnOnce() -> R) -> R {
+    let flag = heap as *mut i32;
+    // SAFETY: `use_custom_heap` is the heap's first int in 7.4 to 8.4.
+    let saved = unsafe { flag.read_volatile() };
+    unsafe { flag.write_volatile(0) };
+    let r = f();
+    unsafe { flag.write_volatile(saved) };
+    r
+}
+
+extern "C" fn zm_alloc(size: usize) -> *mut c_void {
+    let heap = php::heap();
+    let a = S.mm_alloc.load(Relaxed);
+    let p = unhooked(heap, || c!(a, fn(usize, usize) -> *mut c_void, heap, size));
+    if !p.is_null() {
+        track::on_zend_alloc(p, size);
+    }
+    p
+}
+
+extern "C" fn zm_free(p: *mut c_void) {
+    let heap = php::heap();
+    // A full shutdown with handlers installed hands the heap itself to
+    // `_free` (ours are removed before, but be safe): not a block.
+    if p as usize == heap {
+        return;
+    }
+    // The filter first: most efrees are of blocks never sampled.
+    if php::maybe_zend_sample(p as usize) {
+        track::on_free(p);
+    }
+    c!(
+        S.mm_free.load(Relaxed),
+        fn(usize, *mut c_void) -> (),
+        heap,
+        p
+    )
+}
+
+extern "C" fn zm_realloc(p: *mut c_void, size: usize) -> *mut c_void {
+    let heap = php::heap();
+    // The block's size before: an erealloc counts only its growth.
+    let old_block = if p.is_null() {
+        0
+    } else {
+        php::block_size(p as usize).unwrap_or(0)
+    };
+    let a = S.mm_realloc.load(Relaxed);
+    let q = unhooked(heap, || {
+        c!(
+            a,
+            fn(usize, *mut c_void, usize) -> *mut c_void,
+            heap,
+            p,
+            size
+        )
+    });
+    if !q.is_null() {
+        let new_block = php::block_size(q as usize).unwrap_or_else(|| php::zend_block_size(size));
+        track::on_zend_realloc(p, old_block, q, new_block);
+    }
+    q
+}
+
+// ---------------------------------------------------------------------------
+// gc_mem_caches(): `zend_mm_gc` does nothing while the flag is set, so the
+// function runs with it cleared, as ZendMM's other gc paths do.
+
+type Zif = unsafe extern "C" fn(*mut c_void, *mut c_void);
+
+fn wrap_gc_mem_caches() {
+    let (Some((a, b, _, _)), cg, find) = (
+        version(),
+        S.compiler_globals.load(Relaxed),
+        S.find_ptr_lc.load(Relaxed),
+    ) else {
+        return;
+    };
+    let Some(o) = php::offsets_for(a, b) else {
+        return;
+    };
+    let (Some(ft_off), Some(h_off)) = (o.cg_function_table, o.internal_handler) else {
+        return;
+    };
+    if cg == 0 || find == 0 || GC_MEM_CACHES.load(Relaxed) != 0 {
+        return;
+    }
+    // SAFETY: compiler_globals is a global of the executable; the function
+    // table pointer is at the offset checked against this version's headers.
+    let ft = unsafe { ((cg + ft_off) as *const usize).read() };
+    if ft == 0 {
+        return;
+    }
+    let name = c"gc_mem_caches";
+    let f = c!(
+        find,
+        fn(usize, *const c_char, usize) -> usize,
+        ft,
+        name.as_ptr(),
+        name.count_bytes()
+    );
+    if f == 0 {
+        return;
+    }
+    // SAFETY: f is the zend_internal_function of gc_mem_caches (type 1),
+    // persistent; its handler is at the checked offset.
+    unsafe {
+        if *(f as *const u8) != 1 {
+            return;
+        }
+        let h = (f + h_off) as *mut usize;
+        let orig = h.read();
+        if orig == 0 {
+            return;
+        }
+        GC_MEM_CACHES.store(orig, Relaxed);
+        h.write(gc_mem_caches as *const () as usize);
+    }
+}
+
+extern "C" fn gc_mem_caches(ex: *mut c_void, rv: *mut c_void) {
+    let orig = GC_MEM_CACHES.load(Relaxed);
+    // SAFETY: the handler we replaced, with its signature.
+    let f: Zif = unsafe { core::mem::transmute(orig) };
+    if INSTALLED.load(Relaxed) {
+        let heap = php::heap();
+        unhooked(heap, || unsafe { f(ex, rv) })
+    } else {
+        unsafe { f(ex, rv) }
+    }
+}
