@@ -82,6 +82,8 @@ pub struct Config {
     pub lines: bool,
     /// HEAPLIVE_DEMANGLE: demangle C++ and Rust names.
     pub demangle: bool,
+    /// HEAPLIVE_UNWIND: how stacks are captured.
+    pub unwind: grammar::Unwind,
     /// Captured at load: the start directory, $TMPDIR, the program's name.
     pub start_dir: FixedStr<4096>,
     pub tmpdir: FixedStr<4096>,
@@ -106,6 +108,7 @@ impl Config {
             debug_dirs: FixedStr::new(),
             lines: false,
             demangle: true,
+            unwind: grammar::Unwind::Cached,
             start_dir: FixedStr::new(),
             tmpdir: FixedStr::new(),
             exe: FixedStr::new(),
@@ -203,6 +206,7 @@ pub fn load() {
     }
     load_var(&s::LINES, &mut c.lines, grammar::boolean);
     load_var(&s::DEMANGLE, &mut c.demangle, grammar::boolean);
+    load_var(&s::UNWIND, &mut c.unwind, grammar::unwind);
 
     // The environment and the process around it, as they are at start.
     let mut cwd = [0u8; 4096];

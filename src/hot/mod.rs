@@ -16,3 +16,4 @@ pub mod stacks;
 pub mod sys;
 pub mod track;
 pub mod trigger;
+pub mod unwind;

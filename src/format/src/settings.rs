@@ -31,6 +31,8 @@ pub enum Grammar {
     WarnGrowth,
     /// [`crate::grammar::path`]
     Path,
+    /// [`crate::grammar::unwind`]
+    Unwind,
 }
 
 /// Why a value is refused, for a message `NAME='value' <why>`.
@@ -68,6 +70,7 @@ impl Grammar {
             Grammar::WarnBlocks => text(g::warn_blocks(v).map(drop)),
             Grammar::WarnGrowth => text(g::warn_growth(v).map(drop)),
             Grammar::Path => text(g::path(v)),
+            Grammar::Unwind => text(g::unwind(v).map(drop)),
         }
     }
 }
@@ -206,6 +209,13 @@ setting!(
     "demangle C++ and Rust names"
 );
 setting!(
+    UNWIND,
+    c"HEAPLIVE_UNWIND",
+    "cached",
+    Unwind,
+    "stack capture: cached (heaplive's rule cache, libgcc where it cannot proceed), libgcc, or check (both, differences reported)"
+);
+setting!(
     LIB,
     c"HEAPLIVE_LIB",
     "next to heaplive",
@@ -230,6 +240,7 @@ pub const ALL: &[&Setting] = &[
     &LINES,
     &DEMANGLE,
     &SEED,
+    &UNWIND,
     &LIB,
 ];
 
