@@ -17,3 +17,4 @@ mod sampled;
 mod signals_fork;
 mod stress;
 mod symbols;
+mod unwind;
