@@ -18,6 +18,8 @@
 #                         CPU goes under heaplive, by perf sampling; needs perf)
 #   BENCH_WORKLOADS="churn cxxchurn sqlite3 jq python3 gcc"
 #   BENCH_CONFIGS="none null heaplive heaplive-exact heaptrack jemalloc jemalloc-prof"
+#                         (also: heaplive-exact-libgcc, exact mode with
+#                         HEAPLIVE_UNWIND=libgcc, the unwinder before the cache)
 #   BENCH_RESULTS=bench/RESULTS.md  where the report is appended
 #   BENCH_NO_BUILD=1      do not run cargo build (use target/release as is)
 #   CARGO_TARGET_DIR      where cargo builds, as for cargo (default target/)
@@ -128,12 +130,13 @@ cfg_env() {
         null) ENV=(LD_PRELOAD="$OUT/nullpreload.so") ;;
         heaplive) ENV=("${hl[@]}") ;;
         heaplive-exact) ENV=("${hl[@]}" HEAPLIVE_SAMPLE_INTERVAL=1) ;;
+        heaplive-exact-libgcc) ENV=("${hl[@]}" HEAPLIVE_SAMPLE_INTERVAL=1 HEAPLIVE_UNWIND=libgcc) ;;
         heaptrack) PREFIX=(heaptrack -o "$OUT/tmp/ht.$2") ;;
         jemalloc) ENV=(LD_PRELOAD="$JE") ;;
         jemalloc-prof) ENV=(LD_PRELOAD="$JE" MALLOC_CONF=prof:true,lg_prof_sample:19) ;;
     esac
 }
-is_slow() { [ "$1" = heaplive-exact ] || [ "$1" = heaptrack ]; }
+is_slow() { [ "$1" = heaplive-exact ] || [ "$1" = heaplive-exact-libgcc ] || [ "$1" = heaptrack ]; }
 
 run_one() { # SECTION/WORKLOAD-LABEL CONFIG ROUND WORKLOAD [THREADS [OPS]]
     local label=$1 cfg=$2 round=$3 wl=$4

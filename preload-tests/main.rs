@@ -21,4 +21,5 @@ mod signal_waits;
 mod signals_fork;
 mod stress;
 mod symbols;
+mod unwind;
 mod views;

@@ -429,7 +429,11 @@ pub fn write_peak(live_file: &Path, live_now: u64) -> Option<PathBuf> {
     let (profile, _) = match build_profile(&mut st, Which::Peak) {
         Ok(p) => p,
         Err(e) => {
-            log::line(format_args!("heaplive[{}]: peak file failed: {}", sys::getpid(), e));
+            log::line(format_args!(
+                "heaplive[{}]: peak file failed: {}",
+                sys::getpid(),
+                e
+            ));
             return None;
         }
     };

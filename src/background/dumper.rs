@@ -289,6 +289,17 @@ pub extern "C" fn at_exit() {
     };
     peak_summary(written.as_ref());
     leak_report::exit_summary(written.as_ref());
+    if cfg.unwind == heaplive_format::grammar::Unwind::Check {
+        use crate::hot::stacks::{UNWIND_COMPARED, UNWIND_DIFFERED, UNWIND_FELL_BACK};
+        use core::sync::atomic::Ordering::Relaxed;
+        crate::hot::log::line(format_args!(
+            "heaplive[{}]: unwind check: {} stacks compared, {} differed, {} done by libgcc alone",
+            sys::getpid(),
+            UNWIND_COMPARED.load(Relaxed),
+            UNWIND_DIFFERED.load(Relaxed),
+            UNWIND_FELL_BACK.load(Relaxed)
+        ));
+    }
     output::remove_status(sys::getpid());
 }
 

@@ -155,6 +155,9 @@ extern "C" fn child() {
             unsafe { reset() };
         }
     }
+    // The unwinder's CFI context may have been in use by a thread that
+    // does not exist here (this one was not inside heaplive).
+    crate::hot::unwind::reset_in_child();
     become_child();
 }
 

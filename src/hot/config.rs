@@ -93,6 +93,8 @@ pub struct Config {
     pub demangle: bool,
     /// HEAPLIVE_PHP: PHP mode (ZendMM samples and PHP frames).
     pub php: PhpMode,
+    /// HEAPLIVE_UNWIND: how stacks are captured.
+    pub unwind: grammar::Unwind,
     /// Captured at load: the start directory, $TMPDIR, the program's name.
     pub start_dir: FixedStr<4096>,
     pub tmpdir: FixedStr<4096>,
@@ -126,6 +128,7 @@ impl Config {
             lines: false,
             demangle: true,
             php: PhpMode::Auto,
+            unwind: grammar::Unwind::Cached,
             start_dir: FixedStr::new(),
             tmpdir: FixedStr::new(),
             exe: FixedStr::new(),
@@ -229,6 +232,7 @@ pub fn load() {
     load_var(&s::LINES, &mut c.lines, grammar::boolean);
     load_var(&s::DEMANGLE, &mut c.demangle, grammar::boolean);
     load_var(&s::PHP, &mut c.php, grammar::php_mode);
+    load_var(&s::UNWIND, &mut c.unwind, grammar::unwind);
 
     // The environment and the process around it, as they are at start.
     let mut cwd = [0u8; 4096];

@@ -279,39 +279,136 @@ fn self_text() -> (usize, usize) {
     (lo, hi)
 }
 
+/// Collects frames as an unwinder reports them: frames of this library
+/// near the top (and everything above them) are dropped, so `buf` ends up
+/// holding the program's frames, at most `MAX_FRAMES` of them.
+struct Collector<'a> {
+    buf: &'a mut [usize; MAX_FRAMES],
+    n: usize,
+    seen: usize,
+    lo: usize,
+    hi: usize,
+}
+
+impl<'a> Collector<'a> {
+    fn new(buf: &'a mut [usize; MAX_FRAMES]) -> Self {
+        let (lo, hi) = self_text();
+        Collector {
+            buf,
+            n: 0,
+            seen: 0,
+            lo,
+            hi,
+        }
+    }
+
+    /// Takes one return address; false when the buffer is full.
+    #[inline(always)]
+    fn push(&mut self, ip: usize) -> bool {
+        // The outermost frame may report address 0.
+        if ip <= 4096 {
+            return true;
+        }
+        self.seen += 1;
+        // Up to the last frame of ours near the top: between our wrapper
+        // and our malloc there may be the real operator new (libstdc++).
+        if self.seen <= 24 && ip >= self.lo && ip < self.hi {
+            self.n = 0;
+            return true;
+        }
+        self.buf[self.n] = ip;
+        self.n += 1;
+        self.n < MAX_FRAMES
+    }
+
+    /// Drops the real operator new, which our trampolines jump into, from
+    /// the top; returns the number of frames.
+    fn finish(self) -> usize {
+        let mut start = 0;
+        while start < self.n && crate::hot::real::in_real_new(self.buf[start]) {
+            start += 1;
+        }
+        self.buf.copy_within(start..self.n, 0);
+        self.n - start
+    }
+}
+
+/// libgcc's unwinder (`_Unwind_Backtrace`: an FDE search per frame).
+#[inline(never)]
+fn capture_libgcc(buf: &mut [usize; MAX_FRAMES]) -> usize {
+    let mut c = Collector::new(buf);
+    // SAFETY: the callback only writes into buf; trace_unsynchronized walks
+    // DWARF CFI with libgcc's lock-free unwinder and does not allocate.
+    unsafe {
+        backtrace::trace_unsynchronized(|f| c.push(f.ip() as usize));
+    }
+    c.finish()
+}
+
+/// The cached unwinder (`unwind.rs`); None where libgcc must do the stack.
+#[inline(never)]
+fn capture_cached(buf: &mut [usize; MAX_FRAMES]) -> Option<usize> {
+    let mut c = Collector::new(buf);
+    if crate::hot::unwind::walk(|ip| c.push(ip)) {
+        Some(c.finish())
+    } else {
+        None
+    }
+}
+
+/// Counters of `HEAPLIVE_UNWIND=check` (and of fallbacks in every mode).
+pub static UNWIND_COMPARED: AtomicU64 = AtomicU64::new(0);
+pub static UNWIND_DIFFERED: AtomicU64 = AtomicU64::new(0);
+pub static UNWIND_FELL_BACK: AtomicU64 = AtomicU64::new(0);
+
 /// Captures the caller's stack into `buf`, leaf first, without frames of
 /// this library. Returns the number of frames.
 #[inline(never)]
 pub fn capture(buf: &mut [usize; MAX_FRAMES]) -> usize {
-    let mut n = 0;
-    // SAFETY: the callback only writes into buf; trace_unsynchronized walks
-    // DWARF CFI with libgcc's lock-free unwinder and does not allocate.
-    unsafe {
-        backtrace::trace_unsynchronized(|f| {
-            let ip = f.ip() as usize;
-            // The outermost frame may report address 0.
-            if ip > 4096 {
-                buf[n] = ip;
-                n += 1;
+    use heaplive_format::grammar::Unwind;
+    match crate::hot::config::get().unwind {
+        Unwind::Libgcc => capture_libgcc(buf),
+        Unwind::Cached => match capture_cached(buf) {
+            Some(n) => n,
+            None => {
+                UNWIND_FELL_BACK.fetch_add(1, Relaxed);
+                capture_libgcc(buf)
             }
-            n < MAX_FRAMES
-        });
+        },
+        Unwind::Check => capture_checked(buf),
     }
-    let (lo, hi) = self_text();
-    // Skip up to the last frame of ours near the top: between our wrapper
-    // and our malloc there may be the real operator new (libstdc++).
-    let mut start = 0;
-    for (i, &ip) in buf[..n.min(24)].iter().enumerate() {
-        if ip >= lo && ip < hi {
-            start = i + 1;
+}
+
+/// Both unwinders; libgcc's stack is the one kept. A difference is said in
+/// a line (the first ten) and counted.
+#[inline(never)]
+fn capture_checked(buf: &mut [usize; MAX_FRAMES]) -> usize {
+    let mut mine = [0usize; MAX_FRAMES];
+    let cached = capture_cached(&mut mine);
+    let n = capture_libgcc(buf);
+    let Some(m) = cached else {
+        UNWIND_FELL_BACK.fetch_add(1, Relaxed);
+        return n;
+    };
+    UNWIND_COMPARED.fetch_add(1, Relaxed);
+    if mine[..m] != buf[..n] {
+        let k = UNWIND_DIFFERED.fetch_add(1, Relaxed);
+        if k < 10 {
+            let at = (0..m.min(n))
+                .find(|&i| mine[i] != buf[i])
+                .unwrap_or(m.min(n));
+            crate::hot::log::line(format_args!(
+                "heaplive[{}]: unwind check: the cached unwinder differs from libgcc at frame {}: {:#x} vs {:#x} ({} vs {} frames)",
+                crate::hot::sys::getpid(),
+                at,
+                mine.get(at).copied().filter(|_| at < m).unwrap_or(0),
+                buf.get(at).copied().filter(|_| at < n).unwrap_or(0),
+                m,
+                n
+            ));
         }
     }
-    // Then the real operator new, which our trampolines jump into.
-    while start < n && crate::hot::real::in_real_new(buf[start]) {
-        start += 1;
-    }
-    buf.copy_within(start..n, 0);
-    n - start
+    n
 }
 
 #[cfg(test)]

@@ -8,7 +8,8 @@
 //! the program's.
 //!
 //! dlclose refreshes the module registry before the real call, so frames of
-//! a library unloaded before a dump still symbolize from its file.
+//! a library unloaded before a dump still symbolize from its file, and
+//! drops the unwinder's cached rules before and after it.
 
 use crate::hot::real::{self, Sym, call};
 use core::ffi::{c_char, c_int, c_void};
@@ -72,8 +73,14 @@ pub unsafe extern "C" fn dlclose(handle: *mut c_void) -> c_int {
             (s.modules_changed)();
         }
     }
-    match real::c_fn(Sym::Dlclose) {
+    // Rules cached for the library's addresses must not outlive it: they
+    // are dropped before the call and again after it, so none computed
+    // while it was being unmapped is kept.
+    crate::hot::unwind::modules_changed();
+    let r = match real::c_fn(Sym::Dlclose) {
         0 => -1,
         a => call!(a, fn(*mut c_void) -> c_int, handle),
-    }
+    };
+    crate::hot::unwind::modules_changed();
+    r
 }

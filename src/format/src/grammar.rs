@@ -108,6 +108,27 @@ pub fn parse_seconds(v: &[u8]) -> Option<f64> {
     parse_float(num).map(|x| x * mult)
 }
 
+/// How stacks are captured (`HEAPLIVE_UNWIND`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unwind {
+    /// heaplive's cached unwinder, libgcc where it cannot proceed.
+    Cached,
+    /// libgcc's `_Unwind_Backtrace` for every frame.
+    Libgcc,
+    /// Both, compared on every capture; differences are reported.
+    Check,
+}
+
+/// `HEAPLIVE_UNWIND`: `cached`, `libgcc` or `check`.
+pub fn unwind(v: &[u8]) -> Result<Unwind, &'static str> {
+    match v {
+        b"cached" => Ok(Unwind::Cached),
+        b"libgcc" => Ok(Unwind::Libgcc),
+        b"check" => Ok(Unwind::Check),
+        _ => Err("is not one of cached, libgcc, check"),
+    }
+}
+
 /// Which files a dump writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Formats {

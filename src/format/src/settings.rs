@@ -37,6 +37,8 @@ pub enum Grammar {
     PeakGrowth,
     /// [`crate::grammar::php_mode`]
     PhpMode,
+    /// [`crate::grammar::unwind`]
+    Unwind,
 }
 
 /// Why a value is refused, for a message `NAME='value' <why>`.
@@ -77,6 +79,7 @@ impl Grammar {
             Grammar::Views => text(g::views(v).map(drop)),
             Grammar::PeakGrowth => text(g::peak_growth(v).map(drop)),
             Grammar::PhpMode => text(g::php_mode(v).map(drop)),
+            Grammar::Unwind => text(g::unwind(v).map(drop)),
         }
     }
 }
@@ -243,6 +246,13 @@ setting!(
     "PHP mode in php-fpm and php-cli: auto (ZendMM samples and PHP frames), native (PHP frames only), off"
 );
 setting!(
+    UNWIND,
+    c"HEAPLIVE_UNWIND",
+    "cached",
+    Unwind,
+    "stack capture: cached (heaplive's rule cache, libgcc where it cannot proceed), libgcc, or check (both, differences reported)"
+);
+setting!(
     LIB,
     c"HEAPLIVE_LIB",
     "next to heaplive",
@@ -271,6 +281,7 @@ pub const ALL: &[&Setting] = &[
     &DEMANGLE,
     &PHP,
     &SEED,
+    &UNWIND,
     &LIB,
 ];
 

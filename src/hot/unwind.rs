@@ -1,0 +1,495 @@
+//! The cached unwinder: stack capture without a global FDE search per frame.
+//!
+//! libgcc's `_Unwind_Backtrace` looks up the FDE of every frame (a search
+//! over the loaded modules) and interprets its CFI program from the start of
+//! the function, on every capture. Here the result of that work, for one
+//! return address, is kept in a small rule ([`Rule`]: where the CFA is,
+//! where the return address and the caller's `rbp` are saved) in a
+//! lock-free table keyed by the return address, in memory we map ourselves.
+//! A frame whose rule is cached costs one probe and two loads from the
+//! stack; a frame-pointer frame is the rule `CFA = rbp + 16`, so frame
+//! pointers need no separate path (the rule and the frame pointer agree by
+//! construction, and where a module has no frame pointers the rule still
+//! holds).
+//!
+//! A miss asks libgcc for the FDE of that one address (`_Unwind_Find_FDE`,
+//! the same lookup `_Unwind_Backtrace` does) and evaluates its CFI with
+//! gimli, in a context kept in static memory behind a try-lock (no
+//! allocation, no stack-hungry state; a thread that finds it busy falls back
+//! to libgcc for that capture).
+//!
+//! What the rule cannot express makes the whole capture fall back to
+//! libgcc, so the stack is always the one libgcc gives: signal frames
+//! (augmentation `S`, glibc's `__restore_rt`), a CFA that is not `rsp` or
+//! `rbp` plus an offset (DWARF expressions, stack realignment), a return
+//! address or `rbp` not saved at an offset from the CFA. Those rules are
+//! cached too ("unsupported"), so the fallback is decided in one probe.
+//!
+//! Where libgcc stops, we stop, on the same frame: a return address marked
+//! undefined (`_start`, `clone`), a zero return address, or an address
+//! without an FDE (JIT code, stripped stubs) — unless its code is the
+//! `rt_sigreturn` sequence libgcc recognises without an FDE, which falls
+//! back. Addresses without an FDE are not cached (JIT code comes and goes).
+//!
+//! Modules that go away: every entry carries the epoch it was computed in,
+//! and our `dlclose` bumps the epoch before and after the real call, so no
+//! rule computed while a module was (or might still be) mapped is used after
+//! it was unmapped. A rule computed across a bump is stored with the old
+//! epoch and never matches. Libraries unloaded without our `dlclose`
+//! (glibc's internal `__libc_dlclose`) and FDEs deregistered by a JIT with
+//! `__deregister_frame` are not seen; code at such an address later would
+//! need a new mapping at the same address with different code.
+
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering::*, fence};
+use gimli::{
+    BaseAddresses, CfaRule, EhFrame, EndianSlice, LittleEndian, Register, RegisterRule,
+    UnwindContext, UnwindContextStorage, UnwindSection, UnwindTableRow, X86_64,
+};
+
+/// Entries of the rule table (16 bytes each; pages are touched as used).
+const TABLE_LEN: usize = 1 << 17;
+const PROBES: usize = 8;
+/// Return addresses above this are not cached (user space is below 2^47).
+const PC_BITS: u32 = 47;
+const EPOCH_MASK: u64 = (1 << (64 - PC_BITS)) - 1;
+const LOCKED: u64 = u64::MAX;
+
+#[repr(C)]
+struct Entry {
+    /// `pc | epoch << 47`; 0 = empty, `LOCKED` = being written.
+    key: AtomicU64,
+    val: AtomicU64,
+}
+
+static TABLE: AtomicPtr<Entry> = AtomicPtr::new(core::ptr::null_mut());
+static EPOCH: AtomicU64 = AtomicU64::new(1);
+
+/// What to do at a return address.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rule {
+    /// `CFA = (rbp if cfa_bp else rsp) + cfa_off`; the return address at
+    /// `CFA + ra_off`; the caller's rbp at `CFA + bp_off` or unchanged.
+    Step {
+        cfa_bp: bool,
+        cfa_off: i32,
+        ra_off: i16,
+        bp_off: Option<i16>,
+    },
+    /// The outermost frame (return address undefined).
+    End,
+    /// libgcc must do this stack.
+    Unsupported,
+}
+
+impl Rule {
+    fn pack(self) -> u64 {
+        match self {
+            Rule::End => 2,
+            Rule::Unsupported => 3,
+            Rule::Step {
+                cfa_bp,
+                cfa_off,
+                ra_off,
+                bp_off,
+            } => {
+                1 | (cfa_bp as u64) << 2
+                    | (bp_off.is_some() as u64) << 3
+                    | ((bp_off.unwrap_or(0) / 8) as u16 as u64 & 0xfff) << 4
+                    | (ra_off as u16 as u64) << 16
+                    | (cfa_off as u32 as u64) << 32
+            }
+        }
+    }
+}
+
+// `bp_off` is kept in 12 bits in units of 8 bytes; `make_rule` refuses
+// offsets that do not fit, so pack/unpack are exact for every rule stored.
+fn unpack(v: u64) -> Rule {
+    match v & 3 {
+        1 => Rule::Step {
+            cfa_bp: v & 4 != 0,
+            cfa_off: (v >> 32) as u32 as i32,
+            ra_off: (v >> 16) as u16 as i16,
+            bp_off: if v & 8 != 0 {
+                // Sign-extend the 12-bit field.
+                Some((((v >> 4) as u16) << 4) as i16 >> 4 << 3)
+            } else {
+                None
+            },
+        },
+        2 => Rule::End,
+        _ => Rule::Unsupported,
+    }
+}
+
+/// A module was (or is about to be) unloaded: forget every cached rule.
+pub fn modules_changed() {
+    let e = EPOCH.fetch_add(1, AcqRel).wrapping_add(1);
+    if e & EPOCH_MASK == 0 {
+        // The epoch wrapped (2^17 dlcloses): old keys would match again.
+        let t = TABLE.load(Acquire);
+        if !t.is_null() {
+            for i in 0..TABLE_LEN {
+                // SAFETY: i < TABLE_LEN; the table is never unmapped.
+                let k = unsafe { &(*t.add(i)).key };
+                let cur = k.load(Relaxed);
+                if cur != LOCKED && cur != 0 {
+                    let _ = k.compare_exchange(cur, 0, AcqRel, Relaxed);
+                }
+            }
+        }
+    }
+}
+
+fn table() -> *mut Entry {
+    let t = TABLE.load(Acquire);
+    if !t.is_null() {
+        return t;
+    }
+    let bytes = TABLE_LEN * core::mem::size_of::<Entry>();
+    let fresh = crate::hot::sys::map(bytes) as *mut Entry;
+    if fresh.is_null() {
+        return fresh;
+    }
+    match TABLE.compare_exchange(core::ptr::null_mut(), fresh, AcqRel, Acquire) {
+        Ok(_) => fresh,
+        Err(winner) => {
+            // SAFETY: nobody saw `fresh`.
+            unsafe { crate::hot::sys::unmap(fresh.cast(), bytes) };
+            winner
+        }
+    }
+}
+
+fn slot_of(pc: usize) -> usize {
+    ((pc as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - 17)) as usize & (TABLE_LEN - 1)
+}
+
+/// The cached rule of `pc` in the current epoch.
+#[inline]
+fn lookup(t: *mut Entry, key: u64, pc: usize) -> Option<Rule> {
+    let mut i = slot_of(pc);
+    for _ in 0..PROBES {
+        // SAFETY: i < TABLE_LEN.
+        let e = unsafe { &*t.add(i) };
+        let k = e.key.load(Acquire);
+        if k == key {
+            let v = e.val.load(Relaxed);
+            fence(Acquire);
+            // A slot is rewritten only once its key is stale; if the key is
+            // still ours, `v` is the value written with it.
+            if e.key.load(Relaxed) == key {
+                return Some(unpack(v));
+            }
+            return None;
+        }
+        if k == 0 {
+            return None;
+        }
+        i = (i + 1) & (TABLE_LEN - 1);
+    }
+    None
+}
+
+/// Stores `rule` for `key` in an empty or stale slot, if there is one.
+fn insert(t: *mut Entry, key: u64, pc: usize, rule: Rule) {
+    let epoch = EPOCH.load(Acquire) & EPOCH_MASK;
+    let mut i = slot_of(pc);
+    for _ in 0..PROBES {
+        // SAFETY: i < TABLE_LEN.
+        let e = unsafe { &*t.add(i) };
+        let k = e.key.load(Acquire);
+        if k == key {
+            return;
+        }
+        let stale = k != LOCKED && (k == 0 || k >> PC_BITS != epoch);
+        if stale && e.key.compare_exchange(k, LOCKED, Acquire, Relaxed).is_ok() {
+            e.val.store(rule.pack(), Relaxed);
+            e.key.store(key, Release);
+            return;
+        }
+        i = (i + 1) & (TABLE_LEN - 1);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Computing a rule from the FDE.
+
+#[repr(C)]
+struct DwarfEhBases {
+    tbase: usize,
+    dbase: usize,
+    func: usize,
+}
+
+unsafe extern "C" {
+    /// libgcc's FDE lookup (what `_Unwind_Backtrace` does for each frame).
+    fn _Unwind_Find_FDE(pc: *const core::ffi::c_void, bases: *mut DwarfEhBases) -> *const u8;
+}
+
+struct Store;
+impl UnwindContextStorage<usize> for Store {
+    type Rules = [(Register, RegisterRule<usize>); 24];
+    type Stack = [UnwindTableRow<usize, Store>; 4];
+}
+
+struct Ctx(core::cell::UnsafeCell<core::mem::MaybeUninit<UnwindContext<usize, Store>>>);
+// SAFETY: used only while `CTX_BUSY` is held.
+unsafe impl Sync for Ctx {}
+static CTX: Ctx = Ctx(core::cell::UnsafeCell::new(core::mem::MaybeUninit::uninit()));
+static CTX_READY: AtomicBool = AtomicBool::new(false);
+static CTX_BUSY: AtomicBool = AtomicBool::new(false);
+
+/// What a miss found.
+enum Found {
+    Rule(Rule),
+    /// No FDE: libgcc ends the stack here unless the code is a sigreturn.
+    NoFde,
+    /// The shared context is in use on this or another thread.
+    Busy,
+}
+
+/// In a fork child, on its only thread, which was not inside heaplive: a
+/// thread of the parent may have been evaluating CFI when it forked.
+pub fn reset_in_child() {
+    CTX_BUSY.store(false, Release);
+}
+
+fn compute(pc: usize) -> Found {
+    let mut bases = DwarfEhBases {
+        tbase: 0,
+        dbase: 0,
+        func: 0,
+    };
+    // SAFETY: a lookup by address; libgcc's FDE search is thread-safe and
+    // does not allocate (glibc's _dl_find_object, or dl_iterate_phdr).
+    let fde = unsafe { _Unwind_Find_FDE((pc - 1) as *const _, &mut bases) } as usize;
+    if fde == 0 {
+        return Found::NoFde;
+    }
+    if CTX_BUSY.swap(true, Acquire) {
+        return Found::Busy;
+    }
+    // SAFETY: CTX_BUSY is ours.
+    let ctx = unsafe { &mut *CTX.0.get() };
+    if !CTX_READY.load(Relaxed) {
+        ctx.write(UnwindContext::new_in());
+        CTX_READY.store(true, Relaxed);
+    }
+    // SAFETY: initialised above.
+    let ctx = unsafe { ctx.assume_init_mut() };
+    // SAFETY: `fde` points at an FDE in a loaded .eh_frame (libgcc found
+    // it), whose CIE precedes it at the distance its CIE pointer says.
+    let rule = unsafe { rule_from_fde(fde, &bases, ctx, pc - 1) }.unwrap_or(Rule::Unsupported);
+    CTX_BUSY.store(false, Release);
+    Found::Rule(rule)
+}
+
+/// # Safety
+/// `fde` must point at a complete FDE of a mapped `.eh_frame`.
+unsafe fn rule_from_fde(
+    fde: usize,
+    bases: &DwarfEhBases,
+    ctx: &mut UnwindContext<usize, Store>,
+    addr: usize,
+) -> Option<Rule> {
+    // SAFETY: the caller's guarantee: the length and CIE pointer fields.
+    let (len, cie_ptr) = unsafe {
+        (
+            (fde as *const u32).read_unaligned(),
+            ((fde + 4) as *const u32).read_unaligned(),
+        )
+    };
+    if len == 0 || len == u32::MAX || cie_ptr == 0 || cie_ptr as usize > fde + 4 {
+        return None;
+    }
+    let cie = fde + 4 - cie_ptr as usize;
+    let end = fde + 4 + len as usize;
+    // SAFETY: from the CIE to the end of the FDE is one mapped section.
+    let bytes = unsafe { core::slice::from_raw_parts(cie as *const u8, end - cie) };
+    let eh = EhFrame::new(bytes, LittleEndian);
+    let b = BaseAddresses::default()
+        .set_eh_frame(cie as u64)
+        .set_text(bases.tbase as u64)
+        .set_got(bases.dbase as u64);
+    let f = eh
+        .fde_from_offset(
+            &b,
+            gimli::EhFrameOffset(fde - cie),
+            EhFrame::<EndianSlice<LittleEndian>>::cie_from_offset,
+        )
+        .ok()?;
+    if f.cie().is_signal_trampoline() || !f.contains(addr as u64) {
+        return None;
+    }
+    let row = f.unwind_info_for_address(&eh, &b, ctx, addr as u64).ok()?;
+    make_rule(row)
+}
+
+fn make_rule(row: &UnwindTableRow<usize, Store>) -> Option<Rule> {
+    let (cfa_bp, cfa_off) = match row.cfa() {
+        CfaRule::RegisterAndOffset { register, offset } if *register == X86_64::RSP => {
+            (false, offset)
+        }
+        CfaRule::RegisterAndOffset { register, offset } if *register == X86_64::RBP => {
+            (true, offset)
+        }
+        _ => return None,
+    };
+    let cfa_off = i32::try_from(*cfa_off).ok()?;
+    let ra_off = match row.register(X86_64::RA) {
+        Some(RegisterRule::Offset(o)) => i16::try_from(o).ok()?,
+        Some(RegisterRule::Undefined) => return Some(Rule::End),
+        _ => return None,
+    };
+    let bp_off = match row.register(X86_64::RBP) {
+        None | Some(RegisterRule::SameValue) => None,
+        Some(RegisterRule::Offset(o)) if o % 8 == 0 && (-16376..=16376).contains(&o) => {
+            Some(o as i16)
+        }
+        _ => return None,
+    };
+    match row.register(X86_64::RSP) {
+        None => {}
+        Some(_) => return None,
+    }
+    Some(Rule::Step {
+        cfa_bp,
+        cfa_off,
+        ra_off,
+        bp_off,
+    })
+}
+
+/// libgcc's test for a signal frame without an FDE (x86-64 Linux):
+/// `mov $15, %rax; syscall` at the address.
+fn is_sigreturn(pc: usize) -> bool {
+    // SAFETY: libgcc reads the same bytes at the same address before it
+    // ends the stack; reading them here changes nothing.
+    unsafe {
+        (pc as *const u8).read() == 0x48
+            && ((pc + 1) as *const u64).read_unaligned() == 0x050f_0000_000f_c0c7
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The walk.
+
+/// Writes the caller's return address, its stack pointer after the return
+/// and its rbp into `out`.
+#[unsafe(naked)]
+unsafe extern "C" fn caller_regs(out: *mut [usize; 3]) {
+    core::arch::naked_asm!(
+        "mov rax, [rsp]",
+        "mov [rdi], rax",
+        "lea rax, [rsp + 8]",
+        "mov [rdi + 8], rax",
+        "mov [rdi + 16], rbp",
+        "ret",
+    )
+}
+
+/// Walks the stack from this function's caller outwards, calling `push`
+/// with each return address as libgcc's `_Unwind_Backtrace` reports it,
+/// until `push` returns false. Returns false when libgcc must do this stack
+/// (nothing useful was pushed then).
+#[inline(never)]
+pub fn walk(mut push: impl FnMut(usize) -> bool) -> bool {
+    let mut regs = [0usize; 3];
+    // SAFETY: writes three words into `regs`.
+    unsafe { caller_regs(&mut regs) };
+    let [mut pc, mut sp, mut bp] = regs;
+    let t = table();
+    if t.is_null() {
+        return false;
+    }
+    let epoch = EPOCH.load(Acquire) & EPOCH_MASK;
+    loop {
+        if pc == 0 {
+            return true;
+        }
+        if !push(pc) {
+            return true;
+        }
+        let key = if (pc as u64) >> PC_BITS == 0 {
+            pc as u64 | epoch << PC_BITS
+        } else {
+            0
+        };
+        let rule = match (key != 0).then(|| lookup(t, key, pc)).flatten() {
+            Some(r) => r,
+            None => match compute(pc) {
+                Found::Rule(r) => {
+                    if key != 0 {
+                        insert(t, key, pc, r);
+                    }
+                    r
+                }
+                Found::NoFde => {
+                    return !is_sigreturn(pc);
+                }
+                Found::Busy => return false,
+            },
+        };
+        match rule {
+            Rule::End => return true,
+            Rule::Unsupported => return false,
+            Rule::Step {
+                cfa_bp,
+                cfa_off,
+                ra_off,
+                bp_off,
+            } => {
+                let cfa = (if cfa_bp { bp } else { sp }).wrapping_add(cfa_off as isize as usize);
+                // SAFETY: the frame's CFI says the return address (and the
+                // caller's rbp) are saved there; libgcc reads the same words.
+                unsafe {
+                    pc = (cfa.wrapping_add(ra_off as isize as usize) as *const usize).read();
+                    if let Some(o) = bp_off {
+                        bp = (cfa.wrapping_add(o as isize as usize) as *const usize).read();
+                    }
+                }
+                sp = cfa;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rules_pack_and_unpack() {
+        for r in [
+            Rule::End,
+            Rule::Unsupported,
+            Rule::Step {
+                cfa_bp: true,
+                cfa_off: 16,
+                ra_off: -8,
+                bp_off: Some(-16),
+            },
+            Rule::Step {
+                cfa_bp: false,
+                cfa_off: 32000,
+                ra_off: -8,
+                bp_off: None,
+            },
+            Rule::Step {
+                cfa_bp: false,
+                cfa_off: -5,
+                ra_off: -300,
+                bp_off: Some(-16376),
+            },
+            Rule::Step {
+                cfa_bp: true,
+                cfa_off: 1 << 20,
+                ra_off: -8,
+                bp_off: Some(16376),
+            },
+        ] {
+            assert_eq!(unpack(r.pack()), r);
+        }
+    }
+}
