@@ -734,7 +734,10 @@ fn fpm_build_cache_by_php_function_mid_request_and_idle() {
         .and_then(|(_, r)| r.split_once(" MiB"))
         .and_then(|(n, _)| n.parse().ok())
         .unwrap_or_else(|| panic!("no ZendMM share in {line}"));
-    assert!(zend_mib >= 48.0, "{line}");
+    // Resident ZendMM chunks hold the array; a chunk whose mapping the
+    // kernel merged with a neighbouring anonymous one counts as "other
+    // anonymous", so allow a chunk or two of slack.
+    assert!(zend_mib >= 44.0, "{line}");
     let idle = idle.expect("two workers");
     assert_eq!(
         bytes_under(&idle, CACHE_FRAME),

@@ -194,9 +194,11 @@ fn dlopen_dlclose_churn_while_8_threads_allocate_is_exact() {
         if mode == "check" {
             let (compared, differed, _) = check_summary(&o);
             assert_eq!(differed, 0, "{}", show(&o));
-            // The threads' kept blocks at least (the compiler may drop the
-            // malloc/free pairs).
-            assert!(compared >= 8 * per_thread, "compared {compared}");
+            // Most of the threads' kept blocks (the compiler may drop the
+            // malloc/free pairs, and a capture that finds the rule
+            // builder busy on another thread goes to libgcc alone,
+            // uncompared).
+            assert!(compared >= 8 * per_thread / 2, "compared {compared}");
         }
     }
 }

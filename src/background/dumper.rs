@@ -303,12 +303,12 @@ pub extern "C" fn at_exit() {
     output::remove_status(sys::getpid());
 }
 
-/// At exit: one line naming the peak of the live total and when it was,
-/// and the stacks at the peak (`NAME.peak.folded`) when the peak was above
-/// the exit total.
+/// At exit, when the live total was higher before than now: one line
+/// naming the peak and when it was, and the stacks at the peak
+/// (`NAME.peak.folded`). Nothing when the exit total is the peak.
 fn peak_summary(written: Option<&crate::background::dump::Written>) {
     let (peak, at) = crate::hot::peak::peak();
-    if peak <= 0 || at == 0 {
+    if peak <= 0 || at == 0 || written.is_some_and(|w| w.total >= peak as u64) {
         return;
     }
     let started = STARTED_NS.load(Relaxed);
