@@ -56,6 +56,9 @@ static SERVICES: hot::services::Services = hot::services::Services {
     dump_now: background::dumper::dump_now,
     modules_changed: symbolize::modules::refresh,
     stop_dumper: background::dumper::stop_dumper,
+    attach_start,
+    patch: background::attach::patch,
+    restore: background::attach::restore,
 };
 
 /// Runs when the library is loaded (after the first allocations, which
@@ -66,8 +69,25 @@ fn init() {
     let _busy = hot::guard::Busy::enter();
     let _errno = hot::sys::ErrnoGuard::save();
     hot::services::install(&SERVICES);
+    if !hot::real::resolved() {
+        // Nothing allocated through us yet: maybe dlopen'ed by `heaplive
+        // attach` (hot/attach.rs), which must be known before resolving.
+        hot::attach::detect();
+    }
     hot::real::resolve_all();
     hot::ownheap::init();
+    if hot::attach::attached() {
+        // heaplive_attach (interpose/attach.rs) brings the settings and
+        // calls `attach_start`.
+        return;
+    }
+    start();
+}
+
+/// The start-up after the real functions are known: in the constructor,
+/// or in `heaplive_attach` once the settings are read.
+#[cfg(not(test))]
+fn start() {
     hot::log::init();
     background::fork::init();
     hot::signal::install();
@@ -82,6 +102,18 @@ fn init() {
     }
     // SAFETY: a plain function that stays mapped.
     unsafe { libc::atexit(background::dumper::at_exit) };
+}
+
+/// Attach mode: the settings from `heaplive attach`, then the start-up.
+#[cfg(not(test))]
+fn attach_start(settings: &[u8]) {
+    let _busy = hot::guard::Busy::enter();
+    hot::config::load_settings(settings);
+    start();
+    // Attached, the dump signal is not blocked in the program's threads
+    // (hot/signal.rs), so it cannot wait, pending, for heaplive's thread
+    // to start at the first sample: the thread starts now.
+    hot::trigger::ensure_dumper();
 }
 
 #[cfg(test)]

@@ -102,6 +102,10 @@ extern "C" fn dumper_start(_: *mut libc::c_void) -> *mut libc::c_void {
     // SAFETY: a name for tools like top; the string is NUL-terminated.
     unsafe { libc::pthread_setname_np(libc::pthread_self(), c"heaplive".as_ptr()) };
     dumper_main();
+    if crate::hot::attach::detached() {
+        // `heaplive detach` (whichever check ended the loop).
+        output::remove_status(sys::getpid());
+    }
     trigger::dumper_gone();
     // Returning ends the thread; when it is the process's last, glibc
     // calls exit(0) here, as the program's last thread would have.
@@ -142,6 +146,11 @@ fn dumper_main() {
         if pid::get() != my_pid || trigger::dumper_pid() != my_pid || trigger::stop_asked() {
             // A forked child copied us mid-flight (the child has its own),
             // or credentials are about to change.
+            return;
+        }
+        if crate::hot::attach::detached() {
+            // `heaplive detach`: no more dumps from this process.
+            output::remove_status(my_pid);
             return;
         }
         if trigger::main_exited() && !program_threads_left() {
@@ -265,6 +274,10 @@ fn pending_signal() -> bool {
 
 /// The exit dump, registered with atexit by the constructor.
 pub extern "C" fn at_exit() {
+    if crate::hot::attach::detached() {
+        // `heaplive detach`: no exit dump.
+        return;
+    }
     if crate::hot::forking::inert() {
         // A child forked while heaplive was mid-change: nothing to write,
         // and its own heap may be locked by a thread that is not here.

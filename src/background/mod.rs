@@ -1,3 +1,4 @@
+pub mod attach;
 pub mod dump;
 pub mod dumper;
 pub mod fork;

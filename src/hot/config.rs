@@ -177,15 +177,37 @@ pub fn warn_bad(name: &str, value: &[u8], why: impl core::fmt::Display, default:
 
 /// Reads every variable. Called once by the resolver.
 pub fn load() {
+    load_with(&|n| env(n));
+}
+
+/// Attach mode: the settings come from `heaplive attach` as lines
+/// `HEAPLIVE_NAME=value` (the environment's grammar); called once by
+/// `heaplive_attach` before anything reads them (hot/attach.rs).
+pub fn load_settings(text: &[u8]) {
+    load_with(&|n| lookup(text, n.to_bytes()));
+}
+
+/// The value of `name` in lines `NAME=value`.
+fn lookup<'a>(text: &'a [u8], name: &[u8]) -> Option<&'a [u8]> {
+    text.split(|&b| b == b'\n').find_map(|line| {
+        let v = line.strip_prefix(name)?;
+        v.strip_prefix(b"=")
+    })
+}
+
+type Source<'a> = &'a dyn Fn(&CStr) -> Option<&'a [u8]>;
+
+fn load_with(env: Source) {
     // SAFETY: see `Cell`: we are the one loading thread.
     let c = unsafe { &mut *CONFIG.0.get() };
 
     load_var(
+        env,
         &s::SAMPLE_INTERVAL,
         &mut c.interval,
         grammar::sample_interval,
     );
-    load_var(&s::SEED, &mut c.seed, grammar::seed);
+    load_var(env, &s::SEED, &mut c.seed, grammar::seed);
     if let Some(v) = env(s::OUTPUT.cname) {
         match heaplive_format::template::check(v) {
             Ok(()) if c.output.set(v) => {}
@@ -198,25 +220,45 @@ pub fn load() {
             Err(why) => warn_bad(s::OUTPUT.name(), v, why, s::OUTPUT.default),
         }
     }
-    load_var(&s::DUMP_AT_EXIT, &mut c.dump_at_exit, grammar::boolean);
-    load_var(&s::SIGNAL, &mut c.signal, |v| {
+    load_var(env, &s::DUMP_AT_EXIT, &mut c.dump_at_exit, grammar::boolean);
+    load_var(env, &s::SIGNAL, &mut c.signal, |v| {
         heaplive_format::signal::parse(v).map_err(|r| r.why())
     });
-    load_var(&s::DUMP_EVERY, &mut c.dump_every_ms, grammar::dump_every);
+    load_var(
+        env,
+        &s::DUMP_EVERY,
+        &mut c.dump_every_ms,
+        grammar::dump_every,
+    );
     let mut formats = grammar::Formats {
         folded: c.folded,
         pprof: c.pprof,
     };
-    load_var(&s::FORMAT, &mut formats, grammar::format);
+    load_var(env, &s::FORMAT, &mut formats, grammar::format);
     (c.folded, c.pprof) = (formats.folded, formats.pprof);
-    load_var(&s::VIEWS, &mut c.views, grammar::views);
-    load_var(&s::PEAK_GROWTH, &mut c.peak_growth, grammar::peak_growth);
+    load_var(env, &s::VIEWS, &mut c.views, grammar::views);
+    load_var(
+        env,
+        &s::PEAK_GROWTH,
+        &mut c.peak_growth,
+        grammar::peak_growth,
+    );
     crate::hot::peak::arm_peak_dump(0, c.peak_growth);
-    load_var(&s::START, &mut c.start, grammar::boolean);
+    load_var(env, &s::START, &mut c.start, grammar::boolean);
     crate::hot::track::set_active(c.start, false);
-    load_var(&s::WARN_BYTES, &mut c.warn_bytes, grammar::warn_bytes);
-    load_var(&s::WARN_BLOCKS, &mut c.warn_blocks, grammar::warn_blocks);
-    load_var(&s::WARN_GROWTH, &mut c.warn_growth, grammar::warn_growth);
+    load_var(env, &s::WARN_BYTES, &mut c.warn_bytes, grammar::warn_bytes);
+    load_var(
+        env,
+        &s::WARN_BLOCKS,
+        &mut c.warn_blocks,
+        grammar::warn_blocks,
+    );
+    load_var(
+        env,
+        &s::WARN_GROWTH,
+        &mut c.warn_growth,
+        grammar::warn_growth,
+    );
     for (setting, slot) in [(&s::LOG, &mut c.log), (&s::DEBUG_DIRS, &mut c.debug_dirs)] {
         if let Some(v) = env(setting.cname)
             && !slot.set(v)
@@ -229,10 +271,10 @@ pub fn load() {
             );
         }
     }
-    load_var(&s::LINES, &mut c.lines, grammar::boolean);
-    load_var(&s::DEMANGLE, &mut c.demangle, grammar::boolean);
-    load_var(&s::PHP, &mut c.php, grammar::php_mode);
-    load_var(&s::UNWIND, &mut c.unwind, grammar::unwind);
+    load_var(env, &s::LINES, &mut c.lines, grammar::boolean);
+    load_var(env, &s::DEMANGLE, &mut c.demangle, grammar::boolean);
+    load_var(env, &s::PHP, &mut c.php, grammar::php_mode);
+    load_var(env, &s::UNWIND, &mut c.unwind, grammar::unwind);
 
     // The environment and the process around it, as they are at start.
     let mut cwd = [0u8; 4096];
@@ -242,7 +284,7 @@ pub fn load() {
         let n = cwd.iter().position(|&b| b == 0).unwrap_or(0);
         c.start_dir.set(&cwd[..n]);
     }
-    match env(c"TMPDIR") {
+    match self::env(c"TMPDIR") {
         Some(t) if !t.is_empty() && c.tmpdir.set(t) => {}
         _ => {
             c.tmpdir.set(b"/tmp");
@@ -253,7 +295,12 @@ pub fn load() {
 
 /// Parses one variable into `slot` when it is set; a bad value keeps the
 /// default and says so in one line.
-fn load_var<T>(setting: &Setting, slot: &mut T, parse: impl Fn(&[u8]) -> Result<T, &'static str>) {
+fn load_var<T>(
+    env: Source,
+    setting: &Setting,
+    slot: &mut T,
+    parse: impl Fn(&[u8]) -> Result<T, &'static str>,
+) {
     if let Some(v) = env(setting.cname) {
         match parse(v) {
             Ok(x) => *slot = x,

@@ -1,4 +1,5 @@
 pub mod arena;
+pub mod attach;
 pub mod config;
 pub mod forking;
 pub mod guard;

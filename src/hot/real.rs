@@ -237,10 +237,23 @@ pub fn resolve_all() {
     }
     let _busy = Busy::enter();
     let _errno = ErrnoGuard::save();
-    crate::hot::config::load();
+    // Attached (hot/attach.rs): the settings come later, from
+    // heaplive_attach, and the real functions from libc's handle.
+    let handle = if crate::hot::attach::attached() {
+        // SAFETY: RTLD_NOLOAD never loads anything; the handle stays open.
+        unsafe { libc::dlopen(c"libc.so.6".as_ptr(), libc::RTLD_NOLOAD | libc::RTLD_LAZY) }
+    } else {
+        crate::hot::config::load();
+        libc::RTLD_NEXT
+    };
     for i in 0..FIRST_CXX {
-        // SAFETY: NAMES are NUL-terminated; RTLD_NEXT is a valid handle.
-        let p = unsafe { libc::dlsym(libc::RTLD_NEXT, NAMES[i].as_ptr().cast()) };
+        // SAFETY: NAMES are NUL-terminated; the handle is valid (a null
+        // one, libc not found, gives nothing: everything stays unresolved).
+        let p = if handle.is_null() {
+            core::ptr::null_mut()
+        } else {
+            unsafe { libc::dlsym(handle, NAMES[i].as_ptr().cast()) }
+        };
         SLOTS[i].store(p as usize, Release);
     }
     clear_dlerror();
@@ -268,8 +281,13 @@ fn resolve_cxx(s: Sym) -> usize {
     let _busy = Busy::enter();
     let _errno = ErrnoGuard::save();
     let name: *const c_char = NAMES[s as usize].as_ptr().cast();
-    // SAFETY: valid handle and NUL-terminated name.
-    let mut p = unsafe { libc::dlsym(libc::RTLD_NEXT, name) };
+    // SAFETY: valid handle and NUL-terminated name. Attached, RTLD_NEXT
+    // must not be used (hot/attach.rs).
+    let mut p = if crate::hot::attach::attached() {
+        core::ptr::null_mut()
+    } else {
+        unsafe { libc::dlsym(libc::RTLD_NEXT, name) }
+    };
     if p.is_null() {
         // SAFETY: RTLD_NOLOAD never loads anything; the handle is released.
         unsafe {

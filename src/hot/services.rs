@@ -22,6 +22,14 @@ pub struct Services {
     /// Ends this process's dumper thread and waits for it; true if there
     /// was one.
     pub stop_dumper: fn() -> bool,
+    /// Attach mode (hot/attach.rs): apply the settings text and do the
+    /// start-up the constructor left out.
+    pub attach_start: fn(&[u8]),
+    /// Attach mode: redirect the GOT slots named in the table to the
+    /// addresses given, in modules not done yet; how many were rewritten.
+    pub patch: fn(&[(&core::ffi::CStr, usize)]) -> usize,
+    /// Detach: put every rewritten slot back; how many.
+    pub restore: fn() -> usize,
 }
 
 static SERVICES: AtomicPtr<Services> = AtomicPtr::new(core::ptr::null_mut());

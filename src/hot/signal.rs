@@ -177,12 +177,38 @@ pub fn install() {
     APP_HANDLER.store(old.sa_sigaction, Release);
     APP_FLAGS.store(old.sa_flags, Release);
     *APP_ACTION.lock() = Some(old);
+    if crate::hot::attach::attached() {
+        // Loaded by `heaplive attach` into a running program: its threads
+        // exist already and their mask functions are not ours, so no mask
+        // is touched (the program would see the change). A program thread
+        // may take the signal then: `on_signal` hands it to heaplive's
+        // thread, as for a thread that admits it.
+        SIGNAL.store(sig, Release);
+        return;
+    }
     let b = sys::sig_bit(sig);
     let mut before = 0u64;
     sys::sigmask(libc::SIG_BLOCK, Some(b), Some(&mut before));
     // SAFETY: this thread's own state.
     unsafe { (*guard::state()).dump_sig_blocked = (before & b != 0) as u32 };
     SIGNAL.store(sig, Release);
+}
+
+/// `heaplive detach`: gives the dump signal back its previous action
+/// (the application's, as it last set it through us).
+pub fn uninstall() {
+    let sig = SIGNAL.swap(0, AcqRel);
+    if sig == 0 {
+        return;
+    }
+    // The program's disposition as it is now (a one-shot handler may have
+    // been reset since it set it); attached, no mask was changed.
+    let old = *APP_ACTION.lock();
+    // SAFETY: zeroed is SIG_DFL with no flags and an empty mask.
+    let mut a = old.unwrap_or_else(|| unsafe { core::mem::zeroed() });
+    a.sa_sigaction = APP_HANDLER.load(Acquire);
+    a.sa_flags = APP_FLAGS.load(Acquire);
+    real_sigaction(sig, &a, core::ptr::null_mut());
 }
 
 /// The virtual half of sigaction for the dump signal.

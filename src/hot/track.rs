@@ -272,6 +272,11 @@ pub fn take_signal_change() -> bool {
 /// program runs on.
 static STOPPED: AtomicBool = AtomicBool::new(false);
 
+/// `heaplive detach`: no more samples; those taken stay.
+pub fn stop_sampling() {
+    STOPPED.store(true, Relaxed);
+}
+
 #[cold]
 fn out_of_memory() {
     if !STOPPED.swap(true, Relaxed) {

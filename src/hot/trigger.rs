@@ -29,6 +29,7 @@ pub fn ensure_dumper() {
     let pid = pid::get();
     if DUMPER_PID.load(Acquire) != pid
         && !crate::hot::forking::inert()
+        && !crate::hot::attach::detached()
         && let Some(s) = services::get()
     {
         (s.start_dumper)(pid);

@@ -1,5 +1,6 @@
 pub mod alloc;
 pub mod api;
+pub mod attach;
 pub mod cxx;
 pub mod dl;
 pub mod php;

@@ -42,6 +42,8 @@ pub enum Command {
     Dump(DumpArgs),
     Start(SwitchArgs),
     Stop(SwitchArgs),
+    Attach(AttachArgs),
+    Detach(DetachArgs),
     Top(TopArgs),
     Diff(DiffArgs),
     Merge(MergeArgs),
@@ -189,6 +191,58 @@ Examples:
 pub struct SwitchArgs {
     #[arg(value_name = "PID", required = true, num_args = 1.., value_parser = pid)]
     pub pids: Vec<i32>,
+}
+
+#[derive(Args, Debug)]
+#[command(
+    about = "load the profiler into a running process (ptrace), without restarting it",
+    long_about = "Loads libheaplive.so into process PID, which was started without it: one
+thread is stopped for a moment and made to call dlopen, then the library
+redirects the allocation functions of every loaded module (and of modules
+loaded later) to itself. Allocations made before the attach are not seen.
+Dumps then work as under 'heaplive run': 'heaplive dump PID', the signal,
+--every, and a dump at exit. Needs the right to ptrace PID (same user and
+kernel.yama.ptrace_scope=0, or root). See README, \"Attaching to a running
+process\".",
+    override_usage = "heaplive attach [OPTIONS] PID",
+    after_help = "\
+Examples:
+  heaplive attach --interval 1M --every 5m 4242
+  heaplive attach --children $(cat /run/php/php8.2-fpm.pid)
+  heaplive detach 4242",
+    help_template = TEMPLATE
+)]
+pub struct AttachArgs {
+    #[arg(long, value_name = "BYTES", value_parser = interval,
+          help = doc(&settings::SAMPLE_INTERVAL))]
+    pub interval: Option<String>,
+    #[arg(long, value_name = "SECS", value_parser = every, help = doc(&settings::DUMP_EVERY))]
+    pub every: Option<String>,
+    #[arg(short, long, value_name = "TEMPLATE", value_parser = output, help = doc(&settings::OUTPUT))]
+    pub output: Option<String>,
+    #[arg(long, value_name = "SIG", value_parser = signal, help = doc(&settings::SIGNAL))]
+    pub signal: Option<String>,
+    #[arg(long, value_name = "F", value_parser = format, help = doc(&settings::FORMAT))]
+    pub format: Option<String>,
+    /// PID is a parent (a php-fpm master): attach to each of its children instead
+    #[arg(long)]
+    pub children: bool,
+    #[arg(value_name = "PID", value_parser = pid)]
+    pub pid: i32,
+}
+
+#[derive(Args, Debug)]
+#[command(
+    about = "undo 'heaplive attach': restore the allocation functions, stop sampling",
+    long_about = "Puts back every allocation slot 'heaplive attach' redirected in PID and stops
+sampling and dumps. The library stays loaded but inert: a thread may still be
+inside one of its functions, so unloading it could crash the process.",
+    override_usage = "heaplive detach PID",
+    help_template = TEMPLATE
+)]
+pub struct DetachArgs {
+    #[arg(value_name = "PID", value_parser = pid)]
+    pub pid: i32,
 }
 
 /// Options shared by the table reports.

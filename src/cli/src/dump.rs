@@ -157,7 +157,7 @@ fn alive(pid: i32) -> bool {
     matches!(Proc::read(pid), Ok(p) if p.state != 'Z' && p.state != 'X')
 }
 
-fn children_of(parent: i32) -> Vec<i32> {
+pub fn children_of(parent: i32) -> Vec<i32> {
     let mut kids = Vec::new();
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return kids;

@@ -11,12 +11,14 @@
 //! exit status 1 for errors, 2 for usage errors. Nothing here may panic on
 //! bad input.
 
+mod attach;
 mod cli;
 mod diff;
 mod dump;
 mod flame;
 mod folded;
 mod merge;
+mod ptrace;
 mod run;
 mod table;
 mod top;
@@ -47,11 +49,13 @@ pub fn error<T>(msg: impl Into<String>) -> Res<T> {
     Err(Fail::Error(msg.into()))
 }
 
-const SUBCOMMANDS: [&str; 11] = [
+const SUBCOMMANDS: [&str; 13] = [
     "run",
     "dump",
     "start",
     "stop",
+    "attach",
+    "detach",
     "top",
     "diff",
     "merge",
@@ -108,6 +112,8 @@ fn main() -> ExitCode {
         Command::Dump(a) => dump::main(a),
         Command::Start(a) => dump::switch(a, true),
         Command::Stop(a) => dump::switch(a, false),
+        Command::Attach(a) => attach::main(a),
+        Command::Detach(a) => attach::detach_main(a),
         Command::Top(a) => top::main(a),
         Command::Diff(a) => diff::main(a),
         Command::Merge(a) => merge::main(a),

@@ -176,7 +176,7 @@ fn run_child(
 }
 
 /// `$HEAPLIVE_LIB`, else next to this executable, else `../lib/heaplive/`.
-fn find_library() -> Res<PathBuf> {
+pub fn find_library() -> Res<PathBuf> {
     let lib = match std::env::var_os("HEAPLIVE_LIB").filter(|v| !v.is_empty()) {
         Some(p) => {
             let p = PathBuf::from(p);

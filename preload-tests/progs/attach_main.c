@@ -1,0 +1,67 @@
+/* For `heaplive attach` (preload-tests/attach.rs): started WITHOUT the
+ * preload. Allocates 64 MiB at first_site, says "ready", waits for a byte
+ * on stdin (the test attaches meanwhile), allocates 32 MiB at second_site
+ * and frees half of the first, says "allocated", waits for a byte (the test
+ * dumps), frees nothing more, prints a checksum and exits with status 7.
+ * With argument "threads", 8 threads allocate and free small blocks from
+ * the start until after second_site's allocations (during the attach). */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MB (1024 * 1024)
+static atomic_int stop;
+static unsigned long churned[8];
+
+__attribute__((noinline)) void *first_site(size_t n) {
+    char *p = malloc(n);
+    memset(p, 1, n);
+    return p;
+}
+__attribute__((noinline)) void *second_site(size_t n) {
+    char *p = malloc(n);
+    memset(p, 2, n);
+    return p;
+}
+__attribute__((noinline)) void *thread_churn(void *arg) {
+    long i = (long)arg;
+    while (!atomic_load(&stop)) {
+        char *p = malloc(64 + (churned[i] % 512));
+        p[0] = 1;
+        churned[i] += p[0];
+        free(p);
+    }
+    return NULL;
+}
+static void wait_byte(void) {
+    char c;
+    if (read(0, &c, 1) != 1) exit(3);
+}
+int main(int argc, char **argv) {
+    int threads = argc > 1 && strcmp(argv[1], "threads") == 0;
+    pthread_t t[8];
+    static char *a[64], *b[32];
+    for (int i = 0; i < 64; i++) a[i] = first_site(MB);
+    if (threads)
+        for (long i = 0; i < 8; i++) pthread_create(&t[i], NULL, thread_churn, (void *)i);
+    printf("ready\n");
+    fflush(stdout);
+    wait_byte();
+    for (int i = 0; i < 32; i++) b[i] = second_site(MB);
+    for (int i = 0; i < 32; i++) free(a[i]);
+    if (threads) {
+        atomic_store(&stop, 1);
+        for (int i = 0; i < 8; i++) pthread_join(t[i], NULL);
+    }
+    printf("allocated\n");
+    fflush(stdout);
+    wait_byte();
+    long sum = 0;
+    for (int i = 32; i < 64; i++) sum += a[i][i];
+    for (int i = 0; i < 32; i++) sum += b[i][i];
+    printf("done %ld threads %d\n", sum, threads);
+    return 7;
+}
