@@ -47,6 +47,13 @@ const BOTH: &[Mode] = &[Default, Exact];
 /// printed as fixed. Empty this list as the library is fixed.
 pub const KNOWN_HEAPLIVE_BUGS: &[(&str, &[Mode], &str)] = &[
     (
+        "tst-mallocfork2",
+        &[Exact],
+        "sometimes hangs in exact mode (1 of 3 full-suite runs on 2026-11-30 after the \
+         merges of the cached unwinder, views and attach; passes in default mode and \
+         passed 10 of 10 alone on the own-heap branch); not yet diagnosed",
+    ),
+    (
         "tst-malloc-thread-fail",
         &[Exact],
         "too slow in exact mode: 63 s where plain takes 16 s (load 13); within glibc's \
