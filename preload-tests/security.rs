@@ -62,8 +62,16 @@ fn attacker() {
 /// returned as a map (with the whole output for messages).
 fn in_private_tmp(script: &str) -> (BTreeMap<String, String>, String) {
     attacker();
+    // The library, the command and the test programs are copied out first:
+    // the checkout itself may live under /tmp, which the tmpfs hides.
     let full = format!(
-        "set -u\nmount -t tmpfs -o mode=1777 heaplive-test /tmp || exit 90\ncd /tmp\n{script}\n"
+        "set -u\n\
+         S=$(mktemp -d /run/heaplive-test.XXXXXX) || exit 91\n\
+         trap 'rm -rf \"$S\"' EXIT\n\
+         chmod 755 \"$S\"\n\
+         cp \"$LIB\" \"$S/libheaplive.so\" && cp \"$HEAPLIVE\" \"$S/heaplive\" && cp -r \"$PROGS\" \"$S/progs\" || exit 92\n\
+         LIB=$S/libheaplive.so HEAPLIVE=$S/heaplive PROGS=$S/progs\n\
+         mount -t tmpfs -o mode=1777 heaplive-test /tmp || exit 90\ncd /tmp\n{script}\n"
     );
     let mut c = Command::new("unshare");
     c.args(["-m", "--propagation", "private", "bash", "-c", &full]);
