@@ -2,7 +2,7 @@
 # A/B: CPU seconds (user+sys) of workloads under: none, the forwarding floor,
 # heaplive before this session's move (d2d652a) and main now; interleaved.
 OLD=${OLD:?set OLD to the older libheaplive.so}
-NEW=${NEW:-$(dirname "$0")/../target/release/libheaplive.so}
+NEW=${NEW:-$(cd "$(dirname "$0")/.." && pwd)/target/release/libheaplive.so}
 cd "${AB_DIR:?set AB_DIR to a directory with churn, cxxchurn and nullpreload.so built from bench/src}"
 run() { # config workload...
   local pre=""
