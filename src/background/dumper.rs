@@ -266,6 +266,15 @@ fn pending_signal() -> bool {
         // SAFETY: zeroed is a valid siginfo.
         let mut info: libc::siginfo_t = unsafe { core::mem::zeroed() };
         while sys::sigtimedwait(set, &mut info, Some(0)) > 0 {
+            // As the thread's loop: `heaplive start/stop PID` is a
+            // command, not a dump request; a wake-up is not a signal.
+            if signal::is_wake(&info) || crate::hot::trigger::command_from_signal(&info) {
+                continue;
+            }
+            if signal::stepped_aside() {
+                signal::give_back(&info);
+                break;
+            }
             any = true;
         }
     }
