@@ -17,7 +17,8 @@
  * dump 1 had not finished after signal 2 was sent; dumps_at_ack2 is the
  * number of dumps finished when the handler ran for signal 2 (0: the
  * snapshot for signal 2 was taken while dump 1 was still being built);
- * latency_us is how long after signal 2 the handler ran (for the bench). */
+ * latency_us is how long after signal 2 the handler ran (for the bench:
+ * an optional argument delays signal 2 by that many microseconds). */
 #include "sig_common.h"
 #include <fcntl.h>
 #include <sys/syscall.h>
@@ -80,7 +81,10 @@ __attribute__((noinline)) static void *keep_a(size_t n) { void *p = malloc(n); m
 __attribute__((noinline)) static void *keep_b(size_t n) { void *p = malloc(n); memset(p, 2, n); return p; }
 __attribute__((noinline)) static void *keep_c(size_t n) { void *p = malloc(n); memset(p, 3, n); return p; }
 
-int main(void) {
+int main(int argc, char **argv) {
+    /* For bench/mid_dump_latency.sh: microseconds to wait before signal 2
+     * (how far into dump 1 it lands). */
+    long delay_us = argc > 1 ? atol(argv[1]) : 0;
     if (pipe(ack_pipe) != 0) return 2;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -94,6 +98,7 @@ int main(void) {
     wait_ack();
     free(a);
     void *b = keep_b(2000000);
+    if (delay_us > 0) sleep_ms(delay_us / 1000);
     long sent = now_ns();
     dump_signal_from_outside();
     int conclusive = status_dumps_raw() == 0;
