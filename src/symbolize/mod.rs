@@ -1036,15 +1036,39 @@ extern "C" void *hl_push_back_addr() {
         };
         let cfg = SymConfig::default();
         let mut n = 0;
-        let st = load_module(&module, 0, &cfg, &mut n);
+        let st = load_module(&module, 0, &cfg, &mut n, &mut || {});
         assert!(st.dwarf.is_none() && st.symbols.find(0x1800).is_none());
         let missing = Module {
             path: "/nonexistent/lib.so".into(),
             ..module
         };
-        let st = load_module(&missing, 0, &cfg, &mut n);
+        let st = load_module(&missing, 0, &cfg, &mut n, &mut || {});
         assert!(st.dwarf.is_none());
         assert_eq!(st.basename, "lib.so");
+    }
+
+    /// Loading a module with DWARF (this test binary) calls `poll` between
+    /// its steps (files, each DWARF section, the context, the symbol
+    /// table), so heaplive's thread can take a dump signal meanwhile.
+    #[test]
+    fn loading_a_module_polls_between_steps() {
+        let exe = std::env::current_exe().unwrap();
+        let module = Module {
+            path: exe.to_str().unwrap().into(),
+            bias: 0,
+            ranges: vec![],
+            build_id: vec![],
+            loaded: false,
+        };
+        let mut polls = 0;
+        let mut n = 0;
+        let st = load_module(&module, 0, &SymConfig::default(), &mut n, &mut || {
+            polls += 1
+        });
+        assert!(st.dwarf.is_some(), "the test binary has DWARF");
+        // Two around the files, one per DWARF section asked for (more
+        // than ten), two around the context, two around the symbols.
+        assert!(polls > 15, "{polls} polls");
     }
 
     #[test]
