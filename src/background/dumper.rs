@@ -266,18 +266,17 @@ pub fn poll_signals_now(queue: &mut std::collections::VecDeque<Snapshot>) {
             signal::give_back(&info);
             continue;
         }
-        {
-            // The snapshot outlives the scratch heap of the symbolizer.
-            let _kept = crate::hot::ownheap::ScratchPaused::enter();
-            if queue.len() >= MAX_QUEUED {
-                if let Some(last) = queue.back_mut() {
-                    last.take();
-                }
-            } else {
-                let mut snap = Snapshot::new();
-                snap.take();
-                queue.push_back(snap);
+        // The snapshot outlives the scratch heap of the symbolizer, and the
+        // program's handler is not symbolizer work either.
+        let _kept = crate::hot::ownheap::ScratchPaused::enter();
+        if queue.len() >= MAX_QUEUED {
+            if let Some(last) = queue.back_mut() {
+                last.take();
             }
+        } else {
+            let mut snap = Snapshot::new();
+            snap.take();
+            queue.push_back(snap);
         }
         signal::deliver_to_program(&mut info);
     }
