@@ -265,11 +265,17 @@ impl Fpm {
             www_data_pool,
         } = *opts;
         require_fpm();
-        let free_port = || {
-            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-            l.local_addr().unwrap().port()
-        };
-        let port = free_port();
+        // Both listeners held until both ports are known: two different
+        // free ports.
+        let listeners: Vec<std::net::TcpListener> = (0..2)
+            .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+            .collect();
+        let ports: Vec<u16> = listeners
+            .iter()
+            .map(|l| l.local_addr().unwrap().port())
+            .collect();
+        drop(listeners);
+        let port = ports[0];
         let root = unsafe { libc::geteuid() } == 0;
         let wd_port = www_data_pool.then(|| {
             assert!(root, "a www-data pool needs the tests to run as root");
@@ -280,7 +286,7 @@ impl Fpm {
             std::fs::write(&log, "").unwrap();
             std::fs::set_permissions(&log, std::os::unix::fs::PermissionsExt::from_mode(0o666))
                 .unwrap();
-            free_port()
+            ports[1]
         });
         let conf = format!(
             "[global]\n\
