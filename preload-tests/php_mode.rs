@@ -922,6 +922,7 @@ fn fpm_memory_limit_then_next_request_is_profiled() {
             children: 1,
             preload,
             memory_limit: "32M",
+            ..FpmOpts::default()
         };
         let fpm = Fpm::start_opts(&d, true, &[("HEAPLIVE_SAMPLE_INTERVAL", "64K")], &opts);
         let r = fpm.get(&limit);
