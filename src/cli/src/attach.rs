@@ -157,9 +157,15 @@ fn check(pid: i32, lib: &Path) -> Res<Vec<Map>> {
             std::os::unix::fs::FileExt::read_exact_at(&f, &mut b, 0).map(|_| b)
         })
         .map_err(|e| {
-            Fail::Error(format!(
-                "cannot read {exe}: {e} (not allowed to trace process {pid}?)"
-            ))
+            Fail::Error(if e.kind() == std::io::ErrorKind::PermissionDenied {
+                // /proc/PID/exe is readable exactly when ptrace's access
+                // check passes (PTRACE_MODE_READ): the kernel said no.
+                format!(
+                    "the kernel does not let me trace process {pid} (reading {exe}: permission denied): it has capabilities I lack, is not dumpable (setuid, prctl PR_SET_DUMPABLE) or a security module forbids it; run heaplive attach as root with CAP_SYS_PTRACE"
+                )
+            } else {
+                format!("cannot read {exe}: {e}")
+            })
         })?;
     if &head[..4] != b"\x7fELF" || head[4] != 2 || u16::from_le_bytes([head[18], head[19]]) != 62 {
         return error(format!(
