@@ -352,8 +352,7 @@ fn assert_refused(
 ) {
     assert_eq!(o.status.code(), Some(1), "{}", show(o));
     let first = stderr(o).lines().next().unwrap_or("").to_string();
-    let head = format!("heaplive: ");
-    assert!(first.starts_with(&head), "{first}");
+    assert!(first.starts_with("heaplive: "), "{first}");
     for w in want {
         assert!(first.contains(w), "want {w:?} in: {first}");
     }
