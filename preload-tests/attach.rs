@@ -688,11 +688,13 @@ fn attach_sampled_mode_within_the_bound() {
     // The C scenario at the default interval R: each of the 32 blocks of
     // s = 1 MiB at second_site is sampled independently (disjoint spans of
     // a Poisson process over the bytes) with p = 1 - exp(-s/R) and then
-    // weighs w = s/p, so the dump shows K*w for K ~ Binomial(32, p). K
-    // below k_lo, the smallest k with P(K < k) >= 1e-6 minus one, makes the
-    // test fail: false-failure rate below 1e-6 per run. K is at most 32,
-    // the estimate at most 32*w; and first_site shows nothing, sampled or
-    // not.
+    // weighs w = s/p, so the dump shows K*w for K ~ Binomial(32, p), p =
+    // 0.8647 at R = 512 KiB. The test fails when K < k_lo, k_lo the largest
+    // k with P(K < k) < 1e-6 (17: P(K < 17) = 8.7e-7), so its false-failure
+    // rate is 8.7e-7 per run. K is at most 32 (37.0 MiB, the estimate's
+    // ceiling); an estimate that is not a whole number of weights means the
+    // wrong interval or weight (exact mode would show 32 MiB = 26.4 w).
+    // first_site shows nothing, sampled or not.
     assert_eq!(heaplive_format::settings::SAMPLE_INTERVAL.default, "512K");
     let r = 512.0 * 1024.0;
     let s = MIB as f64;
@@ -702,10 +704,8 @@ fn attach_sampled_mode_within_the_bound() {
     while binomial_below(32, p, k_lo + 1) < 1e-6 {
         k_lo += 1;
     }
-    assert!(
-        binomial_below(32, p, k_lo) < 1e-6 && k_lo >= 15,
-        "k_lo {k_lo}"
-    );
+    assert_eq!(k_lo, 17);
+    assert!(binomial_below(32, p, k_lo) < 1e-6);
     let dir = tempdir("attach-sampled");
     let prog = progs().join("attach_main");
     let (want_out, want_code) = plain_run(&prog, &[], &dir);
