@@ -29,7 +29,11 @@ fn plain_command(prog: &Path, args: &[&str], dir: &Path) -> Command {
 
 impl Target {
     fn start(prog: &Path, args: &[&str], dir: &Path) -> Target {
+        Target::start_env(prog, args, dir, &[])
+    }
+    fn start_env(prog: &Path, args: &[&str], dir: &Path, env: &[(&str, &str)]) -> Target {
         let mut child = plain_command(prog, args, dir)
+            .envs(env.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -83,7 +87,17 @@ impl Target {
 
 /// The program's stdout and exit code when never attached.
 fn plain_run(prog: &Path, args: &[&str], dir: &Path) -> (String, Option<i32>) {
+    plain_run_env(prog, args, dir, &[])
+}
+
+fn plain_run_env(
+    prog: &Path,
+    args: &[&str],
+    dir: &Path,
+    env: &[(&str, &str)],
+) -> (String, Option<i32>) {
     let mut c = plain_command(prog, args, dir)
+        .envs(env.iter().copied())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -102,15 +116,18 @@ fn plain_run(prog: &Path, args: &[&str], dir: &Path) -> (String, Option<i32>) {
 }
 
 fn attach(t: &Target, dir: &Path) -> String {
+    attach_with(t, dir, &["--interval", "1"])
+}
+
+/// `heaplive attach` with `opts` (an interval, or none for the default).
+fn attach_with(t: &Target, dir: &Path, opts: &[&str]) -> String {
     let template = dir.join("att.%p.%n.folded");
-    let o = heaplive(&[
-        "attach",
-        "--interval",
-        "1",
-        "--output",
-        template.to_str().expect("utf-8"),
-        &t.pid(),
-    ]);
+    let mut args = vec!["attach"];
+    args.extend_from_slice(opts);
+    args.extend_from_slice(&["--output", template.to_str().expect("utf-8")]);
+    let pid = t.pid();
+    args.push(&pid);
+    let o = heaplive(&args);
     assert!(o.status.success(), "attach failed: {}", show(&o));
     let err = stderr(&o);
     assert!(
@@ -153,6 +170,7 @@ fn progs() -> std::path::PathBuf {
         compile("attach_main.c", "attach_main", &d, &[]);
         compile("attach_cxx.cpp", "attach_cxx", &d, &[]);
         compile("attach_dl.c", "attach_dl", &d, &[]);
+        compile("attach_main.c", "attach_static", &d, &["-static"]);
         compile(
             "attach_dllib.c",
             "libattach_dllib.so",
@@ -237,7 +255,6 @@ fn detach_restores_and_program_runs_on() {
         "{:?}\n{err}",
         folded_files(&dir)
     );
-    // Detach twice: refused.
 }
 
 #[test]
@@ -258,13 +275,8 @@ fn attach_twice_is_refused() {
     assert_eq!(code, Some(7));
 }
 
-#[test]
-fn attach_to_another_users_process_is_refused() {
-    // SAFETY: getuid has no preconditions.
-    if unsafe { libc::getuid() } != 0 {
-        eprintln!("not root: cannot create the second user; skipped");
-        return;
-    }
+/// A system user that is not root, created if missing (root only).
+fn second_user() -> &'static str {
     let user = "heaplive-attach";
     if !Command::new("id")
         .arg(user)
@@ -275,8 +287,24 @@ fn attach_to_another_users_process_is_refused() {
             .args(["--system", "--no-create-home", user])
             .output()
             .expect("useradd");
-        assert!(o.status.success(), "useradd: {}", show(&o));
+        // Another test may have created it meanwhile.
+        let exists = Command::new("id")
+            .arg(user)
+            .output()
+            .is_ok_and(|o| o.status.success());
+        assert!(o.status.success() || exists, "useradd: {}", show(&o));
     }
+    user
+}
+
+#[test]
+fn attach_to_another_users_process_is_refused() {
+    // SAFETY: getuid has no preconditions.
+    if unsafe { libc::getuid() } != 0 {
+        eprintln!("not root: cannot create the second user; skipped");
+        return;
+    }
+    let user = second_user();
     let dir = tempdir("attach-user");
     // The command where the second user can run it.
     let bin = dir.join("heaplive");
@@ -306,4 +334,489 @@ fn attach_to_another_users_process_is_refused() {
     let (out, _, code) = t.finish();
     assert_eq!(out, want_out);
     assert_eq!(code, Some(7));
+}
+
+fn am_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// A refused attach: status 1, the first line as wanted, nothing loaded;
+/// then the program runs to its end with the output and status of a run
+/// never attached.
+fn assert_refused(
+    o: &std::process::Output,
+    mut t: Target,
+    want: &[&str],
+    plain: (String, Option<i32>),
+) {
+    assert_eq!(o.status.code(), Some(1), "{}", show(o));
+    let first = stderr(o).lines().next().unwrap_or("").to_string();
+    assert!(first.starts_with("heaplive: "), "{first}");
+    for w in want {
+        assert!(first.contains(w), "want {w:?} in: {first}");
+    }
+    assert!(!t.maps().contains("libheaplive"), "target touched");
+    t.step("allocated");
+    let (out, _, code) = t.finish();
+    assert_eq!((out, code), plain);
+}
+
+/// (SigBlk, SigIgn, SigCgt) of the process (its main thread), without
+/// glibc's internal signals 32 and 33 (SIGCANCEL, SIGSETXID): the first
+/// pthread_create of a process (here heaplive's thread, at the attach)
+/// makes glibc take SIGSETXID for good, as the program's own first thread
+/// would; it must stay (a later setuid() signals every thread with it) and
+/// the program cannot see it (sigaction refuses both numbers).
+fn sig_masks(pid: &str) -> (u64, u64, u64) {
+    let st = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    let f = |k: &str| {
+        st.lines()
+            .find_map(|l| l.strip_prefix(k))
+            .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+            .expect("a signal mask")
+            & !(3 << 31)
+    };
+    (f("SigBlk:"), f("SigIgn:"), f("SigCgt:"))
+}
+
+fn tasks(pid: &str) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .expect("task dir")
+        .filter_map(|e| Some(e.ok()?.file_name().to_string_lossy().into_owned()))
+        .collect();
+    v.sort();
+    v
+}
+
+/// Polls until `f` holds (20 s at most, then fails with `what`).
+fn until(what: &str, mut f: impl FnMut() -> bool) {
+    for _ in 0..2000 {
+        if f() {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    panic!("gave up waiting for {what}");
+}
+
+fn usr2_bit(mask: u64) -> bool {
+    mask & (1 << (libc::SIGUSR2 - 1)) != 0
+}
+
+#[test]
+fn detach_ends_the_thread_and_gives_the_signal_back() {
+    // Two programs: one with no SIGUSR2 handler (its action comes back to
+    // the default), one with its own handler and SIGUSR1 blocked (its
+    // handler comes back, and keeps getting the signal).
+    let prog = progs().join("attach_main");
+    for mode in ["plain", "handler"] {
+        let dir = tempdir("attach-detach-signal");
+        let args: &[&str] = if mode == "handler" { &["handler"] } else { &[] };
+        let (want_out, want_code) = plain_run(&prog, args, &dir);
+        let mut t = Target::start(&prog, args, &dir);
+        let pid = t.pid();
+        let (tasks0, masks0) = (tasks(&pid), sig_masks(&pid));
+        assert_eq!(usr2_bit(masks0.2), mode == "handler", "{mode}: {masks0:?}");
+        let usr1_blocked = masks0.0 & (1 << (libc::SIGUSR1 - 1)) != 0;
+        assert_eq!(usr1_blocked, mode == "handler", "{mode}: {masks0:?}");
+        attach(&t, &dir);
+        // heaplive's thread, and its handler for the dump signal.
+        let tasks1 = tasks(&pid);
+        assert_eq!(
+            tasks1.len(),
+            tasks0.len() + 1,
+            "{mode}: {tasks0:?} -> {tasks1:?}"
+        );
+        assert!(usr2_bit(sig_masks(&pid).2), "{mode}: {:?}", sig_masks(&pid));
+        // A dump through the signal while attached (the program's own
+        // handler runs too).
+        let stacks = dump(&t);
+        assert_eq!(bytes_under(&stacks, "first_site"), 0, "{mode}");
+        let o = heaplive(&["detach", &pid]);
+        assert!(o.status.success(), "{}", show(&o));
+        until("heaplive's thread to end", || tasks(&pid) == tasks0);
+        assert_eq!(sig_masks(&pid), masks0, "{mode}: masks after detach");
+        let mut want_out = want_out;
+        if mode == "handler" {
+            // After detach the signal is the program's alone: counted, no
+            // dump.
+            let files = folded_files(&dir).len();
+            // SAFETY: kill has no memory-safety preconditions.
+            assert_eq!(unsafe { libc::kill(t.child.id() as i32, libc::SIGUSR2) }, 0);
+            t.step("allocated");
+            let (out, _err, code) = t.finish();
+            want_out = want_out.replace("usr2 0", "usr2 2");
+            assert_eq!((out, code), (want_out, want_code), "{mode}");
+            assert_eq!(folded_files(&dir).len(), files, "a dump after detach");
+        } else {
+            t.step("allocated");
+            let (out, _err, code) = t.finish();
+            assert_eq!((out, code), (want_out, want_code), "{mode}");
+        }
+    }
+}
+
+#[test]
+fn detach_twice_is_refused() {
+    let dir = tempdir("attach-detach-twice");
+    let prog = progs().join("attach_main");
+    let plain = plain_run(&prog, &[], &dir);
+    let t = Target::start(&prog, &[], &dir);
+    attach(&t, &dir);
+    ok(heaplive(&["detach", &t.pid()]));
+    let o = heaplive(&["detach", &t.pid()]);
+    let pid = t.pid();
+    // The library stays mapped after a detach: the target's maps are not
+    // what is compared here, its output and status are.
+    assert_eq!(o.status.code(), Some(1), "{}", show(&o));
+    let first = stderr(&o).lines().next().unwrap_or("").to_string();
+    assert_eq!(
+        first,
+        format!(
+            "heaplive: process {pid} was not attached by 'heaplive attach' (started under the preload, or detached already): nothing to detach"
+        )
+    );
+    let mut t = t;
+    t.step("allocated");
+    let (out, _, code) = t.finish();
+    assert_eq!((out, code), plain);
+}
+
+#[test]
+fn attach_to_a_traced_process_is_refused() {
+    let dir = tempdir("attach-traced");
+    let prog = progs().join("attach_main");
+    let plain = plain_run(&prog, &[], &dir);
+    let t = Target::start(&prog, &[], &dir);
+    let pid = t.pid();
+    let mut strace = Command::new("strace")
+        .args(["-q", "-o", "/dev/null", "-p", &pid])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("strace (scripts/install-test-deps.sh installs it)");
+    let tracer = |pid: &str| {
+        std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .unwrap_or_default()
+            .lines()
+            .find_map(|l| l.strip_prefix("TracerPid:").map(|v| v.trim().to_string()))
+            .unwrap_or_default()
+    };
+    until("strace to attach", || {
+        tracer(&pid) == strace.id().to_string()
+    });
+    let o = heaplive(&["attach", &pid]);
+    // strace lets go (SIGINT: it detaches and exits) before the program
+    // goes on.
+    // SAFETY: kill has no memory-safety preconditions.
+    unsafe { libc::kill(strace.id() as i32, libc::SIGINT) };
+    strace.wait().expect("wait for strace");
+    until("strace to detach", || tracer(&pid) == "0");
+    assert_refused(
+        &o,
+        t,
+        &[
+            &format!("process {pid} is already traced by process {}", strace.id()),
+            "detach that first",
+        ],
+        plain,
+    );
+}
+
+#[test]
+fn attach_without_ptrace_permission_is_refused() {
+    if !am_root() {
+        eprintln!("not root: cannot drop CAP_SYS_PTRACE from a root process; skipped");
+        return;
+    }
+    let prog = progs().join("attach_main");
+    // Root without CAP_SYS_PTRACE, the target root with every capability:
+    // the kernel's own ptrace check says no (cap_ptrace_access_check),
+    // whatever kernel.yama.ptrace_scope says.
+    let dir = tempdir("attach-nocap");
+    let plain = plain_run(&prog, &[], &dir);
+    let t = Target::start(&prog, &[], &dir);
+    let o = Command::new("setpriv")
+        .args([
+            "--bounding-set",
+            "-sys_ptrace",
+            "--inh-caps",
+            "-sys_ptrace",
+            "--",
+        ])
+        .arg(heaplive_bin())
+        .args(["attach", &t.pid()])
+        .stdin(Stdio::null())
+        .output()
+        .expect("setpriv");
+    let pid = t.pid();
+    assert_refused(
+        &o,
+        t,
+        &[
+            &format!("the kernel does not let me trace process {pid}"),
+            "CAP_SYS_PTRACE",
+        ],
+        plain,
+    );
+
+    // kernel.yama.ptrace_scope: a user attaching to its own process that
+    // is not its child. Only when Yama is there and forbids it: the
+    // setting is machine-wide, a test does not change it.
+    let scope = std::fs::read_to_string("/proc/sys/kernel/yama/ptrace_scope")
+        .ok()
+        .and_then(|s| s.trim().parse::<u32>().ok());
+    let Some(scope @ 1..) = scope else {
+        eprintln!(
+            "kernel.yama.ptrace_scope is {scope:?} here (no Yama, or 0): the scope refusal is not testable without changing a machine-wide setting; skipped"
+        );
+        return;
+    };
+    let user = second_user();
+    let dir = tempdir("attach-yama");
+    let bin = dir.join("heaplive");
+    std::fs::copy(heaplive_bin(), &bin).expect("copy heaplive");
+    std::fs::copy(lib(), dir.join("libheaplive.so")).expect("copy lib");
+    let p = dir.join("attach_main");
+    std::fs::copy(&prog, &p).expect("copy the program");
+    let runuser = |prog: &Path| {
+        let mut c = Command::new("runuser");
+        c.args(["-u", user, "--"]).arg(prog);
+        c
+    };
+    let plain = {
+        let mut c = runuser(&p)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("runuser");
+        c.stdin
+            .take()
+            .expect("stdin")
+            .write_all(b"xy")
+            .expect("write");
+        let o = c.wait_with_output().expect("wait");
+        (
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            o.status.code(),
+        )
+    };
+    let mut child = runuser(&p)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("runuser");
+    let out = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut t = Target {
+        child,
+        out,
+        seen: String::new(),
+    };
+    t.expect_line("ready");
+    // runuser's child is the program (runuser waits for it).
+    let target = crate::php_fpm::children_of(t.child.id())
+        .first()
+        .copied()
+        .unwrap_or(t.child.id());
+    let o = runuser(&bin)
+        .args(["attach", &target.to_string()])
+        .stdin(Stdio::null())
+        .output()
+        .expect("runuser heaplive");
+    let want = format!("kernel.yama.ptrace_scope={scope}");
+    assert_refused(&o, t, &[&want], plain);
+}
+
+#[test]
+fn attach_to_a_static_program_is_refused() {
+    let dir = tempdir("attach-static");
+    let prog = progs().join("attach_static");
+    let plain = plain_run(&prog, &[], &dir);
+    let t = Target::start(&prog, &[], &dir);
+    let pid = t.pid();
+    let o = heaplive(&["attach", &pid]);
+    assert_refused(
+        &o,
+        t,
+        &[&format!(
+            "process {pid} has no glibc libc.so.6 mapped (statically linked"
+        )],
+        plain,
+    );
+}
+
+#[test]
+fn attach_to_a_jemalloc_program_is_refused() {
+    let jemalloc = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2";
+    assert!(
+        Path::new(jemalloc).exists(),
+        "{jemalloc} is missing: scripts/install-test-deps.sh installs libjemalloc2"
+    );
+    let dir = tempdir("attach-jemalloc");
+    let prog = progs().join("attach_main");
+    let env = [("LD_PRELOAD", jemalloc)];
+    let plain = plain_run_env(&prog, &[], &dir, &env);
+    let t = Target::start_env(&prog, &[], &dir, &env);
+    let pid = t.pid();
+    let o = heaplive(&["attach", &pid]);
+    assert_refused(
+        &o,
+        t,
+        &[
+            &format!("process {pid} uses its own allocator ({jemalloc} is mapped"),
+            &format!("/proc/{pid}/maps"),
+        ],
+        plain,
+    );
+}
+
+/// P(K < k) for K ~ Binomial(n, p).
+fn binomial_below(n: u32, p: f64, k: u32) -> f64 {
+    let mut c = 1.0f64; // C(n, i)
+    let mut sum = 0.0;
+    for i in 0..k {
+        sum += c * p.powi(i as i32) * (1.0 - p).powi((n - i) as i32);
+        c = c * (n - i) as f64 / (i + 1) as f64;
+    }
+    sum
+}
+
+#[test]
+fn attach_sampled_mode_within_the_bound() {
+    // The C scenario at the default interval R: each of the 32 blocks of
+    // s = 1 MiB at second_site is sampled independently (disjoint spans of
+    // a Poisson process over the bytes) with p = 1 - exp(-s/R) and then
+    // weighs w = s/p, so the dump shows K*w for K ~ Binomial(32, p), p =
+    // 0.8647 at R = 512 KiB. The test fails when K < k_lo, k_lo the largest
+    // k with P(K < k) < 1e-6 (17: P(K < 17) = 8.7e-7), so its false-failure
+    // rate is 8.7e-7 per run. K is at most 32 (37.0 MiB, the estimate's
+    // ceiling); an estimate that is not a whole number of weights means the
+    // wrong interval or weight (exact mode would show 32 MiB = 26.4 w).
+    // first_site shows nothing, sampled or not.
+    assert_eq!(heaplive_format::settings::SAMPLE_INTERVAL.default, "512K");
+    let r = 512.0 * 1024.0;
+    let s = MIB as f64;
+    let p = 1.0 - (-s / r).exp();
+    let w = s / p;
+    let mut k_lo = 0;
+    while binomial_below(32, p, k_lo + 1) < 1e-6 {
+        k_lo += 1;
+    }
+    assert_eq!(k_lo, 17);
+    assert!(binomial_below(32, p, k_lo) < 1e-6);
+    let dir = tempdir("attach-sampled");
+    let prog = progs().join("attach_main");
+    let (want_out, want_code) = plain_run(&prog, &[], &dir);
+    let mut t = Target::start(&prog, &[], &dir);
+    attach_with(&t, &dir, &[]);
+    t.step("allocated");
+    let stacks = dump(&t);
+    let est = bytes_under(&stacks, "second_site") as f64;
+    let k = (est / w).round();
+    assert!(
+        (est - k * w).abs() <= 64.0,
+        "{est} bytes is not a whole number of samples of weight {w}"
+    );
+    assert!(
+        k >= k_lo as f64 && k <= 32.0,
+        "{k} samples of 32 (at least {k_lo}): {est} bytes, truth {}",
+        32 * MIB
+    );
+    assert_eq!(bytes_under(&stacks, "first_site"), 0, "{stacks:?}");
+    let (out, _err, code) = t.finish();
+    assert_eq!((out, code), (want_out, want_code));
+}
+
+#[test]
+fn attach_children_of_php_fpm() {
+    use crate::php_fpm::*;
+    let dir = tempdir("attach-fpm");
+    // Started without the preload; USE_ZEND_ALLOC=0 makes PHP's allocations
+    // plain mallocs.
+    let mut fpm = Fpm::start_opts(
+        &dir,
+        false,
+        &[],
+        &FpmOpts {
+            preload: false,
+            ..FpmOpts::default()
+        },
+    );
+    let ctx = fpm.ctx();
+    let master = fpm.pid();
+    let workers = children_of(master);
+    assert_eq!(workers.len(), 2, "{}", ctx());
+    for w in &workers {
+        let maps = std::fs::read_to_string(format!("/proc/{w}/maps")).unwrap_or_default();
+        assert!(
+            !maps.contains("libheaplive"),
+            "worker {w} has the library already"
+        );
+    }
+    let template = dir.join("att.%p.%n.folded");
+    let o = heaplive(&[
+        "attach",
+        "--children",
+        "--interval",
+        "1",
+        "--output",
+        template.to_str().expect("utf-8"),
+        &master.to_string(),
+    ]);
+    assert!(o.status.success(), "{}\n{}", show(&o), ctx());
+    let err = stderr(&o);
+    for w in &workers {
+        assert!(err.contains(&format!("attached to process {w}:")), "{err}");
+    }
+    assert!(
+        err.contains(&format!(
+            "children that process {master} forks from now on are not attached"
+        )),
+        "{err}"
+    );
+    let mmaps = std::fs::read_to_string(format!("/proc/{master}/maps")).unwrap_or_default();
+    assert!(!mmaps.contains("libheaplive"), "the master was attached");
+
+    // A request holding a 48 MiB string in an array, in one of the workers.
+    let script = holding_script(
+        &dir,
+        "big.php",
+        "$a = [str_repeat('x', 48 << 20)];",
+        "echo 'done ', strlen($a[0]), \"\\n\";",
+    );
+    let (req, busy) = start_holding_request(&fpm, &script);
+    assert!(workers.contains(&busy), "{busy} not in {workers:?}");
+    let idle = *workers.iter().find(|&&w| w != busy).expect("idle worker");
+    let path = ok(heaplive(&["dump", &busy.to_string()]));
+    let stacks = parse_folded(Path::new(path.trim()));
+    let eb = engine_bytes(&stacks);
+    assert!(
+        eb >= 48 * MIB,
+        "the busy worker's dump must hold the 48 MiB string under the engine's frames: {eb} bytes\n{}",
+        top_stacks(&stacks, 10)
+    );
+    let path = ok(heaplive(&["dump", &idle.to_string()]));
+    let idle_stacks = parse_folded(Path::new(path.trim()));
+    assert!(
+        total(&idle_stacks) < 8 * MIB,
+        "the idle worker: {} bytes\n{}",
+        total(&idle_stacks),
+        top_stacks(&idle_stacks, 10)
+    );
+    std::fs::write(dir.join("release"), "").expect("release");
+    let resp = req
+        .join()
+        .expect("request thread")
+        .unwrap_or_else(|e| panic!("the request: {e}\n{}", ctx()));
+    assert_eq!(
+        resp.body().trim(),
+        format!("done {}", 48 << 20),
+        "{}",
+        ctx()
+    );
+    assert_eq!(children_of(master), workers, "a worker died\n{}", ctx());
+    let st = fpm.quit();
+    assert!(st.success(), "{st}\n{}", ctx());
 }

@@ -480,7 +480,7 @@ fn is_engine_frame(f: &str) -> bool {
         || f.starts_with("ZEND_")
 }
 
-fn engine_bytes(stacks: &[Stack]) -> u64 {
+pub(crate) fn engine_bytes(stacks: &[Stack]) -> u64 {
     stacks
         .iter()
         .filter(|s| s.frames.iter().any(|f| is_engine_frame(f)))
@@ -513,7 +513,7 @@ pub(crate) fn top_stacks(stacks: &[Stack], n: usize) -> String {
 /// A PHP script that does `work`, then says which worker it runs in
 /// (writes `busy.pid`) and waits up to 15 s for the test to create
 /// `release`, then runs `finish`.
-fn holding_script(dir: &Path, name: &str, work: &str, finish: &str) -> PathBuf {
+pub(crate) fn holding_script(dir: &Path, name: &str, work: &str, finish: &str) -> PathBuf {
     let busy = dir.join("busy.pid");
     let release = dir.join("release");
     let text = format!(

@@ -19,6 +19,8 @@ have xz || need+=(xz-utils)
 have objcopy || need+=(binutils)
 have dwz || need+=(dwz)
 have heaptrack || need+=(heaptrack)
+have strace || need+=(strace)
+[ -e /usr/lib/x86_64-linux-gnu/libjemalloc.so.2 ] || need+=(libjemalloc2)
 have dpkg-source || need+=(dpkg-dev)
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing test dependencies: ${need[*]}"

@@ -6,6 +6,7 @@
  * With argument "threads", 8 threads allocate and free small blocks from
  * the start until after second_site's allocations (during the attach). */
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,11 @@
 #define MB (1024 * 1024)
 static atomic_int stop;
 static unsigned long churned[8];
+static volatile sig_atomic_t usr2;
+static void on_usr2(int sig) {
+    (void)sig;
+    usr2++;
+}
 
 __attribute__((noinline)) void *first_site(size_t n) {
     char *p = malloc(n);
@@ -42,6 +48,19 @@ static void wait_byte(void) {
 }
 int main(int argc, char **argv) {
     int threads = argc > 1 && strcmp(argv[1], "threads") == 0;
+    int handler = argc > 1 && strcmp(argv[1], "handler") == 0;
+    if (handler) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_usr2;
+        sigemptyset(&sa.sa_mask);
+        sa.sa_flags = SA_RESTART;
+        sigaction(SIGUSR2, &sa, NULL);
+        sigset_t m;
+        sigemptyset(&m);
+        sigaddset(&m, SIGUSR1);
+        sigprocmask(SIG_BLOCK, &m, NULL);
+    }
     pthread_t t[8];
     static char *a[64], *b[32];
     for (int i = 0; i < 64; i++) a[i] = first_site(MB);
@@ -63,5 +82,6 @@ int main(int argc, char **argv) {
     for (int i = 32; i < 64; i++) sum += a[i][i];
     for (int i = 0; i < 32; i++) sum += b[i][i];
     printf("done %ld threads %d\n", sum, threads);
+    if (handler) printf("usr2 %d\n", (int)usr2);
     return 7;
 }
