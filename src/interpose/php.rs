@@ -657,12 +657,25 @@ fn wrap_gc_mem_caches() {
         }
         let h = (f + h_off) as *mut usize;
         let orig = h.read();
-        if orig == 0 {
+        // The handler is code of PHP itself: an offset that is wrong for
+        // this build finds something else there, and nothing is written.
+        if orig == 0 || !same_object(orig, S.module_version.load(Relaxed)) {
             return;
         }
         GC_MEM_CACHES.store(orig, Relaxed);
         h.write(gc_mem_caches as *const () as usize);
     }
+}
+
+/// Are `a` and `b` addresses in the same loaded object (dladdr's base)?
+fn same_object(a: usize, b: usize) -> bool {
+    let base = |addr: usize| {
+        let mut info: libc::Dl_info = unsafe { core::mem::zeroed() };
+        // SAFETY: a valid out-pointer; dladdr only looks the address up.
+        let ok = unsafe { libc::dladdr(addr as *const c_void, &mut info) };
+        (ok != 0).then_some(info.dli_fbase as usize)
+    };
+    matches!((base(a), base(b)), (Some(x), Some(y)) if x == y && x != 0)
 }
 
 extern "C" fn gc_mem_caches(ex: *mut c_void, rv: *mut c_void) {
