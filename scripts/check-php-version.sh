@@ -18,7 +18,8 @@
 # /etc/apt/sources.list.d/heaplive-php-src.sources when run as root and the
 # package is unknown), gcc, make, pkg-config, libsqlite3-dev, cargo.
 # Extra arguments go to the test binary (a test name filter, --nocapture).
-# Environment: JOBS (make -j, default 2), HEAPLIVE_PHP_BUILD.
+# Environment: JOBS (make -j, default 2), CFLAGS (default -O0 -g0),
+# HEAPLIVE_PHP_BUILD.
 set -eu
 
 usage() {
@@ -59,8 +60,19 @@ EOF
     start=$(date +%s)
     cd "$WORK"
     if ! ls php"$V"_*.orig.tar.xz >/dev/null 2>&1; then
-        echo "== apt-get source --download-only php$V"
-        apt-get source --download-only "php$V"
+        # The newest version first; a mirror may lack some (security
+        # updates): then the others apt lists.
+        for ver in $(apt-cache showsrc "php$V" | sed -n 's/^Version: //p' | sort -rV); do
+            echo "== apt-get source --download-only php$V=$ver"
+            if apt-get source --download-only "php$V=$ver" >"$WORK/source.log" 2>&1; then
+                break
+            fi
+            grep '^E:' "$WORK/source.log" >&2 || true
+        done
+        ls php"$V"_*.orig.tar.xz >/dev/null 2>&1 || {
+            echo "$0: no source of php$V could be downloaded" >&2
+            exit 1
+        }
     fi
     orig=$(ls php"$V"_*.orig.tar.xz | tail -n 1)
     src=$WORK/src
@@ -71,7 +83,9 @@ EOF
     fi
     cd "$src"
     echo "== configure ($orig)"
-    ./configure --prefix="$INST" --disable-all --disable-cgi --disable-phpdbg \
+    # -O0: the build takes a fraction of the time, and nothing heaplive
+    # reads (struct layouts, exported symbols, the hooks) depends on it.
+    CFLAGS=${CFLAGS:--O0 -g0} ./configure --prefix="$INST" --disable-all --disable-cgi --disable-phpdbg \
         --without-pear --enable-fpm --with-sqlite3 --enable-opcache \
         >"$WORK/configure.log" 2>&1 || {
         tail -n 30 "$WORK/configure.log" >&2

@@ -164,14 +164,16 @@ fn kind_of(maps: &[Mapping], i: usize, php: &Php) -> usize {
     let next = maps.get(i + 1);
     // A thread arena: its heap_info at a 64 MiB boundary, the part not yet
     // used reserved behind it up to the next boundary.
-    if m.start % ARENA == 0
+    if m.start.is_multiple_of(ARENA)
         && (m.end - m.start == ARENA
-            || next.is_some_and(|n| n.start == m.end && n.perms == "---p" && n.end % ARENA == 0))
+            || next.is_some_and(|n| {
+                n.start == m.end && n.perms == "---p" && n.end.is_multiple_of(ARENA)
+            }))
     {
         return ARENAS;
     }
     // A ZendMM chunk starts with a pointer to its heap.
-    let aligned = php.on && m.start % CHUNK == 0;
+    let aligned = php.on && m.start.is_multiple_of(CHUNK);
     if aligned && php.heap != 0 && (php.first_word)(m.start) == Some(php.heap) {
         return ZEND_MM;
     }
