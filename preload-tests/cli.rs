@@ -351,6 +351,50 @@ fn flamegraph_svg_is_well_formed_and_names_functions() {
     check_xml(&out).unwrap_or_else(|e| panic!("stdout SVG: {e}"));
 }
 
+/// `flamegraph --php` (as `top --php`): native frames folded away, stacks
+/// that become the same merged, ZendMM's leaf kept, stacks without PHP code
+/// under one box.
+#[test]
+fn flamegraph_php_keeps_only_php_frames() {
+    let dir = tempdir("flame-php");
+    let f = dir.file(
+        "heaplive.php-fpm8.2.4242.3.folded",
+        b"_start;execute_ex;{main} (i.php:3);f (a.php:2);str_repeat [internal];_emalloc;[zend_mm] 1000\n\
+          _start;execute_ex;{main} (i.php:3);f (a.php:2);str_repeat [internal];zend_string_alloc;_emalloc;[zend_mm] 500\n\
+          _start;execute_ex;{main} (i.php:3);run (q.php:5);SQLite3::exec [internal];sqlite3_exec;sqlite3Malloc 700\n\
+          _start;main;php_module_startup;zend_hash_init (zend_hash.c:12) 300\n",
+    );
+    let out = ok(heaplive(&["flamegraph", "--php", &f]));
+    check_xml(&out).unwrap_or_else(|e| panic!("flame graph is not well-formed XML: {e}"));
+    for gone in [
+        "_start",
+        "execute_ex",
+        "_emalloc",
+        "zend_string_alloc",
+        "sqlite3_exec",
+        "zend_hash_init",
+    ] {
+        assert!(!out.contains(gone), "--php keeps native frame {gone}");
+    }
+    // The two str_repeat stacks are one box now: 1,500 of 2,500 bytes.
+    for (name, bytes) in [
+        ("{main} (i.php:3)", "2,200"),
+        ("f (a.php:2)", "1,500"),
+        ("str_repeat [internal]", "1,500"),
+        ("[zend_mm]", "1,500"),
+        ("SQLite3::exec [internal]", "700"),
+        ("[no PHP code]", "300"),
+    ] {
+        assert!(
+            out.contains(&format!("<title>{name} ({bytes} bytes")),
+            "no box {name} of {bytes} bytes\n{out}"
+        );
+    }
+    // Without --php the native frames are there.
+    let full = ok(heaplive(&["flamegraph", &f]));
+    assert!(full.contains("<title>execute_ex (2,200 bytes"), "{full}");
+}
+
 #[test]
 fn malformed_inputs_give_one_clear_line() {
     let dir = tempdir("bad");

@@ -12,7 +12,30 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-const FPM: &str = "php-fpm8.2";
+/// The php-fpm under test: `HEAPLIVE_TEST_PHP_FPM` (a path, as
+/// scripts/check-php-version.sh sets for a PHP built from source), else
+/// Debian's php-fpm8.2.
+pub(crate) fn fpm_bin() -> String {
+    std::env::var("HEAPLIVE_TEST_PHP_FPM").unwrap_or_else(|_| "php-fpm8.2".into())
+}
+
+/// The php-cli under test: `HEAPLIVE_TEST_PHP`, else Debian's php8.2.
+pub(crate) fn php_bin() -> String {
+    std::env::var("HEAPLIVE_TEST_PHP").unwrap_or_else(|_| "php8.2".into())
+}
+
+/// (major, minor) of the php-cli under test.
+pub(crate) fn php_version() -> (u32, u32) {
+    let o = Command::new(php_bin())
+        .args(["-r", "echo PHP_MAJOR_VERSION, ' ', PHP_MINOR_VERSION;"])
+        .output()
+        .unwrap_or_else(|e| panic!("{}: {e}", php_bin()));
+    let t = String::from_utf8_lossy(&o.stdout).into_owned();
+    let (a, b) = t
+        .split_once(' ')
+        .unwrap_or_else(|| panic!("{} -r: {t:?}", php_bin()));
+    (a.parse().unwrap(), b.parse().unwrap())
+}
 const DEADLINE: Duration = Duration::from_secs(20);
 
 // ---------------------------------------------------------------------------
@@ -330,7 +353,7 @@ impl Fpm {
             },
         );
         std::fs::write(dir.join("fpm.conf"), conf).unwrap();
-        let mut c = Command::new(FPM);
+        let mut c = Command::new(fpm_bin());
         c.arg("-F")
             .arg("-y")
             .arg(dir.join("fpm.conf"))
@@ -362,7 +385,7 @@ impl Fpm {
         c.stderr(std::fs::File::create(dir.join("master.stderr")).unwrap());
         let child = c
             .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {FPM}: {e}"));
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", fpm_bin()));
         let mut fpm = Fpm {
             child,
             dir: dir.to_path_buf(),
@@ -374,7 +397,7 @@ impl Fpm {
         let ctx = fpm.ctx();
         wait_for("php-fpm: ready, all workers", &ctx, || {
             if let Ok(Some(st)) = fpm.child.try_wait() {
-                panic!("{FPM} exited at start: {st}\n{}", ctx());
+                panic!("{} exited at start: {st}\n{}", fpm_bin(), ctx());
             }
             let ready = std::fs::read_to_string(dir.join("fpm.log"))
                 .unwrap_or_default()
@@ -448,11 +471,12 @@ impl Drop for Fpm {
 }
 
 pub(crate) fn require_fpm() {
-    let o = Command::new(FPM).arg("-v").output();
+    let o = Command::new(fpm_bin()).arg("-v").output();
     match o {
         Ok(o) if o.status.success() => {}
         other => panic!(
-            "{FPM} is missing or broken ({:?}): install it with scripts/install-test-deps.sh (`make test` does)",
+            "{} is missing or broken ({:?}): install it with scripts/install-test-deps.sh (`make test` does)",
+            fpm_bin(),
             other.map(|o| o.status)
         ),
     }
@@ -736,12 +760,16 @@ fn fpm_workers_and_master_dump_on_usr2_and_live() {
 #[test]
 fn fpm_zendmm_sqlite3_allocations_are_seen() {
     require_fpm();
-    let m = Command::new(FPM).arg("-m").output().expect("php-fpm8.2 -m");
+    let m = Command::new(fpm_bin())
+        .arg("-m")
+        .output()
+        .expect("php-fpm -m");
     assert!(
         String::from_utf8_lossy(&m.stdout)
             .lines()
             .any(|l| l.trim() == "sqlite3"),
-        "the sqlite3 extension is missing from {FPM} (php8.2-sqlite3; scripts/install-test-deps.sh):\n{}",
+        "the sqlite3 extension is missing from {} (php8.2-sqlite3; scripts/install-test-deps.sh):\n{}",
+        fpm_bin(),
         String::from_utf8_lossy(&m.stdout)
     );
     let dir = tempdir("php-fpm-sqlite");

@@ -4,6 +4,7 @@
 // ZendMM alone. Preloaded before libheaplive.so.
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stddef.h>
 
@@ -20,6 +21,9 @@ static void (*mm_free)(void *, void *);
 static void *(*mm_realloc)(void *, void *, size_t);
 static void *heap;
 static unsigned long allocs;
+// PHP 7.4's CLI closes fd 2 at shutdown (its STDERR stream): the count is
+// written to a copy of it taken at start.
+static int err_fd = 2;
 
 static void *h_alloc(size_t n) {
     int saved = *(int *)heap;
@@ -47,6 +51,8 @@ static int hooker_post_startup(void) {
 }
 
 __attribute__((constructor)) static void init(void) {
+    int fd = fcntl(2, F_DUPFD_CLOEXEC, 100);
+    if (fd >= 0) err_fd = fd;
     post_startup = dlsym(RTLD_DEFAULT, "zend_post_startup_cb");
     get_heap = dlsym(RTLD_DEFAULT, "zend_mm_get_heap");
     set_handlers = dlsym(RTLD_DEFAULT, "zend_mm_set_custom_handlers");
@@ -59,5 +65,5 @@ __attribute__((constructor)) static void init(void) {
 }
 
 __attribute__((destructor)) static void fini(void) {
-    if (heap) fprintf(stderr, "other-hooker: %lu allocations\n", allocs);
+    if (heap) dprintf(err_fd, "other-hooker: %lu allocations\n", allocs);
 }

@@ -367,6 +367,11 @@ pub fn write_locked(
     if !snap.complete {
         return Err(no_memory());
     }
+    // Where the resident memory is, by kind (ZendMM in PHP mode; in PHP
+    // mode also in NAME.maps.txt beside the dump): read now, at the
+    // snapshot, not after symbolizing (which can take a second, long
+    // enough for a request to end).
+    let (rss, smaps) = crate::background::rss::describe();
     let (profile, variance) = build_profile(st, Which::Live(&snap.entries))?;
     crate::background::dumper::poll_signals(&mut st.queued);
     let total = profile.total_bytes();
@@ -418,8 +423,17 @@ pub fn write_locked(
     }
     let ms = (sys::now_nanos() - t0) as f64 / 1e6;
     let samples: usize = snap.entries.len();
-    // Where the resident memory is, by kind (ZendMM when PHP mode hooks it).
-    let rss = crate::background::rss::describe(crate::hot::php::heap() != 0);
+    if let Some(smaps) = smaps.filter(|_| crate::background::rss::wanted()) {
+        write_maps(
+            &written,
+            &smaps,
+            why,
+            pid,
+            cfg.exe.as_str(),
+            n,
+            path.is_some(),
+        );
+    }
     let own = ownheap::usage();
     log::line(format_args!(
         "heaplive[{}]: {} dump {}{}: {} live{} in {} samples over {} stacks; {} (heaplive {}, {} in use); snapshot {:.2} ms, took {:.1} ms",
@@ -447,6 +461,36 @@ pub fn write_locked(
         path: written,
         total,
     })
+}
+
+/// Writes `NAME.maps.txt` beside the dump `written` (PHP mode): resident
+/// memory by kind. A failure is one line; the dump stands.
+fn write_maps(written: &Path, smaps: &str, why: &str, pid: u32, exe: &str, n: u32, explicit: bool) {
+    // heaplive_dump("/dev/stdout") and the like: no file beside it.
+    if explicit && !std::fs::symlink_metadata(written).is_ok_and(|m| m.is_file()) {
+        return;
+    }
+    let rss = crate::background::rss::maps_path(written);
+    let header = if explicit {
+        format!(
+            "heaplive: {exe} (pid {pid}), {why} dump {}",
+            written.display()
+        )
+    } else {
+        format!("heaplive: {exe} (pid {pid}), {why} dump {n}")
+    };
+    let text = crate::background::rss::maps_text(smaps, &header);
+    let r = if explicit {
+        output::write_explicit(&rss, &mut |w| w.write_all(text.as_bytes()))
+    } else {
+        output::write_with_fallback(&rss, &mut |w| w.write_all(text.as_bytes()))
+    };
+    if let Err(e) = r {
+        log::line(format_args!(
+            "heaplive[{pid}]: {}: {e} (the dump itself is written)",
+            rss.display()
+        ));
+    }
 }
 
 /// At exit: when the peak was above the live total now, writes the stacks

@@ -55,9 +55,13 @@ const ZEND_INTERNAL_FUNCTION: u8 = 1;
 const ZEND_USER_FUNCTION: u8 = 2;
 
 /// The versions heaplive knows. 8.2 was compiled against the headers of
-/// Debian's 8.2.36 (and walked); 7.4 against its release sources; 8.0, 8.1
-/// and 8.3 come from reli-prof's headers and 8.4 from phpspy's (see the
-/// PHP research notes).
+/// Debian's 8.2.36 (and walked); 7.4 against its release sources and run
+/// (scripts/check-php-version.sh 7.4); 8.0, 8.1 and 8.3 were compiled from
+/// reli-prof's headers (`offsetof`, the same headers give 7.4's and 8.2's
+/// values exactly) and 8.4 comes from phpspy's, checked by hand against
+/// reli-prof's 8.4 header (see the PHP research notes). 8.4's
+/// `internal_handler` is left out: the headers read disagree on
+/// `zend_internal_function`'s common part.
 const TABLE: [Offsets; 6] = [
     Offsets {
         major: 7,
@@ -66,8 +70,8 @@ const TABLE: [Offsets; 6] = [
         op_opcodes: 64,
         op_filename: 136,
         op_line_start: 144,
-        cg_function_table: None,
-        internal_handler: None,
+        cg_function_table: Some(56),
+        internal_handler: Some(48),
         api_no: 20190902,
     },
     Offsets {
@@ -77,8 +81,8 @@ const TABLE: [Offsets; 6] = [
         op_opcodes: 72,
         op_filename: 144,
         op_line_start: 152,
-        cg_function_table: None,
-        internal_handler: None,
+        cg_function_table: Some(56),
+        internal_handler: Some(56),
         api_no: 20200930,
     },
     Offsets {
@@ -88,8 +92,8 @@ const TABLE: [Offsets; 6] = [
         op_opcodes: 72,
         op_filename: 144,
         op_line_start: 152,
-        cg_function_table: None,
-        internal_handler: None,
+        cg_function_table: Some(56),
+        internal_handler: Some(56),
         api_no: 20210902,
     },
     Offsets {
@@ -110,8 +114,8 @@ const TABLE: [Offsets; 6] = [
         op_opcodes: 80,
         op_filename: 144,
         op_line_start: 152,
-        cg_function_table: None,
-        internal_handler: None,
+        cg_function_table: Some(56),
+        internal_handler: Some(72),
         api_no: 20230831,
     },
     Offsets {
@@ -193,6 +197,11 @@ pub fn set_heap(heap: usize, block_size_fn: usize) {
 
 pub fn heap() -> usize {
     HEAP.load(Acquire)
+}
+
+/// Is this a PHP process heaplive reads (PHP mode on)?
+pub fn detected() -> bool {
+    EG.load(Acquire) != 0
 }
 
 /// Marks the calling thread as the one that runs PHP code: only its samples

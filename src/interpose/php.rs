@@ -43,7 +43,7 @@ struct Syms {
     mm_block_size: AtomicUsize,
     register_module: AtomicUsize,
     module_version: AtomicUsize,
-    find_ptr_lc: AtomicUsize,
+    str_find: AtomicUsize,
     ini_long: AtomicUsize,
     ini_string: AtomicUsize,
     compiler_globals: AtomicUsize,
@@ -62,7 +62,7 @@ static S: Syms = Syms {
     mm_block_size: Z,
     register_module: Z,
     module_version: Z,
-    find_ptr_lc: Z,
+    str_find: Z,
     ini_long: Z,
     ini_string: Z,
     compiler_globals: Z,
@@ -136,7 +136,8 @@ pub fn init() {
         (&S.mm_block_size, b"_zend_mm_block_size\0"),
         (&S.register_module, b"zend_register_internal_module\0"),
         (&S.module_version, b"zend_get_module_version\0"),
-        (&S.find_ptr_lc, b"zend_hash_str_find_ptr_lc\0"),
+        // Not zend_hash_str_find_ptr_lc: 7.4 does not export it.
+        (&S.str_find, b"zend_hash_str_find\0"),
         (&S.ini_long, b"zend_ini_long\0"),
         (&S.ini_string, b"zend_ini_string\0"),
         (&S.compiler_globals, b"compiler_globals\0"),
@@ -619,7 +620,7 @@ fn wrap_gc_mem_caches() {
     let (Some((a, b, _, _)), cg, find) = (
         version(),
         S.compiler_globals.load(Relaxed),
-        S.find_ptr_lc.load(Relaxed),
+        S.str_find.load(Relaxed),
     ) else {
         return;
     };
@@ -638,14 +639,21 @@ fn wrap_gc_mem_caches() {
     if ft == 0 {
         return;
     }
+    // The function table's keys are lower case; the value is a zval
+    // whose first word is the zend_function pointer.
     let name = c"gc_mem_caches";
-    let f = c!(
+    let zv = c!(
         find,
         fn(usize, *const c_char, usize) -> usize,
         ft,
         name.as_ptr(),
         name.count_bytes()
     );
+    if zv == 0 {
+        return;
+    }
+    // SAFETY: zv is a live zval of the persistent function table.
+    let f = unsafe { (zv as *const usize).read() };
     if f == 0 {
         return;
     }
@@ -657,12 +665,25 @@ fn wrap_gc_mem_caches() {
         }
         let h = (f + h_off) as *mut usize;
         let orig = h.read();
-        if orig == 0 {
+        // The handler is code of PHP itself: an offset that is wrong for
+        // this build finds something else there, and nothing is written.
+        if orig == 0 || !same_object(orig, S.module_version.load(Relaxed)) {
             return;
         }
         GC_MEM_CACHES.store(orig, Relaxed);
         h.write(gc_mem_caches as *const () as usize);
     }
+}
+
+/// Are `a` and `b` addresses in the same loaded object (dladdr's base)?
+fn same_object(a: usize, b: usize) -> bool {
+    let base = |addr: usize| {
+        let mut info: libc::Dl_info = unsafe { core::mem::zeroed() };
+        // SAFETY: a valid out-pointer; dladdr only looks the address up.
+        let ok = unsafe { libc::dladdr(addr as *const c_void, &mut info) };
+        (ok != 0).then_some(info.dli_fbase as usize)
+    };
+    matches!((base(a), base(b)), (Some(x), Some(y)) if x == y && x != 0)
 }
 
 extern "C" fn gc_mem_caches(ex: *mut c_void, rv: *mut c_void) {

@@ -350,11 +350,12 @@ pub struct MergeArgs {
     long_about = "Renders folded files (summed when several) as an interactive SVG flame graph
 of live bytes: the width of a box is the live memory allocated under that
 call. Click to zoom, Ctrl-F to search. Writes to standard output without -o.",
-    override_usage = "heaplive flamegraph FILE... [-o OUT.svg] [--title TITLE]",
+    override_usage = "heaplive flamegraph FILE... [-o OUT.svg] [--title TITLE] [--php]",
     after_help = "\
 Examples:
   heaplive flamegraph heaplive.php-fpm8.2.4242.3.folded -o live.svg
-  heaplive flamegraph heaplive.php-fpm8.2.*.3.folded > pool.svg",
+  heaplive flamegraph heaplive.php-fpm8.2.*.3.folded > pool.svg
+  heaplive flamegraph --php heaplive.php-fpm8.2.4242.3.folded -o php.svg",
     help_template = TEMPLATE
 )]
 pub struct FlameArgs {
@@ -365,6 +366,13 @@ pub struct FlameArgs {
     /// name heaplive.<exe>.<pid>.<n>.folded and the file's modification time)
     #[arg(long, value_name = "TITLE")]
     pub title: Option<String>,
+    /// PHP frames only (dumps of php-fpm and php-cli), as `top --php`:
+    /// native frames are folded away, so the graph reads '{main}
+    /// (index.php:12)' above 'Repo::load (Repo.php:41)'; ZendMM memory keeps
+    /// its [zend_mm] leaf, and stacks with no PHP frame go under '[no PHP
+    /// code]'
+    #[arg(long)]
+    pub php: bool,
     #[arg(value_name = "FILE", required = true, num_args = 1..)]
     pub files: Vec<String>,
 }

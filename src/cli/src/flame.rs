@@ -13,9 +13,13 @@ pub fn main(a: FlameArgs) -> Res<()> {
     let FlameArgs {
         output,
         title,
+        php,
         files,
     } = a;
-    let profile = folded::load_all(&files)?;
+    let mut profile = folded::load_all(&files)?;
+    if php {
+        profile = crate::top::php_frames_only(&profile);
+    }
     if profile.total() == 0 {
         return error(format!(
             "{}: every count is 0, nothing to draw",

@@ -83,9 +83,9 @@ fn is_php_frame(frame: &str) -> bool {
             })
 }
 
-/// The profile with native frames folded away (`top --php`): stacks that
-/// become the same are merged.
-fn php_frames_only(p: &Profile) -> Profile {
+/// The profile with native frames folded away (`top --php`, `flamegraph
+/// --php`): stacks that become the same are merged.
+pub fn php_frames_only(p: &Profile) -> Profile {
     let mut stacks: std::collections::BTreeMap<String, u64> = Default::default();
     for (stack, &count) in &p.stacks {
         let kept: Vec<&str> = stack.split(';').filter(|f| is_php_frame(f)).collect();
