@@ -95,7 +95,7 @@ pub(crate) fn fcgi_get(
         ("REMOTE_PORT", "40000"),
         ("REQUEST_METHOD", "GET"),
         ("REQUEST_URI", uri),
-        ("SCRIPT_NAME", uri),
+        ("SCRIPT_NAME", uri.split('?').next().unwrap_or(uri)),
         ("SCRIPT_FILENAME", script_s),
         ("DOCUMENT_ROOT", docroot),
         ("QUERY_STRING", query),
@@ -218,6 +218,8 @@ pub(crate) struct FpmOpts {
     /// false: no LD_PRELOAD (for comparisons).
     pub preload: bool,
     pub memory_limit: &'static str,
+    /// More lines for the pool section.
+    pub pool_extra: &'static str,
 }
 
 impl Default for FpmOpts {
@@ -226,6 +228,7 @@ impl Default for FpmOpts {
             children: 2,
             preload: true,
             memory_limit: "1024M",
+            pool_extra: "",
         }
     }
 }
@@ -243,6 +246,10 @@ impl Fpm {
         self.child.id()
     }
 
+    pub(crate) fn port(&self) -> u16 {
+        self.port
+    }
+
     pub(crate) fn start(dir: &Path, zend_alloc: bool, extra_env: &[(&str, &str)]) -> Fpm {
         Fpm::start_opts(dir, zend_alloc, extra_env, &FpmOpts::default())
     }
@@ -257,6 +264,7 @@ impl Fpm {
             children,
             preload,
             memory_limit,
+            pool_extra,
         } = *opts;
         require_fpm();
         let port = {
@@ -281,8 +289,10 @@ impl Fpm {
              pm.max_children = {children}\n\
              pm.status_path = /fpm-status\n\
              php_admin_value[memory_limit] = {memory_limit}\n\
-             php_admin_value[max_execution_time] = 0\n",
+             php_admin_value[max_execution_time] = 0\n\
+             {pool_extra}",
             d = dir.display(),
+            pool_extra = pool_extra,
             children = children,
             memory_limit = memory_limit,
             user = if root {

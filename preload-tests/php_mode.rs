@@ -872,7 +872,7 @@ fn fpm_per_request_reset() {
 /// Dates a script an hour back: opcache does not cache files changed in
 /// the last 2 s (opcache.file_update_protection), which would make the
 /// first requests of whichever run comes first differ.
-fn age(p: &Path) {
+pub(crate) fn age(p: &Path) {
     let c = std::ffi::CString::new(p.to_str().unwrap()).unwrap();
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -922,6 +922,7 @@ fn fpm_memory_limit_then_next_request_is_profiled() {
             children: 1,
             preload,
             memory_limit: "32M",
+            ..FpmOpts::default()
         };
         let fpm = Fpm::start_opts(&d, true, &[("HEAPLIVE_SAMPLE_INTERVAL", "64K")], &opts);
         let r = fpm.get(&limit);

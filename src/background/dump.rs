@@ -359,14 +359,9 @@ pub fn write_locked(
     path: Option<&Path>,
     why: &str,
 ) -> std::io::Result<Written> {
-    write_view(
-        st,
-        Which::Live(&snap.entries),
-        snap,
-        path,
-        why,
-        &|_, _| String::new(),
-    )
+    write_view(st, Which::Live(&snap.entries), snap, path, why, &|_, _| {
+        String::new()
+    })
 }
 
 /// Writes the next dump of `which` (`snap`: the live snapshot it comes

@@ -107,9 +107,7 @@ pub fn oom(info: &PhpOom) {
                 return;
             }
             // Started: it ends soon.
-            if DONE.load(Acquire) >= id
-                || sys::now_nanos().saturating_sub(t0) > 6 * WAIT_NS
-            {
+            if DONE.load(Acquire) >= id || sys::now_nanos().saturating_sub(t0) > 6 * WAIT_NS {
                 return;
             }
         }
@@ -229,7 +227,11 @@ fn write_job(job: Job) {
                     let (top, frames) = top_stack(p);
                     format!(
                         "{} peaked at {} ZendMM live ({}); top stack {}: {}; ",
-                        if request.is_empty() { "[request]" } else { request },
+                        if request.is_empty() {
+                            "[request]"
+                        } else {
+                            request
+                        },
                         log::human_bytes(*peak as f64),
                         kind(),
                         log::human_bytes(top as f64),

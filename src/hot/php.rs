@@ -736,7 +736,10 @@ pub fn make_request_frame(sg: usize, cli: bool, uri: usize) -> usize {
             t.push_bytes(b"-");
         } else {
             let b = p.as_bytes();
-            let base = b.iter().rposition(|&c| c == b'/').map_or(b, |i| &b[i + 1..]);
+            let base = b
+                .iter()
+                .rposition(|&c| c == b'/')
+                .map_or(b, |i| &b[i + 1..]);
             t.push_bytes(base);
         }
     } else {
@@ -747,7 +750,8 @@ pub fn make_request_frame(sg: usize, cli: bool, uri: usize) -> usize {
         t.push_bytes(b" ");
         let mut p = StackBuf::<{ names::MAX_NAME }>::new();
         let got = (uri != 0 && push_cstr(pid, uri, 512, &mut p))
-            || (word(&w, SG_REQUEST_URI) != 0 && push_cstr(pid, word(&w, SG_REQUEST_URI), 512, &mut p));
+            || (word(&w, SG_REQUEST_URI) != 0
+                && push_cstr(pid, word(&w, SG_REQUEST_URI), 512, &mut p));
         if got && !p.as_bytes().is_empty() {
             push_endpoint(p.as_bytes(), &mut t);
         } else {

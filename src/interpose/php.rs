@@ -645,10 +645,7 @@ fn wrap_error_cb(major: u32, minor: u32) {
 /// pointer on x86-64) as the fifth; later ones four, and the fifth register
 /// is passed on unread.
 extern "C" fn error_cb(ty: c_int, file: usize, line: u32, message: usize, args: usize) {
-    if ty & !E_DONT_BAIL == E_ERROR
-        && !crate::hot::guard::busy()
-        && !OOM_DUMPED.load(Relaxed)
-    {
+    if ty & !E_DONT_BAIL == E_ERROR && !crate::hot::guard::busy() && !OOM_DUMPED.load(Relaxed) {
         let _errno = sys::ErrnoGuard::save();
         memory_limit_dump(file, line, message);
     }
