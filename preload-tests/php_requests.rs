@@ -48,9 +48,16 @@ fn fpm_log_lines(dir: &Path) -> Vec<String> {
     t.lines()
         .map(|l| {
             let l = l.split_once("] ").map_or(l, |(_, r)| r);
-            l.chars()
-                .map(|c| if c.is_ascii_digit() { '#' } else { c })
-                .collect::<String>()
+            // Numbers (pids, sizes) as one `#`.
+            let mut out = String::new();
+            for c in l.chars() {
+                if !c.is_ascii_digit() {
+                    out.push(c);
+                } else if !out.ends_with('#') {
+                    out.push('#');
+                }
+            }
+            out
         })
         .filter(|l| {
             !l.contains("systemd monitor")

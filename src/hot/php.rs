@@ -721,18 +721,16 @@ pub fn make_request_frame(sg: usize, cli: bool, uri: usize) -> usize {
     if sg == 0 {
         return 0;
     }
-    let pid = crate::hot::sys::getpid() as i32;
-    let mut w = [0u8; 48];
-    if read(pid, sg, &mut w) < 48 {
-        return 0;
-    }
+    let mut w = [0u8; 56];
+    // SAFETY: sapi_globals is a global of the executable, always mapped.
+    unsafe { core::ptr::copy_nonoverlapping(sg as *const u8, w.as_mut_ptr(), w.len()) };
     let mut t = StackBuf::<{ names::MAX_NAME }>::new();
     t.push_bytes(b"[");
     if cli {
         t.push_bytes(b"cli ");
         let script = word(&w, SG_PATH_TRANSLATED);
         let mut p = StackBuf::<{ names::MAX_NAME }>::new();
-        if script == 0 || !push_cstr(pid, script, 512, &mut p) || p.as_bytes().is_empty() {
+        if script == 0 || !read_cstr(script, 512, &mut p) || p.as_bytes().is_empty() {
             t.push_bytes(b"-");
         } else {
             let b = p.as_bytes();
@@ -744,14 +742,14 @@ pub fn make_request_frame(sg: usize, cli: bool, uri: usize) -> usize {
         }
     } else {
         let method = word(&w, SG_REQUEST_METHOD);
-        if method == 0 || !push_cstr(pid, method, 16, &mut t) {
+        if method == 0 || !read_cstr(method, 16, &mut t) {
             t.push_bytes(b"?");
         }
         t.push_bytes(b" ");
         let mut p = StackBuf::<{ names::MAX_NAME }>::new();
-        let got = (uri != 0 && push_cstr(pid, uri, 512, &mut p))
-            || (word(&w, SG_REQUEST_URI) != 0
-                && push_cstr(pid, word(&w, SG_REQUEST_URI), 512, &mut p));
+        let sg_uri = word(&w, SG_REQUEST_URI);
+        let got = (uri != 0 && read_cstr(uri, 512, &mut p))
+            || (sg_uri != 0 && read_cstr(sg_uri, 512, &mut p));
         if got && !p.as_bytes().is_empty() {
             push_endpoint(p.as_bytes(), &mut t);
         } else {
@@ -764,14 +762,49 @@ pub fn make_request_frame(sg: usize, cli: bool, uri: usize) -> usize {
 
 /// Appends the text of the zend_string at `zs` (at most 256 bytes); false
 /// if it cannot be read.
+///
+/// `zs` comes from the engine (an argument it passed us): where a seccomp
+/// filter refuses process_vm_readv, it is read directly.
 pub fn read_zstr(zs: usize, out: &mut StackBuf<{ names::MAX_NAME }>) -> bool {
-    push_zstr(crate::hot::sys::getpid() as i32, zs, 256, false, out)
+    if SAFE_READS.load(Relaxed) {
+        return push_zstr(crate::hot::sys::getpid() as i32, zs, 256, false, out);
+    }
+    if zs < 4096 {
+        return false;
+    }
+    // SAFETY: a zend_string the engine handed us: header, then `len` bytes.
+    unsafe {
+        let len = ((zs + ZSTR_LEN) as *const usize).read();
+        let text = core::slice::from_raw_parts((zs + ZSTR_VAL) as *const u8, len.min(256));
+        out.push_bytes(text);
+    }
+    true
 }
 
 /// Appends the C string at `p` (at most `max` bytes, up to 512); false if
-/// it cannot be read.
+/// it cannot be read. As `read_zstr` for pointers from the engine.
 pub fn read_cstr(p: usize, max: usize, out: &mut StackBuf<{ names::MAX_NAME }>) -> bool {
-    push_cstr(crate::hot::sys::getpid() as i32, p, max, out)
+    if SAFE_READS.load(Relaxed) {
+        return push_cstr(crate::hot::sys::getpid() as i32, p, max, out);
+    }
+    if p < 4096 {
+        return false;
+    }
+    // SAFETY: a NUL-terminated string the engine handed us; strnlen reads
+    // no further than its end or `max`.
+    unsafe {
+        let n = libc::strnlen(p as *const libc::c_char, max.min(512));
+        out.push_bytes(core::slice::from_raw_parts(p as *const u8, n));
+    }
+    true
+}
+
+/// process_vm_readv on ourselves works (checked once at start-up, where a
+/// seccomp filter may kill for it): PHP frames and the reads above use it.
+static SAFE_READS: AtomicBool = AtomicBool::new(false);
+
+pub fn set_safe_reads(ok: bool) {
+    SAFE_READS.store(ok, Relaxed);
 }
 
 /// The running request's ZendMM live total (un-biased bytes of its live

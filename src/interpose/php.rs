@@ -326,7 +326,9 @@ extern "C" fn post_startup_cb() -> c_int {
     } else {
         ""
     };
-    if !php::can_read_self() {
+    let safe_reads = php::can_read_self();
+    php::set_safe_reads(safe_reads);
+    if !safe_reads {
         log::line(format_args!(
             "heaplive[{}]: PHP {}: reading PHP's frames needs process_vm_readv, which a seccomp filter refuses here: PHP frames are off; {}malloc profiling {} on",
             pid(),
