@@ -375,6 +375,30 @@ fn fpm_only_heavy_requests_write_peak_dumps() {
         n
     });
     assert_eq!(sorted, files);
+
+    // The directory of dumps: endpoints by peak, and merged.
+    let d = dir.to_str().unwrap();
+    let o = heaplive(&["top", "--endpoints", "--bytes", d]);
+    assert!(o.status.success(), "{}", show(&o));
+    let text = stdout(&o);
+    let rows: Vec<Vec<&str>> = text
+        .lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(rows[0][4..], ["[GET", "/api/heavy]"], "{text}");
+    assert_eq!(rows[0][2], "50", "{text}");
+    assert!(rows[0][0].parse::<u64>().unwrap() >= 16 << 20, "{text}");
+    assert_eq!(rows[1][4..], ["[GET", "/api/last]"], "{text}");
+    assert!(!text.contains("/api/light"), "{text}");
+    let o = heaplive(&["merge", d]);
+    assert!(o.status.success(), "{}", show(&o));
+    let merged: u64 = stdout(&o)
+        .lines()
+        .filter(|l| l.starts_with("[GET /api/heavy];"))
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
+        .sum();
+    assert!(merged >= 50 * (16 << 20), "{merged}");
 }
 
 /// A long-running php-cli consumer that keeps 100 KiB per job in a static

@@ -1040,6 +1040,25 @@ mod tests {
     }
 
     #[test]
+    fn endpoints_drop_the_query_and_ids() {
+        let e = |p: &[u8]| {
+            let mut t = StackBuf::<{ names::MAX_NAME }>::new();
+            push_endpoint(p, &mut t);
+            String::from_utf8(t.as_bytes().to_vec()).unwrap()
+        };
+        assert_eq!(e(b"/api/report?id=7&x=1"), "/api/report");
+        assert_eq!(e(b"/user/12345/orders"), "/user/{n}/orders");
+        assert_eq!(
+            e(b"/doc/3f2a9c1e-77b0-4c1e-9a55-0d3e2f1a6b7c#top"),
+            "/doc/{id}"
+        );
+        // Words stay, even hexadecimal-looking ones without digits.
+        assert_eq!(e(b"/v2/deadbeefdeadbeefcafe"), "/v2/deadbeefdeadbeefcafe");
+        assert_eq!(e(b"/"), "/");
+        assert_eq!(e(b"/index.php"), "/index.php");
+    }
+
+    #[test]
     fn versions_parse() {
         assert_eq!(parse_version(b"8.2.36"), Some((8, 2, 36)));
         assert_eq!(parse_version(b"8.3.0RC1"), Some((8, 3, 0)));
