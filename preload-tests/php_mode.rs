@@ -234,7 +234,7 @@ fn cli_build_cache_is_attributed_to_its_php_function_and_line() {
         .unwrap();
     assert!(
         stdout(&top).lines().nth(1).is_some_and(|l| l.ends_with(
-            "[zend_mm] <- str_repeat [internal] <- build_cache (cache.php:6) <- {main} (build.php:4)"
+            "[zend_mm] <- str_repeat [internal] <- build_cache (cache.php:6) <- {main} (build.php:4) <- [cli build.php]"
         )),
         "{}",
         show(&top)
