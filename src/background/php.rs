@@ -22,14 +22,14 @@
 use crate::background::dump::{DUMP, Snapshot, Which, top_stack, write_view};
 use crate::hot::services::PhpOom;
 use crate::hot::{config, guard, log, stacks, sys, trigger};
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering::*};
+use core::cell::UnsafeCell;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::*};
 
 /// How long the PHP thread waits for heaplive's thread to write the
 /// memory_limit dump before writing it itself.
 const WAIT_NS: u64 = 10_000_000_000;
-/// How long a PHP thread tries for the job queue's lock (held only for a
-/// push or a pop; longer means a fork copied it locked).
+/// How long a thread tries for the job queue's flag (held only for a push
+/// or a pop).
 const LOCK_NS: u64 = 2_000_000_000;
 
 enum Job {
@@ -47,24 +47,50 @@ enum Job {
     },
 }
 
-static QUEUE: Mutex<Vec<(u64, Job)>> = Mutex::new(Vec::new());
+/// The jobs for heaplive's thread, behind a flag of our own (not a std
+/// Mutex): a fork's child resets it (`reset_after_fork`), whoever held it
+/// in the parent.
+struct Queue {
+    busy: AtomicBool,
+    jobs: UnsafeCell<Vec<(u64, Job)>>,
+}
+
+// SAFETY: `jobs` is only touched by the holder of `busy`.
+unsafe impl Sync for Queue {}
+
+static QUEUE: Queue = Queue {
+    busy: AtomicBool::new(false),
+    jobs: UnsafeCell::new(Vec::new()),
+};
+/// Jobs queued and not yet taken (heaplive's thread looks at this first).
+static QUEUED: AtomicUsize = AtomicUsize::new(0);
 /// Numbers of the jobs queued and of the last memory_limit job written.
 static NEXT: AtomicU64 = AtomicU64::new(1);
 static DONE: AtomicU64 = AtomicU64::new(0);
 
-fn lock_within(ns: u64) -> Option<std::sync::MutexGuard<'static, Vec<(u64, Job)>>> {
+/// Runs `f` on the queue, trying for the flag for up to `ns` (it is held
+/// only for a push or a pop); None if it could not be had.
+fn with_queue<R>(ns: u64, f: impl FnOnce(&mut Vec<(u64, Job)>) -> R) -> Option<R> {
     let t0 = sys::now_nanos();
-    loop {
-        match QUEUE.try_lock() {
-            Ok(g) => return Some(g),
-            Err(std::sync::TryLockError::Poisoned(p)) => return Some(p.into_inner()),
-            Err(std::sync::TryLockError::WouldBlock) => {}
-        }
+    while QUEUE.busy.swap(true, Acquire) {
         if sys::now_nanos().saturating_sub(t0) > ns {
             return None;
         }
         std::thread::sleep(std::time::Duration::from_micros(200));
     }
+    // SAFETY: we hold `busy`.
+    let r = f(unsafe { &mut *QUEUE.jobs.get() });
+    QUEUE.busy.store(false, Release);
+    Some(r)
+}
+
+/// In a fork's child: the parent's jobs are not ours (forgotten, not
+/// freed: the parent may have been changing the list), and the flag is
+/// free (the child has no other thread).
+pub fn reset_after_fork() {
+    QUEUE.busy.store(false, Release);
+    let _ = with_queue(0, |q| std::mem::forget(std::mem::take(q)));
+    QUEUED.store(0, Relaxed);
 }
 
 fn text(b: &[u8]) -> String {
@@ -88,9 +114,17 @@ pub fn oom(info: &PhpOom) {
         request: text(info.request),
     };
     let id = NEXT.fetch_add(1, Relaxed);
-    match lock_within(LOCK_NS) {
-        Some(mut q) => q.push((id, job)),
-        None => return write_job(job),
+    let mut job = Some(job);
+    let queued = with_queue(LOCK_NS, |q| {
+        if let Some(j) = job.take() {
+            q.push((id, j));
+            QUEUED.fetch_add(1, Release);
+        }
+    });
+    if queued.is_none()
+        && let Some(j) = job
+    {
+        return write_job(j);
     }
     trigger::ensure_dumper();
     trigger::wake_dumper();
@@ -98,10 +132,12 @@ pub fn oom(info: &PhpOom) {
     while DONE.load(Acquire) < id {
         if sys::now_nanos().saturating_sub(t0) > WAIT_NS {
             // Take it back if heaplive's thread has not started it.
-            let mine = lock_within(LOCK_NS).and_then(|mut q| {
+            let mine = with_queue(LOCK_NS, |q| {
                 let i = q.iter().position(|(n, _)| *n == id)?;
+                QUEUED.fetch_sub(1, Relaxed);
                 Some(q.remove(i).1)
-            });
+            })
+            .flatten();
             if let Some(job) = mine {
                 write_job(job);
                 return;
@@ -138,9 +174,11 @@ pub fn request_peak(request: &[u8], peak: i64) {
         peak,
     };
     let id = NEXT.fetch_add(1, Relaxed);
-    if let Some(mut q) = lock_within(LOCK_NS) {
+    let queued = with_queue(LOCK_NS, |q| {
         q.push((id, job));
-    } else {
+        QUEUED.fetch_add(1, Release);
+    });
+    if queued.is_none() {
         return;
     }
     trigger::ensure_dumper();
@@ -149,17 +187,16 @@ pub fn request_peak(request: &[u8], peak: i64) {
 
 /// On heaplive's thread: writes the queued jobs.
 pub fn serve() {
-    loop {
-        let job = {
-            let Some(mut q) = lock_within(LOCK_NS) else {
-                return;
-            };
+    while QUEUED.load(Acquire) > 0 {
+        let Some(Some((id, job))) = with_queue(LOCK_NS, |q| {
             if q.is_empty() {
-                return;
+                return None;
             }
-            q.remove(0)
+            QUEUED.fetch_sub(1, Relaxed);
+            Some(q.remove(0))
+        }) else {
+            return;
         };
-        let (id, job) = job;
         write_job(job);
         DONE.fetch_max(id, Release);
     }
