@@ -75,6 +75,24 @@ pub(crate) fn fcgi_get(
     uri: &str,
     query: &str,
 ) -> Result<Response, String> {
+    fcgi_get_as(
+        port,
+        script,
+        uri,
+        query,
+        uri.split('?').next().unwrap_or(uri),
+    )
+}
+
+/// `fcgi_get` with SCRIPT_NAME given apart from REQUEST_URI (a front
+/// controller: `/index.php` serving `/api/report`).
+pub(crate) fn fcgi_get_as(
+    port: u16,
+    script: &Path,
+    uri: &str,
+    query: &str,
+    script_name: &str,
+) -> Result<Response, String> {
     let mut s =
         TcpStream::connect(("127.0.0.1", port)).map_err(|e| format!("connect to {port}: {e}"))?;
     s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
@@ -95,7 +113,7 @@ pub(crate) fn fcgi_get(
         ("REMOTE_PORT", "40000"),
         ("REQUEST_METHOD", "GET"),
         ("REQUEST_URI", uri),
-        ("SCRIPT_NAME", uri.split('?').next().unwrap_or(uri)),
+        ("SCRIPT_NAME", script_name),
         ("SCRIPT_FILENAME", script_s),
         ("DOCUMENT_ROOT", docroot),
         ("QUERY_STRING", query),

@@ -5,7 +5,7 @@
 //! (`make test`): missing, the tests fail.
 
 use crate::common::*;
-use crate::php_fpm::{Fpm, FpmOpts, Response, fcgi_get, top_stacks, wait_for};
+use crate::php_fpm::{Fpm, FpmOpts, Response, fcgi_get, fcgi_get_as, top_stacks, wait_for};
 use crate::php_mode::age;
 use std::path::{Path, PathBuf};
 
@@ -91,8 +91,15 @@ fn oom_run(dir: &Path, preload: bool, env: &[(&str, &str)]) -> OomRun {
     };
     let mut fpm = Fpm::start_opts(dir, true, env, &opts);
     let ctx = fpm.ctx();
-    let first = fcgi_get(fpm.port(), &report, "/api/report?id=7", "id=7")
-        .unwrap_or_else(|e| panic!("{e}\n{}", ctx()));
+    // A front controller: SCRIPT_NAME /index.php, REQUEST_URI the endpoint.
+    let first = fcgi_get_as(
+        fpm.port(),
+        &report,
+        "/api/report?id=7",
+        "id=7",
+        "/index.php",
+    )
+    .unwrap_or_else(|e| panic!("{e}\n{}", ctx()));
     // PHP's error is in the answer: the dump must be on disk and logged.
     let dump = preload.then(|| {
         let log = log_of(dir);
@@ -173,7 +180,9 @@ fn assert_same_as_plain(with: &OomRun, plain: &OomRun, ctx: &str) {
     assert_eq!(with.next.stderr, "", "{ctx}");
 }
 
-/// php-fpm, a request that exhausts memory_limit = 32M in fill_report():
+/// php-fpm, a request that exhausts memory_limit = 32M in fill_report()
+/// (`GET /api/report?id=7` through a front controller, SCRIPT_NAME
+/// /index.php: the root frame is `[GET /api/report]`):
 /// the dump is on disk (and its line logged) when the answer with PHP's
 /// error arrives, its largest stack is the rows made by fill_report on
 /// line 5 under the request's root frame, and holds most of the 32 MiB:
