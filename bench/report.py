@@ -77,7 +77,8 @@ workloads = []
 for (wl, cfg) in runs:
     if wl not in workloads and not wl.startswith("sweep-") and wl != "dump":
         workloads.append(wl)
-cfg_order = ["none", "null", "heaplive", "heaplive-exact", "heaptrack", "jemalloc", "jemalloc-prof"]
+cfg_order = ["none", "null", "heaplive-dormant", "heaplive", "heaplive-exact", "heaplive-exact-libgcc", "heaptrack", "jemalloc", "jemalloc-prof"]
+cfg_order += sorted({cfg for (_, cfg) in runs} - set(cfg_order))
 baseline = {c: "none" for c in cfg_order}
 baseline["jemalloc-prof"] = "jemalloc"
 

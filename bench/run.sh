@@ -19,7 +19,8 @@
 #   BENCH_WORKLOADS="churn cxxchurn sqlite3 jq python3 gcc"
 #   BENCH_CONFIGS="none null heaplive heaplive-exact heaptrack jemalloc jemalloc-prof"
 #                         (also: heaplive-exact-libgcc, exact mode with
-#                         HEAPLIVE_UNWIND=libgcc, the unwinder before the cache)
+#                         HEAPLIVE_UNWIND=libgcc, the unwinder before the cache;
+#                         heaplive-dormant, loaded with HEAPLIVE_START=0)
 #   BENCH_RESULTS=bench/RESULTS.md  where the report is appended
 #   BENCH_NO_BUILD=1      do not run cargo build (use target/release as is)
 #   CARGO_TARGET_DIR      where cargo builds, as for cargo (default target/)
@@ -130,6 +131,7 @@ cfg_env() {
         null) ENV=(LD_PRELOAD="$OUT/nullpreload.so") ;;
         heaplive) ENV=("${hl[@]}") ;;
         heaplive-exact) ENV=("${hl[@]}" HEAPLIVE_SAMPLE_INTERVAL=1) ;;
+        heaplive-dormant) ENV=("${hl[@]}" HEAPLIVE_START=0) ;;
         heaplive-exact-libgcc) ENV=("${hl[@]}" HEAPLIVE_SAMPLE_INTERVAL=1 HEAPLIVE_UNWIND=libgcc) ;;
         heaptrack) PREFIX=(heaptrack -o "$OUT/tmp/ht.$2") ;;
         jemalloc) ENV=(LD_PRELOAD="$JE") ;;

@@ -11,7 +11,7 @@
 
 static int status_dumps(void) {
     char path[64];
-    snprintf(path, sizeof path, "/tmp/heaplive-status/%d", (int)getpid());
+    snprintf(path, sizeof path, "/tmp/heaplive-%u/%d", (unsigned)geteuid(), (int)getpid());
     FILE *f = fopen(path, "r");
     if (!f) return 0;
     int n = 0;

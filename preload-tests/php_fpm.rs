@@ -238,6 +238,9 @@ pub(crate) struct FpmOpts {
     pub memory_limit: &'static str,
     /// More lines for the pool section.
     pub pool_extra: &'static str,
+    /// A second pool, `wd`, whose workers run as www-data (on
+    /// `Fpm::wd_port`), next to `www` (root's when the test runs as root).
+    pub www_data_pool: bool,
 }
 
 impl Default for FpmOpts {
@@ -247,6 +250,7 @@ impl Default for FpmOpts {
             preload: true,
             memory_limit: "1024M",
             pool_extra: "",
+            www_data_pool: false,
         }
     }
 }
@@ -257,6 +261,7 @@ pub(crate) struct Fpm {
     child: Child,
     dir: PathBuf,
     port: u16,
+    wd_port: Option<u16>,
 }
 
 impl Fpm {
@@ -283,13 +288,32 @@ impl Fpm {
             preload,
             memory_limit,
             pool_extra,
+            www_data_pool,
         } = *opts;
         require_fpm();
-        let port = {
-            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-            l.local_addr().unwrap().port()
-        };
+        // Both listeners held until both ports are known: two different
+        // free ports.
+        let listeners: Vec<std::net::TcpListener> = (0..2)
+            .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+            .collect();
+        let ports: Vec<u16> = listeners
+            .iter()
+            .map(|l| l.local_addr().unwrap().port())
+            .collect();
+        drop(listeners);
+        let port = ports[0];
         let root = unsafe { libc::geteuid() } == 0;
+        let wd_port = www_data_pool.then(|| {
+            assert!(root, "a www-data pool needs the tests to run as root");
+            // The workers of that pool write their log lines here after
+            // they switched user (their dumps go to /tmp: the test
+            // directory is not theirs).
+            let log = dir.join("heaplive.log");
+            std::fs::write(&log, "").unwrap();
+            std::fs::set_permissions(&log, std::os::unix::fs::PermissionsExt::from_mode(0o666))
+                .unwrap();
+            ports[1]
+        });
         let conf = format!(
             "[global]\n\
              pid = {d}/fpm.pid\n\
@@ -308,9 +332,22 @@ impl Fpm {
              pm.status_path = /fpm-status\n\
              php_admin_value[memory_limit] = {memory_limit}\n\
              php_admin_value[max_execution_time] = 0\n\
-             {pool_extra}",
+             {pool_extra}{wd}",
             d = dir.display(),
             pool_extra = pool_extra,
+            wd = match wd_port {
+                Some(p) => format!(
+                    "\n[wd]\n\
+                     user = www-data\n\
+                     group = www-data\n\
+                     listen = 127.0.0.1:{p}\n\
+                     pm = static\n\
+                     pm.max_children = {children}\n\
+                     php_admin_value[memory_limit] = {memory_limit}\n\
+                     php_admin_value[max_execution_time] = 0\n"
+                ),
+                None => String::new(),
+            },
             children = children,
             memory_limit = memory_limit,
             user = if root {
@@ -357,7 +394,9 @@ impl Fpm {
             child,
             dir: dir.to_path_buf(),
             port,
+            wd_port,
         };
+        let pools = if wd_port.is_some() { 2 } else { 1 };
         let master = fpm.pid();
         let ctx = fpm.ctx();
         wait_for("php-fpm: ready, all workers", &ctx, || {
@@ -367,7 +406,7 @@ impl Fpm {
             let ready = std::fs::read_to_string(dir.join("fpm.log"))
                 .unwrap_or_default()
                 .contains("ready to handle connections");
-            (ready && children_of(master).len() == children).then_some(())
+            (ready && children_of(master).len() == children * pools).then_some(())
         });
         fpm
     }
@@ -396,9 +435,19 @@ impl Fpm {
         }
     }
 
+    /// The port of the www-data pool (`FpmOpts::www_data_pool`).
+    pub(crate) fn wd_port(&self) -> u16 {
+        self.wd_port.expect("started with a www-data pool")
+    }
+
     pub(crate) fn get(&self, script: &Path) -> Response {
+        self.get_on(self.port, script)
+    }
+
+    /// A request to the pool listening on `port`.
+    pub(crate) fn get_on(&self, port: u16, script: &Path) -> Response {
         let name = format!("/{}", script.file_name().unwrap().to_string_lossy());
-        fcgi_get(self.port, script, &name, "")
+        fcgi_get(port, script, &name, "")
             .unwrap_or_else(|e| panic!("request {name}: {e}\n{}", self.ctx()()))
     }
 
@@ -515,11 +564,21 @@ pub(crate) fn start_holding_request(
     fpm: &Fpm,
     script: &Path,
 ) -> (std::thread::JoinHandle<Result<Response, String>>, u32) {
-    let port = fpm.port;
+    start_holding_request_on(fpm, fpm.port, script, &fpm.dir.join("busy.pid"))
+}
+
+/// `start_holding_request` on the pool listening on `port`, for a script
+/// that names its worker in `busy_file`.
+pub(crate) fn start_holding_request_on(
+    fpm: &Fpm,
+    port: u16,
+    script: &Path,
+    busy_file: &Path,
+) -> (std::thread::JoinHandle<Result<Response, String>>, u32) {
     let script2 = script.to_path_buf();
     let name = format!("/{}", script.file_name().unwrap().to_string_lossy());
     let h = std::thread::spawn(move || fcgi_get(port, &script2, &name, ""));
-    let busy_file = fpm.dir.join("busy.pid");
+    let busy_file = busy_file.to_path_buf();
     let ctx = fpm.ctx();
     let busy = wait_for("the script to finish its work (busy.pid)", &ctx, || {
         if h.is_finished() {
@@ -773,56 +832,192 @@ fn fpm_zendmm_sqlite3_allocations_are_seen() {
     );
 }
 
-/// A request holding a 50 MB string in `sleep(4)` (PHP through malloc),
-/// its worker signalled 8 times in a row (each once the previous dump is
-/// written): the sleep is not cut short (`sleep` returns 0), the response
-/// is what it is without signals, and every dump holds the string.
-#[test]
-fn fpm_request_sleep_is_not_cut_and_every_dump_holds_the_string() {
-    let dir = tempdir("php-fpm-sleep");
-    let mut fpm = Fpm::start(&dir, false, &[]);
+/// A request that holds a 67 MB PHP array (`array_fill` of 3.2 million
+/// ints: one packed block of 2^22 zvals) and sleeps in `sleep(1)` calls
+/// until the test creates its release file. It checks each sleep itself
+/// (returned 0 and lasted at least a second by `hrtime`) and counts the
+/// ones cut short. Writes its worker's pid to `busy`.
+fn sleeping_array_script(dir: &Path, name: &str, busy: &Path, release: &Path) -> PathBuf {
+    let text = format!(
+        "<?php\n\
+         $a = array_fill(0, 3200000, 7);\n\
+         file_put_contents('{busy}.tmp', getmypid());\n\
+         rename('{busy}.tmp', '{busy}');\n\
+         $cut = 0; $n = 0;\n\
+         do {{\n\
+             $t = hrtime(true); $r = sleep(1); $e = hrtime(true) - $t;\n\
+             if ($r !== 0 || $e < 1000000000) {{ $cut++; }}\n\
+             $n++;\n\
+         }} while (!file_exists('{release}') && $n < 600);\n\
+         echo 'sleeps cut short: ', $cut, '; array ', count($a), ' sum ', array_sum($a), \"\\n\";\n",
+        busy = busy.display(),
+        release = release.display(),
+    );
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+/// Issue 17's php-fpm check, for one way of running PHP's allocator
+/// (`zend_alloc`: ZendMM on, else USE_ZEND_ALLOC=0), in a pool of root's
+/// and in one of www-data's: a request holds a 67 MB array and sleeps; its
+/// worker gets 20 dump signals from `kill -USR2 PID` and then 20 from
+/// `pkill -USR2 -P MASTER -f 'pool NAME$'` (the pool's two workers), each
+/// once the previous dump of the busy worker is written. Every one of
+/// its 40 dumps holds the array (default sampling: a block of 67 MB is
+/// sampled with probability 1 - exp(-67 MB / 512 KiB) = 1 - e^-128, so the
+/// false-failure rate is about 40 e^-128 per pool), no sleep of the
+/// request was cut short (the script's own check), and the response is
+/// byte for byte the one php-fpm gives without the preload.
+fn fpm_request_signalled_forty_times(zend_alloc: bool) {
+    let tag = if zend_alloc { "zendmm" } else { "malloc" };
+    let dir = tempdir(&format!("php-fpm-sleep-{tag}"));
+    // The www-data pool's script writes its files here.
+    let wd_dir = dir.join("wd");
+    std::fs::create_dir(&wd_dir).unwrap();
+    std::fs::set_permissions(&wd_dir, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let pools = [("www", dir.to_path_buf()), ("wd", wd_dir)];
+    let scripts: Vec<(PathBuf, PathBuf, PathBuf)> = pools
+        .iter()
+        .map(|(name, d)| {
+            let (busy, release) = (d.join("busy.pid"), d.join("release"));
+            let script = sleeping_array_script(d, &format!("{name}.php"), &busy, &release);
+            (script, busy, release)
+        })
+        .collect();
+
+    // The responses without the preload (release created up front: one
+    // sleep each).
+    let want: Vec<String> = {
+        let d = tempdir(&format!("php-fpm-sleep-{tag}-plain"));
+        let opts = FpmOpts {
+            preload: false,
+            www_data_pool: true,
+            ..FpmOpts::default()
+        };
+        let mut fpm = Fpm::start_opts(&d, zend_alloc, &[], &opts);
+        let mut v = Vec::new();
+        for (i, (script, busy, release)) in scripts.iter().enumerate() {
+            std::fs::write(release, "").unwrap();
+            let port = if i == 0 { fpm.port } else { fpm.wd_port() };
+            let r = fpm.get_on(port, script);
+            assert!(
+                r.body()
+                    .starts_with("sleeps cut short: 0; array 3200000 sum 22400000"),
+                "without the preload: {:?} / {:?}\n{}",
+                r.stdout,
+                r.stderr,
+                fpm.ctx()()
+            );
+            v.push(r.stdout);
+            let _ = std::fs::remove_file(release);
+            let _ = std::fs::remove_file(busy);
+        }
+        assert!(fpm.quit().success());
+        v
+    };
+
+    let opts = FpmOpts {
+        www_data_pool: true,
+        ..FpmOpts::default()
+    };
+    let mut fpm = Fpm::start_opts(&dir, zend_alloc, &[], &opts);
     let ctx = fpm.ctx();
-    let script = holding_script(
-        &dir,
-        "sleep.php",
-        "$keep = str_repeat('x', 50000000);",
-        "$r = sleep(4); echo 'sleep returned ', var_export($r, true), ' len ', strlen($keep), \"\\n\";",
-    );
-    // The release file exists from the start: the script goes straight to
-    // its sleep after naming its worker.
-    std::fs::write(dir.join("release"), "").unwrap();
-    let (req, busy) = start_holding_request(&fpm, &script);
-    for i in 1..=8 {
-        kill(busy, libc::SIGUSR2);
-        wait_for("the worker's signal dump", &ctx, || {
-            let d = dumps_in_log(&dir, busy, "signal");
-            (d.len() >= i).then_some(())
-        });
-    }
-    let resp = req
-        .join()
-        .unwrap()
-        .unwrap_or_else(|e| panic!("the request: {e}\n{}", ctx()));
-    assert_eq!(
-        resp.body().trim(),
-        "sleep returned 0 len 50000000",
-        "stderr {:?}\n{}",
-        resp.stderr,
-        ctx()
-    );
-    assert!(alive(busy), "the worker died\n{}", ctx());
-    let files = dumps_in_log(&dir, busy, "signal");
-    assert_eq!(files.len(), 8, "{}", ctx());
-    for f in &files {
-        let stacks = parse_folded(f);
-        assert!(
-            stacks.iter().any(|s| s.bytes >= 50_000_000),
-            "{} does not hold the 50 MB string\ntop stacks:\n{}\n{}",
-            f.display(),
-            top_stacks(&stacks, 5),
+    let master = fpm.pid();
+    for (i, (script, busy_file, release)) in scripts.iter().enumerate() {
+        let (pool, port) = if i == 0 {
+            ("www", fpm.port)
+        } else {
+            ("wd", fpm.wd_port())
+        };
+        let (req, busy) = start_holding_request_on(&fpm, port, script, busy_file);
+        let uid = std::fs::read_to_string(format!("/proc/{busy}/status"))
+            .unwrap_or_default()
+            .lines()
+            .find_map(|l| {
+                Some(
+                    l.strip_prefix("Uid:")?
+                        .split_whitespace()
+                        .next()?
+                        .to_string(),
+                )
+            });
+        assert_eq!(
+            uid.as_deref(),
+            Some(if i == 0 { "0" } else { "33" }),
+            "{pool}: the worker's user (root, www-data)\n{}",
             ctx()
         );
+        let signal_dumps = || dumps_in_log(&dir, busy, "signal");
+        let before = signal_dumps().len();
+        for n in 1..=40 {
+            let o = if n <= 20 {
+                Command::new("kill")
+                    .args(["-USR2", &busy.to_string()])
+                    .output()
+            } else {
+                Command::new("pkill")
+                    .args(["-USR2", "-P", &master.to_string(), "-f"])
+                    .arg(format!("pool {pool}$"))
+                    .output()
+            }
+            .unwrap();
+            assert!(o.status.success(), "{pool}: signal {n}: {}", show(&o));
+            wait_for(&format!("{pool}: the busy worker's dump {n}"), &ctx, || {
+                (signal_dumps().len() >= before + n).then_some(())
+            });
+        }
+        std::fs::write(release, "").unwrap();
+        let resp = req
+            .join()
+            .unwrap()
+            .unwrap_or_else(|e| panic!("{pool}: the request: {e}\n{}", ctx()));
+        assert_eq!(
+            resp.stdout,
+            want[i],
+            "{pool}: the response differs from the one without the preload (stderr {:?})\n{}",
+            resp.stderr,
+            ctx()
+        );
+        assert!(alive(busy), "{pool}: the worker died\n{}", ctx());
+        let files = signal_dumps();
+        assert_eq!(files.len(), before + 40, "{pool}\n{}", ctx());
+        for f in &files[before..] {
+            let stacks = parse_folded(f);
+            assert!(
+                stacks.iter().any(|s| s.bytes >= 64 << 20),
+                "{pool}: {} does not hold the 67 MB array\ntop stacks:\n{}\n{}",
+                f.display(),
+                top_stacks(&stacks, 5),
+                ctx()
+            );
+        }
     }
     let st = fpm.quit();
     assert!(st.success(), "exit status after SIGQUIT: {st}\n{}", ctx());
+    let log = std::fs::read_to_string(dir.join("heaplive.log")).unwrap_or_default();
+    // The www-data workers' files went to /tmp (the test directory is
+    // root's): every file a log line names outside it, and its views.
+    for word in log.split_whitespace() {
+        let f = word.trim_end_matches(':');
+        if let Some(stem) = f.strip_suffix(".folded")
+            && f.starts_with("/tmp/fpm.")
+            && !Path::new(f).starts_with(&*dir)
+        {
+            for v in ["", ".alloc", ".samples", ".peak"] {
+                let _ = std::fs::remove_file(format!("{stem}{v}.folded"));
+            }
+        }
+    }
+    assert!(!log.contains("dump failed"), "a dump failed\n{}", ctx());
+}
+
+#[test]
+fn fpm_zendmm_request_sleep_is_not_cut_and_forty_dumps_hold_the_array() {
+    fpm_request_signalled_forty_times(true);
+}
+
+#[test]
+fn fpm_malloc_request_sleep_is_not_cut_and_forty_dumps_hold_the_array() {
+    fpm_request_signalled_forty_times(false);
 }

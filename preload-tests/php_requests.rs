@@ -88,6 +88,7 @@ fn oom_run(dir: &Path, preload: bool, env: &[(&str, &str)]) -> OomRun {
         preload,
         memory_limit: "32M",
         pool_extra: POOL,
+        ..FpmOpts::default()
     };
     let mut fpm = Fpm::start_opts(dir, true, env, &opts);
     let ctx = fpm.ctx();

@@ -451,3 +451,185 @@ fn heaplive_dump_command_does_not_cut_a_sleep() {
     );
     assert_eq!(rest, "sleep returned 0\n", "{}", show(&o));
 }
+
+/// `sig_mid_dump_sites.h`: `n` call sites, each holding one small block
+/// from its own function, so the first dump has `n` stacks to symbolize.
+fn mid_dump_sites(n: usize) -> String {
+    let mut s = format!("static void *held[{n}];\n");
+    for i in 0..n {
+        s += &format!(
+            "__attribute__((noinline)) static void *site_{i}(void) {{ return malloc({}); }}\n",
+            16 + i % 64
+        );
+    }
+    s += "__attribute__((noinline)) static void hold_all_sites(void) {\n";
+    for i in 0..n {
+        s += &format!("    held[{i}] = site_{i}();\n");
+    }
+    s + "}\n"
+}
+
+/// A dump signal that arrives while heaplive's thread is still building
+/// the previous dump (the first dump of a program with 600 call sites:
+/// libc's debug information and 600 stacks to symbolize) is snapshotted
+/// right away, not after that dump: the program's handler, which heaplive
+/// runs right after the snapshot, sees that the first dump is not finished
+/// yet, and the second dump holds what the heap held at the second signal
+/// (B, freed by the program as soon as the handler ran), not A (freed
+/// before it) nor C (allocated after). Exact mode. The check is about
+/// order, not time: a run where the first dump was finished before the
+/// program even sent the second signal says nothing and is run again
+/// (at most three times).
+#[test]
+fn signal_during_a_slow_dump_is_snapshotted_at_once() {
+    let dir = tempdir("mid-dump");
+    std::fs::write(dir.join("sig_mid_dump_sites.h"), mid_dump_sites(600)).unwrap();
+    let inc = dir.to_str().unwrap().to_string();
+    let prog = compile("sig_mid_dump.c", "sig_mid_dump", &dir, &["-I", &inc]);
+    for attempt in 1..=3 {
+        for f in std::fs::read_dir(&*dir).unwrap().flatten() {
+            if f.path().extension().is_some_and(|x| x == "folded") {
+                std::fs::remove_file(f.path()).unwrap();
+            }
+        }
+        let o = run_preloaded(
+            &dir,
+            &prog,
+            &[],
+            &[
+                ("HEAPLIVE_SAMPLE_INTERVAL", "1"),
+                ("HEAPLIVE_DUMP_AT_EXIT", "0"),
+            ],
+        );
+        assert!(o.status.success(), "{}", show(&o));
+        let out = stdout(&o);
+        let field = |name: &str| -> i64 {
+            out.split_whitespace()
+                .find_map(|w| w.strip_prefix(&format!("{name}=")))
+                .and_then(|v| v.parse().ok())
+                .unwrap_or_else(|| panic!("no {name}= in the output\n{}", show(&o)))
+        };
+        if field("conclusive") != 1 {
+            eprintln!("attempt {attempt}: the first dump was done before the second signal");
+            continue;
+        }
+        assert_eq!(
+            field("dumps_at_ack2"),
+            0,
+            "the second signal was snapshotted only after the first dump was finished\n{}",
+            show(&o)
+        );
+        let files = folded_files(&dir);
+        assert_eq!(files.len(), 2, "{files:?}\n{}", show(&o));
+        let first = bytes_by_leaf(&parse_folded(&files[0]));
+        let second = bytes_by_leaf(&parse_folded(&files[1]));
+        let at = |m: &std::collections::BTreeMap<String, u64>, k: &str| m.get(k).copied();
+        assert_eq!(
+            (
+                at(&first, "keep_a"),
+                at(&first, "keep_b"),
+                at(&first, "keep_c")
+            ),
+            (Some(1_000_000), None, None),
+            "first dump: the heap at the first signal\n{}",
+            show(&o)
+        );
+        assert_eq!(
+            (
+                at(&second, "keep_a"),
+                at(&second, "keep_b"),
+                at(&second, "keep_c")
+            ),
+            (None, Some(2_000_000), None),
+            "second dump: the heap at the second signal\n{}",
+            show(&o)
+        );
+        for m in [&first, &second] {
+            assert_eq!(
+                m.keys().filter(|k| k.starts_with("site_")).count(),
+                600,
+                "every call site in each dump\n{}",
+                show(&o)
+            );
+        }
+        return;
+    }
+    panic!("the first dump was finished before the second signal in all three runs");
+}
+
+/// A dump signal sent before the program's first sample waits (blocked,
+/// no heaplive thread yet, the program single-threaded); the first sample
+/// starts the thread and the signal's dump shows the heap as it was at
+/// the signal: without the 64 MiB block whose sampling started the thread
+/// (the allocating thread takes the waiting signal and its snapshot before
+/// it records that sample). The block is sampled with probability
+/// 1 - exp(-64 MiB / 512 KiB) = 1 - e^-128 (false-failure rate e^-128);
+/// if the program sampled earlier, the thread took the signal at once and
+/// the dump holds no block either.
+#[test]
+fn signal_before_the_first_sample_dumps_the_heap_at_the_signal() {
+    use std::io::Write;
+    let dir = tempdir("early-signal");
+    let prog = compile("sig_early.c", "sig_early", &dir, &[]);
+    let mut child = preloaded_command(&dir, &prog, &[], &[])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    out.read_line(&mut first).unwrap();
+    let pid: i32 = first
+        .trim()
+        .strip_prefix("ready ")
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no ready line, got {first:?}"));
+    unsafe { libc::kill(pid, libc::SIGUSR2) };
+    let mut input = child.stdin.take().unwrap();
+    input.write_all(b"go\n").unwrap();
+    drop(input);
+    let mut rest = String::new();
+    out.read_to_string(&mut rest).unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "{rest}\n{}", show(&o));
+    assert_eq!(rest, "dumped\n", "{}", show(&o));
+    let files = folded_files(&dir);
+    assert_eq!(
+        files.len(),
+        2,
+        "a signal dump and the exit dump: {files:?}\n{}",
+        show(&o)
+    );
+    let log = stderr(&o);
+    let signal_file = log
+        .lines()
+        .find_map(|l| {
+            l.split_once("]: signal dump ")?
+                .1
+                .split_once(": ")
+                .map(|(p, _)| p)
+        })
+        .unwrap_or_else(|| panic!("no signal dump\n{}", show(&o)));
+    let exit_file = log
+        .lines()
+        .find_map(|l| {
+            l.split_once("]: exit dump ")?
+                .1
+                .split_once(": ")
+                .map(|(p, _)| p)
+        })
+        .unwrap_or_else(|| panic!("no exit dump\n{}", show(&o)));
+    assert_eq!(
+        bytes_under(&parse_folded(Path::new(signal_file)), "after_signal"),
+        0,
+        "the signal's dump holds the block allocated after the signal\n{}",
+        show(&o)
+    );
+    assert_eq!(
+        bytes_under(&parse_folded(Path::new(exit_file)), "after_signal"),
+        64 << 20,
+        "the exit dump holds the block (sampled, still held)\n{}",
+        show(&o)
+    );
+}

@@ -29,6 +29,9 @@ pub struct DumpState {
     /// file's count, which `heaplive dump` waits on).
     pub dumps: u32,
     entries: Vec<live::Entry>,
+    /// Snapshots taken for dump signals that arrived while a dump was
+    /// being built (`dumper::poll_signals`), oldest first, written next.
+    pub queued: std::collections::VecDeque<Snapshot>,
 }
 
 impl DumpState {
@@ -38,19 +41,12 @@ impl DumpState {
             seq: 0,
             dumps: 0,
             entries: Vec::new(),
+            queued: std::collections::VecDeque::new(),
         }
     }
 }
 
-pub static DUMP: SpinLock<DumpState> = SpinLock::new(
-    Rank::Dump,
-    DumpState {
-        symbolizer: None,
-        seq: 0,
-        dumps: 0,
-        entries: Vec::new(),
-    },
-);
+pub static DUMP: SpinLock<DumpState> = SpinLock::new(Rank::Dump, DumpState::new());
 
 pub struct Written {
     pub path: PathBuf,
@@ -108,7 +104,11 @@ pub fn error_text(total: f64, variance: f64) -> String {
 }
 
 pub fn symbolizer_of(st: &mut DumpState) -> &mut Symbolizer {
-    st.symbolizer.get_or_insert_with(|| {
+    symbolizer_of_parts(&mut st.symbolizer)
+}
+
+fn symbolizer_of_parts(symbolizer: &mut Option<Symbolizer>) -> &mut Symbolizer {
+    symbolizer.get_or_insert_with(|| {
         let cfg = config::get();
         // HEAPLIVE_DEBUG_DIRS first, then the distribution's directory.
         let mut dirs: Vec<PathBuf> = cfg
@@ -131,6 +131,8 @@ pub fn symbolizer_of(st: &mut DumpState) -> &mut Symbolizer {
 /// it was asked for.
 pub struct Snapshot {
     pub entries: Vec<live::Entry>,
+    /// When the copy began (monotonic).
+    pub at_ns: u64,
     /// How long the copy took.
     pub took_ns: u64,
     /// False when heaplive could not get memory for the whole copy.
@@ -141,6 +143,7 @@ impl Snapshot {
     pub const fn new() -> Snapshot {
         Snapshot {
             entries: Vec::new(),
+            at_ns: 0,
             took_ns: 0,
             complete: false,
         }
@@ -149,6 +152,7 @@ impl Snapshot {
     /// Copies the live table now (the buffer is kept for the next time).
     pub fn take(&mut self) {
         let t0 = sys::now_nanos();
+        self.at_ns = t0;
         self.complete = live::snapshot(&mut self.entries);
         self.took_ns = sys::now_nanos().saturating_sub(t0);
     }
@@ -239,7 +243,10 @@ fn build_profile(st: &mut DumpState, which: Which) -> std::io::Result<(Profile, 
     }
 
     crate::symbolize::modules::refresh();
-    let sym = symbolizer_of(st);
+    let queued = &mut st.queued;
+    let mut poll = || crate::background::dumper::poll_signals(queued);
+    poll();
+    let sym = symbolizer_of_parts(&mut st.symbolizer);
     let mut loc_of: HashMap<usize, usize> = HashMap::new();
     let mut locations: Vec<Location> = Vec::new();
     let mut samples = Vec::with_capacity(per_stack.len());
@@ -267,7 +274,7 @@ fn build_profile(st: &mut DumpState, which: Which) -> std::io::Result<(Profile, 
                     }
                     // Return addresses point after the call.
                     let addr = (ip as u64).saturating_sub(1);
-                    let (mapping, frames) = sym.lookup(addr);
+                    let (mapping, frames) = sym.lookup_polling(addr, &mut poll);
                     locations.push(Location {
                         address: addr,
                         mapping,
@@ -277,6 +284,7 @@ fn build_profile(st: &mut DumpState, which: Which) -> std::io::Result<(Profile, 
                 })
             })
             .collect();
+        poll();
         samples.push(Sample {
             locations: locs,
             bytes: v.bytes.round() as u64,
@@ -343,6 +351,7 @@ fn main_mapping_first(
 pub fn dump_locked(st: &mut DumpState, path: Option<&Path>, why: &str) -> std::io::Result<Written> {
     let mut snap = Snapshot {
         entries: std::mem::take(&mut st.entries),
+        at_ns: 0,
         took_ns: 0,
         complete: false,
     };
@@ -350,6 +359,26 @@ pub fn dump_locked(st: &mut DumpState, path: Option<&Path>, why: &str) -> std::i
     let r = write_locked(st, &snap, path, why);
     st.entries = snap.entries;
     r
+}
+
+/// Writes the snapshots queued while earlier dumps were built
+/// (`dumper::poll_signals`) that were taken before `before_ns`, oldest
+/// first, failures reported in one line each. Nothing once the exit dump
+/// began.
+pub fn write_queued(st: &mut DumpState, before_ns: u64) {
+    if !FINISHING.load(SeqCst) {
+        // A signal that waited for heaplive's thread comes before any.
+        crate::background::dumper::write_early(st);
+    }
+    while st.queued.front().is_some_and(|q| q.at_ns < before_ns) {
+        let Some(q) = st.queued.pop_front() else {
+            break;
+        };
+        if FINISHING.load(SeqCst) {
+            continue;
+        }
+        let _ = report(write_locked(st, &q, None, "signal"), "signal");
+    }
 }
 
 /// Writes the next dump of `snap`, as `dump_locked`.
@@ -403,6 +432,7 @@ pub fn write_view(
         return Err(no_memory());
     }
     let (profile, variance) = build_profile(st, which)?;
+    crate::background::dumper::poll_signals(&mut st.queued);
     let total = profile.total_bytes();
     let note = note(total, &profile);
     let mut written: Option<PathBuf> = None;
@@ -414,6 +444,7 @@ pub fn write_view(
             Some(_) => output::write_explicit(&target, &mut fill)?,
             None => output::write_with_fallback(&target, &mut fill)?,
         });
+        crate::background::dumper::poll_signals(&mut st.queued);
         // The other views, named after the live file (where it went).
         let live_file = written.clone().unwrap_or_else(|| target.clone());
         if cfg.views.alloc && live_view {
@@ -429,6 +460,7 @@ pub fn write_view(
         }
     }
     if cfg.pprof {
+        crate::background::dumper::poll_signals(&mut st.queued);
         let pb = output::pprof_name(&target);
         let mut fill = |w: &mut dyn std::io::Write| {
             crate::background::pprof::write_pprof(&profile, &mut WriteRef(w))
@@ -444,6 +476,7 @@ pub fn write_view(
         }
     }
     let written = written.unwrap_or(target);
+    crate::background::dumper::poll_signals_now(&mut st.queued);
     // An explicit path is the caller's: it does not use up a `%n` number.
     if path.is_none() {
         st.seq = n;
@@ -550,12 +583,15 @@ pub fn dump(path: Option<&Path>, why: &str) -> std::io::Result<Written> {
     }
     // The kernel refused heaplive memory before: try once more, else give
     // up before asking for more (the program runs on).
+    write_queued(&mut st, u64::MAX);
     let r = if ownheap::retry_memory() {
         dump_locked(&mut st, path, why)
     } else {
         Err(no_memory())
     };
-    report(r, why)
+    let r = report(r, why);
+    write_queued(&mut st, u64::MAX);
+    r
 }
 
 /// Writes `snap` (taken before the dump lock, which a dump in progress may
@@ -571,7 +607,10 @@ pub fn dump_snapshot(snap: &Snapshot, path: Option<&Path>, why: &str) -> std::io
         // As `dump`: nothing after the exit dump.
         return Err(std::io::Error::from_raw_os_error(libc::ESHUTDOWN));
     }
-    report(write_locked(&mut st, snap, path, why), why)
+    write_queued(&mut st, snap.at_ns);
+    let r = report(write_locked(&mut st, snap, path, why), why);
+    write_queued(&mut st, u64::MAX);
+    r
 }
 
 fn report(r: std::io::Result<Written>, why: &str) -> std::io::Result<Written> {
@@ -590,6 +629,9 @@ fn report(r: std::io::Result<Written>, why: &str) -> std::io::Result<Written> {
 pub fn reset_after_fork(st: &mut DumpState) {
     st.seq = 0;
     st.dumps = 0;
+    // The parent's: its dumps, not the child's.
+    st.queued.clear();
+    crate::background::dumper::forget_early();
 }
 
 /// Held across real allocations, so a fork's prepare handler waits for it

@@ -8,11 +8,21 @@
 //! own wake-ups are that signal with a marker, `signal::wake_info`), so a
 //! program that closes or reuses descriptors cannot take its requests.
 
-use crate::background::dump::{DUMP, STARTED_NS, Snapshot, dump, dump_locked, write_locked};
+use crate::background::dump::{
+    DUMP, STARTED_NS, Snapshot, dump, dump_locked, write_locked, write_queued,
+};
 use crate::background::{leak_report, output};
 use crate::hot::{config, guard, log, pid, signal, sys, trigger};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering::*;
+
+/// While a dump is built, heaplive's thread looks for dump signals at most
+/// this often (one `sigtimedwait` with a zero timeout).
+const POLL_EVERY_NS: u64 = 1_000_000;
+/// Snapshots waiting to be written at most; a signal beyond that replaces
+/// the newest one (the kernel coalesces a signal that is already pending
+/// the same way: one dump for both, taken after both arrived).
+const MAX_QUEUED: usize = 4;
 
 /// How often the dumper prunes the shadow bitmap (empty leaves, stale page
 /// summaries).
@@ -56,6 +66,10 @@ pub fn start_dumper(pid: u32) {
     }
     let _busy = guard::Busy::enter();
     let _errno = sys::ErrnoGuard::save();
+    // Before the caller goes on (the first sample is recorded after this
+    // returns): a dump signal that waited for the thread is snapshotted
+    // now, on this thread, so its dump shows the heap at the signal.
+    take_early_signal();
     if STARTED_NS.load(Relaxed) == 0 {
         STARTED_NS.store(sys::now_nanos(), Relaxed);
     }
@@ -129,6 +143,143 @@ fn serve_signal(snap: &mut Snapshot, info: Option<&mut libc::siginfo_t>) {
             e
         ));
     }
+    write_queued(&mut st, u64::MAX);
+}
+
+/// A dump signal that was pending when heaplive's thread was started, with
+/// its snapshot (see `take_early_signal`).
+struct Early {
+    snap: Snapshot,
+    info: libc::siginfo_t,
+}
+
+static EARLY: std::sync::atomic::AtomicPtr<Early> =
+    std::sync::atomic::AtomicPtr::new(core::ptr::null_mut());
+
+/// heaplive's thread is being started (by the first sample, on the
+/// sampling thread, before that sample is recorded): a dump signal sent
+/// before it existed is pending, blocked in every program thread. Take it
+/// here (one `sigtimedwait` with a zero timeout, once per start) and copy
+/// the live table now, so the dump that the new thread writes shows the
+/// heap as it was at the signal, not what the first samples added since.
+fn take_early_signal() {
+    let set = signal::dumper_wait_set();
+    if set == 0 || !EARLY.load(Acquire).is_null() {
+        return;
+    }
+    loop {
+        // SAFETY: zeroed is a valid siginfo.
+        let mut info: libc::siginfo_t = unsafe { core::mem::zeroed() };
+        if sys::sigtimedwait(set, &mut info, Some(0)) <= 0 {
+            return;
+        }
+        if signal::is_wake(&info) || trigger::command_from_signal(&info) {
+            continue;
+        }
+        let mut snap = Snapshot::new();
+        snap.take();
+        let early = Box::into_raw(Box::new(Early { snap, info }));
+        if EARLY
+            .compare_exchange(core::ptr::null_mut(), early, AcqRel, Acquire)
+            .is_err()
+        {
+            // SAFETY: ours, never published.
+            drop(unsafe { Box::from_raw(early) });
+        }
+        return;
+    }
+}
+
+/// Writes the dump of a signal taken by `take_early_signal`, if one
+/// waits (after giving the signal to the program's handler, as
+/// `serve_signal`). Under the dump lock.
+pub fn write_early(st: &mut crate::background::dump::DumpState) {
+    let p = EARLY.swap(core::ptr::null_mut(), AcqRel);
+    if p.is_null() {
+        return;
+    }
+    // SAFETY: published by `take_early_signal`, taken once (swap).
+    let mut early = unsafe { Box::from_raw(p) };
+    signal::deliver_to_program(&mut early.info);
+    if let Err(e) = write_locked(st, &early.snap, None, "signal") {
+        log::line(format_args!(
+            "heaplive[{}]: signal dump failed: {}",
+            sys::getpid(),
+            e
+        ));
+    }
+}
+
+/// In a forked child: a signal the parent took is the parent's.
+pub fn forget_early() {
+    let p = EARLY.swap(core::ptr::null_mut(), AcqRel);
+    if !p.is_null() {
+        // SAFETY: as in `write_early`.
+        drop(unsafe { Box::from_raw(p) });
+    }
+}
+
+/// When heaplive's thread last looked for dump signals mid-dump.
+static LAST_POLL_NS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Called between the steps of building a dump (each stack, each step of
+/// loading a library's debug information): on heaplive's thread, takes the
+/// dump signals that arrived meanwhile, snapshots the live table for each
+/// at once (queued in `queue`, written after the dump in progress) and
+/// gives each to the program's handler. So a signal that arrives while a
+/// dump is symbolized is snapshotted within one such step, not after the
+/// whole dump. Elsewhere (a program thread in `heaplive_dump()`, at exit)
+/// it does nothing: heaplive's thread is free to take signals itself.
+pub fn poll_signals(queue: &mut std::collections::VecDeque<Snapshot>) {
+    if sys::now_nanos().saturating_sub(LAST_POLL_NS.load(Relaxed)) >= POLL_EVERY_NS {
+        poll_signals_now(queue);
+    }
+}
+
+/// `poll_signals` without the rate limit: last thing before a dump counts
+/// as written (its status file), so a signal that arrived before that is
+/// never left for after it.
+pub fn poll_signals_now(queue: &mut std::collections::VecDeque<Snapshot>) {
+    // SAFETY: this thread's own state.
+    if unsafe { (*guard::state()).heaplive_thread } == 0 {
+        return;
+    }
+    LAST_POLL_NS.store(sys::now_nanos(), Relaxed);
+    let set = signal::dumper_wait_set();
+    if set == 0 {
+        return;
+    }
+    loop {
+        // SAFETY: zeroed is a valid siginfo.
+        let mut info: libc::siginfo_t = unsafe { core::mem::zeroed() };
+        if sys::sigtimedwait(set, &mut info, Some(0)) <= 0 {
+            return;
+        }
+        if signal::is_wake(&info) {
+            // A request or a change: the loop looks at every flag after
+            // this dump.
+            continue;
+        } else if crate::hot::trigger::command_from_signal(&info) {
+            // `heaplive start/stop PID`: logged by the loop.
+            continue;
+        } else if signal::stepped_aside() {
+            signal::give_back(&info);
+            continue;
+        }
+        // The snapshot outlives the scratch heap of the symbolizer, and the
+        // program's handler is not symbolizer work either.
+        let _kept = crate::hot::ownheap::ScratchPaused::enter();
+        if queue.len() >= MAX_QUEUED {
+            if let Some(last) = queue.back_mut() {
+                last.take();
+            }
+        } else {
+            let mut snap = Snapshot::new();
+            snap.take();
+            queue.push_back(snap);
+        }
+        signal::deliver_to_program(&mut info);
+    }
 }
 
 fn dumper_main() {
@@ -142,6 +293,8 @@ fn dumper_main() {
     };
     let mut next_prune = sys::now_nanos() + PRUNE_EVERY_NS;
     let mut snap = Snapshot::new();
+    // A signal that waited for this thread (its snapshot is taken).
+    write_queued(&mut DUMP.lock(), u64::MAX);
     loop {
         if pid::get() != my_pid || trigger::dumper_pid() != my_pid || trigger::stop_asked() {
             // A forked child copied us mid-flight (the child has its own),
@@ -248,6 +401,7 @@ fn program_threads_left() -> bool {
 pub fn before_exec() {
     let _busy = guard::Busy::enter();
     let mut st = DUMP.lock();
+    write_queued(&mut st, u64::MAX);
     if pending_signal()
         && let Err(e) = dump_locked(&mut st, None, "signal")
     {
@@ -269,6 +423,15 @@ fn pending_signal() -> bool {
         // SAFETY: zeroed is a valid siginfo.
         let mut info: libc::siginfo_t = unsafe { core::mem::zeroed() };
         while sys::sigtimedwait(set, &mut info, Some(0)) > 0 {
+            // As the thread's loop: `heaplive start/stop PID` is a
+            // command, not a dump request; a wake-up is not a signal.
+            if signal::is_wake(&info) || crate::hot::trigger::command_from_signal(&info) {
+                continue;
+            }
+            if signal::stepped_aside() {
+                signal::give_back(&info);
+                break;
+            }
             any = true;
         }
     }
@@ -289,7 +452,9 @@ pub extern "C" fn at_exit() {
     let cfg = config::get();
     let _busy = guard::Busy::enter();
     let _errno = sys::ErrnoGuard::save();
-    // A dump signal that arrived and was not served yet comes first.
+    // Dump signals that arrived and were not served yet come first:
+    // snapshots queued during a dump, then a signal no thread took.
+    write_queued(&mut DUMP.lock(), u64::MAX);
     if pending_signal() {
         let _ = dump(None, "signal");
     }

@@ -19,7 +19,7 @@
 //! are copied out here, on the PHP thread, and written by heaplive's thread
 //! without waiting (the next request may copy over the fields).
 
-use crate::background::dump::{DUMP, Snapshot, Which, top_stack, write_view};
+use crate::background::dump::{DUMP, Snapshot, Which, top_stack, write_queued, write_view};
 use crate::hot::services::PhpOom;
 use crate::hot::{config, guard, log, stacks, sys, trigger};
 use core::cell::UnsafeCell;
@@ -214,6 +214,11 @@ fn write_job(job: Job) {
     let _busy = guard::Busy::enter();
     let pid = sys::getpid();
     let mut st = DUMP.lock();
+    // Signal dumps snapshotted before this one are written first (as
+    // `dump::dump_snapshot` does).
+    if let Job::Oom { snap, .. } = &job {
+        write_queued(&mut st, snap.at_ns);
+    }
     let r = match &job {
         Job::Oom {
             snap,
@@ -251,6 +256,7 @@ fn write_job(job: Job) {
         } => {
             let snap = Snapshot {
                 entries: Vec::new(),
+                at_ns: sys::now_nanos(),
                 took_ns: 0,
                 complete: true,
             };
@@ -278,6 +284,7 @@ fn write_job(job: Job) {
             )
         }
     };
+    write_queued(&mut st, u64::MAX);
     if let Err(e) = r {
         log::line(format_args!(
             "heaplive[{}]: {} dump failed: {}",

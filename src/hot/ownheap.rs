@@ -196,6 +196,30 @@ impl Drop for Scratch {
     }
 }
 
+/// Scratch mode off for this thread while it lives, back on after (if it
+/// was on): for data that must outlive the scratch heap, made in the middle
+/// of a scratch section (a snapshot taken while symbolizing).
+pub struct ScratchPaused(usize);
+
+impl ScratchPaused {
+    pub fn enter() -> ScratchPaused {
+        let me = self_id();
+        let was = SCRATCH_OWNER.load(Relaxed);
+        if was == me {
+            SCRATCH_OWNER.store(0, Relaxed);
+        }
+        ScratchPaused(if was == me { me } else { 0 })
+    }
+}
+
+impl Drop for ScratchPaused {
+    fn drop(&mut self) {
+        if self.0 != 0 {
+            SCRATCH_OWNER.store(self.0, Relaxed);
+        }
+    }
+}
+
 /// Gives the scratch heap's memory back to the kernel if nothing in it is
 /// live. Returns the bytes still live there (0 when released).
 pub fn release_scratch() -> usize {

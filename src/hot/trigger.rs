@@ -4,10 +4,13 @@
 //! heaplive's thread is started when a process first needs it (its first
 //! sample, or periodic dumps), never at load: a program that never samples
 //! stays single-threaded in glibc's eyes. A dump signal that arrives before
-//! the thread exists stays pending (it is blocked in every program thread);
-//! the thread takes it when it starts, or the exit (or exec) takes it and
-//! writes that dump first. Until the first sample the live table is empty,
-//! so that dump shows what the heap held at the signal: nothing sampled.
+//! the thread exists stays pending (it is blocked in every program thread,
+//! and no thread of the program is interrupted for it); the thread that
+//! starts heaplive's (the first sample, before recording it) takes it and
+//! copies the live table at once, and heaplive's thread writes that dump
+//! first; or the exit (or exec) takes it and writes that dump first. So
+//! the dump shows what the heap held at the signal (nothing sampled yet),
+//! written late.
 
 use crate::hot::{pid, services, signal, sys};
 use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering::*};

@@ -36,7 +36,14 @@ type Slice = gimli::EndianSlice<'static, gimli::RunTimeEndian>;
 
 impl Dwarf {
     /// Loads the DWARF of `path` (and its dwz supplementary file `sup`).
-    pub(super) fn load(path: &Path, sup: Option<&Path>, opened: &mut usize) -> Option<Dwarf> {
+    /// `poll` is called between sections (each may take milliseconds to
+    /// decompress).
+    pub(super) fn load(
+        path: &Path,
+        sup: Option<&Path>,
+        opened: &mut usize,
+        poll: &mut dyn FnMut(),
+    ) -> Option<Dwarf> {
         let main = Mapped::open(path, opened)?;
         let sup = match sup {
             Some(p) => Some(Mapped::open(p, opened)?),
@@ -51,6 +58,7 @@ impl Dwarf {
                 gimli::RunTimeEndian::Big
             };
             let mut load = |o: &object::File<'_>, id: gimli::SectionId| -> Result<Slice, ()> {
+                poll();
                 let data: &[u8] = match o.section_by_name(id.name()) {
                     Some(s) if !is_nobits(&s) => match s.uncompressed_data() {
                         Ok(std::borrow::Cow::Borrowed(b)) => b,
@@ -74,7 +82,9 @@ impl Dwarf {
                 let sobj = sup.parse()?;
                 dwarf.load_sup(|id| load(&sobj, id)).ok()?;
             }
+            poll();
             dwarf.populate_abbreviations_cache(gimli::AbbreviationsCacheStrategy::Duplicates);
+            poll();
             addr2line::Context::from_dwarf(dwarf).ok()?
         };
         let mut maps = vec![main.map];

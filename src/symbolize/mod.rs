@@ -118,6 +118,17 @@ impl Symbolizer {
     /// large library); later ones reuse them, and a repeated address is a
     /// hash lookup.
     pub fn lookup(&mut self, addr: u64) -> (Option<usize>, Vec<Frame>) {
+        self.lookup_polling(addr, &mut || {})
+    }
+
+    /// [`Self::lookup`], calling `poll` between the steps of loading a
+    /// module (files, sections, symbol tables), so a caller can look
+    /// at other work (a dump signal) while a large library loads.
+    pub fn lookup_polling(
+        &mut self,
+        addr: u64,
+        poll: &mut dyn FnMut(),
+    ) -> (Option<usize>, Vec<Frame>) {
         let index = match modules::find_index(addr) {
             Some(i) => Some(i),
             None => {
@@ -133,7 +144,7 @@ impl Symbolizer {
         }
         // Debug information is read (lazily, by addr2line) into heaplive's
         // scratch heap, given back after the dump; the answer is copied out.
-        self.state(index);
+        self.state(index, poll);
         let scratch_answer = {
             let _scratch = crate::hot::ownheap::Scratch::enter();
             self.lookup_uncached(index, addr)
@@ -146,7 +157,7 @@ impl Symbolizer {
 
     fn lookup_uncached(&mut self, index: usize, addr: u64) -> (Option<usize>, Vec<Frame>) {
         let demangle = self.cfg.demangle;
-        let Some(state) = self.state(index) else {
+        let Some(state) = self.state(index, &mut || {}) else {
             return (None, vec![unknown()]);
         };
         let Some((ri, &(start, _, file_offset))) = state
@@ -202,7 +213,7 @@ impl Symbolizer {
     }
 
     /// The state of registry module `index`, loading it on first use.
-    fn state(&mut self, index: usize) -> Option<&ModState> {
+    fn state(&mut self, index: usize, poll: &mut dyn FnMut()) -> Option<&ModState> {
         if self.states.len() <= index {
             self.states.resize_with(index + 1, || None);
         }
@@ -235,7 +246,13 @@ impl Symbolizer {
             };
             let state = {
                 let _scratch = crate::hot::ownheap::Scratch::enter();
-                load_module(&module, first_mapping, &self.cfg, &mut self.files_opened)
+                load_module(
+                    &module,
+                    first_mapping,
+                    &self.cfg,
+                    &mut self.files_opened,
+                    poll,
+                )
             };
             self.states[index] = Some(state);
         }
@@ -272,6 +289,7 @@ fn load_module(
     first_mapping: usize,
     cfg: &SymConfig,
     opened: &mut usize,
+    poll: &mut dyn FnMut(),
 ) -> ModState {
     let path = Path::new(&module.path);
     let basename = path
@@ -303,6 +321,7 @@ fn load_module(
         module.build_id.clone()
     };
 
+    poll();
     let debug = match &binary {
         Some(b) if b.has_dwarf() => None, // its own DWARF
         _ => find_debug_file(path, binary.as_ref(), &build_id, cfg, opened),
@@ -312,11 +331,13 @@ fn load_module(
         (None, Some(b)) if b.has_dwarf() => Some(b),
         _ => None,
     };
+    poll();
     if let Some(d) = dwarf_file {
         let sup = find_sup_file(d, cfg, opened);
-        state.dwarf = match Dwarf::load(&d.path, sup.as_deref(), opened) {
+        poll();
+        state.dwarf = match Dwarf::load(&d.path, sup.as_deref(), opened, poll) {
             Some(l) => Some(l),
-            None if sup.is_some() => Dwarf::load(&d.path, None, opened),
+            None if sup.is_some() => Dwarf::load(&d.path, None, opened, poll),
             None => None,
         };
     }
@@ -326,6 +347,7 @@ fn load_module(
             .map(|o| symbols_of(o.symbols()))
             .unwrap_or_default()
     };
+    poll();
     let mut syms = binary.as_ref().map(symtab).unwrap_or_default();
     if syms.is_empty() {
         syms = debug.as_ref().map(symtab).unwrap_or_default();
@@ -336,7 +358,9 @@ fn load_module(
             .and_then(|b| b.parse().map(|o| symbols_of(o.dynamic_symbols())))
             .unwrap_or_default();
     }
+    poll();
     state.symbols = RangeTable::new(syms);
+    poll();
     state
 }
 
@@ -1012,15 +1036,39 @@ extern "C" void *hl_push_back_addr() {
         };
         let cfg = SymConfig::default();
         let mut n = 0;
-        let st = load_module(&module, 0, &cfg, &mut n);
+        let st = load_module(&module, 0, &cfg, &mut n, &mut || {});
         assert!(st.dwarf.is_none() && st.symbols.find(0x1800).is_none());
         let missing = Module {
             path: "/nonexistent/lib.so".into(),
             ..module
         };
-        let st = load_module(&missing, 0, &cfg, &mut n);
+        let st = load_module(&missing, 0, &cfg, &mut n, &mut || {});
         assert!(st.dwarf.is_none());
         assert_eq!(st.basename, "lib.so");
+    }
+
+    /// Loading a module with DWARF (this test binary) calls `poll` between
+    /// its steps (files, each DWARF section, the context, the symbol
+    /// table), so heaplive's thread can take a dump signal meanwhile.
+    #[test]
+    fn loading_a_module_polls_between_steps() {
+        let exe = std::env::current_exe().unwrap();
+        let module = Module {
+            path: exe.to_str().unwrap().into(),
+            bias: 0,
+            ranges: vec![],
+            build_id: vec![],
+            loaded: false,
+        };
+        let mut polls = 0;
+        let mut n = 0;
+        let st = load_module(&module, 0, &SymConfig::default(), &mut n, &mut || {
+            polls += 1
+        });
+        assert!(st.dwarf.is_some(), "the test binary has DWARF");
+        // Two around the files, one per DWARF section asked for (more
+        // than ten), two around the context, two around the symbols.
+        assert!(polls > 15, "{polls} polls");
     }
 
     #[test]
