@@ -15,6 +15,7 @@ mod leaks;
 mod ownmem;
 mod php_fpm;
 mod php_mode;
+mod php_requests;
 mod real_programs;
 mod sampled;
 mod security;

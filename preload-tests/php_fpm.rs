@@ -98,6 +98,24 @@ pub(crate) fn fcgi_get(
     uri: &str,
     query: &str,
 ) -> Result<Response, String> {
+    fcgi_get_as(
+        port,
+        script,
+        uri,
+        query,
+        uri.split('?').next().unwrap_or(uri),
+    )
+}
+
+/// `fcgi_get` with SCRIPT_NAME given apart from REQUEST_URI (a front
+/// controller: `/index.php` serving `/api/report`).
+pub(crate) fn fcgi_get_as(
+    port: u16,
+    script: &Path,
+    uri: &str,
+    query: &str,
+    script_name: &str,
+) -> Result<Response, String> {
     let mut s =
         TcpStream::connect(("127.0.0.1", port)).map_err(|e| format!("connect to {port}: {e}"))?;
     s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
@@ -118,7 +136,7 @@ pub(crate) fn fcgi_get(
         ("REMOTE_PORT", "40000"),
         ("REQUEST_METHOD", "GET"),
         ("REQUEST_URI", uri),
-        ("SCRIPT_NAME", uri),
+        ("SCRIPT_NAME", script_name),
         ("SCRIPT_FILENAME", script_s),
         ("DOCUMENT_ROOT", docroot),
         ("QUERY_STRING", query),
@@ -241,6 +259,8 @@ pub(crate) struct FpmOpts {
     /// false: no LD_PRELOAD (for comparisons).
     pub preload: bool,
     pub memory_limit: &'static str,
+    /// More lines for the pool section.
+    pub pool_extra: &'static str,
     /// A second pool, `wd`, whose workers run as www-data (on
     /// `Fpm::wd_port`), next to `www` (root's when the test runs as root).
     pub www_data_pool: bool,
@@ -252,6 +272,7 @@ impl Default for FpmOpts {
             children: 2,
             preload: true,
             memory_limit: "1024M",
+            pool_extra: "",
             www_data_pool: false,
         }
     }
@@ -271,6 +292,10 @@ impl Fpm {
         self.child.id()
     }
 
+    pub(crate) fn port(&self) -> u16 {
+        self.port
+    }
+
     pub(crate) fn start(dir: &Path, zend_alloc: bool, extra_env: &[(&str, &str)]) -> Fpm {
         Fpm::start_opts(dir, zend_alloc, extra_env, &FpmOpts::default())
     }
@@ -285,6 +310,7 @@ impl Fpm {
             children,
             preload,
             memory_limit,
+            pool_extra,
             www_data_pool,
         } = *opts;
         require_fpm();
@@ -329,8 +355,9 @@ impl Fpm {
              pm.status_path = /fpm-status\n\
              php_admin_value[memory_limit] = {memory_limit}\n\
              php_admin_value[max_execution_time] = 0\n\
-             {wd}",
+             {pool_extra}{wd}",
             d = dir.display(),
+            pool_extra = pool_extra,
             wd = match wd_port {
                 Some(p) => format!(
                     "\n[wd]\n\

@@ -240,7 +240,7 @@ fn cli_build_cache_is_attributed_to_its_php_function_and_line() {
         .unwrap();
     assert!(
         stdout(&top).lines().nth(1).is_some_and(|l| l.ends_with(
-            "[zend_mm] <- str_repeat [internal] <- build_cache (cache.php:6) <- {main} (build.php:4)"
+            "[zend_mm] <- str_repeat [internal] <- build_cache (cache.php:6) <- {main} (build.php:4) <- [cli build.php]"
         )),
         "{}",
         show(&top)
@@ -926,7 +926,7 @@ fn fpm_per_request_reset() {
 /// Dates a script an hour back: opcache does not cache files changed in
 /// the last 2 s (opcache.file_update_protection), which would make the
 /// first requests of whichever run comes first differ.
-fn age(p: &Path) {
+pub(crate) fn age(p: &Path) {
     let c = std::ffi::CString::new(p.to_str().unwrap()).unwrap();
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

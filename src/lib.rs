@@ -59,6 +59,8 @@ static SERVICES: hot::services::Services = hot::services::Services {
     attach_start,
     patch: background::attach::patch,
     restore: background::attach::restore,
+    php_oom: background::php::oom,
+    php_request_peak: background::php::request_peak,
 };
 
 /// Runs when the library is loaded (after the first allocations, which

@@ -53,6 +53,40 @@ pub struct Written {
     pub total: u64,
 }
 
+/// The stack holding the most bytes of a profile: its bytes, and its PHP
+/// frames innermost first (`f (a.php:3) <- {main} (a.php:9)`, at most 4),
+/// or its first native frames when it has none.
+pub fn top_stack(p: &Profile) -> (u64, String) {
+    let Some(top) = p.samples.iter().max_by_key(|s| s.bytes) else {
+        return (0, String::new());
+    };
+    let name = |i: &usize| {
+        p.locations
+            .get(*i)
+            .and_then(|l| l.frames.last().map(|f| (l, f.function.as_str())))
+    };
+    let php: Vec<&str> = top
+        .locations
+        .iter()
+        .filter_map(name)
+        .filter(|(l, f)| l.address == 0 && l.mapping.is_none() && !f.starts_with('['))
+        .map(|(_, f)| f)
+        .take(4)
+        .collect();
+    let frames = if php.is_empty() {
+        top.locations
+            .iter()
+            .filter_map(name)
+            .map(|(_, f)| f)
+            .filter(|f| !f.starts_with('['))
+            .take(3)
+            .collect()
+    } else {
+        php
+    };
+    (top.bytes, frames.join(" <- "))
+}
+
 /// The file of a view next to the live file `folded`.
 pub fn view_path(folded: &Path, view: &str) -> PathBuf {
     use std::os::unix::ffi::OsStrExt;
@@ -141,6 +175,9 @@ pub enum Which<'a> {
     /// The snapshot's samples.
     Live(&'a [live::Entry]),
     Peak,
+    /// Amounts per stack (bytes, milli-blocks) copied elsewhere: the stacks
+    /// at a PHP request's peak.
+    Stacks(&'a [(stacks::StackId, i64, i64)]),
 }
 
 /// Builds the profile of what is live now (and allocated since start), or
@@ -153,6 +190,7 @@ fn build_profile(st: &mut DumpState, which: Which) -> std::io::Result<(Profile, 
     let want = match which {
         Which::Live(entries) => entries.len(),
         Which::Peak => 0,
+        Which::Stacks(v) => v.len(),
     };
     if per_stack.try_reserve(want.min(1 << 20)).is_err() {
         return Err(no_memory());
@@ -190,6 +228,15 @@ fn build_profile(st: &mut DumpState, which: Which) -> std::io::Result<(Profile, 
                         a.bytes = b as f64;
                         a.blocks = s.peak_milliblocks.load(Relaxed).max(0) as f64 / 1000.0;
                     }
+                }
+            }
+        }
+        Which::Stacks(v) => {
+            for &(id, b, m) in v {
+                if b > 0 {
+                    let a = per_stack.entry(id).or_default();
+                    a.bytes = b as f64;
+                    a.blocks = m.max(0) as f64 / 1000.0;
                 }
             }
         }
@@ -341,6 +388,23 @@ pub fn write_locked(
     path: Option<&Path>,
     why: &str,
 ) -> std::io::Result<Written> {
+    write_view(st, Which::Live(&snap.entries), snap, path, why, &|_, _| {
+        String::new()
+    })
+}
+
+/// Writes the next dump of `which` (`snap`: the live snapshot it comes
+/// from, for its completeness and timing). `note` makes the text put
+/// after the path in the summary line, from the total and the profile.
+pub fn write_view(
+    st: &mut DumpState,
+    which: Which,
+    snap: &Snapshot,
+    path: Option<&Path>,
+    why: &str,
+    note: &dyn Fn(u64, &Profile) -> String,
+) -> std::io::Result<Written> {
+    let live_view = matches!(which, Which::Live(_));
     let t0 = sys::now_nanos();
     let cfg = config::get();
     let pid = sys::getpid();
@@ -364,7 +428,7 @@ pub fn write_locked(
             name_for(n)
         }
     };
-    if !snap.complete {
+    if live_view && !snap.complete {
         return Err(no_memory());
     }
     // Where the resident memory is, by kind (ZendMM in PHP mode; in PHP
@@ -372,9 +436,10 @@ pub fn write_locked(
     // snapshot, not after symbolizing (which can take a second, long
     // enough for a request to end).
     let (rss, smaps) = crate::background::rss::describe();
-    let (profile, variance) = build_profile(st, Which::Live(&snap.entries))?;
+    let (profile, variance) = build_profile(st, which)?;
     crate::background::dumper::poll_signals(&mut st.queued);
     let total = profile.total_bytes();
+    let note = note(total, &profile);
     let mut written: Option<PathBuf> = None;
     let mut also = String::new();
     if cfg.folded || path.is_some() && !cfg.pprof {
@@ -387,13 +452,13 @@ pub fn write_locked(
         crate::background::dumper::poll_signals(&mut st.queued);
         // The other views, named after the live file (where it went).
         let live_file = written.clone().unwrap_or_else(|| target.clone());
-        if cfg.views.alloc {
+        if cfg.views.alloc && live_view {
             let p = output::write_with_fallback(&view_path(&live_file, "alloc"), &mut |w| {
                 crate::background::folded::write_folded_by(&profile, |s| s.alloc_bytes, w)
             })?;
             also += &format!(" and {}", p.display());
         }
-        if cfg.views.samples && cfg.interval > 1 {
+        if cfg.views.samples && cfg.interval > 1 && live_view {
             output::write_with_fallback(&view_path(&live_file, "samples"), &mut |w| {
                 crate::background::folded::write_folded_by(&profile, |s| s.samples, w)
             })?;
@@ -423,7 +488,8 @@ pub fn write_locked(
     }
     let ms = (sys::now_nanos() - t0) as f64 / 1e6;
     let samples: usize = snap.entries.len();
-    if let Some(smaps) = smaps.filter(|_| crate::background::rss::wanted()) {
+    // Beside live dumps only: a peak view's stacks are of an earlier time.
+    if let Some(smaps) = smaps.filter(|_| live_view && crate::background::rss::wanted()) {
         write_maps(
             &written,
             &smaps,
@@ -436,14 +502,17 @@ pub fn write_locked(
     }
     let own = ownheap::usage();
     log::line(format_args!(
-        "heaplive[{}]: {} dump {}{}: {} live{} in {} samples over {} stacks; {} (heaplive {}, {} in use); snapshot {:.2} ms, took {:.1} ms",
+        "heaplive[{}]: {} dump {}{}: {}{} live{} in {} samples over {} stacks; {} (heaplive {}, {} in use); snapshot {:.2} ms, took {:.1} ms",
         pid,
         why,
         written.display(),
         also,
+        note,
         log::human_bytes(total as f64),
-        if cfg.interval > 1 {
+        if cfg.interval > 1 && live_view {
             format!(" (estimate{})", error_text(total as f64, variance))
+        } else if cfg.interval > 1 {
+            " (estimate)".to_string()
         } else {
             " (exact)".to_string()
         },

@@ -312,6 +312,9 @@ fn dumper_main() {
         if trigger::take_pending() {
             serve_signal(&mut snap, None);
         }
+        // PHP mode: memory_limit and request peak dumps (a wake-up for
+        // them comes back here).
+        crate::background::php::serve();
         let now = sys::now_nanos();
         let wait = next_periodic.min(now + TICK_NS).saturating_sub(now).max(1);
         // SAFETY: zeroed is a valid siginfo.

@@ -185,6 +185,7 @@ fn become_child() {
     sampler::reseed_after_fork(pid);
     dump::reset_after_fork(&mut dump::DUMP.lock());
     shadow::reset_after_fork();
+    crate::background::php::reset_after_fork();
 }
 
 /// Called by a spin lock that has waited long: if the pid changed behind

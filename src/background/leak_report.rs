@@ -92,12 +92,47 @@ fn format_event(ev: &Event, suppressed: u64) -> String {
     s
 }
 
-/// The leaf-most frames of a stack, `leaf <- caller <- ...`.
+/// The leaf-most frames of a stack, `leaf <- caller <- ...`. A stack with
+/// PHP frames (PHP mode) shows those, innermost first, and the request it
+/// was taken in: `handle_job (worker.php:12) <- {main} (worker.php:30) in
+/// [cli worker.php]`.
 fn top_frames(id: stacks::StackId) -> String {
+    let frames = stacks::frames(id);
+    let pseudo =
+        |ip: &usize| crate::hot::names::text(*ip).map(|t| String::from_utf8_lossy(t).into_owned());
+    let php: Vec<String> = frames
+        .iter()
+        .filter_map(pseudo)
+        .filter(|t| !t.starts_with('['))
+        .collect();
+    if !php.is_empty() {
+        let more = php.len() > TOP_FRAMES;
+        let mut s = php[..php.len().min(TOP_FRAMES)].join(" <- ");
+        if more {
+            s.push_str(" <- ...");
+        }
+        // The request frame is the root (the last frame).
+        if let Some(r) = frames
+            .last()
+            .and_then(pseudo)
+            .filter(|t| t.starts_with('[') && t != "[zend_mm]" && t != "[php?]")
+        {
+            s.push_str(" in ");
+            s.push_str(&r);
+        }
+        return s;
+    }
     let mut st = DUMP.lock();
     let sym = symbolizer_of(&mut st);
     let mut names: Vec<String> = Vec::new();
-    for &ip in stacks::frames(id) {
+    for &ip in frames {
+        if let Some(t) = pseudo(&ip) {
+            names.push(t);
+            if names.len() >= TOP_FRAMES {
+                break;
+            }
+            continue;
+        }
         let (_, frames) = sym.lookup((ip as u64).saturating_sub(1));
         for f in frames {
             names.push(f.function);

@@ -4,6 +4,7 @@ pub mod dumper;
 pub mod fork;
 pub mod leak_report;
 pub mod output;
+pub mod php;
 pub mod rss;
 
 // The pure writers and the profile they take live in the contract crate

@@ -93,6 +93,13 @@ pub struct Config {
     pub demangle: bool,
     /// HEAPLIVE_PHP: PHP mode (ZendMM samples and PHP frames).
     pub php: PhpMode,
+    /// HEAPLIVE_PHP_OOM_DUMP: dump when a PHP request exhausts memory_limit.
+    pub php_oom_dump: bool,
+    /// HEAPLIVE_PHP_REQUEST_FRAME: the request as the root frame.
+    pub php_request_frame: bool,
+    /// HEAPLIVE_PHP_PEAK_BYTES: per-request peak dumps from this ZendMM
+    /// total; 0 = off.
+    pub php_peak_bytes: u64,
     /// HEAPLIVE_UNWIND: how stacks are captured.
     pub unwind: grammar::Unwind,
     /// Captured at load: the start directory, $TMPDIR, the program's name.
@@ -128,6 +135,9 @@ impl Config {
             lines: false,
             demangle: true,
             php: PhpMode::Auto,
+            php_oom_dump: true,
+            php_request_frame: true,
+            php_peak_bytes: 0,
             unwind: grammar::Unwind::Cached,
             start_dir: FixedStr::new(),
             tmpdir: FixedStr::new(),
@@ -274,6 +284,19 @@ fn load_with(env: Source) {
     load_var(env, &s::LINES, &mut c.lines, grammar::boolean);
     load_var(env, &s::DEMANGLE, &mut c.demangle, grammar::boolean);
     load_var(env, &s::PHP, &mut c.php, grammar::php_mode);
+    load_var(env, &s::PHP_OOM_DUMP, &mut c.php_oom_dump, grammar::boolean);
+    load_var(
+        env,
+        &s::PHP_REQUEST_FRAME,
+        &mut c.php_request_frame,
+        grammar::boolean,
+    );
+    load_var(
+        env,
+        &s::PHP_PEAK_BYTES,
+        &mut c.php_peak_bytes,
+        grammar::warn_bytes,
+    );
     load_var(env, &s::UNWIND, &mut c.unwind, grammar::unwind);
 
     // The environment and the process around it, as they are at start.

@@ -30,6 +30,24 @@ pub struct Services {
     pub patch: fn(&[(&core::ffi::CStr, usize)]) -> usize,
     /// Detach: put every rewritten slot back; how many.
     pub restore: fn() -> usize,
+    /// PHP mode, on the PHP thread at a memory_limit error, before PHP
+    /// reports it: snapshot the live heap now and have it written.
+    pub php_oom: fn(&PhpOom),
+    /// PHP mode, at the end of a request whose peak reached
+    /// HEAPLIVE_PHP_PEAK_BYTES: the request's root frame text and its peak
+    /// (the stacks at the peak are in the records' `request_peak_*`).
+    pub php_request_peak: fn(&[u8], i64),
+}
+
+/// What PHP said when a request exhausted its memory_limit.
+pub struct PhpOom<'a> {
+    /// PHP's message (`Allowed memory size of ... exhausted ...`).
+    pub message: &'a [u8],
+    /// The file and line PHP names.
+    pub file: &'a [u8],
+    pub line: u32,
+    /// The request's root frame text (`[GET /api/report]`), or empty.
+    pub request: &'a [u8],
 }
 
 static SERVICES: AtomicPtr<Services> = AtomicPtr::new(core::ptr::null_mut());

@@ -56,7 +56,10 @@ pub struct Slot {
     /// The peak view: `live_*` as they were at the last copy (`hot::peak`).
     pub peak_bytes: AtomicI64,
     pub peak_milliblocks: AtomicI64,
-    _pad: [u64; 3],
+    /// PHP mode: `live_*` at the running request's peak (`hot::php`).
+    pub request_peak_bytes: AtomicI64,
+    pub request_peak_milliblocks: AtomicI64,
+    _pad: [u64; 1],
 }
 
 const CHUNK_BYTES: usize = CHUNK_SLOTS * core::mem::size_of::<Slot>();

@@ -297,6 +297,9 @@ fn account(e: &Entry, interval: u64) {
     let (b, m) = amounts(e, interval);
     if let Some((live_b, live_m)) = stacks::account(e.stack, b, m) {
         crate::hot::peak::grew(b);
+        if e.kind == live::ZEND_MM {
+            php::request_grew(b);
+        }
         crate::hot::leak_check::after_growth(e.stack, live_b, live_m);
     }
 }
@@ -305,6 +308,9 @@ fn unaccount(e: &Entry, interval: u64) {
     let (b, m) = amounts(e, interval);
     if stacks::slot(e.stack).is_some() {
         crate::hot::peak::shrinking(b);
+        if e.kind == live::ZEND_MM {
+            php::request_shrinking(b);
+        }
     }
     stacks::account(e.stack, -b, -m);
 }

@@ -47,6 +47,9 @@ struct Syms {
     ini_long: AtomicUsize,
     ini_string: AtomicUsize,
     compiler_globals: AtomicUsize,
+    sapi_globals: AtomicUsize,
+    sapi_module: AtomicUsize,
+    error_cb: AtomicUsize,
 }
 
 #[allow(clippy::declare_interior_mutable_const)]
@@ -66,6 +69,9 @@ static S: Syms = Syms {
     ini_long: Z,
     ini_string: Z,
     compiler_globals: Z,
+    sapi_globals: Z,
+    sapi_module: Z,
+    error_cb: Z,
 };
 
 /// What was there before us in PHP's hook pointers.
@@ -125,7 +131,7 @@ pub fn init() {
         clear_dlerror();
         return;
     }
-    let names: [(&AtomicUsize, &[u8]); 14] = [
+    let names: [(&AtomicUsize, &[u8]); 17] = [
         (&S.get_heap, b"zend_mm_get_heap\0"),
         (&S.is_zend_mm, b"is_zend_mm\0"),
         (&S.set_handlers, b"zend_mm_set_custom_handlers\0"),
@@ -141,6 +147,9 @@ pub fn init() {
         (&S.ini_long, b"zend_ini_long\0"),
         (&S.ini_string, b"zend_ini_string\0"),
         (&S.compiler_globals, b"compiler_globals\0"),
+        (&S.sapi_globals, b"sapi_globals\0"),
+        (&S.sapi_module, b"sapi_module\0"),
+        (&S.error_cb, b"zend_error_cb\0"),
     ];
     for (slot, name) in names {
         slot.store(sym(name), Relaxed);
@@ -311,12 +320,16 @@ extern "C" fn post_startup_cb() -> c_int {
         return rc;
     };
     php::mark_php_thread();
+    php::set_request_peak_threshold(config::get().php_peak_bytes);
+    wrap_error_cb(major, minor);
     let zend_mm = if INSTALL_READY.load(Relaxed) {
         "ZendMM samples and "
     } else {
         ""
     };
-    if !php::can_read_self() {
+    let safe_reads = php::can_read_self();
+    php::set_safe_reads(safe_reads);
+    if !safe_reads {
         log::line(format_args!(
             "heaplive[{}]: PHP {}: reading PHP's frames needs process_vm_readv, which a seccomp filter refuses here: PHP frames are off; {}malloc profiling {} on",
             pid(),
@@ -452,6 +465,12 @@ extern "C" fn module_startup(_type: c_int, _number: c_int) -> c_int {
 extern "C" fn request_startup(_type: c_int, _number: c_int) -> c_int {
     let _errno = sys::ErrnoGuard::save();
     php::mark_php_thread();
+    php::reset_request_peak();
+    OOM_DUMPED.store(false, Relaxed);
+    if config::get().php_request_frame {
+        let _busy = crate::hot::guard::Busy::enter();
+        php::set_request_frame(request_frame());
+    }
     if !WANT_ZEND_MM.load(Relaxed) {
         return 0;
     }
@@ -512,6 +531,12 @@ extern "C" fn post_deactivate() -> c_int {
 /// any efree.
 fn end_request() {
     let _errno = sys::ErrnoGuard::save();
+    if let Some(peak) = php::finish_request_peak()
+        && let Some(s) = crate::hot::services::get()
+    {
+        let r = php::request_frame();
+        (s.php_request_peak)(crate::hot::names::text(r).unwrap_or(b""), peak);
+    }
     if INSTALLED.swap(false, Relaxed) {
         let heap = php::heap();
         let (mut a, mut f, mut r) = (0usize, 0usize, 0usize);
@@ -536,6 +561,146 @@ fn end_request() {
         }
     }
     track::drop_zend_samples();
+    php::reset_request_peak();
+    php::set_request_frame(0);
+}
+
+/// The root frame of the request starting (`[GET /api/report]`, `[cli
+/// script.php]`): SG(request_info), and the path of `REQUEST_URI` when the
+/// SAPI's getenv gives it (php-fpm: a look-up in the request's FastCGI
+/// parameters, no allocation).
+fn request_frame() -> usize {
+    let (sg, sm) = (S.sapi_globals.load(Relaxed), S.sapi_module.load(Relaxed));
+    if sg == 0 || sm == 0 {
+        return 0;
+    }
+    // SAFETY: sapi_module is a global struct of the executable; `name` and
+    // `getenv` are its 1st and 10th words in 7.4 to 8.4.
+    let (name, getenv) = unsafe {
+        (
+            ((sm + php::SAPI_NAME) as *const usize).read(),
+            ((sm + php::SAPI_GETENV) as *const usize).read(),
+        )
+    };
+    let mut n = sys::StackBuf::<{ crate::hot::names::MAX_NAME }>::new();
+    let cli = name != 0 && php::read_cstr(name, 16, &mut n) && n.as_bytes() == b"cli";
+    let uri = if !cli && getenv != 0 {
+        let k = c"REQUEST_URI";
+        c!(
+            getenv,
+            fn(*const c_char, usize) -> usize,
+            k.as_ptr(),
+            k.count_bytes()
+        )
+    } else {
+        0
+    };
+    php::make_request_frame(sg, cli, uri)
+}
+
+// ---------------------------------------------------------------------------
+// memory_limit errors: `zend_error_cb` is wrapped after start-up (PHP sets
+// it to `php_error_cb` in php_module_startup; opcache and others may have
+// chained it since). On "Allowed memory size of ... exhausted" the wrapper
+// has the heap dumped (`background::php::oom`), then chains: PHP's own
+// callback then logs the error and bails out (longjmp), as without us.
+
+/// What `zend_error_cb` held before us.
+static PREV_ERROR_CB: AtomicUsize = AtomicUsize::new(0);
+/// The callback's arguments: 1 = 8.1+ `(int, zend_string *file, u32,
+/// zend_string *message)`; 2 = 8.0 `(int, const char *file, u32,
+/// zend_string *message)`; 3 = 7.4 `(int, const char *file, u32, const
+/// char *format, va_list)`.
+static ERROR_CB_KIND: AtomicUsize = AtomicUsize::new(0);
+/// This request was dumped at a memory_limit error already (a shutdown
+/// function may hit the limit again).
+static OOM_DUMPED: AtomicBool = AtomicBool::new(false);
+
+const E_ERROR: c_int = 1;
+const E_DONT_BAIL: c_int = 1 << 15;
+const OOM_PREFIX: &[u8] = b"Allowed memory size of ";
+
+fn wrap_error_cb(major: u32, minor: u32) {
+    let slot = S.error_cb.load(Relaxed);
+    if slot == 0 || !config::get().php_oom_dump || PREV_ERROR_CB.load(Relaxed) != 0 {
+        return;
+    }
+    let kind = match (major, minor) {
+        (7, _) => 3,
+        (8, 0) => 2,
+        _ => 1,
+    };
+    // SAFETY: `zend_error_cb` is a function pointer variable of the
+    // executable; PHP has started and runs no other thread (non-ZTS).
+    unsafe {
+        let p = slot as *mut usize;
+        let prev = p.read();
+        if prev == 0 {
+            return;
+        }
+        ERROR_CB_KIND.store(kind, Relaxed);
+        PREV_ERROR_CB.store(prev, Relaxed);
+        p.write(error_cb as *const () as usize);
+    }
+}
+
+/// The wrapper. Five word arguments: 7.4's callback takes a va_list (a
+/// pointer on x86-64) as the fifth; later ones four, and the fifth register
+/// is passed on unread.
+extern "C" fn error_cb(ty: c_int, file: usize, line: u32, message: usize, args: usize) {
+    if ty & !E_DONT_BAIL == E_ERROR && !crate::hot::guard::busy() && !OOM_DUMPED.load(Relaxed) {
+        let _errno = sys::ErrnoGuard::save();
+        memory_limit_dump(file, line, message);
+    }
+    let prev = PREV_ERROR_CB.load(Relaxed);
+    if prev != 0 {
+        c!(
+            prev,
+            fn(c_int, usize, u32, usize, usize) -> (),
+            ty,
+            file,
+            line,
+            message,
+            args
+        );
+    }
+}
+
+fn memory_limit_dump(file: usize, line: u32, message: usize) {
+    type Buf = sys::StackBuf<{ crate::hot::names::MAX_NAME }>;
+    let kind = ERROR_CB_KIND.load(Relaxed);
+    let mut m = Buf::new();
+    let got = match kind {
+        1 | 2 => php::read_zstr(message, &mut m),
+        // 7.4: the format, with the numbers still to fill in.
+        _ => php::read_cstr(message, 256, &mut m),
+    };
+    if !got || !m.as_bytes().starts_with(OOM_PREFIX) {
+        return;
+    }
+    let Some(s) = crate::hot::services::get() else {
+        return;
+    };
+    if INSTALL_READY.load(Relaxed) {
+        // RINIT clears it for the next request.
+        OOM_DUMPED.store(true, Relaxed);
+    }
+    let mut f = Buf::new();
+    let ok = file != 0
+        && match kind {
+            1 => php::read_zstr(file, &mut f),
+            _ => php::read_cstr(file, 512, &mut f),
+        };
+    if !ok {
+        f.push_bytes(b"?");
+    }
+    let r = php::request_frame();
+    (s.php_oom)(&crate::hot::services::PhpOom {
+        message: m.as_bytes(),
+        file: f.as_bytes(),
+        line,
+        request: crate::hot::names::text(r).unwrap_or(b""),
+    });
 }
 
 // ---------------------------------------------------------------------------

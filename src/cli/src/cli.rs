@@ -264,7 +264,9 @@ pub struct TableArgs {
 #[command(
     about = "the stacks (or functions) holding the most live bytes",
     long_about = "The stacks holding the most live bytes. Several files are summed (e.g. the
-dumps of all php-fpm workers taken at one moment). '-' reads standard input.
+dumps of all php-fpm workers taken at one moment). '-' reads standard input;
+a directory stands for the dumps in it (its *.folded files, less the
+.alloc, .samples and .peak views).
 
 Stacks are shown leaf first: 'xmlStrdup <- xmlNewNode <- main'.
 
@@ -274,11 +276,12 @@ top shows per stack the number of samples n and the 95% interval of the
 estimate, ±1.96/sqrt(n) (relative standard error 1/sqrt(n); smaller for
 blocks near or above the sample interval, which are sampled almost surely).
 Exact mode has no error bars.",
-    override_usage = "heaplive top FILE... [-n N] [--inclusive] [--php] [--bytes] [--width W]",
+    override_usage = "heaplive top FILE|DIR... [-n N] [--inclusive] [--php] [--endpoints] [--bytes] [--width W]",
     after_help = "\
 Examples:
   heaplive top heaplive.php-fpm8.2.4242.1.folded
-  heaplive top -n 50 --inclusive heaplive.php-fpm8.2.*.3.folded",
+  heaplive top -n 50 --inclusive heaplive.php-fpm8.2.*.3.folded
+  heaplive top --endpoints /var/tmp/heaplive-peaks/",
     help_template = TEMPLATE
 )]
 pub struct TopArgs {
@@ -293,6 +296,12 @@ pub struct TopArgs {
     /// with no PHP frame become '[no PHP code]'
     #[arg(long)]
     pub php: bool,
+    /// PHP endpoints instead of stacks: per request root frame ([GET
+    /// /api/report]), the highest and mean bytes over the dumps it is in;
+    /// on a directory of per-request peak dumps (HEAPLIVE_PHP_PEAK_BYTES),
+    /// the endpoints by peak
+    #[arg(long, conflicts_with_all = ["inclusive", "php"])]
+    pub endpoints: bool,
     #[command(flatten)]
     pub table: TableArgs,
     #[arg(value_name = "FILE", required = true, num_args = 1..)]
@@ -332,8 +341,10 @@ pub struct DiffArgs {
 #[command(
     about = "sum several folded files into one (to stdout)",
     long_about = "Sums identical stacks of several folded files and writes one folded file,
-sorted by stack, to standard output. '-' reads standard input.",
-    override_usage = "heaplive merge FILE... > all.folded",
+sorted by stack, to standard output. '-' reads standard input; a directory
+stands for the dumps in it (its *.folded files, less the .alloc, .samples and
+.peak views).",
+    override_usage = "heaplive merge FILE|DIR... > all.folded",
     after_help = "\
 Example:
   heaplive merge heaplive.php-fpm8.2.*.2.folded > pool.folded",

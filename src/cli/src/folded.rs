@@ -23,10 +23,51 @@ pub fn load(path: &str) -> Res<Profile> {
     parse(name, &bytes).or_else(error)
 }
 
-/// Reads several files and sums them.
+/// The files that the arguments name: a directory stands for its dumps,
+/// the `*.folded` files in it (sorted by name), less hidden ones (a dump
+/// being written) and the companion views `NAME.alloc.folded`,
+/// `NAME.samples.folded` and `NAME.peak.folded`.
+pub fn expand(paths: &[String]) -> Res<Vec<String>> {
+    let mut out = Vec::new();
+    for p in paths {
+        if p == "-" || !std::path::Path::new(p).is_dir() {
+            out.push(p.clone());
+            continue;
+        }
+        let rd = match std::fs::read_dir(p) {
+            Ok(rd) => rd,
+            Err(e) => return error(format!("{p}: {}", io_msg(&e))),
+        };
+        let mut files: Vec<String> = rd
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+            .filter_map(|e| e.file_name().to_str().map(String::from))
+            .filter(|n| is_dump_name(n))
+            .map(|n| std::path::Path::new(p).join(n).display().to_string())
+            .collect();
+        if files.is_empty() {
+            return error(format!("{p}: no .folded files in this directory"));
+        }
+        files.sort();
+        out.extend(files);
+    }
+    Ok(out)
+}
+
+/// A dump's own file name (not a companion view, not a temporary file).
+pub fn is_dump_name(n: &str) -> bool {
+    n.ends_with(".folded")
+        && !n.starts_with('.')
+        && ![".alloc.folded", ".samples.folded", ".peak.folded"]
+            .iter()
+            .any(|v| n.ends_with(v))
+}
+
+/// Reads several files (a directory: its dumps) and sums them.
 pub fn load_all(paths: &[String]) -> Res<Profile> {
+    let paths = expand(paths)?;
     let mut sum = Profile::default();
-    for path in paths {
+    for path in &paths {
         sum.try_add(load(path)?).or_else(error)?;
     }
     Ok(sum)

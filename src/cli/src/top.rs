@@ -1,13 +1,18 @@
 //! `heaplive top`: the stacks (or functions) holding the most live bytes.
 
-use crate::Res;
 use crate::cli::TopArgs;
 use crate::folded::{self, Profile};
 use crate::table::{Table, abbreviate_stack, emit, function_totals, shorten_frame};
 use crate::units::{grouped, percent};
+use crate::{Res, error};
 
-pub fn main(a: TopArgs) -> Res<()> {
+pub fn main(mut a: TopArgs) -> Res<()> {
     let t = Table::from_args(&a.table);
+    a.files = folded::expand(&a.files)?;
+    if a.endpoints {
+        let text = top_endpoints(&a.files, &t)?;
+        return emit(|out| out.write_all(text.as_bytes()));
+    }
     let mut profile = folded::load_all(&a.files)?;
     if a.php {
         profile = php_frames_only(&profile);
@@ -61,12 +66,27 @@ fn error_cell(n: u64) -> String {
     }
 }
 
+/// Is `frame` a PHP request's root frame, `[GET /api/report]` or `[cli
+/// script.php]`?
+pub fn is_request_frame(frame: &str) -> bool {
+    let Some(inner) = frame.strip_prefix('[').and_then(|f| f.strip_suffix(']')) else {
+        return false;
+    };
+    let Some((method, rest)) = inner.split_once(' ') else {
+        return false;
+    };
+    !rest.is_empty()
+        && (method == "cli"
+            || (!method.is_empty() && method.bytes().all(|b| b.is_ascii_uppercase())))
+}
+
 /// Is `frame` one of PHP mode's frames: `f (file.php:12)`, `f [internal]`,
-/// `[zend_mm]`, `[php?]`?
+/// `[zend_mm]`, `[php?]`, a request's `[GET /path]`?
 fn is_php_frame(frame: &str) -> bool {
     frame.ends_with(" [internal]")
         || frame == "[zend_mm]"
         || frame == "[php?]"
+        || is_request_frame(frame)
         || frame
             .rsplit_once(" (")
             .and_then(|(_, at)| at.strip_suffix(')'))
@@ -89,7 +109,10 @@ pub fn php_frames_only(p: &Profile) -> Profile {
     let mut stacks: std::collections::BTreeMap<String, u64> = Default::default();
     for (stack, &count) in &p.stacks {
         let kept: Vec<&str> = stack.split(';').filter(|f| is_php_frame(f)).collect();
-        let key = if kept.iter().all(|f| *f == "[zend_mm]") {
+        let key = if kept
+            .iter()
+            .all(|f| *f == "[zend_mm]" || is_request_frame(f))
+        {
             let mut k = String::from("[no PHP code]");
             for f in kept {
                 k.push(';');
@@ -102,6 +125,74 @@ pub fn php_frames_only(p: &Profile) -> Profile {
         *stacks.entry(key).or_insert(0) += count;
     }
     Profile { stacks }
+}
+
+/// `top --endpoints`: per PHP request root frame, the files (dumps) it
+/// appears in and its bytes in each: the highest, the mean over those
+/// files, and the share of all bytes under a request frame. On a directory
+/// of per-request peak dumps (one request each), that ranks endpoints by
+/// peak.
+fn top_endpoints(files: &[String], t: &Table) -> Res<String> {
+    use std::collections::BTreeMap;
+    // endpoint -> (dumps, highest, sum)
+    let mut by: BTreeMap<String, (u64, u128, u128)> = BTreeMap::new();
+    let mut total = 0u128;
+    for f in files {
+        let p = folded::load(f)?;
+        let mut here: BTreeMap<&str, u128> = BTreeMap::new();
+        for (stack, &count) in &p.stacks {
+            let root = stack.split(';').next().unwrap_or("");
+            if is_request_frame(root) {
+                *here.entry(root).or_insert(0) += count as u128;
+            }
+        }
+        for (e, b) in here {
+            let r = by.entry(e.to_string()).or_insert((0, 0, 0));
+            r.0 += 1;
+            r.1 = r.1.max(b);
+            r.2 += b;
+            total += b;
+        }
+    }
+    if by.is_empty() {
+        return error(
+            "no PHP request frames ([GET /path], [cli script.php]) in these files: dumps of php-fpm or php-cli taken during requests, with HEAPLIVE_PHP_REQUEST_FRAME=1, have them",
+        );
+    }
+    let mut rows: Vec<(String, (u64, u128, u128))> = by.into_iter().collect();
+    rows.sort_by(|a, b| b.1.1.cmp(&a.1.1).then(a.0.cmp(&b.0)));
+    let shown = t.shown(rows.len());
+    let w = rows[..shown]
+        .iter()
+        .map(|r| t.size(r.1.1).len())
+        .chain([10])
+        .max()
+        .unwrap_or(10);
+    let mut out = format!(
+        "{:>w$}  {:>w$}  {:>6}  {:>6}  ENDPOINT\n",
+        "HIGHEST", "MEAN", "DUMPS", "SHARE"
+    );
+    for (e, (n, hi, sum)) in &rows[..shown] {
+        out += &format!(
+            "{:>w$}  {:>w$}  {:>6}  {:>6}  {e}\n",
+            t.size(*hi),
+            t.size(sum / *n as u128),
+            grouped(*n as u128),
+            percent(*sum, total)
+        );
+    }
+    if shown < rows.len() {
+        out += &format!(
+            "({} more endpoints)\n",
+            grouped((rows.len() - shown) as u128)
+        );
+    }
+    out += &format!(
+        "{} endpoints in {} files\n",
+        grouped(rows.len() as u128),
+        grouped(files.len() as u128)
+    );
+    Ok(out)
 }
 
 fn top_stacks(p: &Profile, t: &Table, nfiles: usize, samples: Option<Profile>) -> String {
@@ -211,6 +302,19 @@ fn top_functions(p: &Profile, t: &Table) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn request_frames_are_told_from_markers() {
+        assert!(is_request_frame("[GET /api/report]"));
+        assert!(is_request_frame("[POST /user/{n}]"));
+        assert!(is_request_frame("[cli worker.php]"));
+        assert!(!is_request_frame("[zend_mm]"));
+        assert!(!is_request_frame("[php?]"));
+        assert!(!is_request_frame("[php names: full]"));
+        assert!(!is_request_frame("str_repeat [internal]"));
+        assert!(!is_request_frame("[GET ]"));
+        assert!(is_php_frame("[GET /x]"));
+    }
 
     #[test]
     fn php_keeps_php_frames_and_merges() {

@@ -246,6 +246,27 @@ setting!(
     "PHP mode in php-fpm and php-cli: auto (ZendMM samples and PHP frames), native (PHP frames only), off"
 );
 setting!(
+    PHP_OOM_DUMP,
+    c"HEAPLIVE_PHP_OOM_DUMP",
+    "1",
+    Bool,
+    "PHP mode: when a request exhausts memory_limit (\"Allowed memory size of ... exhausted\"), dump the live heap at that moment, before PHP reports the error; 0 = off"
+);
+setting!(
+    PHP_REQUEST_FRAME,
+    c"HEAPLIVE_PHP_REQUEST_FRAME",
+    "1",
+    Bool,
+    "PHP mode: the request as the root frame of its samples, [GET /api/report] (php-fpm) or [cli script.php]; 0 = leave it out"
+);
+setting!(
+    PHP_PEAK_BYTES,
+    c"HEAPLIVE_PHP_PEAK_BYTES",
+    "0 (off)",
+    WarnBytes,
+    "PHP mode: a request whose ZendMM live total peaks at this size or more writes the stacks at its peak when it ends: 16M, 100M; 0 = off"
+);
+setting!(
     UNWIND,
     c"HEAPLIVE_UNWIND",
     "cached",
@@ -280,6 +301,9 @@ pub const ALL: &[&Setting] = &[
     &LINES,
     &DEMANGLE,
     &PHP,
+    &PHP_OOM_DUMP,
+    &PHP_REQUEST_FRAME,
+    &PHP_PEAK_BYTES,
     &SEED,
     &UNWIND,
     &LIB,
