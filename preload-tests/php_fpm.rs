@@ -278,6 +278,32 @@ impl Default for FpmOpts {
     }
 }
 
+/// A port for a php-fpm pool: below the kernel's ephemeral range (32768
+/// up), so no client socket of a parallel test takes it between this
+/// check and php-fpm's bind; each port is handed out once per test
+/// process, from a start that differs between processes, and only if
+/// nothing listens on it now. (Port 0's pick, dropped and bound again by
+/// php-fpm, raced with the ephemeral ports of parallel tests.)
+pub(crate) fn free_port() -> u16 {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    const LOW: u32 = 20_000;
+    const SPAN: u32 = 10_000;
+    let _ = NEXT.compare_exchange(
+        0,
+        1 + std::process::id() * 97 % SPAN,
+        Ordering::AcqRel,
+        Ordering::Acquire,
+    );
+    for _ in 0..SPAN {
+        let port = (LOW + NEXT.fetch_add(1, Ordering::AcqRel) % SPAN) as u16;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port in {LOW}..{}", LOW + SPAN);
+}
+
 /// A php-fpm master started in the foreground; killed (with its workers)
 /// if the test ends while it still runs.
 pub(crate) struct Fpm {
@@ -314,16 +340,7 @@ impl Fpm {
             www_data_pool,
         } = *opts;
         require_fpm();
-        // Both listeners held until both ports are known: two different
-        // free ports.
-        let listeners: Vec<std::net::TcpListener> = (0..2)
-            .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
-            .collect();
-        let ports: Vec<u16> = listeners
-            .iter()
-            .map(|l| l.local_addr().unwrap().port())
-            .collect();
-        drop(listeners);
+        let ports = [free_port(), free_port()];
         let port = ports[0];
         let root = unsafe { libc::geteuid() } == 0;
         let wd_port = www_data_pool.then(|| {
