@@ -319,6 +319,41 @@ echo "SAID=$(grep -c "HEAPLIVE_LOG='/tmp/log'.*no reader.*using stderr" /tmp/err
     assert_eq!(get(&m, "SAID", &t), "1", "{t}");
 }
 
+/// HEAPLIVE_LOG follows the rules of dump files (README, security model):
+/// a symlink in a sticky world-writable directory is not followed, even in
+/// a directory of the attacker's where the kernel's `protected_symlinks`
+/// lets it through; another user's file is not appended to; a symlink in a
+/// directory of ours is followed to our file.
+#[test]
+fn log_path_planted_by_another_user_is_not_written() {
+    let (m, t) = in_private_tmp(
+        r#"
+echo keep > /tmp/victim
+mkdir -m 1777 /tmp/shared && chown $EVIL /tmp/shared
+runuser -u $EVIL -- ln -s /tmp/victim /tmp/shared/h.log
+LD_PRELOAD=$LIB HEAPLIVE_LOG=/tmp/shared/h.log HEAPLIVE_OUTPUT=/tmp/h.folded $PROGS/sec_dump 2>/tmp/err.link
+echo "VICTIM=$(tr '\n' ' ' < /tmp/victim)"
+echo "LINK_SAID=$(grep -c "HEAPLIVE_LOG='/tmp/shared/h.log'.*symlink in a sticky.*using stderr" /tmp/err.link)"
+echo "LINK_STDERR=$(grep -c 'exit dump' /tmp/err.link)"
+runuser -u $EVIL -- sh -c 'echo theirs > /tmp/evil.log'
+LD_PRELOAD=$LIB HEAPLIVE_LOG=/tmp/evil.log HEAPLIVE_OUTPUT=/tmp/h.folded $PROGS/sec_dump 2>/tmp/err.evil
+echo "EVIL_LOG=$(cat /tmp/evil.log | tr '\n' ' ')"
+echo "EVIL_SAID=$(grep -c "HEAPLIVE_LOG='/tmp/evil.log'.*another user" /tmp/err.evil)"
+mkdir -m 755 /tmp/mine && ln -s /tmp/mine/real.log /tmp/mine/h.log
+LD_PRELOAD=$LIB HEAPLIVE_LOG=/tmp/mine/h.log HEAPLIVE_OUTPUT=/tmp/h.folded $PROGS/sec_dump 2>/tmp/err.mine
+echo "MINE=$(grep -c 'exit dump' /tmp/mine/real.log)"
+echo "MINE_STDERR=$(wc -c < /tmp/err.mine)"
+"#,
+    );
+    assert_eq!(get(&m, "VICTIM", &t), "keep ", "{t}");
+    assert_eq!(get(&m, "LINK_SAID", &t), "1", "one line says why\n{t}");
+    assert_eq!(get(&m, "LINK_STDERR", &t), "1", "the log went to stderr\n{t}");
+    assert_eq!(get(&m, "EVIL_LOG", &t), "theirs ", "{t}");
+    assert_eq!(get(&m, "EVIL_SAID", &t), "1", "{t}");
+    assert_eq!(get(&m, "MINE", &t), "1", "{t}");
+    assert_eq!(get(&m, "MINE_STDERR", &t), "0", "{t}");
+}
+
 /// Item 17: temporaries of a process killed mid-dump are named so that no
 /// glob for dumps matches them and are removed by the next process that
 /// writes there; a dead process's status file too; nothing (signal or
