@@ -18,6 +18,7 @@ mod php_mode;
 mod real_programs;
 mod sampled;
 mod security;
+mod services;
 mod signal_waits;
 mod signals_fork;
 mod stress;

@@ -347,7 +347,11 @@ echo "MINE_STDERR=$(wc -c < /tmp/err.mine)"
     );
     assert_eq!(get(&m, "VICTIM", &t), "keep ", "{t}");
     assert_eq!(get(&m, "LINK_SAID", &t), "1", "one line says why\n{t}");
-    assert_eq!(get(&m, "LINK_STDERR", &t), "1", "the log went to stderr\n{t}");
+    assert_eq!(
+        get(&m, "LINK_STDERR", &t),
+        "1",
+        "the log went to stderr\n{t}"
+    );
     assert_eq!(get(&m, "EVIL_LOG", &t), "theirs ", "{t}");
     assert_eq!(get(&m, "EVIL_SAID", &t), "1", "{t}");
     assert_eq!(get(&m, "MINE", &t), "1", "{t}");

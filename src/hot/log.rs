@@ -145,9 +145,7 @@ fn open_log_checked(path: &[u8; 4097], len: usize) -> Result<i32, (i32, &'static
     let why = match st.st_mode & libc::S_IFMT {
         _ if !ok => Some(""),
         libc::S_IFCHR | libc::S_IFIFO => None,
-        libc::S_IFREG if st.st_uid != euid => {
-            Some(": a file of another user; not appended to")
-        }
+        libc::S_IFREG if st.st_uid != euid => Some(": a file of another user; not appended to"),
         libc::S_IFREG if sticky && st.st_nlink > 1 => {
             Some(": a hard link in a sticky world-writable directory; not appended to")
         }

@@ -39,6 +39,8 @@ pub enum Grammar {
     PhpMode,
     /// [`crate::grammar::unwind`]
     Unwind,
+    /// [`crate::grammar::programs`]
+    Programs,
 }
 
 /// Why a value is refused, for a message `NAME='value' <why>`.
@@ -80,6 +82,7 @@ impl Grammar {
             Grammar::PeakGrowth => text(g::peak_growth(v).map(drop)),
             Grammar::PhpMode => text(g::php_mode(v).map(drop)),
             Grammar::Unwind => text(g::unwind(v).map(drop)),
+            Grammar::Programs => text(g::programs(v)),
         }
     }
 }
@@ -190,6 +193,13 @@ setting!(
     "0 loads heaplive dormant: nothing is sampled until heaplive start PID or heaplive_start()"
 );
 setting!(
+    PROGRAMS,
+    c"HEAPLIVE_PROGRAMS",
+    "* (every program)",
+    Programs,
+    "only programs whose name matches one of these comma-separated globs are profiled (example: php-fpm*,python3); the others stay dormant and write nothing"
+);
+setting!(
     WARN_BYTES,
     c"HEAPLIVE_WARN_BYTES",
     "256M",
@@ -272,6 +282,7 @@ pub const ALL: &[&Setting] = &[
     &VIEWS,
     &PEAK_GROWTH,
     &START,
+    &PROGRAMS,
     &WARN_BYTES,
     &WARN_BLOCKS,
     &WARN_GROWTH,
