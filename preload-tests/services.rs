@@ -108,3 +108,155 @@ fn only_programs_named_in_heaplive_programs_are_profiled() {
         "the default is in force"
     );
 }
+
+/// `heaplive dump` into a container: a process in its own pid namespace
+/// (pid 1 there) and mount namespace with a private /tmp (as systemd's
+/// `PrivateTmp=` or a container runtime makes it). Its status file is
+/// `/tmp/heaplive-0/1` in its own /tmp; the command finds it through
+/// `/proc/PID/root` and `NSpid`, and prints where the dump is as seen from
+/// outside.
+#[test]
+fn dump_reaches_a_process_in_another_pid_and_mount_namespace() {
+    use std::io::{BufRead, BufReader, Write};
+    let dir = tempdir("pidns");
+    let prog = compile("cli_grow.c", "cli_grow", dir.path(), &[]);
+    // Outside /tmp, which the namespace covers with its own tmpfs.
+    let keep = std::path::PathBuf::from(format!("/run/heaplive-test.pidns.{}", std::process::id()));
+    std::fs::create_dir_all(&keep).unwrap();
+    std::fs::copy(lib(), keep.join("libheaplive.so")).unwrap();
+    std::fs::copy(&prog, keep.join("cli_grow")).unwrap();
+    let script = "mount -t tmpfs -o mode=1777 heaplive-test /tmp || exit 90; cd /; \
+                  LD_PRELOAD=$S/libheaplive.so exec $S/cli_grow";
+    let mut c = Command::new("unshare");
+    c.args([
+        "--pid",
+        "--fork",
+        "--mount-proc",
+        "--propagation",
+        "private",
+        "bash",
+        "-c",
+        script,
+    ]);
+    for (k, _) in std::env::vars() {
+        if k.starts_with("HEAPLIVE_") || k == "LD_PRELOAD" {
+            c.env_remove(k);
+        }
+    }
+    let mut child = c
+        .env("S", &keep)
+        .env("HEAPLIVE_SAMPLE_INTERVAL", "1")
+        .env("HEAPLIVE_DUMP_AT_EXIT", "0")
+        .env("HEAPLIVE_OUTPUT", "/tmp/ns.%p.%n.folded")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("run unshare");
+    let mut input = child.stdin.take().unwrap();
+    let mut output = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    output.read_line(&mut line).unwrap();
+    assert_eq!(line, "ready\n");
+    writeln!(input, "grow 5000").unwrap();
+    line.clear();
+    output.read_line(&mut line).unwrap();
+    assert_eq!(line, "ok\n");
+    // The program: unshare's child, which exec'ed it (pid 1 inside).
+    let pid = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .find(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/stat")).is_ok_and(|s| {
+                s.contains("(cli_grow)")
+                    && s.split(") ").nth(1).and_then(|r| r.split(' ').nth(1))
+                        == Some(&child.id().to_string())
+            })
+        })
+        .expect("the program's pid");
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    assert!(
+        status
+            .lines()
+            .any(|l| l.starts_with("NSpid:") && l.ends_with("\t1")),
+        "{status}"
+    );
+    let o = heaplive(&["dump", "--timeout", "20", &pid.to_string()]);
+    let printed = ok(o);
+    assert_eq!(printed, format!("/proc/{pid}/root/tmp/ns.1.1.folded\n"));
+    let stacks = parse_folded(std::path::Path::new(printed.trim_end()));
+    assert_eq!(bytes_under(&stacks, "grow_site"), 5000, "{stacks:?}");
+    // A second dump: the count in the status file grew.
+    let printed = ok(heaplive(&["dump", "--timeout", "20", &pid.to_string()]));
+    assert_eq!(printed, format!("/proc/{pid}/root/tmp/ns.1.2.folded\n"));
+    writeln!(input, "quit").unwrap();
+    let st = child.wait().unwrap();
+    assert_eq!(st.code(), Some(5));
+    let _ = std::fs::remove_dir_all(&keep);
+}
+
+/// Lines that stderr would lose (HEAPLIVE_LOG unset; stderr /dev/null at
+/// start, replaced by /dev/null later as php-fpm does to its workers, or
+/// closed) go to `heaplive.<euid>.log` next to the dump files; with a stderr that
+/// reaches someone, they stay there and no such file appears.
+#[test]
+fn lines_stderr_would_lose_go_next_to_the_dumps() {
+    let dir = tempdir("lognear");
+    let prog = compile("log_devnull.c", "log_devnull", dir.path(), &[]);
+    let run = |sub: &str, args: &[&str], stderr: std::process::Stdio| {
+        let out = dir.path().join(sub);
+        std::fs::create_dir_all(&out).unwrap();
+        let o = preloaded_command(
+            dir.path(),
+            &prog,
+            args,
+            &[("HEAPLIVE_OUTPUT", &format!("{}/h.%p.folded", out.display()))],
+        )
+        .stderr(stderr)
+        .output()
+        .unwrap();
+        assert_eq!(o.status.code(), Some(0));
+        let log = std::fs::read_to_string(out.join("heaplive.0.log")).unwrap_or_default();
+        (log, out)
+    };
+    // Replaced by /dev/null after start.
+    let (log, out) = run("replaced", &[], std::process::Stdio::piped());
+    assert_eq!(
+        log.lines().filter(|l| l.contains(": exit dump ")).count(),
+        1,
+        "{log:?}"
+    );
+    assert!(log.contains(&out.display().to_string()), "{log}");
+    // /dev/null from the start.
+    let (log, _) = run("null", &["x"], std::process::Stdio::null());
+    assert_eq!(
+        log.lines().filter(|l| l.contains(": exit dump ")).count(),
+        1,
+        "{log:?}"
+    );
+    // Closed by the program.
+    let (log, _) = run("closed", &["close"], std::process::Stdio::piped());
+    assert_eq!(
+        log.lines().filter(|l| l.contains(": exit dump ")).count(),
+        1,
+        "{log:?}"
+    );
+    // A stderr that reaches someone keeps the lines: no file.
+    let o = preloaded_command(
+        dir.path(),
+        &prog,
+        &["keep"],
+        &[(
+            "HEAPLIVE_OUTPUT",
+            &format!("{}/kept/h.%p.folded", dir.path().display()),
+        )],
+    );
+    std::fs::create_dir_all(dir.path().join("kept")).unwrap();
+    let o = {
+        let mut o = o;
+        o.output().unwrap()
+    };
+    // (`cat` would not do: coreutils close stderr in an exit handler that
+    // runs before heaplive's exit dump, whose line then goes to the file.)
+    assert!(stderr(&o).contains(": exit dump "), "{}", show(&o));
+    assert!(!dir.path().join("kept/heaplive.0.log").exists());
+}

@@ -16,6 +16,11 @@ static STDERR: sys::FdIdentity = sys::FdIdentity::new();
 static LOG: sys::OwnFd = sys::OwnFd::new();
 /// 0 not tried yet, 1 open, 2 failed or not configured (stderr is used).
 static LOG_STATE: AtomicI32 = AtomicI32::new(0);
+/// `heaplive.<euid>.log` next to the dump files, for lines that stderr would
+/// lose (HEAPLIVE_LOG unset, stderr closed, /dev/null, or replaced by the
+/// program: php-fpm's workers); states as LOG_STATE's.
+static NEAR: sys::OwnFd = sys::OwnFd::new();
+static NEAR_STATE: AtomicI32 = AtomicI32::new(0);
 
 /// Remembers which file stderr is. Called once at load.
 pub fn init() {
@@ -166,6 +171,134 @@ fn write_stderr(b: &[u8]) {
     }
 }
 
+/// Whether a line written to fd 2 reaches someone: fd 2 is still the file
+/// it was at load, and that is not /dev/null.
+fn stderr_reaches_someone() -> bool {
+    if !stderr_is_ours() {
+        return false;
+    }
+    // SAFETY: st a valid out-pointer; fstat keeps errno on success only.
+    let saved = sys::errno();
+    let mut st: libc::stat = unsafe { core::mem::zeroed() };
+    let ok = unsafe { libc::fstat(2, &mut st) } == 0;
+    sys::set_errno(saved);
+    !(ok && st.st_mode & libc::S_IFMT == libc::S_IFCHR && st.st_rdev == libc::makedev(1, 3))
+}
+
+/// The directory the dump files go to, as the template says before any
+/// file name is made: its directory part (relative to the start
+/// directory), with `%p`, `%e` and `%%` expanded; a `%n` there, or an
+/// overlong name, gives the start directory.
+fn dump_dir(out: &mut [u8; 4097]) -> usize {
+    let cfg = crate::hot::config::get();
+    let t = cfg.output_template().as_bytes();
+    let dir = match t.iter().rposition(|&b| b == b'/') {
+        Some(0) => &t[..1],
+        Some(i) => &t[..i],
+        None => &[][..],
+    };
+    let mut b = StackBuf::<4097>::new();
+    if dir.first() != Some(&b'/') {
+        b.push_bytes(cfg.start_dir.as_bytes());
+        if !dir.is_empty() {
+            b.push_bytes(b"/");
+        }
+    }
+    let mut i = 0;
+    let mut plain = true;
+    while i < dir.len() {
+        match (dir[i], dir.get(i + 1)) {
+            (b'%', Some(b'p')) => {
+                let _ = write!(b, "{}", crate::hot::pid::get());
+                i += 2;
+            }
+            (b'%', Some(b'e')) => {
+                b.push_bytes(cfg.exe.as_bytes());
+                i += 2;
+            }
+            (b'%', Some(b'%')) => {
+                b.push_bytes(b"%");
+                i += 2;
+            }
+            (b'%', _) => {
+                plain = false;
+                break;
+            }
+            (c, _) => {
+                b.push_bytes(&[c]);
+                i += 1;
+            }
+        }
+    }
+    let bytes = if plain && b.as_bytes().len() < 4000 {
+        b.as_bytes()
+    } else {
+        cfg.start_dir.as_bytes()
+    };
+    let n = bytes.len().min(4000);
+    out[..n].copy_from_slice(&bytes[..n]);
+    n
+}
+
+/// Appends `/heaplive.<euid>.log` and a NUL to the directory `path[..n]`
+/// (one file per user: the first writer owns it, and another user's file
+/// is not appended to).
+fn with_name(path: &mut [u8; 4097], n: usize) -> usize {
+    let mut b = StackBuf::<64>::new();
+    if n > 0 && path[n - 1] != b'/' {
+        b.push_bytes(b"/");
+    }
+    // SAFETY: geteuid has no preconditions.
+    let _ = write!(b, "heaplive.{}.log", unsafe { libc::geteuid() });
+    let name = b.as_bytes();
+    path[n..n + name.len()].copy_from_slice(name);
+    path[n + name.len()] = 0;
+    n + name.len()
+}
+
+/// The descriptor of `heaplive.<euid>.log` next to the dump files, opening it
+/// (with HEAPLIVE_LOG's checks) when first needed; None when it cannot be.
+fn near_fd() -> Option<i32> {
+    match NEAR_STATE.load(Acquire) {
+        2 => return None,
+        1 => {
+            if let Some(fd) = NEAR.get() {
+                return Some(fd);
+            }
+            NEAR.forget();
+        }
+        _ => {}
+    }
+    let mut path = [0u8; 4097];
+    let mut n = dump_dir(&mut path);
+    n = with_name(&mut path, n);
+    let mut opened = open_log(&path, n);
+    if opened.is_err() {
+        // Where dumps fall back to: $TMPDIR or /tmp.
+        let t = crate::hot::config::get().tmpdir.as_bytes();
+        n = t.len().min(4000);
+        path[..n].copy_from_slice(&t[..n]);
+        n = with_name(&mut path, n);
+        opened = open_log(&path, n);
+    }
+    match opened {
+        Ok(fd) => {
+            let old = NEAR.set(fd);
+            if old >= 0 {
+                // SAFETY: a descriptor of ours that lost a race.
+                unsafe { libc::close(old) };
+            }
+            NEAR_STATE.store(1, Release);
+            NEAR.get()
+        }
+        Err(_) => {
+            // Nobody would read a line saying so.
+            NEAR_STATE.store(2, Release);
+            None
+        }
+    }
+}
+
 /// write(2) with SIGPIPE blocked on this thread, and a SIGPIPE it raised
 /// taken back, so that a closed pipe cannot kill the host.
 fn write_no_sigpipe(fd: i32, b: &[u8]) {
@@ -208,7 +341,12 @@ pub fn write_line(text: &[u8]) {
     b.push_bytes(b"\n");
     match log_fd() {
         Some(fd) => write_no_sigpipe(fd, b.as_bytes()),
-        None => write_stderr(b.as_bytes()),
+        None if stderr_reaches_someone() => write_no_sigpipe(2, b.as_bytes()),
+        None => {
+            if let Some(fd) = near_fd() {
+                write_no_sigpipe(fd, b.as_bytes());
+            }
+        }
     }
 }
 
