@@ -11,6 +11,7 @@ mod config_errors;
 mod core_exact;
 mod glibc;
 mod heaptrack;
+mod install;
 mod leaks;
 mod ownmem;
 mod php_fpm;

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::sync::OnceLock;
 
-const EVIL: &str = "heaplive-evil";
+pub(crate) const EVIL: &str = "heaplive-evil";
 
 /// The programs, compiled once into a directory outside /tmp.
 fn progs() -> &'static PathBuf {
@@ -27,7 +27,7 @@ fn progs() -> &'static PathBuf {
 }
 
 /// Creates the attacker's user when missing.
-fn attacker() {
+pub(crate) fn attacker() {
     static DONE: OnceLock<()> = OnceLock::new();
     DONE.get_or_init(|| {
         // SAFETY: geteuid has no preconditions.

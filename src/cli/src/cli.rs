@@ -101,7 +101,8 @@ defaults, or the value already in the environment.",
     override_usage = "heaplive run [OPTIONS] -- COMMAND [ARGS...]",
     after_help = "\
 The library is $HEAPLIVE_LIB if set, else libheaplive.so next to the heaplive
-executable, else ../lib/heaplive/libheaplive.so relative to it.
+executable, else ../lib/libheaplive.so relative to it (make install), else
+../lib/heaplive/libheaplive.so.
 
 Examples:
   heaplive run -- ./server --port 8080

@@ -175,7 +175,9 @@ fn run_child(
     })
 }
 
-/// `$HEAPLIVE_LIB`, else next to this executable, else `../lib/heaplive/`.
+/// `$HEAPLIVE_LIB`, else next to this executable, else `../lib/` (where
+/// `make install` puts it: `$PREFIX/bin` and `$PREFIX/lib`), else
+/// `../lib/heaplive/`.
 pub fn find_library() -> Res<PathBuf> {
     let lib = match std::env::var_os("HEAPLIVE_LIB").filter(|v| !v.is_empty()) {
         Some(p) => {
@@ -192,15 +194,17 @@ pub fn find_library() -> Res<PathBuf> {
             let dir = exe.parent().unwrap_or(Path::new("/"));
             let candidates = [
                 dir.join("libheaplive.so"),
+                dir.join("../lib/libheaplive.so"),
                 dir.join("../lib/heaplive/libheaplive.so"),
             ];
             match candidates.iter().find(|c| c.is_file()) {
                 Some(c) => c.clone(),
                 None => {
                     return error(format!(
-                        "cannot find libheaplive.so (looked at {} and {}); set HEAPLIVE_LIB=/path/to/libheaplive.so",
+                        "cannot find libheaplive.so (looked at {}, {} and {}); set HEAPLIVE_LIB=/path/to/libheaplive.so",
                         candidates[0].display(),
-                        candidates[1].display()
+                        candidates[1].display(),
+                        candidates[2].display()
                     ));
                 }
             }
