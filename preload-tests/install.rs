@@ -34,7 +34,11 @@ fn make(target: &str, prefix: &Path) -> String {
 }
 
 fn sections(file: &Path) -> String {
-    let o = Command::new("readelf").arg("-SW").arg(file).output().unwrap();
+    let o = Command::new("readelf")
+        .arg("-SW")
+        .arg(file)
+        .output()
+        .unwrap();
     stdout(&o)
 }
 
@@ -72,7 +76,12 @@ fn make_install_into_a_prefix_then_a_new_user_runs_heaplive_from_it() {
     let work = dir.path().join("work");
     std::fs::create_dir_all(&work).unwrap();
     let prog = compile("sec_dump.c", "sec_dump", &work, &[]);
-    Command::new("chmod").arg("-R").arg("a+rwX").arg(dir.path()).status().unwrap();
+    Command::new("chmod")
+        .arg("-R")
+        .arg("a+rwX")
+        .arg(dir.path())
+        .status()
+        .unwrap();
     let mut c = Command::new("runuser");
     c.args(["-u", EVIL, "--"])
         .arg(prefix.join("bin/heaplive"))
@@ -91,7 +100,11 @@ fn make_install_into_a_prefix_then_a_new_user_runs_heaplive_from_it() {
     let files = folded_files(&work);
     assert_eq!(files.len(), 1, "{files:?}\n{}", show(&o));
     let stacks = parse_folded(&files[0]);
-    assert_eq!(bytes_by_leaf(&stacks).get("main"), Some(&1000), "{stacks:?}");
+    assert_eq!(
+        bytes_by_leaf(&stacks).get("main"),
+        Some(&1000),
+        "{stacks:?}"
+    );
     use std::os::unix::fs::MetadataExt;
     let owner = std::fs::metadata(&files[0]).unwrap().uid();
     assert_ne!(owner, 0, "written by the new user");

@@ -51,6 +51,12 @@ pub fn main(a: RunArgs) -> Res<()> {
     .into_iter()
     .filter_map(|(s, v)| Some((s.name(), v?)))
     .collect();
+    let mut vars = vars;
+    // Quiet means the library's lines too (dump summaries, leak warnings),
+    // unless a log file was asked for.
+    if quiet && std::env::var_os(settings::LOG.name()).is_none_or(|v| v.is_empty()) {
+        vars.push((settings::LOG.name(), "/dev/null".to_string()));
+    }
     let lib = find_library()?;
     let preload = match std::env::var_os("LD_PRELOAD") {
         Some(old) if !old.is_empty() => {
