@@ -60,7 +60,7 @@ pub(crate) fn attacker() {
 /// a fresh tmpfs (mode 1777, like a real /tmp). The script sees $LIB,
 /// $PROGS, $HEAPLIVE and $EVIL, and reports with `echo KEY=value` lines,
 /// returned as a map (with the whole output for messages).
-fn in_private_tmp(script: &str) -> (BTreeMap<String, String>, String) {
+pub(crate) fn in_private_tmp(script: &str) -> (BTreeMap<String, String>, String) {
     attacker();
     // The library, the command and the test programs are copied out first:
     // the checkout itself may live under /tmp, which the tmpfs hides.
@@ -98,7 +98,7 @@ fn in_private_tmp(script: &str) -> (BTreeMap<String, String>, String) {
     (m, text)
 }
 
-fn get<'a>(m: &'a BTreeMap<String, String>, k: &str, text: &str) -> &'a str {
+pub(crate) fn get<'a>(m: &'a BTreeMap<String, String>, k: &str, text: &str) -> &'a str {
     m.get(k)
         .map(String::as_str)
         .unwrap_or_else(|| panic!("no {k}= in the output:\n{text}"))

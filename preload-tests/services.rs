@@ -260,3 +260,95 @@ fn lines_stderr_would_lose_go_next_to_the_dumps() {
     assert!(stderr(&o).contains(": exit dump "), "{}", show(&o));
     assert!(!dir.path().join("kept/heaplive.0.log").exists());
 }
+
+/// The systemd drop-in of the README (`examples/systemd/...`): systemd
+/// reads it without a complaint, and php-fpm started as the unit starts it
+/// (working directory `/`, the drop-in's environment with `%%` read as
+/// `%`, its `ExecStartPre`, workers as www-data with stderr on /dev/null)
+/// writes every file in /var/tmp/heaplive: the workers' signal and exit
+/// dumps (owned by www-data), the master's exit dump, the workers' lines
+/// in heaplive.33.log and the master's in heaplive.0.log; a helper shell
+/// the unit runs writes nothing. `heaplive dump --children` reaches the
+/// workers with the drop-in's RTMIN+3 before their first dump (php-fpm's
+/// process titles overwrite /proc/PID/environ: the status file written at
+/// the start of heaplive's thread says which signal). Runs in
+/// a private mount namespace with tmpfs on /tmp and /var/tmp.
+#[test]
+fn systemd_drop_in_example_puts_every_file_in_its_directory() {
+    crate::php_fpm::require_fpm();
+    let dropin = root().join("examples/systemd/php8.2-fpm.service.d/heaplive.conf");
+    // systemd's own reading of the unit with the drop-in.
+    let units = tempdir("systemd-units");
+    std::fs::copy(
+        "/lib/systemd/system/php8.2-fpm.service",
+        units.path().join("php8.2-fpm.service"),
+    )
+    .unwrap();
+    std::fs::create_dir_all(units.path().join("php8.2-fpm.service.d")).unwrap();
+    std::fs::copy(
+        &dropin,
+        units.path().join("php8.2-fpm.service.d/heaplive.conf"),
+    )
+    .unwrap();
+    let o = Command::new("systemd-analyze")
+        .args(["verify", "php8.2-fpm.service"])
+        .env("SYSTEMD_UNIT_PATH", format!("{}:", units.path().display()))
+        .output()
+        .expect("run systemd-analyze");
+    assert!(!show(&o).contains("heaplive.conf"), "{}", show(&o));
+
+    let script = format!(
+        r##"
+DROPIN={dropin}
+mount -t tmpfs -o mode=1777 heaplive-vartmp /var/tmp || exit 94
+while IFS= read -r l; do
+  case "$l" in
+    Environment=*) v=${{l#Environment=}}; export "${{v//%%/%}}";;
+    ExecStartPre=*) pre=${{l#ExecStartPre=}};;
+  esac
+done < $DROPIN
+export LD_PRELOAD=$LIB   # the drop-in names /usr/local/lib; this build here
+$pre || exit 93
+printf '%s\n' '[global]' 'pid = /tmp/fpm.pid' 'error_log = /tmp/fpm.log' 'daemonize = no' \
+  'process_control_timeout = 15s' '[www]' 'user = www-data' 'group = www-data' \
+  'listen = /tmp/fpm.sock' 'pm = static' 'pm.max_children = 2' > /tmp/fpm.conf
+cd /
+/usr/sbin/php-fpm8.2 --nodaemonize --fpm-config /tmp/fpm.conf </dev/null >/tmp/journal 2>&1 &
+M=$!
+for i in $(seq 600); do
+  grep -q 'ready to handle' /tmp/fpm.log 2>/dev/null && [ "$(pgrep -P $M | wc -l)" = 2 ] && break
+  sleep 0.1
+done
+echo "DUMPED=$($HEAPLIVE dump --timeout 60 --children $M | grep -c '^/var/tmp/heaplive/php-fpm8.2\.')"
+sh -c 'cat /etc/hostname > /dev/null; exit 0'
+kill -QUIT $M; wait $M
+cd /var/tmp/heaplive || exit 95
+echo "MODE=$(stat -c %a .)"
+echo "MASTER=$(ls | grep -c "^php-fpm8.2\.$M\.1\.folded$")"
+echo "WORKER_FILES=$(ls | grep -E '^php-fpm8\.2\.[0-9]+\.[0-9]+\.folded$' | grep -vc "\.$M\.")"
+echo "WORKER_OWNERS=$(ls | grep -E '^php-fpm8\.2\.[0-9]+\.[0-9]+\.folded$' | grep -v "\.$M\." | xargs -r stat -c %U | sort -u | tr '\n' ' ')"
+echo "OTHERS=$(ls | grep -Evc '^(php-fpm8\.2\.[0-9]+\.[0-9]+(\.peak|\.samples)?\.folded|heaplive\.(0|33)\.log)$')"
+echo "LOG33=$(grep -c ': exit dump /var/tmp/heaplive/' heaplive.33.log)"
+echo "ROOTDIR=$(ls -A / | grep -c heaplive)"
+echo "LOG0=$(grep -c ": exit dump /var/tmp/heaplive/php-fpm8.2.$M.1.folded" heaplive.0.log)"
+"##,
+        dropin = dropin.display()
+    );
+    let (m, t) = crate::security::in_private_tmp(&script);
+    let get = |k| crate::security::get(&m, k, &t);
+    assert_eq!(get("DUMPED"), "2", "both workers dumped on request\n{t}");
+    assert_eq!(get("MODE"), "1733", "{t}");
+    assert_eq!(get("MASTER"), "1", "{t}");
+    assert_eq!(
+        get("WORKER_FILES"),
+        "4",
+        "two signal and two exit dumps\n{t}"
+    );
+    assert_eq!(get("WORKER_OWNERS"), "www-data ", "{t}");
+    assert_eq!(get("OTHERS"), "0", "nothing else, no helper's file\n{t}");
+    assert_eq!(get("LOG33"), "2", "the workers' exit lines\n{t}");
+    assert_eq!(get("ROOTDIR"), "0", "nothing in /\n{t}");
+    // php-fpm points the master's stderr at its error log: its line goes
+    // next to the dumps too.
+    assert_eq!(get("LOG0"), "1", "the master's exit line\n{t}");
+}

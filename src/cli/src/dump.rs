@@ -2,9 +2,10 @@
 //!
 //! The library's side of the contract: after every dump it atomically
 //! rewrites `/tmp/heaplive-<uid>/<pid>` with the lines `dumps N`,
-//! `last /abs/path` and `signal N` (0: no dump signal). So: read the count,
-//! send the signal, wait until the count grows, print `last`. Before the
-//! first dump there is no status file; the signal is then the process's
+//! `last /abs/path` and `signal N` (0: no dump signal), and, when the
+//! signal is not USR2, `dumps 0` and the signal when its thread starts. So:
+//! read the count, send the signal, wait until the count grows, print
+//! `last`. Without a status file the signal is the process's
 //! `HEAPLIVE_SIGNAL` (its initial environment in /proc/PID/environ, which
 //! `clearenv()` does not erase), else SIGUSR2.
 
