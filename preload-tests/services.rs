@@ -352,3 +352,89 @@ echo "LOG0=$(grep -c ": exit dump /var/tmp/heaplive/php-fpm8.2.$M.1.folded" heap
     // next to the dumps too.
     assert_eq!(get("LOG0"), "1", "the master's exit line\n{t}");
 }
+
+/// HEAPLIVE_POISON=alloc,free: a program reading a new block sees 0xa5,
+/// reading a freed block sees 0xdd; calloc stays zero and realloc keeps the
+/// old bytes (only its new ones are filled). Real programs give the same
+/// output and status with it.
+#[test]
+fn poison_mode_shows_its_patterns_and_real_programs_are_unchanged() {
+    let dir = tempdir("poison");
+    let prog = compile("poison_read.c", "poison_read", &dir, &["-O0"]);
+    let o = run_preloaded(&dir, &prog, &[], &[("HEAPLIVE_POISON", "alloc,free")]);
+    assert_eq!(o.status.code(), Some(0), "{}", show(&o));
+    assert_eq!(
+        stdout(&o),
+        "alloc a5 a5\nfreed dd dd\ncalloc 00\nrealloc 22 a5\n",
+        "{}",
+        show(&o)
+    );
+    let o = run_preloaded(&dir, &prog, &[], &[("HEAPLIVE_POISON", "free")]);
+    assert!(stdout(&o).contains("freed dd dd\n"), "{}", show(&o));
+    assert!(!stdout(&o).contains("alloc a5"), "{}", show(&o));
+    let o = run_preloaded(&dir, &prog, &[], &[]);
+    assert!(
+        !stdout(&o).contains("dd dd"),
+        "off by default\n{}",
+        show(&o)
+    );
+
+    let input = dir.join("input.txt");
+    std::fs::write(
+        &input,
+        (0..5000)
+            .map(|i| format!("{}\n", (i * 7919) % 5003))
+            .collect::<String>(),
+    )
+    .unwrap();
+    let cases: &[(&str, &[&str])] = &[
+        (
+            "python3",
+            &[
+                "-c",
+                "import json; d={str(i): list(range(i%50)) for i in range(20000)}; print(len(json.dumps(d, sort_keys=True)))",
+            ],
+        ),
+        (
+            "perl",
+            &[
+                "-e",
+                "my %h; $h{$_} = [1..($_ % 40)] for 1..20000; print scalar(keys %h), \"\\n\"",
+            ],
+        ),
+        (
+            "sqlite3",
+            &[
+                ":memory:",
+                "create table t(a); with recursive c(x) as (select 1 union all select x+1 from c limit 20000) insert into t select x*x from c; select sum(a), count(*) from t;",
+            ],
+        ),
+        ("sort", &["-n", input.to_str().unwrap()]),
+    ];
+    for (cmd, args) in cases {
+        let which = Command::new("sh")
+            .args(["-c", &format!("command -v {cmd}")])
+            .output()
+            .unwrap();
+        let path = stdout(&which).trim().to_string();
+        assert!(!path.is_empty(), "{cmd} is a test dependency");
+        let plain = run_plain(&dir, std::path::Path::new(&path), args);
+        let poisoned = run_preloaded(
+            &dir,
+            std::path::Path::new(&path),
+            args,
+            &[
+                ("HEAPLIVE_POISON", "alloc,free"),
+                ("HEAPLIVE_DUMP_AT_EXIT", "0"),
+            ],
+        );
+        assert_eq!(
+            poisoned.status.code(),
+            plain.status.code(),
+            "{cmd}\n{}",
+            show(&poisoned)
+        );
+        assert_eq!(poisoned.stdout, plain.stdout, "{cmd}\n{}", show(&poisoned));
+        assert!(!plain.stdout.is_empty(), "{cmd}");
+    }
+}

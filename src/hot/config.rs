@@ -278,6 +278,9 @@ fn load_with(env: Source) {
     load_var(env, &s::DEMANGLE, &mut c.demangle, grammar::boolean);
     load_var(env, &s::PHP, &mut c.php, grammar::php_mode);
     load_var(env, &s::UNWIND, &mut c.unwind, grammar::unwind);
+    let mut poison = grammar::Poison::default();
+    load_var(env, &s::POISON, &mut poison, grammar::poison);
+    crate::hot::poison::set(poison);
 
     // The environment and the process around it, as they are at start.
     let mut cwd = [0u8; 4096];

@@ -301,6 +301,37 @@ pub fn path(v: &[u8]) -> Result<(), &'static str> {
     }
 }
 
+/// The byte a poisoned new block is filled with (`HEAPLIVE_POISON=alloc`).
+pub const POISON_ALLOC_BYTE: u8 = 0xa5;
+/// The byte a poisoned freed block is filled with (`HEAPLIVE_POISON=free`).
+pub const POISON_FREE_BYTE: u8 = 0xdd;
+
+/// What `HEAPLIVE_POISON` fills.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Poison {
+    pub alloc: bool,
+    pub free: bool,
+}
+
+/// `HEAPLIVE_POISON`: `alloc`, `free` or `alloc,free` (either order), or
+/// `off` (`0`, `none`).
+pub fn poison(v: &[u8]) -> Result<Poison, &'static str> {
+    const WHY: &str = "is not off or a list of alloc, free (example: alloc,free)";
+    let v = trim(v);
+    if eq_any(v, &[b"off", b"0", b"none"]) {
+        return Ok(Poison::default());
+    }
+    let mut p = Poison::default();
+    for part in v.split(|&b| b == b',') {
+        match trim(part) {
+            s if s.eq_ignore_ascii_case(b"alloc") => p.alloc = true,
+            s if s.eq_ignore_ascii_case(b"free") => p.free = true,
+            _ => return Err(WHY),
+        }
+    }
+    Ok(p)
+}
+
 /// The longest `HEAPLIVE_PROGRAMS` value (the library keeps it in a fixed
 /// buffer).
 pub const MAX_PROGRAMS: usize = 4096;
@@ -430,6 +461,28 @@ pub fn glob_match(p: &[u8], name: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn poison_values() {
+        assert_eq!(poison(b"off"), Ok(Poison::default()));
+        assert_eq!(
+            poison(b"alloc"),
+            Ok(Poison {
+                alloc: true,
+                free: false
+            })
+        );
+        assert_eq!(
+            poison(b" free , alloc"),
+            Ok(Poison {
+                alloc: true,
+                free: true
+            })
+        );
+        assert!(poison(b"").is_err());
+        assert!(poison(b"alloc,").is_err());
+        assert!(poison(b"perturb").is_err());
+    }
 
     #[test]
     fn program_globs() {

@@ -41,6 +41,8 @@ pub enum Grammar {
     Unwind,
     /// [`crate::grammar::programs`]
     Programs,
+    /// [`crate::grammar::poison`]
+    Poison,
 }
 
 /// Why a value is refused, for a message `NAME='value' <why>`.
@@ -83,6 +85,7 @@ impl Grammar {
             Grammar::PhpMode => text(g::php_mode(v).map(drop)),
             Grammar::Unwind => text(g::unwind(v).map(drop)),
             Grammar::Programs => text(g::programs(v)),
+            Grammar::Poison => text(g::poison(v).map(drop)),
         }
     }
 }
@@ -263,6 +266,13 @@ setting!(
     "stack capture: cached (heaplive's rule cache, libgcc where it cannot proceed), libgcc, or check (both, differences reported)"
 );
 setting!(
+    POISON,
+    c"HEAPLIVE_POISON",
+    "off",
+    Poison,
+    "fill new blocks (alloc: 0xa5) and freed blocks (free: 0xdd) so that reading uninitialised or freed memory shows; off, alloc, free or alloc,free"
+);
+setting!(
     LIB,
     c"HEAPLIVE_LIB",
     "next to heaplive",
@@ -293,6 +303,7 @@ pub const ALL: &[&Setting] = &[
     &PHP,
     &SEED,
     &UNWIND,
+    &POISON,
     &LIB,
 ];
 
