@@ -24,8 +24,8 @@ impl Rng {
     fn below(&mut self, n: usize) -> usize {
         (self.next() % n as u64) as usize
     }
-    fn pick<'a, T>(&mut self, v: &'a [T]) -> &'a T {
-        &v[self.below(v.len())]
+    fn pick<T: Copy>(&mut self, v: &[T]) -> T {
+        v[self.below(v.len())]
     }
 }
 
@@ -120,7 +120,7 @@ fn random_value(r: &mut Rng) -> Vec<u8> {
         // Mostly token soup.
         0..=1 => {
             for _ in 0..r.below(8) {
-                v.extend_from_slice(*r.pick(TOKENS));
+                v.extend_from_slice(r.pick(TOKENS));
             }
         }
         // Raw bytes.
@@ -131,8 +131,8 @@ fn random_value(r: &mut Rng) -> Vec<u8> {
         }
         // Long values around the buffers' limits.
         _ => {
-            let n = *r.pick(&[4095usize, 4096, 4097, 8192]);
-            let t = *r.pick(TOKENS);
+            let n = r.pick(&[4095usize, 4096, 4097, 8192]);
+            let t = r.pick(TOKENS);
             while v.len() < n {
                 v.extend_from_slice(t);
             }
@@ -173,8 +173,8 @@ fn built_values_parse_to_what_they_say() {
     for _ in 0..20_000 {
         let n = r.next() % 2048;
         let (unit, mult): (&str, u64) =
-            *r.pick(&[("", 1), ("K", 1 << 10), ("m", 1 << 20), ("GiB", 1 << 30)]);
-        let pad = *r.pick(&["", " ", "\t"]);
+            r.pick(&[("", 1), ("K", 1 << 10), ("m", 1 << 20), ("GiB", 1 << 30)]);
+        let pad = r.pick(&["", " ", "\t"]);
         let text = format!("{pad}{n}{unit}{pad}");
         let want = n * mult;
         let got = grammar::sample_interval(text.as_bytes());
@@ -231,7 +231,7 @@ fn expanded_templates_match_their_template() {
     for _ in 0..5_000 {
         let mut t = String::from("h");
         for _ in 0..r.below(12) {
-            t.push_str(*r.pick(parts));
+            t.push_str(r.pick(parts));
         }
         assert_eq!(template::check(t.as_bytes()), Ok(()), "{t}");
         let exe = r.pick(names);
@@ -291,9 +291,9 @@ fn program_globs_agree_with_a_reference_matcher() {
     for _ in 0..50_000 {
         let mut p = String::new();
         for _ in 0..r.below(6) {
-            p.push_str(*r.pick(pieces));
+            p.push_str(r.pick(pieces));
         }
-        let name: Vec<u8> = (0..r.below(8)).map(|_| *r.pick(b"ab-c]")).collect();
+        let name: Vec<u8> = (0..r.below(8)).map(|_| r.pick(b"ab-c]")).collect();
         if p.is_empty() {
             continue;
         }
@@ -348,11 +348,11 @@ fn folded_parser_round_trips_or_says_where() {
         }
         for _ in 0..r.below(6) {
             let k = r.below(4) + 1;
-            let stack: Vec<&str> = (0..k).map(|_| *r.pick(frames)).collect();
+            let stack: Vec<&str> = (0..k).map(|_| r.pick(frames)).collect();
             text.extend_from_slice(stack.join(";").as_bytes());
             text.push(b' ');
             let c = if r.below(5) == 0 {
-                *r.pick(counts)
+                r.pick(counts)
             } else {
                 "100"
             };
