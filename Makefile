@@ -8,7 +8,25 @@ TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 LIB := $(TARGET_DIR)/release/libheaplive.so
 BIN := $(TARGET_DIR)/release/heaplive
 
-.PHONY: all build demo test test-deps lint bench clean
+# Where `make install` puts things (`make install PREFIX=/usr/local`,
+# DESTDIR for packaging). It installs what `make` built; run `make` first.
+PREFIX ?= /usr/local
+DESTDIR ?=
+BINDIR := $(DESTDIR)$(PREFIX)/bin
+LIBDIR := $(DESTDIR)$(PREFIX)/lib
+INCDIR := $(DESTDIR)$(PREFIX)/include
+MANDIR := $(DESTDIR)$(PREFIX)/share/man/man1
+BASHDIR := $(DESTDIR)$(PREFIX)/share/bash-completion/completions
+ZSHDIR := $(DESTDIR)$(PREFIX)/share/zsh/site-functions
+FISHDIR := $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d
+# Every file `make install` creates (README, "Install"); `make uninstall`
+# removes exactly these.
+INSTALLED := $(BINDIR)/heaplive $(LIBDIR)/libheaplive.so \
+	$(LIBDIR)/.debug/libheaplive.so.debug $(INCDIR)/heaplive.h \
+	$(MANDIR)/heaplive.1 $(BASHDIR)/heaplive $(ZSHDIR)/_heaplive \
+	$(FISHDIR)/heaplive.fish
+
+.PHONY: all build demo test test-deps lint bench clean install uninstall
 
 all: build
 
@@ -37,3 +55,28 @@ bench: build
 
 clean:
 	$(CARGO) clean
+
+# The library is installed stripped, its debug info kept apart in
+# $(PREFIX)/lib/.debug/ (found through .gnu_debuglink by gdb and by
+# heaplive itself); the command finds the library in $(PREFIX)/lib.
+install:
+	@for f in $(LIB) $(BIN); do test -f $$f || { echo "make install: $$f is missing: run make first" >&2; exit 1; }; done
+	install -d -m 755 $(BINDIR) $(LIBDIR) $(LIBDIR)/.debug $(INCDIR) $(MANDIR) $(BASHDIR) $(ZSHDIR) $(FISHDIR)
+	objcopy --only-keep-debug $(LIB) $(LIBDIR)/.debug/libheaplive.so.debug
+	chmod 644 $(LIBDIR)/.debug/libheaplive.so.debug
+	objcopy --strip-unneeded --remove-section=.gnu_debuglink \
+		--add-gnu-debuglink=$(LIBDIR)/.debug/libheaplive.so.debug \
+		$(LIB) $(LIBDIR)/.libheaplive.so.tmp
+	install -m 755 $(LIBDIR)/.libheaplive.so.tmp $(LIBDIR)/libheaplive.so
+	rm -f $(LIBDIR)/.libheaplive.so.tmp
+	install -m 755 -s $(BIN) $(BINDIR)/heaplive
+	install -m 644 src/heaplive.h $(INCDIR)/heaplive.h
+	$(BIN) man > $(MANDIR)/heaplive.1 && chmod 644 $(MANDIR)/heaplive.1
+	$(BIN) completions bash > $(BASHDIR)/heaplive
+	$(BIN) completions zsh > $(ZSHDIR)/_heaplive
+	$(BIN) completions fish > $(FISHDIR)/heaplive.fish
+	chmod 644 $(BASHDIR)/heaplive $(ZSHDIR)/_heaplive $(FISHDIR)/heaplive.fish
+
+uninstall:
+	rm -f $(INSTALLED)
+	-rmdir $(LIBDIR)/.debug 2>/dev/null

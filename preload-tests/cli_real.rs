@@ -204,3 +204,45 @@ fn dump_fails_clearly_for_a_process_without_the_library_and_a_dead_pid() {
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("no such process"), "{}", stderr(&o));
 }
+
+/// `heaplive run -q` is quiet: no line from the command and none from the
+/// library (its exit-dump summary), while the dump is still written and
+/// the program's own stderr passes through; an explicit HEAPLIVE_LOG wins.
+#[test]
+fn run_quiet_silences_the_library_too() {
+    let dir = tempdir("cli-run-quiet");
+    let prog = compile("log_devnull.c", "log_devnull", &dir, &[]);
+    let run = |env: &[(&str, &std::path::Path)]| {
+        let mut c = Command::new(heaplive_bin());
+        c.args(["run", "-q", "--interval", "1", "-o"])
+            .arg(dir.join("q.%p.folded"))
+            .arg("--")
+            .args(["sh", "-c"])
+            .arg(format!("{} keep; echo own >&2", prog.display()))
+            .env("HEAPLIVE_LIB", lib())
+            .env_remove("LD_PRELOAD")
+            .env_remove("HEAPLIVE_LOG");
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        c.output().unwrap()
+    };
+    let o = run(&[]);
+    assert_eq!(o.status.code(), Some(0), "{}", show(&o));
+    assert_eq!(stderr(&o), "own\n", "{}", show(&o));
+    let files = folded_files(&dir);
+    assert_eq!(files.len(), 1, "{files:?}");
+    assert_eq!(
+        bytes_by_leaf(&parse_folded(&files[0])).get("main"),
+        Some(&1000)
+    );
+    let log = dir.join("asked.log");
+    let o = run(&[("HEAPLIVE_LOG", &log)]);
+    assert_eq!(stderr(&o), "own\n", "{}", show(&o));
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(
+        text.lines().filter(|l| l.contains(": exit dump ")).count(),
+        1,
+        "{text}"
+    );
+}

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::sync::OnceLock;
 
-const EVIL: &str = "heaplive-evil";
+pub(crate) const EVIL: &str = "heaplive-evil";
 
 /// The programs, compiled once into a directory outside /tmp.
 fn progs() -> &'static PathBuf {
@@ -27,7 +27,7 @@ fn progs() -> &'static PathBuf {
 }
 
 /// Creates the attacker's user when missing.
-fn attacker() {
+pub(crate) fn attacker() {
     static DONE: OnceLock<()> = OnceLock::new();
     DONE.get_or_init(|| {
         // SAFETY: geteuid has no preconditions.
@@ -60,7 +60,7 @@ fn attacker() {
 /// a fresh tmpfs (mode 1777, like a real /tmp). The script sees $LIB,
 /// $PROGS, $HEAPLIVE and $EVIL, and reports with `echo KEY=value` lines,
 /// returned as a map (with the whole output for messages).
-fn in_private_tmp(script: &str) -> (BTreeMap<String, String>, String) {
+pub(crate) fn in_private_tmp(script: &str) -> (BTreeMap<String, String>, String) {
     attacker();
     // The library, the command and the test programs are copied out first:
     // the checkout itself may live under /tmp, which the tmpfs hides.
@@ -98,7 +98,7 @@ fn in_private_tmp(script: &str) -> (BTreeMap<String, String>, String) {
     (m, text)
 }
 
-fn get<'a>(m: &'a BTreeMap<String, String>, k: &str, text: &str) -> &'a str {
+pub(crate) fn get<'a>(m: &'a BTreeMap<String, String>, k: &str, text: &str) -> &'a str {
     m.get(k)
         .map(String::as_str)
         .unwrap_or_else(|| panic!("no {k}= in the output:\n{text}"))
@@ -317,6 +317,45 @@ echo "SAID=$(grep -c "HEAPLIVE_LOG='/tmp/log'.*no reader.*using stderr" /tmp/err
     );
     assert_eq!(get(&m, "RC", &t), "0", "{t}");
     assert_eq!(get(&m, "SAID", &t), "1", "{t}");
+}
+
+/// HEAPLIVE_LOG follows the rules of dump files (README, security model):
+/// a symlink in a sticky world-writable directory is not followed, even in
+/// a directory of the attacker's where the kernel's `protected_symlinks`
+/// lets it through; another user's file is not appended to; a symlink in a
+/// directory of ours is followed to our file.
+#[test]
+fn log_path_planted_by_another_user_is_not_written() {
+    let (m, t) = in_private_tmp(
+        r#"
+echo keep > /tmp/victim
+mkdir -m 1777 /tmp/shared && chown $EVIL /tmp/shared
+runuser -u $EVIL -- ln -s /tmp/victim /tmp/shared/h.log
+LD_PRELOAD=$LIB HEAPLIVE_LOG=/tmp/shared/h.log HEAPLIVE_OUTPUT=/tmp/h.folded $PROGS/sec_dump 2>/tmp/err.link
+echo "VICTIM=$(tr '\n' ' ' < /tmp/victim)"
+echo "LINK_SAID=$(grep -c "HEAPLIVE_LOG='/tmp/shared/h.log'.*symlink in a sticky.*using stderr" /tmp/err.link)"
+echo "LINK_STDERR=$(grep -c 'exit dump' /tmp/err.link)"
+runuser -u $EVIL -- sh -c 'echo theirs > /tmp/evil.log'
+LD_PRELOAD=$LIB HEAPLIVE_LOG=/tmp/evil.log HEAPLIVE_OUTPUT=/tmp/h.folded $PROGS/sec_dump 2>/tmp/err.evil
+echo "EVIL_LOG=$(cat /tmp/evil.log | tr '\n' ' ')"
+echo "EVIL_SAID=$(grep -c "HEAPLIVE_LOG='/tmp/evil.log'.*another user" /tmp/err.evil)"
+mkdir -m 755 /tmp/mine && ln -s /tmp/mine/real.log /tmp/mine/h.log
+LD_PRELOAD=$LIB HEAPLIVE_LOG=/tmp/mine/h.log HEAPLIVE_OUTPUT=/tmp/h.folded $PROGS/sec_dump 2>/tmp/err.mine
+echo "MINE=$(grep -c 'exit dump' /tmp/mine/real.log)"
+echo "MINE_STDERR=$(wc -c < /tmp/err.mine)"
+"#,
+    );
+    assert_eq!(get(&m, "VICTIM", &t), "keep ", "{t}");
+    assert_eq!(get(&m, "LINK_SAID", &t), "1", "one line says why\n{t}");
+    assert_eq!(
+        get(&m, "LINK_STDERR", &t),
+        "1",
+        "the log went to stderr\n{t}"
+    );
+    assert_eq!(get(&m, "EVIL_LOG", &t), "theirs ", "{t}");
+    assert_eq!(get(&m, "EVIL_SAID", &t), "1", "{t}");
+    assert_eq!(get(&m, "MINE", &t), "1", "{t}");
+    assert_eq!(get(&m, "MINE_STDERR", &t), "0", "{t}");
 }
 
 /// Item 17: temporaries of a process killed mid-dump are named so that no

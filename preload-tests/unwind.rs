@@ -202,3 +202,47 @@ fn dlopen_dlclose_churn_while_8_threads_allocate_is_exact() {
         }
     }
 }
+
+/// A stack deeper than the frame limit (128) ends, at its root, in a
+/// `[truncated]` frame: the folded line shows the cut instead of passing
+/// a partial stack off as whole. A shallow stack has no such frame. Both
+/// unwinders.
+#[test]
+fn stacks_cut_at_the_frame_limit_end_in_a_truncated_frame() {
+    let dir = tempdir("unwind-deep");
+    let prog = compile("deep_stack.c", "deep_stack", &dir, &[]);
+    for unwind in ["cached", "libgcc"] {
+        let out = dir.join(unwind);
+        std::fs::create_dir_all(&out).unwrap();
+        let o = run_preloaded(
+            &out,
+            &prog,
+            &[],
+            &[
+                ("HEAPLIVE_SAMPLE_INTERVAL", "1"),
+                ("HEAPLIVE_UNWIND", unwind),
+                ("HEAPLIVE_OUTPUT", &format!("{}/d.folded", out.display())),
+            ],
+        );
+        assert_eq!(o.status.code(), Some(0), "{}", show(&o));
+        let stacks = parse_folded(&out.join("d.folded"));
+        let deep: Vec<&Stack> = stacks.iter().filter(|s| s.bytes == 2000).collect();
+        assert_eq!(deep.len(), 1, "{unwind}: {stacks:?}");
+        let deep = deep[0];
+        assert_eq!(deep.frames[0], "[truncated]", "{unwind}: {:?}", deep.frames);
+        assert_eq!(deep.frames.len(), 128, "{unwind}");
+        assert!(
+            deep.frames[1..].iter().all(|f| f == "recurse"),
+            "{unwind}: {:?}",
+            deep.frames
+        );
+        let shallow: Vec<&Stack> = stacks.iter().filter(|s| s.bytes == 1000).collect();
+        assert_eq!(shallow.len(), 1, "{unwind}: {stacks:?}");
+        assert!(shallow[0].has("main"), "{unwind}: {:?}", shallow[0].frames);
+        assert!(!shallow[0].has("[truncated]"), "{unwind}");
+        assert_eq!(
+            shallow[0].frames.iter().filter(|f| *f == "recurse").count(),
+            11
+        );
+    }
+}

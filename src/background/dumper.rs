@@ -115,6 +115,10 @@ extern "C" fn dumper_start(_: *mut libc::c_void) -> *mut libc::c_void {
     trigger::set_dumper_tid(sys::gettid());
     // SAFETY: a name for tools like top; the string is NUL-terminated.
     unsafe { libc::pthread_setname_np(libc::pthread_self(), c"heaplive".as_ptr()) };
+    let sig = config::get().signal;
+    if sig != libc::SIGUSR2 && !crate::hot::attach::attached() {
+        output::write_start_status(sys::getpid(), sig);
+    }
     dumper_main();
     if crate::hot::attach::detached() {
         // `heaplive detach` (whichever check ended the loop).

@@ -453,6 +453,27 @@ pub fn write_status(pid: u32, dumps: u32, last: &Path, signal: i32) {
     });
 }
 
+/// At the start of heaplive's thread, when the dump signal is not USR2: a
+/// status file saying which signal (and no dump yet), unless one is there
+/// (an earlier image of this process, before an exec). `heaplive dump`
+/// otherwise reads the signal from /proc/PID/environ, which php-fpm
+/// overwrites with its process titles: its workers would get USR2.
+pub fn write_start_status(pid: u32, signal: i32) {
+    let Some(dir) = status_dir(true) else {
+        return;
+    };
+    let path = dir.join(pid.to_string());
+    if lstat(&path).is_ok() {
+        return;
+    }
+    let text = status::encode(&status::Status {
+        dumps: 0,
+        last: None,
+        signal: Some(signal),
+    });
+    let _ = write_atomic(&path, &mut |w| w.write_all(text.as_bytes()));
+}
+
 /// Status files (and temporaries) of processes that died without removing
 /// theirs (SIGKILL).
 fn clean_dead_status(dir: &Path) {

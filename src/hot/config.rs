@@ -79,6 +79,8 @@ pub struct Config {
     pub peak_growth: f64,
     /// HEAPLIVE_START: sample from the start (else dormant).
     pub start: bool,
+    /// HEAPLIVE_PROGRAMS did not match this program: dormant, writes nothing.
+    pub unwanted: bool,
     /// HEAPLIVE_WARN_BYTES / _BLOCKS / _GROWTH: leak warnings.
     pub warn_bytes: u64,
     pub warn_blocks: u64,
@@ -127,6 +129,7 @@ impl Config {
             },
             peak_growth: 0.0,
             start: true,
+            unwanted: false,
             warn_bytes: DEFAULT_WARN_BYTES,
             warn_blocks: 0,
             warn_growth: DEFAULT_WARN_GROWTH,
@@ -298,6 +301,9 @@ fn load_with(env: Source) {
         grammar::warn_bytes,
     );
     load_var(env, &s::UNWIND, &mut c.unwind, grammar::unwind);
+    let mut poison = grammar::Poison::default();
+    load_var(env, &s::POISON, &mut poison, grammar::poison);
+    crate::hot::poison::set(poison);
 
     // The environment and the process around it, as they are at start.
     let mut cwd = [0u8; 4096];
@@ -314,6 +320,42 @@ fn load_with(env: Source) {
         }
     }
     c.exe.set(exe_name().as_bytes());
+
+    // HEAPLIVE_PROGRAMS: a program not named there keeps the library but
+    // behaves as without it: nothing sampled, no dump signal, no file.
+    if let Some(v) = env(s::PROGRAMS.cname) {
+        match grammar::programs(v) {
+            Ok(()) if !grammar::programs_match(v, short_name()) => {
+                c.unwanted = true;
+                c.start = false;
+                crate::hot::track::set_active(false, false);
+                c.dump_at_exit = false;
+                c.dump_every_ms = 0;
+                c.peak_growth = 0.0;
+                c.signal = 0;
+                c.php = PhpMode::Off;
+                c.warn_bytes = 0;
+                c.warn_blocks = 0;
+            }
+            Ok(()) => {}
+            Err(why) => warn_bad(s::PROGRAMS.name(), v, why, s::PROGRAMS.default),
+        }
+    }
+}
+
+/// `program_invocation_short_name` (argv[0]'s base name, as at start).
+fn short_name() -> &'static [u8] {
+    unsafe extern "C" {
+        static program_invocation_short_name: *const core::ffi::c_char;
+    }
+    // SAFETY: glibc sets this before any constructor runs; it may be null
+    // only in exotic loaders.
+    let p = unsafe { program_invocation_short_name };
+    if p.is_null() {
+        return b"";
+    }
+    // SAFETY: a NUL-terminated string owned by the process for its life.
+    unsafe { core::ffi::CStr::from_ptr(p) }.to_bytes()
 }
 
 /// Parses one variable into `slot` when it is set; a bad value keeps the
@@ -336,17 +378,9 @@ fn load_var<T>(
 /// characters that do not belong in a file name replaced.
 fn exe_name() -> StackBuf<256> {
     let mut out = StackBuf::<256>::new();
-    unsafe extern "C" {
-        static program_invocation_short_name: *const core::ffi::c_char;
-    }
-    // SAFETY: glibc sets this before any constructor runs; it may be null
-    // only in exotic loaders.
-    let p = unsafe { program_invocation_short_name };
-    let name: &[u8] = if p.is_null() {
-        b"unknown"
-    } else {
-        // SAFETY: a NUL-terminated string owned by the process.
-        unsafe { core::ffi::CStr::from_ptr(p) }.to_bytes()
+    let name: &[u8] = match short_name() {
+        b"" => b"unknown",
+        n => n,
     };
     for &b in name.iter().take(200) {
         let ok = b.is_ascii_alphanumeric() || b == b'.' || b == b'-' || b == b'_' || b == b'+';

@@ -16,6 +16,11 @@ static STDERR: sys::FdIdentity = sys::FdIdentity::new();
 static LOG: sys::OwnFd = sys::OwnFd::new();
 /// 0 not tried yet, 1 open, 2 failed or not configured (stderr is used).
 static LOG_STATE: AtomicI32 = AtomicI32::new(0);
+/// `heaplive.<euid>.log` next to the dump files, for lines that stderr would
+/// lose (HEAPLIVE_LOG unset, stderr closed, /dev/null, or replaced by the
+/// program: php-fpm's workers); states as LOG_STATE's.
+static NEAR: sys::OwnFd = sys::OwnFd::new();
+static NEAR_STATE: AtomicI32 = AtomicI32::new(0);
 
 /// Remembers which file stderr is. Called once at load.
 pub fn init() {
@@ -47,39 +52,22 @@ fn log_fd() -> Option<i32> {
     }
     let mut path = [0u8; 4097];
     path[..cfg.log.as_bytes().len()].copy_from_slice(cfg.log.as_bytes());
-    // SAFETY: NUL-terminated path.
-    let fd = unsafe {
-        libc::open(
-            path.as_ptr().cast(),
-            // O_NONBLOCK: a FIFO with no reader fails with ENXIO instead of
-            // blocking the program in open() forever; the writes poll.
-            libc::O_WRONLY
-                | libc::O_APPEND
-                | libc::O_CREAT
-                | libc::O_CLOEXEC
-                | libc::O_NOCTTY
-                | libc::O_NONBLOCK,
-            0o644,
-        )
+    let fd = match open_log(&path, cfg.log.as_bytes().len()) {
+        Ok(fd) => fd,
+        Err((err, why)) => {
+            LOG_STATE.store(2, Release);
+            let mut b = StackBuf::<600>::new();
+            let _ = writeln!(
+                b,
+                "heaplive: cannot open HEAPLIVE_LOG='{}' ({}{}); using stderr",
+                cfg.log.as_str(),
+                sys::errno_text(err),
+                why
+            );
+            write_stderr(b.as_bytes());
+            return None;
+        }
     };
-    if fd < 0 {
-        LOG_STATE.store(2, Release);
-        let err = sys::errno();
-        let mut b = StackBuf::<600>::new();
-        let _ = writeln!(
-            b,
-            "heaplive: cannot open HEAPLIVE_LOG='{}' ({}{}); using stderr",
-            cfg.log.as_str(),
-            sys::errno_text(err),
-            if err == libc::ENXIO {
-                ": a FIFO with no reader"
-            } else {
-                ""
-            }
-        );
-        write_stderr(b.as_bytes());
-        return None;
-    }
     let old = LOG.set(fd);
     if old >= 0 {
         // SAFETY: a descriptor of ours that lost a race; nobody uses it.
@@ -89,9 +77,225 @@ fn log_fd() -> Option<i32> {
     LOG.get()
 }
 
+/// Whether the directory of `path` (NUL-terminated, `len` bytes) is sticky
+/// and world-writable (like /tmp), where anyone may have planted a symlink
+/// or a hard link.
+fn dir_is_sticky_world_writable(path: &[u8; 4097], len: usize) -> bool {
+    let mut dir = [0u8; 4097];
+    match path[..len].iter().rposition(|&b| b == b'/') {
+        Some(0) => dir[0] = b'/',
+        Some(i) => dir[..i].copy_from_slice(&path[..i]),
+        None => dir[0] = b'.',
+    }
+    // SAFETY: NUL-terminated path, st a valid out-pointer.
+    let mut st: libc::stat = unsafe { core::mem::zeroed() };
+    let ok = unsafe { libc::stat(dir.as_ptr().cast(), &mut st) } == 0;
+    ok && st.st_mode & 0o1002 == 0o1002
+}
+
+/// Opens HEAPLIVE_LOG for appending with the rules of the README's security
+/// model: never blocks (a FIFO with no reader fails with ENXIO), never
+/// follows a symlink in a sticky world-writable directory (as
+/// `fs.protected_symlinks` would, but also where the kernel's rule lets it
+/// through), and appends only to a character device, a FIFO or a regular
+/// file owned by our euid (with one link when its directory is sticky and
+/// world-writable). Err: the errno and a note for the message.
+fn open_log(path: &[u8; 4097], len: usize) -> Result<i32, (i32, &'static str)> {
+    let saved = sys::errno();
+    let result = open_log_checked(path, len);
+    sys::set_errno(saved);
+    result
+}
+
+fn open_log_checked(path: &[u8; 4097], len: usize) -> Result<i32, (i32, &'static str)> {
+    let sticky = dir_is_sticky_world_writable(path, len);
+    // SAFETY: NUL-terminated path, st a valid out-pointer.
+    let mut st: libc::stat = unsafe { core::mem::zeroed() };
+    let is_link = unsafe { libc::lstat(path.as_ptr().cast(), &mut st) } == 0
+        && st.st_mode & libc::S_IFMT == libc::S_IFLNK;
+    if is_link && sticky {
+        return Err((
+            libc::ELOOP,
+            ": a symlink in a sticky world-writable directory; not followed",
+        ));
+    }
+    // O_NONBLOCK: a FIFO with no reader fails with ENXIO instead of
+    // blocking the program in open() forever; the writes poll. O_NOFOLLOW
+    // unless the path was a symlink where following one is allowed: a
+    // symlink that appears after the lstat is refused.
+    let mut flags = libc::O_WRONLY
+        | libc::O_APPEND
+        | libc::O_CREAT
+        | libc::O_CLOEXEC
+        | libc::O_NOCTTY
+        | libc::O_NONBLOCK;
+    if !is_link {
+        flags |= libc::O_NOFOLLOW;
+    }
+    // SAFETY: NUL-terminated path.
+    let fd = unsafe { libc::open(path.as_ptr().cast(), flags, 0o644 as libc::c_uint) };
+    if fd < 0 {
+        let err = sys::errno();
+        let why = match err {
+            libc::ENXIO => ": a FIFO with no reader",
+            libc::ELOOP => ": a symlink; not followed",
+            _ => "",
+        };
+        return Err((err, why));
+    }
+    // SAFETY: fd is ours, st a valid out-pointer.
+    let ok = unsafe { libc::fstat(fd, &mut st) } == 0;
+    // SAFETY: geteuid has no preconditions.
+    let euid = unsafe { libc::geteuid() };
+    let why = match st.st_mode & libc::S_IFMT {
+        _ if !ok => Some(""),
+        libc::S_IFCHR | libc::S_IFIFO => None,
+        libc::S_IFREG if st.st_uid != euid => Some(": a file of another user; not appended to"),
+        libc::S_IFREG if sticky && st.st_nlink > 1 => {
+            Some(": a hard link in a sticky world-writable directory; not appended to")
+        }
+        libc::S_IFREG => None,
+        _ => Some(": not a regular file, a character device or a FIFO"),
+    };
+    if let Some(why) = why {
+        // SAFETY: our descriptor, not published.
+        unsafe { libc::close(fd) };
+        return Err((libc::EPERM, why));
+    }
+    Ok(fd)
+}
+
 fn write_stderr(b: &[u8]) {
     if stderr_is_ours() {
         write_no_sigpipe(2, b);
+    }
+}
+
+/// Whether a line written to fd 2 reaches someone: fd 2 is still the file
+/// it was at load, and that is not /dev/null.
+fn stderr_reaches_someone() -> bool {
+    if !stderr_is_ours() {
+        return false;
+    }
+    // SAFETY: st a valid out-pointer; fstat keeps errno on success only.
+    let saved = sys::errno();
+    let mut st: libc::stat = unsafe { core::mem::zeroed() };
+    let ok = unsafe { libc::fstat(2, &mut st) } == 0;
+    sys::set_errno(saved);
+    !(ok && st.st_mode & libc::S_IFMT == libc::S_IFCHR && st.st_rdev == libc::makedev(1, 3))
+}
+
+/// The directory the dump files go to, as the template says before any
+/// file name is made: its directory part (relative to the start
+/// directory), with `%p`, `%e` and `%%` expanded; a `%n` there, or an
+/// overlong name, gives the start directory.
+fn dump_dir(out: &mut [u8; 4097]) -> usize {
+    let cfg = crate::hot::config::get();
+    let t = cfg.output_template().as_bytes();
+    let dir = match t.iter().rposition(|&b| b == b'/') {
+        Some(0) => &t[..1],
+        Some(i) => &t[..i],
+        None => &[][..],
+    };
+    let mut b = StackBuf::<4097>::new();
+    if dir.first() != Some(&b'/') {
+        b.push_bytes(cfg.start_dir.as_bytes());
+        if !dir.is_empty() {
+            b.push_bytes(b"/");
+        }
+    }
+    let mut i = 0;
+    let mut plain = true;
+    while i < dir.len() {
+        match (dir[i], dir.get(i + 1)) {
+            (b'%', Some(b'p')) => {
+                let _ = write!(b, "{}", crate::hot::pid::get());
+                i += 2;
+            }
+            (b'%', Some(b'e')) => {
+                b.push_bytes(cfg.exe.as_bytes());
+                i += 2;
+            }
+            (b'%', Some(b'%')) => {
+                b.push_bytes(b"%");
+                i += 2;
+            }
+            (b'%', _) => {
+                plain = false;
+                break;
+            }
+            (c, _) => {
+                b.push_bytes(&[c]);
+                i += 1;
+            }
+        }
+    }
+    let bytes = if plain && b.as_bytes().len() < 4000 {
+        b.as_bytes()
+    } else {
+        cfg.start_dir.as_bytes()
+    };
+    let n = bytes.len().min(4000);
+    out[..n].copy_from_slice(&bytes[..n]);
+    n
+}
+
+/// Appends `/heaplive.<euid>.log` and a NUL to the directory `path[..n]`
+/// (one file per user: the first writer owns it, and another user's file
+/// is not appended to).
+fn with_name(path: &mut [u8; 4097], n: usize) -> usize {
+    let mut b = StackBuf::<64>::new();
+    if n > 0 && path[n - 1] != b'/' {
+        b.push_bytes(b"/");
+    }
+    // SAFETY: geteuid has no preconditions.
+    let _ = write!(b, "heaplive.{}.log", unsafe { libc::geteuid() });
+    let name = b.as_bytes();
+    path[n..n + name.len()].copy_from_slice(name);
+    path[n + name.len()] = 0;
+    n + name.len()
+}
+
+/// The descriptor of `heaplive.<euid>.log` next to the dump files, opening it
+/// (with HEAPLIVE_LOG's checks) when first needed; None when it cannot be.
+fn near_fd() -> Option<i32> {
+    match NEAR_STATE.load(Acquire) {
+        2 => return None,
+        1 => {
+            if let Some(fd) = NEAR.get() {
+                return Some(fd);
+            }
+            NEAR.forget();
+        }
+        _ => {}
+    }
+    let mut path = [0u8; 4097];
+    let mut n = dump_dir(&mut path);
+    n = with_name(&mut path, n);
+    let mut opened = open_log(&path, n);
+    if opened.is_err() {
+        // Where dumps fall back to: $TMPDIR or /tmp.
+        let t = crate::hot::config::get().tmpdir.as_bytes();
+        n = t.len().min(4000);
+        path[..n].copy_from_slice(&t[..n]);
+        n = with_name(&mut path, n);
+        opened = open_log(&path, n);
+    }
+    match opened {
+        Ok(fd) => {
+            let old = NEAR.set(fd);
+            if old >= 0 {
+                // SAFETY: a descriptor of ours that lost a race.
+                unsafe { libc::close(old) };
+            }
+            NEAR_STATE.store(1, Release);
+            NEAR.get()
+        }
+        Err(_) => {
+            // Nobody would read a line saying so.
+            NEAR_STATE.store(2, Release);
+            None
+        }
     }
 }
 
@@ -137,7 +341,12 @@ pub fn write_line(text: &[u8]) {
     b.push_bytes(b"\n");
     match log_fd() {
         Some(fd) => write_no_sigpipe(fd, b.as_bytes()),
-        None => write_stderr(b.as_bytes()),
+        None if stderr_reaches_someone() => write_no_sigpipe(2, b.as_bytes()),
+        None => {
+            if let Some(fd) = near_fd() {
+                write_no_sigpipe(fd, b.as_bytes());
+            }
+        }
     }
 }
 

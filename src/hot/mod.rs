@@ -12,6 +12,7 @@ pub mod ownheap;
 pub mod peak;
 pub mod php;
 pub mod pid;
+pub mod poison;
 pub mod real;
 pub mod sampler;
 pub mod services;

@@ -52,6 +52,7 @@ const fn fixed<const N: usize>(text: &[u8; N]) -> Fixed<N> {
 static ZEND_MM: Fixed<9> = fixed(b"[zend_mm]");
 static PHP_BAD: Fixed<6> = fixed(b"[php?]");
 static FULL: Fixed<17> = fixed(b"[php names: full]");
+static TRUNCATED: Fixed<11> = fixed(b"[truncated]");
 
 /// The leaf frame of every ZendMM sample.
 pub fn zend_mm() -> usize {
@@ -61,6 +62,12 @@ pub fn zend_mm() -> usize {
 /// A PHP frame that could not be read (a bad offset, a half-built frame).
 pub fn php_bad() -> usize {
     PSEUDO | (&PHP_BAD as *const Fixed<6> as usize)
+}
+
+/// The outermost frame of a stack cut at the frame limit (`MAX_FRAMES`):
+/// the frames beyond it are missing.
+pub fn truncated() -> usize {
+    PSEUDO | (&TRUNCATED as *const Fixed<11> as usize)
 }
 
 fn full() -> usize {

@@ -607,6 +607,8 @@ pub fn splice(buf: &mut [usize; MAX_FRAMES], n: usize, zend_mm: bool) -> usize {
                 .chain(buf[root_start..n].iter())
             {
                 if m == MAX_FRAMES {
+                    // More than fit: the root end is cut.
+                    out[MAX_FRAMES - 1] = names::truncated();
                     break;
                 }
                 out[m] = f;
@@ -628,12 +630,16 @@ pub fn splice(buf: &mut [usize; MAX_FRAMES], n: usize, zend_mm: bool) -> usize {
         }
     }
     if zend_mm {
-        if n == MAX_FRAMES {
+        let cut = n == MAX_FRAMES;
+        if cut {
             n -= 1;
         }
         buf.copy_within(0..n, 1);
         buf[0] = names::zend_mm();
         n += 1;
+        if cut {
+            buf[n - 1] = names::truncated();
+        }
     }
     n
 }

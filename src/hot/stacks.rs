@@ -288,6 +288,8 @@ fn self_text() -> (usize, usize) {
 struct Collector<'a> {
     buf: &'a mut [usize; MAX_FRAMES],
     n: usize,
+    /// A frame came after the buffer was full: the stack is cut.
+    cut: bool,
     seen: usize,
     lo: usize,
     hi: usize,
@@ -299,6 +301,7 @@ impl<'a> Collector<'a> {
         Collector {
             buf,
             n: 0,
+            cut: false,
             seen: 0,
             lo,
             hi,
@@ -319,20 +322,31 @@ impl<'a> Collector<'a> {
             self.n = 0;
             return true;
         }
+        if self.n == MAX_FRAMES {
+            // One frame more than fits: the stack is cut here.
+            self.cut = true;
+            return false;
+        }
         self.buf[self.n] = ip;
         self.n += 1;
-        self.n < MAX_FRAMES
+        true
     }
 
     /// Drops the real operator new, which our trampolines jump into, from
-    /// the top; returns the number of frames.
+    /// the top; a stack cut at the limit ends (outermost) in a
+    /// `[truncated]` frame instead of its last one. Returns the number of
+    /// frames.
     fn finish(self) -> usize {
         let mut start = 0;
         while start < self.n && crate::hot::real::in_real_new(self.buf[start]) {
             start += 1;
         }
         self.buf.copy_within(start..self.n, 0);
-        self.n - start
+        let n = self.n - start;
+        if self.cut && n > 0 {
+            self.buf[n - 1] = crate::hot::names::truncated();
+        }
+        n
     }
 }
 

@@ -5,6 +5,7 @@
 //! tests do not interpose the test runner's own malloc.
 
 use crate::hot::guard::Busy;
+use crate::hot::poison;
 use crate::hot::real::{self, Sym, call, is_boot};
 use crate::hot::track::{on_alloc, on_free, retrack, untrack_for_realloc};
 use core::ffi::{c_int, c_void};
@@ -19,6 +20,7 @@ type Ptr = *mut c_void;
 pub unsafe extern "C" fn malloc(size: usize) -> Ptr {
     let p = real::malloc(size);
     if !p.is_null() {
+        poison::on_alloc(p, size);
         on_alloc(p, size);
     }
     p
@@ -37,7 +39,10 @@ pub unsafe extern "C" fn free(p: Ptr) {
     // get the same address from malloc and sample it.
     on_free(p);
     // SAFETY: the caller's block, as free(3) requires.
-    unsafe { real::free(p) }
+    unsafe {
+        poison::on_free(p);
+        real::free(p)
+    }
 }
 
 /// `calloc`.
@@ -64,11 +69,20 @@ pub unsafe extern "C" fn realloc(p: Ptr, size: usize) -> Ptr {
         // SAFETY: null or a bootstrap block.
         let q = unsafe { real::realloc(p, size) };
         if !q.is_null() {
+            if p.is_null() {
+                poison::on_alloc(q, size);
+            }
             on_alloc(q, size);
         }
         return q;
     }
     let old = untrack_for_realloc(p);
+    let old_len = if poison::alloc_on() {
+        // SAFETY: the caller's live block.
+        unsafe { real::malloc_usable_size(p) }
+    } else {
+        0
+    };
     // SAFETY: the caller's block, as realloc(3) requires.
     let q = unsafe { real::realloc(p, size) };
     if q.is_null() {
@@ -79,6 +93,13 @@ pub unsafe extern "C" fn realloc(p: Ptr, size: usize) -> Ptr {
             retrack(e);
         }
         return q;
+    }
+    if size > old_len {
+        // SAFETY: q has `size` bytes; the ones past the old block are new.
+        poison::on_alloc(
+            unsafe { q.cast::<u8>().add(old_len) }.cast(),
+            size - old_len,
+        );
     }
     on_alloc(q, size);
     q
@@ -107,6 +128,12 @@ pub unsafe extern "C" fn reallocarray(p: Ptr, n: usize, size: usize) -> Ptr {
     } else {
         untrack_for_realloc(p)
     };
+    let old_len = if poison::alloc_on() {
+        // SAFETY: null or the caller's live block.
+        unsafe { real::malloc_usable_size(p) }
+    } else {
+        0
+    };
     let q = {
         // glibc's reallocarray calls realloc through the PLT: don't count
         // it twice.
@@ -121,7 +148,15 @@ pub unsafe extern "C" fn reallocarray(p: Ptr, n: usize, size: usize) -> Ptr {
         }
         return q;
     }
-    on_alloc(q, total.unwrap_or(0));
+    let total = total.unwrap_or(0);
+    if total > old_len {
+        // SAFETY: q has `total` bytes; the ones past the old block are new.
+        poison::on_alloc(
+            unsafe { q.cast::<u8>().add(old_len) }.cast(),
+            total - old_len,
+        );
+    }
+    on_alloc(q, total);
     q
 }
 
@@ -145,7 +180,9 @@ pub unsafe extern "C" fn posix_memalign(out: *mut Ptr, align: usize, size: usize
     };
     if r == 0 {
         // SAFETY: on success the real function stored a pointer there.
-        on_alloc(unsafe { *out }, size);
+        let p = unsafe { *out };
+        poison::on_alloc(p, size);
+        on_alloc(p, size);
     }
     r
 }
@@ -161,7 +198,9 @@ macro_rules! aligned_export {
                 a => call!(a, fn($(aligned_export!(@usize $arg)),*) -> Ptr, $($arg),*),
             };
             if !p.is_null() {
-                on_alloc(p, $size);
+                let size = $size;
+                poison::on_alloc(p, size);
+                on_alloc(p, size);
             }
             p
         }

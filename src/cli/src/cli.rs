@@ -101,7 +101,8 @@ defaults, or the value already in the environment.",
     override_usage = "heaplive run [OPTIONS] -- COMMAND [ARGS...]",
     after_help = "\
 The library is $HEAPLIVE_LIB if set, else libheaplive.so next to the heaplive
-executable, else ../lib/heaplive/libheaplive.so relative to it.
+executable, else ../lib/libheaplive.so relative to it (make install), else
+../lib/heaplive/libheaplive.so.
 
 Examples:
   heaplive run -- ./server --port 8080
@@ -121,7 +122,9 @@ pub struct RunArgs {
     pub signal: Option<String>,
     #[arg(long, value_name = "F", value_parser = format, help = doc(&settings::FORMAT))]
     pub format: Option<String>,
-    /// no messages from heaplive itself
+    /// no messages from heaplive: neither the command's nor the library's
+    /// (dump summaries, leak warnings; HEAPLIVE_LOG=/dev/null unless
+    /// HEAPLIVE_LOG is set); warnings about bad HEAPLIVE_* values remain
     #[arg(short, long)]
     pub quiet: bool,
     /// the program to run and its arguments

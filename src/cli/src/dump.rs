@@ -2,9 +2,10 @@
 //!
 //! The library's side of the contract: after every dump it atomically
 //! rewrites `/tmp/heaplive-<uid>/<pid>` with the lines `dumps N`,
-//! `last /abs/path` and `signal N` (0: no dump signal). So: read the count,
-//! send the signal, wait until the count grows, print `last`. Before the
-//! first dump there is no status file; the signal is then the process's
+//! `last /abs/path` and `signal N` (0: no dump signal), and, when the
+//! signal is not USR2, `dumps 0` and the signal when its thread starts. So:
+//! read the count, send the signal, wait until the count grows, print
+//! `last`. Without a status file the signal is the process's
 //! `HEAPLIVE_SIGNAL` (its initial environment in /proc/PID/environ, which
 //! `clearenv()` does not erase), else SIGUSR2.
 
@@ -64,7 +65,7 @@ pub fn main(a: DumpArgs) -> Res<()> {
             let was_alive = alive(t.pid);
             match read_status(t.pid, t.proc.started) {
                 Some(s) if s.dumps > t.before => match s.last {
-                    Some(path) => println!("{path}"),
+                    Some(path) => println!("{}", View::of(t.pid).outside(&path)),
                     None => fail(format!(
                         "pid {}: dump {} written, but its status file names no file",
                         t.pid, s.dumps
@@ -185,8 +186,9 @@ pub fn children_of(parent: i32) -> Vec<i32> {
 /// without following symlinks or blocking on a FIFO. Anything else is
 /// ignored (with a note on stderr when something is planted there).
 fn read_status(pid: i32, started: Option<SystemTime>) -> Option<Status> {
+    let view = View::of(pid);
     for uid in uids_of(pid) {
-        match read_status_of(uid, pid, started) {
+        match read_status_of(&view, uid, started) {
             Ok(Some(s)) => return Some(s),
             Ok(None) => {}
             Err(why) => {
@@ -202,15 +204,68 @@ fn read_status(pid: i32, started: Option<SystemTime>) -> Option<Status> {
     None
 }
 
+/// How a process's files look from here. A process in another mount
+/// namespace (a container, systemd's `PrivateTmp=`) has its own /tmp, seen
+/// from here under `/proc/PID/root`; one in another pid namespace knows
+/// itself by another pid (the last of `NSpid` in /proc/PID/status), which
+/// names its status file and its `%p` files.
+pub struct View {
+    /// `/proc/PID/root` when the process's files are not ours, else None.
+    root: Option<std::path::PathBuf>,
+    /// The pid as the process sees it.
+    nspid: u32,
+}
+
+impl View {
+    pub fn of(pid: i32) -> View {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        let nspid = status
+            .lines()
+            .find_map(|l| l.strip_prefix("NSpid:"))
+            .and_then(|l| l.split_whitespace().next_back())
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(pid as u32);
+        let link = |p: String| std::fs::read_link(p).ok();
+        let other_mounts = link(format!("/proc/{pid}/ns/mnt"))
+            .is_some_and(|m| Some(m) != link("/proc/self/ns/mnt".into()));
+        let other_root =
+            link(format!("/proc/{pid}/root")).is_some_and(|r| r != std::path::Path::new("/"));
+        View {
+            root: (other_mounts || other_root).then(|| format!("/proc/{pid}/root").into()),
+            nspid,
+        }
+    }
+
+    /// A path of the process's, as seen from here.
+    pub fn outside(&self, path: &str) -> String {
+        match &self.root {
+            Some(r) => r
+                .join(path.trim_start_matches('/'))
+                .to_string_lossy()
+                .into_owned(),
+            None => path.to_string(),
+        }
+    }
+}
+
 fn read_status_of(
+    view: &View,
     uid: u32,
-    pid: i32,
     started: Option<SystemTime>,
 ) -> Result<Option<Status>, String> {
     use std::io::Read;
     use std::os::unix::fs::MetadataExt;
     use std::os::unix::fs::OpenOptionsExt;
-    let dir = status::dir(uid);
+    if let Some(root) = &view.root {
+        // The process's /tmp itself must be a directory: a symlink there
+        // would lead the lookup out of its files into ours.
+        match std::fs::symlink_metadata(root.join("tmp")) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => return Err(format!("{}/tmp is not a directory", root.display())),
+            Err(_) => return Ok(None),
+        }
+    }
+    let dir = std::path::PathBuf::from(view.outside(&status::dir(uid).to_string_lossy()));
     let m = match std::fs::symlink_metadata(&dir) {
         Ok(m) => m,
         Err(_) => return Ok(None),
@@ -223,7 +278,7 @@ fn read_status_of(
         uid,
     )
     .map_err(|why| format!("{} {why}", dir.display()))?;
-    let path = status::path(uid, pid as u32);
+    let path = dir.join(view.nspid.to_string());
     let f = match std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)

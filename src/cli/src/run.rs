@@ -51,6 +51,12 @@ pub fn main(a: RunArgs) -> Res<()> {
     .into_iter()
     .filter_map(|(s, v)| Some((s.name(), v?)))
     .collect();
+    let mut vars = vars;
+    // Quiet means the library's lines too (dump summaries, leak warnings),
+    // unless a log file was asked for.
+    if quiet && std::env::var_os(settings::LOG.name()).is_none_or(|v| v.is_empty()) {
+        vars.push((settings::LOG.name(), "/dev/null".to_string()));
+    }
     let lib = find_library()?;
     let preload = match std::env::var_os("LD_PRELOAD") {
         Some(old) if !old.is_empty() => {
@@ -175,7 +181,9 @@ fn run_child(
     })
 }
 
-/// `$HEAPLIVE_LIB`, else next to this executable, else `../lib/heaplive/`.
+/// `$HEAPLIVE_LIB`, else next to this executable, else `../lib/` (where
+/// `make install` puts it: `$PREFIX/bin` and `$PREFIX/lib`), else
+/// `../lib/heaplive/`.
 pub fn find_library() -> Res<PathBuf> {
     let lib = match std::env::var_os("HEAPLIVE_LIB").filter(|v| !v.is_empty()) {
         Some(p) => {
@@ -192,15 +200,17 @@ pub fn find_library() -> Res<PathBuf> {
             let dir = exe.parent().unwrap_or(Path::new("/"));
             let candidates = [
                 dir.join("libheaplive.so"),
+                dir.join("../lib/libheaplive.so"),
                 dir.join("../lib/heaplive/libheaplive.so"),
             ];
             match candidates.iter().find(|c| c.is_file()) {
                 Some(c) => c.clone(),
                 None => {
                     return error(format!(
-                        "cannot find libheaplive.so (looked at {} and {}); set HEAPLIVE_LIB=/path/to/libheaplive.so",
+                        "cannot find libheaplive.so (looked at {}, {} and {}); set HEAPLIVE_LIB=/path/to/libheaplive.so",
                         candidates[0].display(),
-                        candidates[1].display()
+                        candidates[1].display(),
+                        candidates[2].display()
                     ));
                 }
             }

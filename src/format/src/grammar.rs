@@ -301,9 +301,217 @@ pub fn path(v: &[u8]) -> Result<(), &'static str> {
     }
 }
 
+/// The byte a poisoned new block is filled with (`HEAPLIVE_POISON=alloc`).
+pub const POISON_ALLOC_BYTE: u8 = 0xa5;
+/// The byte a poisoned freed block is filled with (`HEAPLIVE_POISON=free`).
+pub const POISON_FREE_BYTE: u8 = 0xdd;
+
+/// What `HEAPLIVE_POISON` fills.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Poison {
+    pub alloc: bool,
+    pub free: bool,
+}
+
+/// `HEAPLIVE_POISON`: `alloc`, `free` or `alloc,free` (either order), or
+/// `off` (`0`, `none`).
+pub fn poison(v: &[u8]) -> Result<Poison, &'static str> {
+    const WHY: &str = "is not off or a list of alloc, free (example: alloc,free)";
+    let v = trim(v);
+    if eq_any(v, &[b"off", b"0", b"none"]) {
+        return Ok(Poison::default());
+    }
+    let mut p = Poison::default();
+    for part in v.split(|&b| b == b',') {
+        match trim(part) {
+            s if s.eq_ignore_ascii_case(b"alloc") => p.alloc = true,
+            s if s.eq_ignore_ascii_case(b"free") => p.free = true,
+            _ => return Err(WHY),
+        }
+    }
+    Ok(p)
+}
+
+/// The longest `HEAPLIVE_PROGRAMS` value (the library keeps it in a fixed
+/// buffer).
+pub const MAX_PROGRAMS: usize = 4096;
+
+/// `HEAPLIVE_PROGRAMS`: comma-separated glob patterns on the program name
+/// (`*`, `?`, `[abc]`, `[a-z]`, `[!x]`); white space around a pattern is
+/// ignored. Refused: an empty list or pattern, a `/`, an unclosed `[`, more
+/// than 4096 bytes.
+pub fn programs(v: &[u8]) -> Result<(), &'static str> {
+    if v.len() > MAX_PROGRAMS {
+        return Err("is longer than 4096 bytes");
+    }
+    for p in v.split(|&b| b == b',') {
+        let p = trim(p);
+        if p.is_empty() {
+            return Err("has an empty pattern (example: php-fpm*,python3)");
+        }
+        if p.contains(&b'/') {
+            return Err("has a '/': patterns match the program name, not its path");
+        }
+        let mut i = 0;
+        while i < p.len() {
+            if p[i] == b'[' {
+                match class_end(p, i) {
+                    Some(e) => i = e,
+                    None => return Err("has a '[' without its ']'"),
+                }
+            } else {
+                i += 1;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether `name` matches one of the patterns of a `HEAPLIVE_PROGRAMS` value
+/// (checked with [`programs`]; an unchecked bad pattern matches nothing).
+pub fn programs_match(v: &[u8], name: &[u8]) -> bool {
+    v.split(|&b| b == b',')
+        .map(trim)
+        .any(|p| !p.is_empty() && glob_match(p, name))
+}
+
+/// The index just past the `]` closing the class that starts at `p[i]`
+/// (`[`); a `]` right after `[` or `[!` is a member.
+fn class_end(p: &[u8], i: usize) -> Option<usize> {
+    let mut j = i + 1;
+    if p.get(j) == Some(&b'!') {
+        j += 1;
+    }
+    if p.get(j) == Some(&b']') {
+        j += 1;
+    }
+    while j < p.len() {
+        if p[j] == b']' {
+            return Some(j + 1);
+        }
+        j += 1;
+    }
+    None
+}
+
+/// Whether `c` is in the class `p[i..end]` (`[...]`).
+fn class_has(p: &[u8], i: usize, end: usize, c: u8) -> bool {
+    let mut j = i + 1;
+    let negate = p.get(j) == Some(&b'!');
+    if negate {
+        j += 1;
+    }
+    // Up to the closing ']' (a ']' right after the opening is a member).
+    let last = end - 1;
+    let mut found = false;
+    while j < last {
+        let lo = p[j];
+        if j + 2 < last && p[j + 1] == b'-' {
+            found |= lo <= c && c <= p[j + 2];
+            j += 3;
+        } else {
+            found |= lo == c;
+            j += 1;
+        }
+    }
+    found != negate
+}
+
+/// Glob matching of a whole name: `*` any run of bytes, `?` one byte,
+/// `[...]` one byte of a class; every other byte itself. Linear
+/// backtracking over the last `*` only: O(pattern x name), never
+/// exponential, no recursion, no allocation.
+pub fn glob_match(p: &[u8], name: &[u8]) -> bool {
+    let (mut pi, mut ni) = (0usize, 0usize);
+    let mut star: Option<(usize, usize)> = None;
+    while ni < name.len() {
+        let c = name[ni];
+        let step = match p.get(pi) {
+            Some(b'*') => {
+                star = Some((pi + 1, ni));
+                pi += 1;
+                continue;
+            }
+            Some(b'?') => Some(pi + 1),
+            Some(b'[') => match class_end(p, pi) {
+                Some(e) if class_has(p, pi, e, c) => Some(e),
+                Some(_) => None,
+                None => (c == b'[').then_some(pi + 1),
+            },
+            Some(&b) => (b == c).then_some(pi + 1),
+            None => None,
+        };
+        match (step, star) {
+            (Some(next), _) => {
+                pi = next;
+                ni += 1;
+            }
+            (None, Some((sp, sn))) => {
+                // Let the last `*` take one more byte and retry.
+                star = Some((sp, sn + 1));
+                pi = sp;
+                ni = sn + 1;
+            }
+            (None, None) => return false,
+        }
+    }
+    p[pi..].iter().all(|&b| b == b'*')
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn poison_values() {
+        assert_eq!(poison(b"off"), Ok(Poison::default()));
+        assert_eq!(
+            poison(b"alloc"),
+            Ok(Poison {
+                alloc: true,
+                free: false
+            })
+        );
+        assert_eq!(
+            poison(b" free , alloc"),
+            Ok(Poison {
+                alloc: true,
+                free: true
+            })
+        );
+        assert!(poison(b"").is_err());
+        assert!(poison(b"alloc,").is_err());
+        assert!(poison(b"perturb").is_err());
+    }
+
+    #[test]
+    fn program_globs() {
+        assert_eq!(programs(b"php-fpm*, python3"), Ok(()));
+        assert!(programs(b"").is_err());
+        assert!(programs(b"a,,b").is_err());
+        assert!(programs(b"/usr/bin/php").is_err());
+        assert!(programs(b"php[78").is_err());
+        assert!(programs(&[b'a'; 4097]).is_err());
+        let m = |p: &[u8], n: &[u8]| programs_match(p, n);
+        assert!(m(b"php-fpm*", b"php-fpm8.2"));
+        assert!(m(b"php-fpm*", b"php-fpm"));
+        assert!(!m(b"php-fpm*", b"php"));
+        assert!(!m(b"php-fpm*", b"sh"));
+        assert!(m(b"sh, php-fpm*", b"sh"));
+        assert!(!m(b"sh", b"bash"));
+        assert!(m(b"*sh", b"bash"));
+        assert!(m(b"py?hon[0-9]", b"python3"));
+        assert!(!m(b"python[!3]", b"python3"));
+        assert!(m(b"python[!3]", b"python2"));
+        assert!(m(b"[]x]", b"]"));
+        assert!(m(b"a*b*c", b"aXbYbZc"));
+        assert!(!m(b"a*b*c", b"aXbYbZ"));
+        assert!(m(b"*", b""));
+        assert!(!m(b"?", b""));
+        // Issue 14 item 13's lesson: many stars stay linear.
+        let many = [b'*'; 40].iter().chain(b"x").copied().collect::<Vec<u8>>();
+        assert!(!m(&many, &[b'a'; 200]));
+    }
 
     #[test]
     fn ranges() {

@@ -39,6 +39,10 @@ pub enum Grammar {
     PhpMode,
     /// [`crate::grammar::unwind`]
     Unwind,
+    /// [`crate::grammar::programs`]
+    Programs,
+    /// [`crate::grammar::poison`]
+    Poison,
 }
 
 /// Why a value is refused, for a message `NAME='value' <why>`.
@@ -80,6 +84,8 @@ impl Grammar {
             Grammar::PeakGrowth => text(g::peak_growth(v).map(drop)),
             Grammar::PhpMode => text(g::php_mode(v).map(drop)),
             Grammar::Unwind => text(g::unwind(v).map(drop)),
+            Grammar::Programs => text(g::programs(v)),
+            Grammar::Poison => text(g::poison(v).map(drop)),
         }
     }
 }
@@ -190,6 +196,13 @@ setting!(
     "0 loads heaplive dormant: nothing is sampled until heaplive start PID or heaplive_start()"
 );
 setting!(
+    PROGRAMS,
+    c"HEAPLIVE_PROGRAMS",
+    "* (every program)",
+    Programs,
+    "only programs whose name matches one of these comma-separated globs are profiled (example: php-fpm*,python3); the others stay dormant and write nothing"
+);
+setting!(
     WARN_BYTES,
     c"HEAPLIVE_WARN_BYTES",
     "256M",
@@ -274,6 +287,13 @@ setting!(
     "stack capture: cached (heaplive's rule cache, libgcc where it cannot proceed), libgcc, or check (both, differences reported)"
 );
 setting!(
+    POISON,
+    c"HEAPLIVE_POISON",
+    "off",
+    Poison,
+    "fill new blocks (alloc: 0xa5) and freed blocks (free: 0xdd) so that reading uninitialised or freed memory shows; off, alloc, free or alloc,free"
+);
+setting!(
     LIB,
     c"HEAPLIVE_LIB",
     "next to heaplive",
@@ -293,6 +313,7 @@ pub const ALL: &[&Setting] = &[
     &VIEWS,
     &PEAK_GROWTH,
     &START,
+    &PROGRAMS,
     &WARN_BYTES,
     &WARN_BLOCKS,
     &WARN_GROWTH,
@@ -306,6 +327,7 @@ pub const ALL: &[&Setting] = &[
     &PHP_PEAK_BYTES,
     &SEED,
     &UNWIND,
+    &POISON,
     &LIB,
 ];
 

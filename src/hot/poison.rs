@@ -1,0 +1,48 @@
+//! `HEAPLIVE_POISON`: new blocks filled with 0xa5, freed blocks with 0xdd
+//! (over their `malloc_usable_size`), so that reading uninitialised or
+//! freed memory shows a pattern. Off by default: one relaxed load on the
+//! allocation paths.
+
+use core::ffi::c_void;
+use core::sync::atomic::{AtomicU8, Ordering::Relaxed};
+use heaplive_format::grammar::{POISON_ALLOC_BYTE, POISON_FREE_BYTE, Poison};
+
+const ALLOC: u8 = 1;
+const FREE: u8 = 2;
+static MODE: AtomicU8 = AtomicU8::new(0);
+
+/// Set once by the config loader.
+pub fn set(p: Poison) {
+    MODE.store(
+        if p.alloc { ALLOC } else { 0 } | if p.free { FREE } else { 0 },
+        Relaxed,
+    );
+}
+
+#[inline(always)]
+pub fn alloc_on() -> bool {
+    MODE.load(Relaxed) & ALLOC != 0
+}
+
+/// Fills `len` bytes of a new block at `p`.
+#[inline(always)]
+pub fn on_alloc(p: *mut c_void, len: usize) {
+    if alloc_on() && !p.is_null() {
+        // SAFETY: a block of at least `len` bytes the allocator just gave.
+        unsafe { core::ptr::write_bytes(p.cast::<u8>(), POISON_ALLOC_BYTE, len) };
+    }
+}
+
+/// Fills a block about to be freed, over its usable size.
+///
+/// # Safety
+/// `p` is null or a live block of the real allocator.
+#[inline(always)]
+pub unsafe fn on_free(p: *mut c_void) {
+    if MODE.load(Relaxed) & FREE != 0 && !p.is_null() {
+        // SAFETY: guaranteed by the caller.
+        let n = unsafe { crate::hot::real::malloc_usable_size(p) };
+        // SAFETY: the block's usable bytes are the caller's until free.
+        unsafe { core::ptr::write_bytes(p.cast::<u8>(), POISON_FREE_BYTE, n) };
+    }
+}
