@@ -266,7 +266,7 @@ fn lines_stderr_would_lose_go_next_to_the_dumps() {
 /// (working directory `/`, the drop-in's environment with `%%` read as
 /// `%`, its `ExecStartPre`, workers as www-data with stderr on /dev/null)
 /// writes every file in /var/tmp/heaplive: the workers' signal and exit
-/// dumps (owned by www-data), the master's exit dump, the workers' lines
+/// dumps (owned by www-data) with their `.maps.txt`, the master's exit dump, the workers' lines
 /// in heaplive.33.log and the master's in heaplive.0.log; a helper shell
 /// the unit runs writes nothing. `heaplive dump --children` reaches the
 /// workers with the drop-in's RTMIN+3 before their first dump (php-fpm's
@@ -327,7 +327,7 @@ echo "MODE=$(stat -c %a .)"
 echo "MASTER=$(ls | grep -c "^php-fpm8.2\.$M\.1\.folded$")"
 echo "WORKER_FILES=$(ls | grep -E '^php-fpm8\.2\.[0-9]+\.[0-9]+\.folded$' | grep -vc "\.$M\.")"
 echo "WORKER_OWNERS=$(ls | grep -E '^php-fpm8\.2\.[0-9]+\.[0-9]+\.folded$' | grep -v "\.$M\." | xargs -r stat -c %U | sort -u | tr '\n' ' ')"
-echo "OTHERS=$(ls | grep -Evc '^(php-fpm8\.2\.[0-9]+\.[0-9]+(\.peak|\.samples)?\.folded|heaplive\.(0|33)\.log)$')"
+echo "OTHERS=$(ls | grep -Evc '^(php-fpm8\.2\.[0-9]+\.[0-9]+((\.peak|\.samples)?\.folded|\.maps\.txt)|heaplive\.(0|33)\.log)$')"
 echo "LOG33=$(grep -c ': exit dump /var/tmp/heaplive/' heaplive.33.log)"
 echo "ROOTDIR=$(ls -A / | grep -c heaplive)"
 echo "LOG0=$(grep -c ": exit dump /var/tmp/heaplive/php-fpm8.2.$M.1.folded" heaplive.0.log)"
