@@ -382,15 +382,14 @@ fn judge(
     failures
 }
 
-#[test]
-fn glibc_malloc_tests_pass_under_the_preload() {
-    let started = Instant::now();
+/// Fetches and builds the glibc tests `names` (`glibc/build.sh`, cached
+/// in target/glibc-tests) and returns the cache.
+fn build_glibc_tests(names: &[&str]) -> PathBuf {
     let cache = root().join("target/glibc-tests");
-    let names: Vec<&str> = GLIBC_TESTS.iter().map(|(n, _)| *n).collect();
     let o = Command::new("bash")
         .arg(root().join("preload-tests/glibc/build.sh"))
         .arg(&cache)
-        .args(&names)
+        .args(names)
         .output()
         .expect("run glibc/build.sh");
     assert!(
@@ -398,6 +397,14 @@ fn glibc_malloc_tests_pass_under_the_preload() {
         "fetching or building glibc's malloc tests failed:\n{}",
         show(&o)
     );
+    cache
+}
+
+#[test]
+fn glibc_malloc_tests_pass_under_the_preload() {
+    let started = Instant::now();
+    let names: Vec<&str> = GLIBC_TESTS.iter().map(|(n, _)| *n).collect();
+    let cache = build_glibc_tests(&names);
     let built = started.elapsed().as_secs_f64();
     let lib = lib();
     let dir = tempdir("glibc");
@@ -535,6 +542,21 @@ fn fork_from_a_sigalrm_handler_2000_times_completes() {
     });
 }
 
+/// A fork from a signal handler that interrupts the main thread's own fork
+/// inside heaplive's parent handler, while it releases heaplive's locks:
+/// the handler's fork took heaplive's locks again, some still held by the
+/// same thread, and waited for itself forever (the signal-action lock
+/// never gives up). What hung tst-mallocfork2 in exact mode.
+#[test]
+fn fork_from_a_signal_handler_during_a_fork_completes() {
+    program_matches_plain("glibc_fork_nested", Duration::from_secs(60), &|r| {
+        r.passed()
+            && r.stdout
+                == "forks in the main loop: 1500\nfailed: 0\nfailed in the handler: 0\n\
+                    handler forked: yes\n"
+    });
+}
+
 #[test]
 fn a_program_without_threads_stays_single_threaded() {
     program_matches_plain("glibc_single_threaded", Duration::from_secs(30), &|r| {
@@ -550,6 +572,74 @@ fn lowering_rlimit_as_after_start_leaves_room() {
             && r.stdout
                 .contains("threads started: 4 of 4, allocated in the thread: 4")
     });
+}
+
+/// heaplive's thread never calls glibc's malloc, free, calloc or realloc
+/// (`hot::forking`: a fork from a signal handler sets
+/// `__libc_single_threaded` for the real fork, and glibc's malloc then
+/// takes no arena lock). A second preload after heaplive (`glibc_spy.c`)
+/// counts the calls made on the thread named "heaplive" while it writes
+/// periodic dumps, signal dumps, status files and leak warnings. Before
+/// the fix every dump called opendir (32 KiB through glibc's malloc).
+#[test]
+fn heaplive_thread_never_calls_glibc_malloc() {
+    let dir = tempdir("glibc-spy");
+    let spy = compile(
+        "glibc_spy.c",
+        "libglibc_spy.so",
+        &dir,
+        &["-shared", "-fPIC"],
+    );
+    let bin = compile("glibc_own_thread.c", "glibc_own_thread", &dir, &[]);
+    for (mode, interval) in [("exact", "1"), ("default", "")] {
+        let mut env = vec![
+            ("HEAPLIVE_DUMP_EVERY", "20ms"),
+            ("HEAPLIVE_WARN_BYTES", "64K"),
+        ];
+        if !interval.is_empty() {
+            env.push(("HEAPLIVE_SAMPLE_INTERVAL", interval));
+        }
+        // Its own directory: the program counts the dump files there.
+        let work = dir.join(mode);
+        std::fs::create_dir_all(&work).unwrap();
+        let mut c = preloaded_command(&work, &bin, &[], &env);
+        c.env(
+            "LD_PRELOAD",
+            format!("{}:{}", lib().display(), spy.display()),
+        );
+        let o = c.output().expect("run the program");
+        let err = stderr(&o);
+        let spied = err
+            .lines()
+            .find_map(|l| l.strip_prefix("spy: glibc allocation calls on heaplive's thread: "))
+            .unwrap_or_else(|| panic!("[{mode}] no line from the spy:\n{}", show(&o)));
+        let (ours, theirs) = spied
+            .split_once("; on the program's: ")
+            .unwrap_or_else(|| panic!("[{mode}] {spied}"));
+        assert!(
+            o.status.success() && stdout(&o) == "grew: yes\n",
+            "[{mode}]\n{}",
+            show(&o)
+        );
+        assert!(
+            theirs.parse::<u64>().unwrap_or(0) > 1000,
+            "[{mode}] the spy did not see the program's allocations: {spied}"
+        );
+        // heaplive's thread did its work while the spy watched.
+        for what in ["periodic dump", "signal dump"] {
+            assert!(err.contains(what), "[{mode}] no {what}:\n{err}");
+        }
+        if mode == "exact" {
+            assert!(
+                err.contains("possible leak"),
+                "[{mode}] no leak warning:\n{err}"
+            );
+        }
+        assert_eq!(
+            ours, "0",
+            "[{mode}] heaplive's thread called glibc's allocator:\n{err}"
+        );
+    }
 }
 
 /// The programs' names, for the known-bugs list to stay honest.
