@@ -53,12 +53,6 @@ pub const KNOWN_HEAPLIVE_BUGS: &[(&str, &[Mode], &str)] = &[
          (load 13-17); within glibc's own 100 s",
     ),
     (
-        "tst-malloc-too-large",
-        &[Exact],
-        "times out (glibc's 20 s, doubled) in some exact-mode runs: 27.9 s where plain \
-         took 12.5 s (load 17, passed)",
-    ),
-    (
         "tst-malloc_info",
         &[Exact],
         "times out in exact mode (over 40 s, plain 6.4 s at load 17): 4 threads keep \
