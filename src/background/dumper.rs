@@ -378,11 +378,11 @@ fn dumper_main() {
 /// last thread ends; heaplive's thread must not be the one that keeps it.
 fn program_threads_left() -> bool {
     let me = sys::gettid();
-    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
+    // Not std::fs::read_dir: opendir allocates with glibc's malloc.
+    let Some(names) = crate::background::dir::names(std::path::Path::new("/proc/self/task")) else {
         return true;
     };
-    for e in dir.flatten() {
-        let name = e.file_name();
+    for name in names {
         let Some(tid) = name.to_str().and_then(|s| s.parse::<i32>().ok()) else {
             continue;
         };

@@ -15,6 +15,7 @@ use crate::hot::guard::{self, Busy};
 use crate::hot::lock::{self, Rank};
 use crate::hot::{forking, leak_check, live, ownheap, pid, sampler, shadow, signal, stacks, sys};
 use crate::symbolize::modules;
+use core::sync::atomic::{Ordering::SeqCst, compiler_fence};
 
 /// How long a fork's prepare handler waits for a lock whose holder may be
 /// inside the real allocator (the dumper thread holds the dump lock while
@@ -123,28 +124,44 @@ extern "C" fn prepare() {
 }
 
 extern "C" fn parent() {
-    // SAFETY: this thread's own state.
-    let t = unsafe { &mut *guard::state() };
-    if t.forks_without_locks > 0 {
-        t.forks_without_locks -= 1;
-        return;
+    let st = guard::state();
+    // SAFETY: this thread's own state (raw accesses: a signal handler on
+    // this thread may run prepare/parent in between).
+    unsafe {
+        if (*st).forks_without_locks > 0 {
+            (*st).forks_without_locks -= 1;
+            return;
+        }
     }
-    let held = core::mem::take(&mut t.fork_locks_held);
-    // SAFETY: paired with prepare on this thread.
-    unsafe { unlock(held) };
+    // Marked busy until every lock is released, and `fork_locks_held`
+    // cleared only then: a fork from a signal handler that interrupts this
+    // handler must take none of our locks (this thread still holds some;
+    // waiting for them was waiting for itself, forever for the ranks that
+    // never give up).
+    let _busy = Busy::enter();
+    // SAFETY: this thread's own state; paired with prepare on this thread.
+    unsafe { unlock((*st).fork_locks_held) };
     lock::fork_prepare_ends_in_parent();
+    compiler_fence(SeqCst);
+    // SAFETY: this thread's own state.
+    unsafe { core::ptr::write_volatile(&raw mut (*st).fork_locks_held, 0) };
 }
 
 extern "C" fn child() {
-    // SAFETY: this thread's own state.
-    let t = unsafe { &mut *guard::state() };
-    if t.forks_without_locks > 0 {
-        t.forks_without_locks = 0;
-        pid::set(sys::getpid());
-        forking::mark_inert();
-        return;
+    let st = guard::state();
+    // SAFETY: this thread's own state (raw accesses, as in `parent`).
+    unsafe {
+        if (*st).forks_without_locks > 0 {
+            (*st).forks_without_locks = 0;
+            pid::set(sys::getpid());
+            forking::mark_inert();
+            return;
+        }
     }
-    let held = core::mem::take(&mut t.fork_locks_held);
+    // As in `parent`: busy until the locks are released.
+    let _busy = Busy::enter();
+    // SAFETY: this thread's own state.
+    let held = unsafe { (*st).fork_locks_held };
     // SAFETY: the child has only this thread, which took the locks.
     unsafe { unlock(held) };
     for (i, l) in FORK_ORDER.iter().enumerate() {
@@ -159,6 +176,9 @@ extern "C" fn child() {
     // does not exist here (this one was not inside heaplive).
     crate::hot::unwind::reset_in_child();
     become_child();
+    compiler_fence(SeqCst);
+    // SAFETY: this thread's own state.
+    unsafe { core::ptr::write_volatile(&raw mut (*st).fork_locks_held, 0) };
 }
 
 /// Releases the locks of `held` (bits as in `prepare`), in reverse order.

@@ -1,4 +1,5 @@
 pub mod attach;
+pub mod dir;
 pub mod dump;
 pub mod dumper;
 pub mod fork;

@@ -97,12 +97,12 @@ fn temp_name(path: &Path, pid: u32) -> PathBuf {
 /// Removes the temporary files that processes which died mid-dump (SIGKILL)
 /// left in `dir`: ours (same owner), regular, of a pid that is gone.
 pub fn clean_dead_temps(dir: &Path) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
+    // Not std::fs::read_dir: opendir allocates with glibc's malloc.
+    let Some(entries) = crate::background::dir::names(dir) else {
         return;
     };
     let me = crate::hot::sys::getpid();
-    for e in entries.flatten() {
-        let name = e.file_name();
+    for name in entries {
         let b = name.as_bytes();
         if b.first() != Some(&b'.') {
             continue;
@@ -478,11 +478,11 @@ pub fn write_start_status(pid: u32, signal: i32) {
 /// theirs (SIGKILL).
 fn clean_dead_status(dir: &Path) {
     clean_dead_temps(dir);
-    let Ok(entries) = std::fs::read_dir(dir) else {
+    let Some(entries) = crate::background::dir::names(dir) else {
         return;
     };
-    for e in entries.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+    for name in entries {
+        let Some(pid) = name.to_str().and_then(|s| s.parse::<i32>().ok()) else {
             continue;
         };
         // SAFETY: signal 0 only checks that the process exists.
@@ -490,7 +490,7 @@ fn clean_dead_status(dir: &Path) {
             && unsafe { libc::kill(pid, 0) } != 0
             && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
         {
-            let _ = std::fs::remove_file(e.path());
+            let _ = std::fs::remove_file(dir.join(&name));
         }
     }
 }

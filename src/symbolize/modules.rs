@@ -214,13 +214,35 @@ fn resolve_path(name: &[u8], exe: Option<&str>) -> Option<String> {
     Some(realpath(s).unwrap_or_else(|| s.to_owned()))
 }
 
-/// `realpath(3)` into a buffer of ours: std's `canonicalize` lets glibc
-/// allocate the result with its malloc, and heaplive's thread must not
-/// enter glibc's malloc (`hot::forking`). (glibc still uses malloc inside
-/// realpath for paths longer than 1 KiB.)
+/// The canonical path of `s` (relative to the working directory) without
+/// glibc's malloc, which heaplive's thread must never enter
+/// (`background::dir`, `hot::forking`): std's `canonicalize` lets glibc
+/// allocate the result, and `realpath(3)` mallocs inside for long names
+/// and links. The file opened with O_PATH names itself in /proc/self/fd;
+/// without /proc, `realpath` into a buffer of ours for short names only.
 fn realpath(s: &str) -> Option<String> {
     let c = std::ffi::CString::new(s).ok()?;
     let mut buf = vec![0u8; libc::PATH_MAX as usize + 1];
+    // SAFETY: a NUL-terminated path; O_PATH opens nothing for reading and
+    // never blocks; the descriptor is closed at once.
+    let fd = unsafe { libc::open(c.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return None;
+    }
+    let link = std::ffi::CString::new(format!("/proc/self/fd/{fd}")).ok();
+    // SAFETY: NUL-terminated link name; buffer and length match.
+    let n = link.map_or(-1, |l| unsafe {
+        libc::readlink(l.as_ptr(), buf.as_mut_ptr().cast(), buf.len() - 1)
+    });
+    // SAFETY: our descriptor, closed once.
+    unsafe { libc::close(fd) };
+    if n > 0 && buf[0] == b'/' {
+        buf.truncate(n as usize);
+        return String::from_utf8(buf).ok();
+    }
+    if s.len() > 255 {
+        return None;
+    }
     // SAFETY: a NUL-terminated path and a PATH_MAX+1 buffer.
     let r = unsafe { libc::realpath(c.as_ptr(), buf.as_mut_ptr().cast()) };
     if r.is_null() {
@@ -378,6 +400,23 @@ fn load_counters() -> Option<(u64, u64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn realpath_resolves_relative_names_and_links() {
+        let dir = std::env::temp_dir().join(format!("heaplive-realpath-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("a")).unwrap();
+        std::fs::write(dir.join("a/lib.so"), b"").unwrap();
+        std::os::unix::fs::symlink("a", dir.join("link")).unwrap();
+        let want = std::fs::canonicalize(dir.join("a/lib.so")).unwrap();
+        let via_link = dir.join("link/../link/lib.so");
+        assert_eq!(
+            realpath(via_link.to_str().unwrap()).as_deref(),
+            want.to_str()
+        );
+        assert_eq!(realpath(dir.join("a/missing").to_str().unwrap()), None);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn build_id_note_is_found_after_other_notes() {

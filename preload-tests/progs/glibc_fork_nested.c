@@ -1,0 +1,72 @@
+/* fork() in a loop on the main thread while a SIGALRM handler forks too,
+   every millisecond (issue #18): the handler's fork may interrupt the
+   main thread's fork anywhere, also inside heaplive's atfork handlers
+   while they release heaplive's locks. Children _exit at once; both
+   reap theirs. Prints the main loop's forks and every failure; a hang is
+   the failure the runner looks for. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+enum { FORKS = 1500 };
+
+static volatile sig_atomic_t in_handler, failures;
+
+static int
+fork_and_reap (void)
+{
+  pid_t pid = fork ();
+  if (pid == 0)
+    _exit (0);
+  if (pid < 0)
+    return -1;
+  int st;
+  pid_t r;
+  do
+    r = waitpid (pid, &st, 0);
+  while (r < 0 && errno == EINTR);
+  return r == pid && WIFEXITED (st) && WEXITSTATUS (st) == 0 ? 0 : -1;
+}
+
+static void
+on_alarm (int sig)
+{
+  (void) sig;
+  int saved = errno;
+  if (fork_and_reap () != 0)
+    failures++;
+  in_handler++;
+  errno = saved;
+}
+
+int
+main (void)
+{
+  struct sigaction sa;
+  memset (&sa, 0, sizeof sa);
+  sa.sa_handler = on_alarm;
+  sa.sa_flags = SA_RESTART;
+  sigaction (SIGALRM, &sa, NULL);
+  struct itimerval it = { { 0, 1000 }, { 0, 1000 } };
+  setitimer (ITIMER_REAL, &it, NULL);
+
+  int main_failures = 0;
+  for (int i = 0; i < FORKS; i++)
+    {
+      void *p = malloc (100 + i);
+      if (fork_and_reap () != 0)
+        main_failures++;
+      free (p);
+    }
+  struct itimerval off = { { 0, 0 }, { 0, 0 } };
+  setitimer (ITIMER_REAL, &off, NULL);
+  printf ("forks in the main loop: %d\nfailed: %d\nfailed in the handler: %d\n"
+          "handler forked: %s\n",
+          FORKS, main_failures, (int) failures, in_handler > 0 ? "yes" : "no");
+  return main_failures != 0 || failures != 0;
+}
