@@ -299,7 +299,11 @@ fn systemd_drop_in_example_puts_every_file_in_its_directory() {
 
     let script = format!(
         r##"
-DROPIN={dropin}
+# The drop-in's text (the checkout may be under /tmp, which the tmpfs hides).
+DROPIN=/tmp/heaplive.conf
+cat > $DROPIN <<'HEAPLIVE_DROPIN_END'
+{dropin}
+HEAPLIVE_DROPIN_END
 mount -t tmpfs -o mode=1777 heaplive-vartmp /var/tmp || exit 94
 while IFS= read -r l; do
   case "$l" in
@@ -332,7 +336,7 @@ echo "LOG33=$(grep -c ': exit dump /var/tmp/heaplive/' heaplive.33.log)"
 echo "ROOTDIR=$(ls -A / | grep -c heaplive)"
 echo "LOG0=$(grep -c ": exit dump /var/tmp/heaplive/php-fpm8.2.$M.1.folded" heaplive.0.log)"
 "##,
-        dropin = dropin.display()
+        dropin = std::fs::read_to_string(&dropin).unwrap().trim_end()
     );
     let (m, t) = crate::security::in_private_tmp(&script);
     let get = |k| crate::security::get(&m, k, &t);
