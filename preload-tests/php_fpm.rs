@@ -505,6 +505,16 @@ impl Fpm {
 impl Drop for Fpm {
     fn drop(&mut self) {
         if let Ok(None) = self.child.try_wait() {
+            // The master stopped first: a master that sees its workers die
+            // forks new ones at once, and those were left behind, orphaned,
+            // when the list was taken before the kill.
+            unsafe { libc::kill(self.pid() as i32, libc::SIGSTOP) };
+            for _ in 0..200 {
+                if matches!(proc_stat(self.pid()), Some(('T', _)) | None) {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
             for w in children_of(self.pid()) {
                 unsafe { libc::kill(w as i32, libc::SIGKILL) };
             }
