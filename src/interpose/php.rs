@@ -482,26 +482,15 @@ extern "C" fn request_startup(_type: c_int, _number: c_int) -> c_int {
     if zend_mm {
         php::set_heap(heap, S.mm_block_size.load(Relaxed));
         INSTALLED.store(true, Relaxed);
-        c!(
-            S.set_handlers.load(Relaxed),
-            fn(usize, usize, usize, usize) -> (),
+        set_handlers(
             heap,
             zm_alloc as *const () as usize,
             zm_free as *const () as usize,
-            zm_realloc as *const () as usize
+            zm_realloc as *const () as usize,
         );
         return 0;
     }
-    let (mut a, mut f, mut r) = (0usize, 0usize, 0usize);
-    c!(
-        S.get_handlers.load(Relaxed),
-        fn(usize, *mut usize, *mut usize, *mut usize) -> (),
-        heap,
-        &mut a,
-        &mut f,
-        &mut r
-    );
-    if a == zm_alloc as *const () as usize {
+    if alloc_handler(heap) == zm_alloc as *const () as usize {
         // Ours, from a request whose RSHUTDOWN did not run.
         php::set_heap(heap, S.mm_block_size.load(Relaxed));
         INSTALLED.store(true, Relaxed);
@@ -514,6 +503,34 @@ extern "C" fn request_startup(_type: c_int, _number: c_int) -> c_int {
         ));
     }
     0
+}
+
+/// The allocation handler `heap` has now (`zend_mm_get_custom_handlers`;
+/// 0 when none is installed).
+fn alloc_handler(heap: usize) -> usize {
+    let (mut a, mut f, mut r) = (0usize, 0usize, 0usize);
+    c!(
+        S.get_handlers.load(Relaxed),
+        fn(usize, *mut usize, *mut usize, *mut usize) -> (),
+        heap,
+        &mut a,
+        &mut f,
+        &mut r
+    );
+    a
+}
+
+/// `zend_mm_set_custom_handlers(heap, alloc, free, realloc)`; all three 0
+/// take them off.
+fn set_handlers(heap: usize, alloc: usize, free: usize, realloc: usize) {
+    c!(
+        S.set_handlers.load(Relaxed),
+        fn(usize, usize, usize, usize) -> (),
+        heap,
+        alloc,
+        free,
+        realloc
+    );
 }
 
 extern "C" fn request_shutdown(_type: c_int, _number: c_int) -> c_int {
@@ -539,25 +556,9 @@ fn end_request() {
     }
     if INSTALLED.swap(false, Relaxed) {
         let heap = php::heap();
-        let (mut a, mut f, mut r) = (0usize, 0usize, 0usize);
-        c!(
-            S.get_handlers.load(Relaxed),
-            fn(usize, *mut usize, *mut usize, *mut usize) -> (),
-            heap,
-            &mut a,
-            &mut f,
-            &mut r
-        );
-        // After a memory_limit bailout the flag is already clear (a == 0).
-        if a == zm_alloc as *const () as usize {
-            c!(
-                S.set_handlers.load(Relaxed),
-                fn(usize, usize, usize, usize) -> (),
-                heap,
-                0,
-                0,
-                0
-            );
+        // After a memory_limit bailout the flag is already clear (none).
+        if alloc_handler(heap) == zm_alloc as *const () as usize {
+            set_handlers(heap, 0, 0, 0);
         }
     }
     track::drop_zend_samples();
