@@ -33,6 +33,40 @@ pub fn on_alloc(p: *mut c_void, len: usize) {
     }
 }
 
+/// Before a realloc of `p`: the bytes the block holds now (its usable
+/// size), which stay the program's; 0 when alloc poisoning is off.
+///
+/// # Safety
+/// `p` is null or a live block of the real allocator.
+#[inline(always)]
+pub unsafe fn old_len(p: *mut c_void) -> usize {
+    if alloc_on() {
+        // SAFETY: guaranteed by the caller.
+        unsafe { crate::hot::real::malloc_usable_size(p) }
+    } else {
+        0
+    }
+}
+
+/// After a realloc gave `q` of `len` bytes for a block that had `old_len`
+/// (`old_len`): fills the bytes past the old ones.
+///
+/// # Safety
+/// `q` is a block of at least `len` bytes the allocator just gave.
+#[inline(always)]
+pub unsafe fn on_grown(q: *mut c_void, old_len: usize, len: usize) {
+    if alloc_on() && len > old_len && !q.is_null() {
+        // SAFETY: the bytes past `old_len` lie within the block.
+        unsafe {
+            core::ptr::write_bytes(
+                q.cast::<u8>().add(old_len),
+                POISON_ALLOC_BYTE,
+                len - old_len,
+            )
+        };
+    }
+}
+
 /// Fills a block about to be freed, over its usable size.
 ///
 /// # Safety

@@ -77,12 +77,8 @@ pub unsafe extern "C" fn realloc(p: Ptr, size: usize) -> Ptr {
         return q;
     }
     let old = untrack_for_realloc(p);
-    let old_len = if poison::alloc_on() {
-        // SAFETY: the caller's live block.
-        unsafe { real::malloc_usable_size(p) }
-    } else {
-        0
-    };
+    // SAFETY: the caller's live block.
+    let old_len = unsafe { poison::old_len(p) };
     // SAFETY: the caller's block, as realloc(3) requires.
     let q = unsafe { real::realloc(p, size) };
     if q.is_null() {
@@ -94,13 +90,8 @@ pub unsafe extern "C" fn realloc(p: Ptr, size: usize) -> Ptr {
         }
         return q;
     }
-    if size > old_len {
-        // SAFETY: q has `size` bytes; the ones past the old block are new.
-        poison::on_alloc(
-            unsafe { q.cast::<u8>().add(old_len) }.cast(),
-            size - old_len,
-        );
-    }
+    // SAFETY: q is the resized block of `size` bytes.
+    unsafe { poison::on_grown(q, old_len, size) };
     on_alloc(q, size);
     q
 }
@@ -128,12 +119,8 @@ pub unsafe extern "C" fn reallocarray(p: Ptr, n: usize, size: usize) -> Ptr {
     } else {
         untrack_for_realloc(p)
     };
-    let old_len = if poison::alloc_on() {
-        // SAFETY: null or the caller's live block.
-        unsafe { real::malloc_usable_size(p) }
-    } else {
-        0
-    };
+    // SAFETY: null or the caller's live block.
+    let old_len = unsafe { poison::old_len(p) };
     let q = {
         // glibc's reallocarray calls realloc through the PLT: don't count
         // it twice.
@@ -149,13 +136,8 @@ pub unsafe extern "C" fn reallocarray(p: Ptr, n: usize, size: usize) -> Ptr {
         return q;
     }
     let total = total.unwrap_or(0);
-    if total > old_len {
-        // SAFETY: q has `total` bytes; the ones past the old block are new.
-        poison::on_alloc(
-            unsafe { q.cast::<u8>().add(old_len) }.cast(),
-            total - old_len,
-        );
-    }
+    // SAFETY: q is the resized block of `total` bytes.
+    unsafe { poison::on_grown(q, old_len, total) };
     on_alloc(q, total);
     q
 }
