@@ -167,19 +167,15 @@ static EARLY: std::sync::atomic::AtomicPtr<Early> =
 /// the live table now, so the dump that the new thread writes shows the
 /// heap as it was at the signal, not what the first samples added since.
 fn take_early_signal() {
-    let set = signal::dumper_wait_set();
-    if set == 0 || !EARLY.load(Acquire).is_null() {
+    if !EARLY.load(Acquire).is_null() {
         return;
     }
     loop {
-        // SAFETY: zeroed is a valid siginfo.
-        let mut info: libc::siginfo_t = unsafe { core::mem::zeroed() };
-        if sys::sigtimedwait(set, &mut info, Some(0)) <= 0 {
-            return;
-        }
-        if signal::is_wake(&info) || trigger::command_from_signal(&info) {
-            continue;
-        }
+        let info = match take_signal(Some(0)) {
+            Taken::Nothing => return,
+            Taken::NoDump => continue,
+            Taken::Dump(info) => info,
+        };
         let mut snap = Snapshot::new();
         snap.take();
         let early = Box::into_raw(Box::new(Early { snap, info }));
@@ -249,27 +245,14 @@ pub fn poll_signals_now(queue: &mut std::collections::VecDeque<Snapshot>) {
         return;
     }
     LAST_POLL_NS.store(sys::now_nanos(), Relaxed);
-    let set = signal::dumper_wait_set();
-    if set == 0 {
-        return;
-    }
     loop {
-        // SAFETY: zeroed is a valid siginfo.
-        let mut info: libc::siginfo_t = unsafe { core::mem::zeroed() };
-        if sys::sigtimedwait(set, &mut info, Some(0)) <= 0 {
-            return;
-        }
-        if signal::is_wake(&info) {
-            // A request or a change: the loop looks at every flag after
-            // this dump.
-            continue;
-        } else if crate::hot::trigger::command_from_signal(&info) {
-            // `heaplive start/stop PID`: logged by the loop.
-            continue;
-        } else if signal::stepped_aside() {
-            signal::give_back(&info);
-            continue;
-        }
+        // A wake-up (a request or a change) or a command: the loop looks
+        // at every flag after this dump.
+        let mut info = match take_signal(Some(0)) {
+            Taken::Nothing => return,
+            Taken::NoDump => continue,
+            Taken::Dump(info) => info,
+        };
         // The snapshot outlives the scratch heap of the symbolizer, and the
         // program's handler is not symbolizer work either.
         let _kept = crate::hot::ownheap::ScratchPaused::enter();
@@ -316,39 +299,6 @@ fn dumper_main() {
         if trigger::take_pending() {
             serve_signal(&mut snap, None);
         }
-        // PHP mode: memory_limit and request peak dumps (a wake-up for
-        // them comes back here).
-        crate::background::php::serve();
-        let now = sys::now_nanos();
-        let wait = next_periodic.min(now + TICK_NS).saturating_sub(now).max(1);
-        // SAFETY: zeroed is a valid siginfo.
-        let mut info: libc::siginfo_t = unsafe { core::mem::zeroed() };
-        let set = signal::dumper_wait_set();
-        if trigger::stop_asked() {
-            return;
-        }
-        let r = sys::sigtimedwait(set, &mut info, Some(wait));
-        if r > 0 {
-            if signal::is_wake(&info) {
-                // heaplive's own: a request from a program thread (served
-                // at the top of the loop), or a change (stepped aside, main
-                // thread gone).
-                continue;
-            } else if crate::hot::trigger::command_from_signal(&info) {
-                // `heaplive start/stop PID`: logged below, no dump.
-            } else if signal::stepped_aside() {
-                signal::give_back(&info);
-            } else {
-                serve_signal(&mut snap, Some(&mut info));
-            }
-        }
-        if trigger::take_peak_request() {
-            // The next peak dump is armed from this dump's own total.
-            snap.take();
-            let total =
-                crate::background::dump::dump_snapshot(&snap, None, "peak").map_or(0, |w| w.total);
-            crate::hot::peak::arm_peak_dump(total as i64, cfg.peak_growth);
-        }
         if crate::hot::track::take_signal_change() {
             let on = crate::hot::track::active();
             log::line(format_args!(
@@ -357,6 +307,29 @@ fn dumper_main() {
                 if on { "started" } else { "stopped" },
                 if on { "start" } else { "stop" },
             ));
+        }
+        // PHP mode: memory_limit and request peak dumps (a wake-up for
+        // them comes back here).
+        crate::background::php::serve();
+        let now = sys::now_nanos();
+        let wait = next_periodic.min(now + TICK_NS).saturating_sub(now).max(1);
+        if trigger::stop_asked() {
+            return;
+        }
+        match take_signal(Some(wait)) {
+            Taken::Dump(mut info) => serve_signal(&mut snap, Some(&mut info)),
+            // heaplive's own wake-up: a request from a program thread, a
+            // change (stepped aside, main thread gone), or a start/stop
+            // command: all looked at at the top of the loop.
+            Taken::NoDump => continue,
+            Taken::Nothing => {}
+        }
+        if trigger::take_peak_request() {
+            // The next peak dump is armed from this dump's own total.
+            snap.take();
+            let total =
+                crate::background::dump::dump_snapshot(&snap, None, "peak").map_or(0, |w| w.total);
+            crate::hot::peak::arm_peak_dump(total as i64, cfg.peak_growth);
         }
         let now = sys::now_nanos();
         if now >= next_periodic {
@@ -421,25 +394,46 @@ pub fn before_exec() {
 /// taken it: heaplive's thread does not exist, or is busy) or a request
 /// that found no thread.
 fn pending_signal() -> bool {
-    let set = signal::dumper_wait_set();
     let mut any = trigger::take_pending();
-    if set != 0 {
-        // SAFETY: zeroed is a valid siginfo.
-        let mut info: libc::siginfo_t = unsafe { core::mem::zeroed() };
-        while sys::sigtimedwait(set, &mut info, Some(0)) > 0 {
-            // As the thread's loop: `heaplive start/stop PID` is a
-            // command, not a dump request; a wake-up is not a signal.
-            if signal::is_wake(&info) || crate::hot::trigger::command_from_signal(&info) {
-                continue;
-            }
-            if signal::stepped_aside() {
-                signal::give_back(&info);
-                break;
-            }
-            any = true;
+    loop {
+        match take_signal(Some(0)) {
+            Taken::Nothing => return any,
+            Taken::NoDump => {}
+            Taken::Dump(_) => any = true,
         }
     }
-    any
+}
+
+/// What one look at the dump signal found (`take_signal`).
+enum Taken {
+    /// No dump signal came (or heaplive no longer takes it).
+    Nothing,
+    /// heaplive's own wake-up, a `heaplive start/stop PID` command (now
+    /// applied), or a signal given back to a program that waits for it.
+    NoDump,
+    /// A request for a dump.
+    Dump(libc::siginfo_t),
+}
+
+/// Takes the dump signal if one comes within `timeout_ns` (`None`: wait
+/// for it; with nothing to take, as after stepping aside, the wait is a
+/// sleep) and tells what it is. Every place that takes the dump signal
+/// goes through here, so a command or a wake-up is never taken for a dump
+/// request and a stepped-aside signal always goes back to the program.
+fn take_signal(timeout_ns: Option<u64>) -> Taken {
+    // SAFETY: zeroed is a valid siginfo.
+    let mut info: libc::siginfo_t = unsafe { core::mem::zeroed() };
+    if sys::sigtimedwait(signal::dumper_wait_set(), &mut info, timeout_ns) <= 0 {
+        return Taken::Nothing;
+    }
+    if signal::is_wake(&info) || trigger::command_from_signal(&info) {
+        return Taken::NoDump;
+    }
+    if signal::stepped_aside() {
+        signal::give_back(&info);
+        return Taken::NoDump;
+    }
+    Taken::Dump(info)
 }
 
 /// The exit dump, registered with atexit by the constructor.
