@@ -26,7 +26,7 @@ const MAX_QUEUED: usize = 4;
 
 /// How often the dumper prunes the shadow bitmap (empty leaves, stale page
 /// summaries).
-const PRUNE_EVERY_NS: u64 = 1_000_000_000;
+const PRUNE_EVERY_NS: u64 = crate::hot::shadow::PRUNE_EVERY_NS;
 /// The longest the thread sleeps between looks at leak warnings and exits.
 const TICK_NS: u64 = 250_000_000;
 
