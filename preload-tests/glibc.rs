@@ -562,7 +562,8 @@ fn allocator_stress_patterns_behave_as_without_the_preload() {
 /// thread and taken there with sigtimedwait, so that no call of the program
 /// is interrupted by it (signal_waits.rs); so the program prints 0 there,
 /// as README.md's "Threads" says. (The cost of that thread for a
-/// single-threaded program is measured in bench/RESULTS.md.)
+/// single-threaded program is measured in bench/RESULTS.md.) In every
+/// run the exit's peak line, if any, times the peak within the run.
 #[test]
 fn a_program_without_threads_stays_single_threaded() {
     let name = "glibc_single_threaded";
@@ -587,6 +588,12 @@ fn a_program_without_threads_stays_single_threaded() {
             let tag = format!("{}-signal-{}", mode.name(), signal);
             let r = run_limited(command(&bin, &dir, mode, env), &dir, &tag, limit);
             let want = format!("__libc_single_threaded={want}\n");
+            if let Err(e) = peak_within_run(&r) {
+                bad.push(format!(
+                    "[{} mode, HEAPLIVE_SIGNAL={signal:?}]: {e}",
+                    mode.name()
+                ));
+            }
             if !r.passed() || r.stdout != want {
                 bad.push(format!(
                     "[{} mode, HEAPLIVE_SIGNAL={}]: {}, stdout {:?}, want exit 0 and {want:?}\n{}",
@@ -607,6 +614,30 @@ fn a_program_without_threads_stays_single_threaded() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The exit's peak line ("peak X live (...) at S s after start"), if any,
+/// must time the peak within the run: the start was noted only when
+/// heaplive's thread started, so without the thread the line gave the
+/// machine's uptime ("at 21750.102 s after start").
+fn peak_within_run(r: &Run) -> Result<(), String> {
+    let Some(line) = r.stderr.lines().find(|l| l.contains("]: peak ")) else {
+        return Ok(());
+    };
+    let secs: f64 = line
+        .split(" at ")
+        .nth(1)
+        .and_then(|t| t.split(" s after start").next())
+        .and_then(|t| t.parse().ok())
+        .ok_or_else(|| format!("cannot read the peak line: {line}"))?;
+    if secs <= r.secs {
+        Ok(())
+    } else {
+        Err(format!(
+            "the peak came {secs} s after start in a run of {:.1} s: {line}",
+            r.secs
+        ))
+    }
+}
+
 /// `HEAPLIVE_SIGNAL=none` and nothing else that needs heaplive's thread: a
 /// program that creates no thread (`glibc_nothread.c`) stays
 /// single-threaded while heaplive samples, while `heaplive_dump()` writes
@@ -614,7 +645,8 @@ fn a_program_without_threads_stays_single_threaded() {
 /// leak warning that is due (HEAPLIVE_WARN_BYTES=4M, one site growing to
 /// 32 MiB) starts heaplive's thread, which writes the warning: the flag
 /// reads 1 before it and 0 after. Exact mode: the exact live bytes per
-/// call site in both dumps. Default interval: the same flags and files;
+/// call site in both dumps, and the exit's peak line timed from heaplive's
+/// start. Default interval: the same flags and files;
 /// the warning needs 8 samples of the 512 blocks of 64 KiB (each taken
 /// with p = 0.1175, 60 expected): a false failure about once in 10^17.
 /// Before the change the first sample started the thread (0 before the
@@ -690,9 +722,16 @@ fn without_the_dump_signal_a_program_stays_single_threaded_until_a_leak_warning(
                     get(&at_exit, "site_odd"),
                     get(&at_exit, "site_leak"),
                 ],
-                [3000, 1665, 512 * 65536],
+                [3000, 1665, 256 * 65536],
                 "the exit dump: {at_exit:?}\n{ctx}"
             );
+            assert!(
+                r.stderr.contains("]: peak 32.0 MiB live (exact) at "),
+                "no peak line\n{ctx}"
+            );
+            if let Err(e) = peak_within_run(&r) {
+                panic!("{e}\n{ctx}");
+            }
         } else {
             assert!(
                 bytes_under(&exit, "site_leak") > 0,

@@ -58,6 +58,14 @@ pub fn stop_dumper() -> bool {
     true
 }
 
+/// Notes when the profile started (pprof's duration, the exit's "peak ...
+/// after start"), once: at start-up, or at the latest when heaplive's
+/// thread starts. Not only with the thread: a process may never start it
+/// (`hot::trigger::thread_wanted`).
+pub fn note_start() {
+    let _ = STARTED_NS.compare_exchange(0, sys::now_nanos(), Relaxed, Relaxed);
+}
+
 /// Starts the dumper thread of `pid` (this process) unless it was started.
 #[cold]
 pub fn start_dumper(pid: u32) {
@@ -70,9 +78,7 @@ pub fn start_dumper(pid: u32) {
     // returns): a dump signal that waited for the thread is snapshotted
     // now, on this thread, so its dump shows the heap at the signal.
     take_early_signal();
-    if STARTED_NS.load(Relaxed) == 0 {
-        STARTED_NS.store(sys::now_nanos(), Relaxed);
-    }
+    note_start();
     // The thread starts with every signal blocked (glibc's own two
     // excepted: setuid must reach every thread), so signals meant for the
     // program never land on it; it takes the dump signal with sigtimedwait.
