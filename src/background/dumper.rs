@@ -2,7 +2,10 @@
 //! thread, see `hot::signal`) with sigtimedwait, snapshots the live table at
 //! once, gives the signal to the program's handler if it has one, then
 //! writes the dump; periodic dumps, leak warnings, bitmap pruning. Also the
-//! dump before an exec and at exit, and `heaplive_dump()`'s dump.
+//! dump before an exec and at exit, and `heaplive_dump()`'s dump (those run
+//! on the calling thread). The thread starts only when a feature needs it
+//! (`hot::trigger::thread_wanted`); without it the sampling threads prune
+//! the bitmap (`hot::shadow::prune_if_due`).
 //!
 //! No descriptor of its own: the signal itself wakes it (and heaplive's
 //! own wake-ups are that signal with a marker, `signal::wake_info`), so a
