@@ -611,6 +611,32 @@ pub(crate) mod tests {
         assert_eq!(resident_leaves(), 0);
     }
 
+    /// Without heaplive's thread the sampling threads prune: the first
+    /// call only arms the clock, a due call prunes (and sets the next time
+    /// one interval on), so an emptied leaf gives its pages back.
+    #[test]
+    fn prune_if_due_arms_then_prunes() {
+        let _s = SERIAL.lock().unwrap();
+        let a = 0x7200_0000_0000usize + 64;
+        NEXT_PRUNE_NS.store(0, Relaxed);
+        prune();
+        assert_eq!(resident_leaves(), 0);
+        assert!(set(a));
+        clear(a);
+        assert_eq!(resident_leaves(), 1, "an emptied leaf, not pruned yet");
+        let t0 = crate::hot::sys::now_nanos();
+        prune_if_due();
+        assert_eq!(resident_leaves(), 1, "the first call only arms");
+        assert!(NEXT_PRUNE_NS.load(Relaxed) >= t0 + PRUNE_EVERY_NS);
+        // Due now.
+        NEXT_PRUNE_NS.store(1, Relaxed);
+        let t1 = crate::hot::sys::now_nanos();
+        prune_if_due();
+        assert_eq!(resident_leaves(), 0, "a due call prunes");
+        assert!(NEXT_PRUNE_NS.load(Relaxed) >= t1 + PRUNE_EVERY_NS);
+        assert!(!test(a));
+    }
+
     /// Page summaries: a page whose samples are all gone stops sending frees
     /// to its leaf after a prune, and a page that still holds one keeps
     /// answering correctly throughout.
