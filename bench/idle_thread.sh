@@ -6,11 +6,17 @@
 # 1. stloop (bench/src/stloop.c), a single-threaded malloc/free loop, without
 #    and with one idle thread alive, no preload: the cost of glibc's
 #    multi-threaded paths that any extra thread (heaplive's included) turns on.
-# 2. sqlite3, python3, gcc (cc1), jq as in bench/run.sh: no preload vs
+# 2. stloop (no idle thread) under heaplive at the default settings (its
+#    thread starts at the first sample, for the dump signal), under
+#    HEAPLIVE_SIGNAL=none (no thread: glibc keeps its single-threaded
+#    paths), and without the preload: triples, the order rotating every
+#    triple; three ratios of the same runs.
+# 3. sqlite3, python3, gcc (cc1), jq as in bench/run.sh: no preload vs
 #    heaplive at the default interval (its thread starts at the first
 #    sample), HEAPLIVE_DUMP_AT_EXIT=0.
 # Pairs are interleaved (the order alternates every pair); each line is the
 # median of the per-pair ratios of CPU time (user+sys) and the range.
+# BENCH_ONLY=stloop runs 1 and 2 only.
 # Measures and prints only: it never fails the build.
 set -u
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -32,14 +38,15 @@ CC1=$(gcc -print-prog-name=cc1)
 JQ_PROG='[.[] | select(.score > 20) | {n: .name, t: (.tags | join(",")), s: (.nested.b | add)}] | group_by(.n) | map({n: .[0].n, c: length, s: (map(.s) | add)}) | length'
 
 # cpu PRELOAD STDIN CMD...: CPU seconds (user+sys) of one run (the preload
-# applies to CMD only, not to the shell that times it).
+# applies to CMD only, not to the shell that times it). HL_SIGNAL, if set,
+# becomes the run's HEAPLIVE_SIGNAL.
 cpu() {
     local pre=$1 in=$2; shift 2
     /usr/bin/env -i PATH=/usr/bin:/bin HOME=/tmp bash -c '
-        TIMEFORMAT="%U %S"; pre=$1; in=$2; out=$3; shift 3
-        { time env ${pre:+LD_PRELOAD=$pre} HEAPLIVE_DUMP_AT_EXIT=0 \
+        TIMEFORMAT="%U %S"; pre=$1; in=$2; out=$3; sig=$4; shift 4
+        { time env ${pre:+LD_PRELOAD=$pre} ${sig:+HEAPLIVE_SIGNAL=$sig} HEAPLIVE_DUMP_AT_EXIT=0 \
             HEAPLIVE_OUTPUT="$out/hl.%p.%n.folded" "$@" <"$in" >/dev/null 2>&1; } 2>&1' \
-        _ "$pre" "$in" "$OUT/tmp" "$@" | tail -1 | awk '{printf "%.4f\n", $1+$2}'
+        _ "$pre" "$in" "$OUT/tmp" "${HL_SIGNAL:-}" "$@" | tail -1 | awk '{printf "%.4f\n", $1+$2}'
 }
 # report NAME RATIO...: the median ratio, the range and the count.
 report() {
@@ -62,6 +69,26 @@ for ((i = 0; i < PAIRS; i++)); do
     ratios+=("$(awk -v a="$a" -v b="$b" 'BEGIN {print b / a}')")
 done
 report "stloop: idle thread / none" "${ratios[@]}"
+
+# stloop without an idle thread: no preload (n), heaplive default (d),
+# heaplive HEAPLIVE_SIGNAL=none (s); the order rotates every triple.
+r_dn=(); r_sn=(); r_ds=()
+for ((i = 0; i < PAIRS; i++)); do
+    for k in 0 1 2; do
+        case $(((i + k) % 3)) in
+            0) n=$(cpu "" /dev/null "$OUT/stloop" 20000000 0) ;;
+            1) d=$(cpu "$HL" /dev/null "$OUT/stloop" 20000000 0) ;;
+            2) s=$(HL_SIGNAL=none cpu "$HL" /dev/null "$OUT/stloop" 20000000 0) ;;
+        esac
+    done
+    r_dn+=("$(awk -v a="$n" -v b="$d" 'BEGIN {print b / a}')")
+    r_sn+=("$(awk -v a="$n" -v b="$s" 'BEGIN {print b / a}')")
+    r_ds+=("$(awk -v a="$s" -v b="$d" 'BEGIN {print b / a}')")
+done
+report "stloop: heaplive default / none" "${r_dn[@]}"
+report "stloop: SIGNAL=none / none" "${r_sn[@]}"
+report "stloop: default / SIGNAL=none" "${r_ds[@]}"
+[ "${BENCH_ONLY:-}" = stloop ] && { rm -rf "$OUT/tmp"; exit 0; }
 
 for w in sqlite3 python3 gcc jq; do
     IN=/dev/null

@@ -480,3 +480,66 @@ fn cli_consumer_leak_warning_names_the_php_function() {
         "{warning}"
     );
 }
+
+/// php-cli, `HEAPLIVE_SIGNAL=none` (nothing that needs heaplive's thread):
+/// the memory_limit dump is written on the PHP thread itself, and the
+/// process stays single-threaded: a shutdown function, which PHP runs
+/// after the error, reads `Threads: 1` in /proc/self/status, as without
+/// heaplive. Before heaplive's thread started only for a feature that
+/// needs it, it started at the first sample and the script read 2.
+#[test]
+fn cli_memory_limit_dump_without_the_dump_signal_keeps_one_thread() {
+    let dir = tempdir("php-oom-nothread");
+    let php = script(
+        &dir,
+        "report.php",
+        "<?php\n\
+         register_shutdown_function(function () {\n\
+             preg_match('/^Threads:\\s+(\\d+)/m', file_get_contents('/proc/self/status'), $m);\n\
+             echo 'threads at shutdown: ', $m[1], \"\\n\";\n\
+         });\n\
+         function fill_report() {\n\
+             $rows = [];\n\
+             for ($i = 0; ; $i++) {\n\
+                 $rows[] = str_repeat('r', 4000) . $i;\n\
+             }\n\
+         }\n\
+         fill_report();\n",
+    );
+    let args = ["-d", "memory_limit=32M", php.to_str().unwrap()];
+    let plain = run_plain(&dir, Path::new("/usr/bin/php"), &args);
+    assert_eq!(
+        (plain.status.code(), stdout(&plain).as_str()),
+        (Some(255), "threads at shutdown: 1\n"),
+        "{}",
+        show(&plain)
+    );
+    let o = run_preloaded(
+        &dir,
+        Path::new("/usr/bin/php"),
+        &args,
+        &[("HEAPLIVE_SIGNAL", "none")],
+    );
+    let ctx = show(&o);
+    assert_eq!(
+        (o.status.code(), stdout(&o).as_str()),
+        (Some(255), "threads at shutdown: 1\n"),
+        "{ctx}"
+    );
+    let line = stderr(&o)
+        .lines()
+        .find(|l| l.contains("]: memory_limit dump "))
+        .unwrap_or_else(|| panic!("no memory_limit dump\n{ctx}"))
+        .to_string();
+    let path = line
+        .split_once("memory_limit dump ")
+        .and_then(|(_, r)| r.split_once(": "))
+        .map(|(p, _)| PathBuf::from(p))
+        .unwrap();
+    let stacks = parse_folded(&path);
+    assert!(
+        largest(&stacks).has("fill_report (report.php:9)"),
+        "{line}\n{}\n{ctx}",
+        top_stacks(&stacks, 5)
+    );
+}

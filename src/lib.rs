@@ -95,10 +95,12 @@ fn start() {
     hot::signal::install();
     // In a PHP process: hook PHP's start-up (before main runs it).
     interpose::php::init();
-    // heaplive's thread starts when first needed (the first sample, which
-    // also needs it for leak warnings and pruning the shadow bitmap; here
-    // only for periodic dumps): a program that never samples stays
-    // single-threaded in glibc's eyes (`hot::trigger`).
+    background::dumper::note_start();
+    // heaplive's thread starts only when a feature needs it (`hot::trigger`:
+    // the dump signal, peak dumps, a due leak warning at the first sample
+    // or later; here only periodic dumps): a program that never samples,
+    // or runs with HEAPLIVE_SIGNAL=none and nothing else that needs the
+    // thread, stays single-threaded in glibc's eyes.
     if hot::config::get().dump_every_ms > 0 {
         hot::trigger::ensure_dumper();
     }

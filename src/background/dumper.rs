@@ -2,7 +2,10 @@
 //! thread, see `hot::signal`) with sigtimedwait, snapshots the live table at
 //! once, gives the signal to the program's handler if it has one, then
 //! writes the dump; periodic dumps, leak warnings, bitmap pruning. Also the
-//! dump before an exec and at exit, and `heaplive_dump()`'s dump.
+//! dump before an exec and at exit, and `heaplive_dump()`'s dump (those run
+//! on the calling thread). The thread starts only when a feature needs it
+//! (`hot::trigger::thread_wanted`); without it the sampling threads prune
+//! the bitmap (`hot::shadow::prune_if_due`).
 //!
 //! No descriptor of its own: the signal itself wakes it (and heaplive's
 //! own wake-ups are that signal with a marker, `signal::wake_info`), so a
@@ -26,7 +29,7 @@ const MAX_QUEUED: usize = 4;
 
 /// How often the dumper prunes the shadow bitmap (empty leaves, stale page
 /// summaries).
-const PRUNE_EVERY_NS: u64 = 1_000_000_000;
+const PRUNE_EVERY_NS: u64 = crate::hot::shadow::PRUNE_EVERY_NS;
 /// The longest the thread sleeps between looks at leak warnings and exits.
 const TICK_NS: u64 = 250_000_000;
 
@@ -58,6 +61,14 @@ pub fn stop_dumper() -> bool {
     true
 }
 
+/// Notes when the profile started (pprof's duration, the exit's "peak ...
+/// after start"), once: at start-up, or at the latest when heaplive's
+/// thread starts. Not only with the thread: a process may never start it
+/// (`hot::trigger::thread_wanted`).
+pub fn note_start() {
+    let _ = STARTED_NS.compare_exchange(0, sys::now_nanos(), Relaxed, Relaxed);
+}
+
 /// Starts the dumper thread of `pid` (this process) unless it was started.
 #[cold]
 pub fn start_dumper(pid: u32) {
@@ -70,9 +81,7 @@ pub fn start_dumper(pid: u32) {
     // returns): a dump signal that waited for the thread is snapshotted
     // now, on this thread, so its dump shows the heap at the signal.
     take_early_signal();
-    if STARTED_NS.load(Relaxed) == 0 {
-        STARTED_NS.store(sys::now_nanos(), Relaxed);
-    }
+    note_start();
     // The thread starts with every signal blocked (glibc's own two
     // excepted: setuid must reach every thread), so signals meant for the
     // program never land on it; it takes the dump signal with sigtimedwait.

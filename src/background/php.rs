@@ -12,12 +12,17 @@
 //! PHP writes its error). Nothing of ours is left half-done by the longjmp
 //! that follows: the PHP thread holds no lock and no guard when it chains.
 //! Should heaplive's thread not answer within `WAIT_NS` (not running, or
-//! stuck), the PHP thread takes its job back and writes it itself.
+//! stuck), the PHP thread takes its job back and writes it itself. Without
+//! heaplive's thread (HEAPLIVE_SIGNAL=none and nothing else that needs it,
+//! `hot::trigger::thread_wanted`) the PHP thread writes it at once: no
+//! thread is started for it.
 //!
 //! A request's peak (`request_peak`, at request end): the stacks at the
 //! peak are in the stack records' `request_peak_*` fields (`hot::php`); they
 //! are copied out here, on the PHP thread, and written by heaplive's thread
-//! without waiting (the next request may copy over the fields).
+//! without waiting (the next request may copy over the fields); it starts
+//! heaplive's thread if nothing did (HEAPLIVE_PHP_PEAK_BYTES is a feature
+//! that needs it).
 
 use crate::background::dump::{DUMP, Snapshot, Which, top_stack, write_queued, write_view};
 use crate::hot::services::PhpOom;
@@ -113,6 +118,15 @@ pub fn oom(info: &PhpOom) {
         line: info.line,
         request: text(info.request),
     };
+    if trigger::thread_wanted() {
+        trigger::ensure_dumper();
+    }
+    if !trigger::dumper_running() {
+        // No thread of ours (HEAPLIVE_SIGNAL=none and nothing else that
+        // needs one: the process stays single-threaded for glibc): this
+        // thread writes the dump, as when heaplive's thread does not answer.
+        return write_job(job);
+    }
     let id = NEXT.fetch_add(1, Relaxed);
     let mut job = Some(job);
     let queued = with_queue(LOCK_NS, |q| {
@@ -126,7 +140,6 @@ pub fn oom(info: &PhpOom) {
     {
         return write_job(j);
     }
-    trigger::ensure_dumper();
     trigger::wake_dumper();
     let t0 = sys::now_nanos();
     while DONE.load(Acquire) < id {

@@ -4,7 +4,9 @@
 //! thresholds and, when one is crossed, claims the warning with a
 //! compare-and-swap and queues an event (a short spin-locked ring; no call
 //! into libc under it). The background thread (`background::leak_report`)
-//! symbolizes and writes the lines.
+//! symbolizes and writes the lines; the first warning that is due starts
+//! it if nothing else did (`hot::trigger`), so a program that never
+//! reaches a threshold keeps no thread of ours for warnings.
 //!
 //! A stack warns first when its live bytes reach `HEAPLIVE_WARN_BYTES` (or
 //! live blocks reach `HEAPLIVE_WARN_BLOCKS`), then again only when it
@@ -76,11 +78,16 @@ pub fn next_threshold(threshold: i64, last_warned: i64, growth: f64) -> i64 {
 }
 
 /// After a stack's live amount grew (allocation slow path, guard held).
-pub fn after_growth(id: stacks::StackId, bytes: i64, milliblocks: i64) {
+/// True when a warning was queued: the caller makes sure heaplive's thread
+/// runs to write it (a program that never reaches a warning needs none).
+pub fn after_growth(id: stacks::StackId, bytes: i64, milliblocks: i64) -> bool {
     let cfg = config::get();
-    let Some(slot) = stacks::slot(id) else { return };
+    let Some(slot) = stacks::slot(id) else {
+        return false;
+    };
+    let mut queued = false;
     if cfg.warn_bytes > 0 {
-        check(
+        queued |= check(
             slot,
             id,
             false,
@@ -94,7 +101,7 @@ pub fn after_growth(id: stacks::StackId, bytes: i64, milliblocks: i64) {
     }
     if cfg.warn_blocks > 0 {
         let t = (cfg.warn_blocks as i64).saturating_mul(1000);
-        check(
+        queued |= check(
             slot,
             id,
             true,
@@ -106,6 +113,7 @@ pub fn after_growth(id: stacks::StackId, bytes: i64, milliblocks: i64) {
             &slot.warned_milliblocks,
         );
     }
+    queued
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -119,16 +127,16 @@ fn check(
     threshold: i64,
     growth: f64,
     warned: &core::sync::atomic::AtomicI64,
-) {
+) -> bool {
     let last = warned.load(Relaxed);
     if amount < next_threshold(threshold, last, growth) {
-        return;
+        return false;
     }
     if warned
         .compare_exchange(last, amount, AcqRel, Relaxed)
         .is_err()
     {
-        return;
+        return false;
     }
     let now = sys::now_nanos();
     let previous_ns = slot.warned_at.swap(now, Relaxed);
@@ -153,15 +161,16 @@ fn check(
     // counted as dropped instead of waiting for the queue.
     let Some(mut q) = QUEUE.lock_unless_forking() else {
         DROPPED_WHILE_FORKING.fetch_add(1, Relaxed);
-        return;
+        return true;
     };
     if q.len == RING {
         q.dropped += 1;
-        return;
+        return true;
     }
     let i = (q.head + q.len) % RING;
     q.events[i] = ev;
     q.len += 1;
+    true
 }
 
 /// Takes the oldest queued warning, with the count of events the full

@@ -321,8 +321,49 @@ fn each_l3(mut f: impl FnMut(&L3, usize)) {
     }
 }
 
+/// How often the bitmap is pruned: by heaplive's thread, or without one
+/// by the sampling threads ([`prune_if_due`]).
+pub const PRUNE_EVERY_NS: u64 = 1_000_000_000;
+/// When [`prune_if_due`] next prunes (0: not armed yet).
+static NEXT_PRUNE_NS: AtomicU64 = AtomicU64::new(0);
+
+/// After a sample, on a sampling thread, in a process without heaplive's
+/// thread (HEAPLIVE_SIGNAL=none and nothing else that needs it): prunes
+/// at most once every `PRUNE_EVERY_NS`, the thread that claims the slot
+/// (compare-and-swap) doing it.
+///
+/// Why here: without pruning, the leaves of every 2 MiB region that ever
+/// held a sample would stay resident (a long run whose mmap'd blocks move
+/// around would keep up to 4 KiB per 256 KiB of addresses ever sampled);
+/// with it the bound of the module comment holds with or without the
+/// thread. Safe: `prune` takes no lock but the leaf locks, which it only
+/// tries (a leaf in use is skipped), maps nothing and allocates nothing;
+/// the caller holds the guard, so a signal handler's free on this thread
+/// leaves its sample for later instead of waiting for a leaf we hold, and
+/// a fork from such a handler leaves heaplive inert in the child
+/// (`hot::forking`); a fork from another thread meanwhile is tidied by
+/// [`reset_after_fork`] in the child. Cheap: one clock read (vDSO, no
+/// system call) per sample; once a second a walk of the L3 nodes' counts
+/// (8,192 words per 16 GiB region that ever held a sample, a few
+/// microseconds) and one `madvise` per empty leaf.
+pub fn prune_if_due() {
+    let now = crate::hot::sys::now_nanos();
+    let next = NEXT_PRUNE_NS.load(Relaxed);
+    if now < next
+        || NEXT_PRUNE_NS
+            .compare_exchange(next, now.saturating_add(PRUNE_EVERY_NS), Relaxed, Relaxed)
+            .is_err()
+    {
+        return;
+    }
+    if next != 0 {
+        prune();
+    }
+}
+
 /// Gives the pages of empty leaves back to the kernel. Runs on the
-/// background thread; concurrent `set`s on a leaf being pruned wait.
+/// background thread (or without one, [`prune_if_due`]); concurrent `set`s
+/// on a leaf being pruned wait, a concurrent `prune` skips it.
 pub fn prune() -> usize {
     let mut pruned = 0;
     each_l3(|l3, _base| {
@@ -568,6 +609,32 @@ pub(crate) mod tests {
         }
         prune();
         assert_eq!(resident_leaves(), 0);
+    }
+
+    /// Without heaplive's thread the sampling threads prune: the first
+    /// call only arms the clock, a due call prunes (and sets the next time
+    /// one interval on), so an emptied leaf gives its pages back.
+    #[test]
+    fn prune_if_due_arms_then_prunes() {
+        let _s = SERIAL.lock().unwrap();
+        let a = 0x7200_0000_0000usize + 64;
+        NEXT_PRUNE_NS.store(0, Relaxed);
+        prune();
+        assert_eq!(resident_leaves(), 0);
+        assert!(set(a));
+        clear(a);
+        assert_eq!(resident_leaves(), 1, "an emptied leaf, not pruned yet");
+        let t0 = crate::hot::sys::now_nanos();
+        prune_if_due();
+        assert_eq!(resident_leaves(), 1, "the first call only arms");
+        assert!(NEXT_PRUNE_NS.load(Relaxed) >= t0 + PRUNE_EVERY_NS);
+        // Due now.
+        NEXT_PRUNE_NS.store(1, Relaxed);
+        let t1 = crate::hot::sys::now_nanos();
+        prune_if_due();
+        assert_eq!(resident_leaves(), 0, "a due call prunes");
+        assert!(NEXT_PRUNE_NS.load(Relaxed) >= t1 + PRUNE_EVERY_NS);
+        assert!(!test(a));
     }
 
     /// Page summaries: a page whose samples are all gone stops sending frees

@@ -164,8 +164,9 @@ fn alloc_slow(p: *mut c_void, size: usize, exposure: usize, kind: u32) {
         }
         t.bytes_until_sample = sampler::next_gap(&mut t.rng, cfg.interval);
         // The dumper thread serves the dump signal, and with it `heaplive
-        // start PID`: it must run while dormant too.
-        crate::hot::trigger::ensure_dumper();
+        // start PID`: it must run while dormant too (when there is a dump
+        // signal: `trigger::thread_wanted`).
+        crate::hot::trigger::ensure_dumper_if_wanted();
         return;
     }
     if t.sampler_ready == 0 {
@@ -180,10 +181,19 @@ fn alloc_slow(p: *mut c_void, size: usize, exposure: usize, kind: u32) {
     }
     t.bytes_until_sample = sampler::next_gap(&mut t.rng, cfg.interval);
     record(p as usize, size, cfg.interval, kind);
+    if !crate::hot::trigger::dumper_running() {
+        // No thread of ours to prune the shadow bitmap (HEAPLIVE_SIGNAL=none
+        // and nothing else that needs one): the sampling threads do it, at
+        // most once a second (see `shadow::prune_if_due` for why that is
+        // safe here and cheap).
+        shadow::prune_if_due();
+    }
 }
 
 fn record(addr: usize, size: usize, interval: u64, kind: u32) {
-    crate::hot::trigger::ensure_dumper();
+    // Before the stack is captured: a dump signal that waited for the
+    // thread is snapshotted without this sample (`trigger`).
+    crate::hot::trigger::ensure_dumper_if_wanted();
     let mut buf = [0usize; stacks::MAX_FRAMES];
     let n = stacks::capture(&mut buf);
     let n = php::splice(&mut buf, n, kind == live::ZEND_MM);
@@ -300,7 +310,12 @@ fn account(e: &Entry, interval: u64) {
         if e.kind == live::ZEND_MM {
             php::request_grew(b);
         }
-        crate::hot::leak_check::after_growth(e.stack, live_b, live_m);
+        if crate::hot::leak_check::after_growth(e.stack, live_b, live_m) {
+            // A leak warning is due: heaplive's thread writes it (symbolized,
+            // rate-limited), so it starts now if nothing else started it.
+            // No lock of ours is held here.
+            crate::hot::trigger::ensure_dumper();
+        }
     }
 }
 

@@ -1,16 +1,31 @@
 //! Dump requests from places that may not allocate or lock, and heaplive's
-//! thread: which process and thread it is, and how to wake it.
+//! thread: when it is needed, which process and thread it is, and how to
+//! wake it.
 //!
-//! heaplive's thread is started when a process first needs it (its first
-//! sample, or periodic dumps), never at load: a program that never samples
-//! stays single-threaded in glibc's eyes. A dump signal that arrives before
-//! the thread exists stays pending (it is blocked in every program thread,
-//! and no thread of the program is interrupted for it); the thread that
-//! starts heaplive's (the first sample, before recording it) takes it and
-//! copies the live table at once, and heaplive's thread writes that dump
-//! first; or the exit (or exec) takes it and writes that dump first. So
-//! the dump shows what the heap held at the signal (nothing sampled yet),
-//! written late.
+//! heaplive's thread is started only when a feature that needs it is on or
+//! due, never at load (`thread_wanted`): the dump signal (HEAPLIVE_SIGNAL,
+//! on by default: the signal is blocked in every program thread and taken
+//! by heaplive's thread with sigtimedwait, so no program call is
+//! interrupted), periodic dumps, peak dumps, attach mode; these start it at
+//! the first sample (periodic dumps and attach at start-up). Otherwise it
+//! starts only when something needs it: a leak warning that is due
+//! (`hot::leak_check`) or a PHP request peak dump (HEAPLIVE_PHP_PEAK_BYTES);
+//! after a fork or a change of credentials it comes back only if it ran
+//! before. Once it runs glibc reads
+//! `__libc_single_threaded` = 0 for good, and takes its multi-threaded
+//! paths (bench/RESULTS.md measures the cost). With HEAPLIVE_SIGNAL=none
+//! and nothing else on, a program that creates no thread stays
+//! single-threaded: the exit dump, `heaplive_dump()` and a PHP memory_limit
+//! dump run on the program's thread, and the sampling thread prunes the
+//! shadow bitmap (`hot::shadow::prune_if_due`).
+//!
+//! A dump signal that arrives before the thread exists stays pending (it is
+//! blocked in every program thread, and no thread of the program is
+//! interrupted for it); the thread that starts heaplive's (the first
+//! sample, before recording it) takes it and copies the live table at
+//! once, and heaplive's thread writes that dump first; or the exit (or
+//! exec) takes it and writes that dump first. So the dump shows what the
+//! heap held at the signal (nothing sampled yet), written late.
 
 use crate::hot::{pid, services, signal, sys};
 use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering::*};
@@ -24,6 +39,34 @@ static PENDING: AtomicBool = AtomicBool::new(false);
 /// The main thread called pthread_exit: heaplive's thread must not be the
 /// one that keeps the process alive.
 static MAIN_EXITED: AtomicBool = AtomicBool::new(false);
+
+/// Whether a feature that needs heaplive's thread from the first sample on
+/// is on: the dump signal, periodic dumps, peak dumps, attach mode. (A due
+/// leak warning and a PHP request peak dump start it when they come.)
+/// Cheap: a few loads.
+#[inline]
+pub fn thread_wanted() -> bool {
+    signal::signal() != 0 || crate::hot::attach::attached() || {
+        let c = crate::hot::config::get();
+        c.dump_every_ms > 0 || c.peak_growth > 0.0
+    }
+}
+
+/// At a sample: starts heaplive's thread if a feature wants it from the
+/// first sample on (`thread_wanted`).
+#[inline]
+pub fn ensure_dumper_if_wanted() {
+    if thread_wanted() {
+        ensure_dumper();
+    }
+}
+
+/// Whether this process's dumper thread was started (it may still be
+/// starting up).
+#[inline]
+pub fn dumper_running() -> bool {
+    DUMPER_PID.load(Acquire) == pid::get()
+}
 
 /// Starts this process's dumper thread unless it runs already. Cheap when
 /// it does: two loads.
