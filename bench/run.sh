@@ -14,8 +14,11 @@
 #                         heaptrack) also run (the first N rounds)
 #   BENCH_SWEEP_ROUNDS=4  rounds of the thread-count sweep
 #   BENCH_DUMP_ROUNDS=3   runs of the dump-time benchmark
-#   BENCH_ONLY="main sweep dump attr"   sections to run (attr: where the
-#                         CPU goes under heaplive, by perf sampling; needs perf)
+#   BENCH_ONLY="main sweep dump attr ops"   sections to run (attr: where the
+#                         CPU goes under heaplive, by perf sampling; needs perf;
+#                         ops: ns per malloc+free and new+delete pair,
+#                         bench/opcost.sh)
+#   BENCH_OPS_ROUNDS=5    interleaved rounds of the ops section
 #   BENCH_WORKLOADS="churn cxxchurn sqlite3 jq python3 gcc"
 #   BENCH_CONFIGS="none null heaplive heaplive-exact heaptrack jemalloc jemalloc-prof"
 #                         (also: heaplive-exact-libgcc, exact mode with
@@ -35,7 +38,8 @@ ROUNDS=${BENCH_ROUNDS:-9}
 SLOW_ROUNDS=${BENCH_SLOW_ROUNDS:-3}
 SWEEP_ROUNDS=${BENCH_SWEEP_ROUNDS:-4}
 DUMP_ROUNDS=${BENCH_DUMP_ROUNDS:-3}
-ONLY=${BENCH_ONLY:-main sweep dump attr}
+ONLY=${BENCH_ONLY:-main sweep dump attr ops}
+OPS_ROUNDS=${BENCH_OPS_ROUNDS:-5}
 WORKLOADS=${BENCH_WORKLOADS:-churn cxxchurn sqlite3 jq python3 gcc}
 CONFIGS=${BENCH_CONFIGS:-none null heaplive heaplive-exact heaptrack jemalloc jemalloc-prof}
 RESULTS=${BENCH_RESULTS:-$HERE/RESULTS.md}
@@ -86,7 +90,7 @@ meta mem "$(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo)"
 meta commit "$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null) ($(git -C "$ROOT" status --porcelain src 2>/dev/null | wc -l) modified files under src/)"
 meta lib_sha256 "$(sha256sum "$HL" | cut -c1-16)"
 meta load_before "$(cut -d' ' -f1-3 /proc/loadavg)"
-meta sections "$ONLY"; meta workloads "$WORKLOADS"; meta rounds "$ROUNDS"; meta slow_rounds "$SLOW_ROUNDS"; meta sweep_rounds "$SWEEP_ROUNDS"; meta dump_rounds "$DUMP_ROUNDS"
+meta sections "$ONLY"; meta workloads "$WORKLOADS"; meta rounds "$ROUNDS"; meta slow_rounds "$SLOW_ROUNDS"; meta sweep_rounds "$SWEEP_ROUNDS"; meta dump_rounds "$DUMP_ROUNDS"; meta ops_rounds "$OPS_ROUNDS"
 meta heaptrack "$(heaptrack --version 2>/dev/null | head -1 || echo absent)"
 meta sqlite3 "$(sqlite3 --version 2>/dev/null | cut -d' ' -f1)"
 meta jq "$(jq --version 2>/dev/null)"
@@ -224,6 +228,13 @@ if [[ " $ONLY " == *" attr "* ]] && command -v perf >/dev/null && perf record -q
     rm -f "$OUT/tmp/perf.data" "$OUT/tmp/perf.data.old"
 fi
 rm -f "$OUT/tmp/perf.probe"
+
+# --- cost per operation (bench/opcost.sh) ------------------------------------------
+if [[ " $ONLY " == *" ops "* ]]; then
+    say "cost per operation ($(( $(date +%s) - START ))s)"
+    OPCOST_ROUNDS=$OPS_ROUNDS OPCOST_LIB="$HL" OPCOST_OUT="$OUT" OPCOST_MD="$OUT/ops-$STAMP.md" \
+        bash "$HERE/opcost.sh" > /dev/null 2>> "$OUT/logs/ops.log" || say "opcost.sh failed (see $OUT/logs/ops.log)"
+fi
 
 meta load_after "$(cut -d' ' -f1-3 /proc/loadavg)"
 meta duration_s "$(( $(date +%s) - START ))"
