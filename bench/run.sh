@@ -118,8 +118,8 @@ JQ_PROG='[.[] | select(.score > 20) | {n: .name, t: (.tags | join(",")), s: (.ne
 wl_cmd() {
     STDIN=/dev/null
     case $1 in
-        churn) CMD=("$OUT/churn" "${2:-2}" "${3:-1000000}") ;;
-        cxxchurn) CMD=("$OUT/cxxchurn" "${2:-2}" 150000) ;;
+        churn) CMD=("$OUT/churn" "${2:-2}" "${3:-2500000}") ;;
+        cxxchurn) CMD=("$OUT/cxxchurn" "${2:-2}" 1200000) ;;
         sqlite3) CMD=(sqlite3 :memory:); STDIN=$SRC/sqlite.sql ;;
         jq) CMD=(jq -c "$JQ_PROG" "$OUT/data.json") ;;
         python3) CMD=("$PY" -I "$SRC/pywork.py" "$OUT/data.json") ;;
