@@ -22,6 +22,10 @@
 #                             (opcost-STAMP.tsv: config round case threads
 #                             pairs ns_per_pair wall_s)
 #   OPCOST_MD=FILE            also write the table there
+#   OPCOST_OLD_LIB=FILE       another libheaplive.so (a build before a
+#                             change), measured interleaved with the rest as
+#                             configs old-heaplive-dormant, old-heaplive and
+#                             old-heaplive-exact (name them in OPCOST_CONFIGS)
 set -u
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
@@ -46,13 +50,17 @@ gcc -O2 -g -Wall -shared -fPIC -o "$OUT/nullpreload-ops.so" "$HERE/src/nullprelo
 STAMP=$(date -u +%Y%m%dT%H%M%SZ)
 HL=$OUT/tmp/libheaplive-ops-$STAMP.so
 cp "$LIBSRC" "$HL"
+OLD=$OUT/tmp/libheaplive-ops-old-$STAMP.so
+if [ -n "${OPCOST_OLD_LIB:-}" ]; then cp "$OPCOST_OLD_LIB" "$OLD" || exit 1; fi
 TSV=$OUT/opcost-$STAMP.tsv
 : > "$TSV"
 
 cfg_env() { # CONFIG: sets ENV (K=V ...) and RUNSCALE
-    local hl=(LD_PRELOAD="$HL" HEAPLIVE_DUMP_AT_EXIT=0 HEAPLIVE_OUTPUT="$OUT/tmp/ops.%p.%n.folded")
+    local lib=$HL c=$1
+    case $c in old-*) lib=$OLD; c=${c#old-} ;; esac
+    local hl=(LD_PRELOAD="$lib" HEAPLIVE_DUMP_AT_EXIT=0 HEAPLIVE_OUTPUT="$OUT/tmp/ops.%p.%n.folded")
     RUNSCALE=$SCALE
-    case $1 in
+    case $c in
         none) ENV=() ;;
         null) ENV=(LD_PRELOAD="$OUT/nullpreload-ops.so") ;;
         heaplive) ENV=("${hl[@]}") ;;
@@ -78,7 +86,7 @@ for r in $(seq 1 "$ROUNDS"); do
         rm -f "$OUT"/tmp/ops.*.folded
     done
 done
-rm -f "$HL"
+rm -f "$HL" "$OLD"
 LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 
 "$PY" - "$TSV" "$CONFIGS" "$LOAD_BEFORE" "$LOAD_AFTER" "$(( $(date +%s) - T0 ))" "${OPCOST_MD:-}" <<'EOF'
@@ -106,7 +114,7 @@ w(f"Median over {rounds} interleaved rounds of the CPU nanoseconds per pair (thr
 head = "| case | " + " | ".join(configs) + " |"
 extra = []
 if "null" in configs:
-    for c in ("heaplive-dormant", "heaplive"):
+    for c in ("old-heaplive-dormant", "heaplive-dormant", "old-heaplive", "heaplive"):
         if c in configs:
             extra.append(c)
 head += "".join(f" {c} - null | {c} / null |" for c in extra)
