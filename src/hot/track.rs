@@ -1,8 +1,10 @@
 //! What the exported functions do around the real call: the hot paths
 //! (inlined into every export) and the slow paths (kept out of line).
 //!
-//! Hot path of an allocation: the guard check and one subtract-and-branch.
-//! Hot path of a free: the shadow bitmap test.
+//! Hot path of an allocation (`count_alloc`, `fast_alloc`): the guard
+//! check and one subtract-and-branch, decided before the real call so that
+//! the export ends in a jump to it. Hot path of a free (`fast_free`): the
+//! shadow bitmap test, then a jump to the real free.
 
 use crate::hot::config;
 use crate::hot::guard::{self, Busy};
