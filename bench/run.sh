@@ -24,6 +24,9 @@
 #                         (also: heaplive-exact-libgcc, exact mode with
 #                         HEAPLIVE_UNWIND=libgcc, the unwinder before the cache;
 #                         heaplive-dormant, loaded with HEAPLIVE_START=0)
+#   BENCH_OLD_LIB=FILE    another libheaplive.so (a build before a change):
+#                         configs old-heaplive, old-heaplive-dormant,
+#                         old-heaplive-exact run it, interleaved with the rest
 #   BENCH_RESULTS=bench/RESULTS.md  where the report is appended
 #   BENCH_NO_BUILD=1      do not run cargo build (use target/release as is)
 #   CARGO_TARGET_DIR      where cargo builds, as for cargo (default target/)
@@ -78,6 +81,7 @@ fi
 if ! [ -f "$LIBSRC" ]; then say "no $LIBSRC: build it first (make build); nothing measured"; exit 0; fi
 cp "$LIBSRC" "$OUT/libheaplive.so"
 HL=$OUT/libheaplive.so
+if [ -n "${BENCH_OLD_LIB:-}" ]; then cp "$BENCH_OLD_LIB" "$OUT/libheaplive-old.so" || exit 0; fi
 
 # --- machine and versions ----------------------------------------------------
 meta date "$(date -u '+%Y-%m-%d %H:%M:%S UTC')"
@@ -129,8 +133,10 @@ wl_cmd() {
 # cfg_env CONFIG TAG: sets ENV (array of K=V) and PREFIX (array).
 cfg_env() {
     ENV=(); PREFIX=()
-    local hl=(LD_PRELOAD="$HL" HEAPLIVE_DUMP_AT_EXIT=0 HEAPLIVE_OUTPUT="$OUT/tmp/hl.%e.%p.%n.folded")
-    case $1 in
+    local lib=$HL c=$1
+    case $c in old-*) lib=$OUT/libheaplive-old.so; c=${c#old-} ;; esac
+    local hl=(LD_PRELOAD="$lib" HEAPLIVE_DUMP_AT_EXIT=0 HEAPLIVE_OUTPUT="$OUT/tmp/hl.%e.%p.%n.folded")
+    case $c in
         none) ;;
         null) ENV=(LD_PRELOAD="$OUT/nullpreload.so") ;;
         heaplive) ENV=("${hl[@]}") ;;
@@ -142,7 +148,7 @@ cfg_env() {
         jemalloc-prof) ENV=(LD_PRELOAD="$JE" MALLOC_CONF=prof:true,lg_prof_sample:19) ;;
     esac
 }
-is_slow() { [ "$1" = heaplive-exact ] || [ "$1" = heaplive-exact-libgcc ] || [ "$1" = heaptrack ]; }
+is_slow() { case $1 in heaplive-exact|old-heaplive-exact|heaplive-exact-libgcc|heaptrack) true ;; *) false ;; esac; }
 
 run_one() { # SECTION/WORKLOAD-LABEL CONFIG ROUND WORKLOAD [THREADS [OPS]]
     local label=$1 cfg=$2 round=$3 wl=$4
