@@ -14,13 +14,19 @@
 #                         heaptrack) also run (the first N rounds)
 #   BENCH_SWEEP_ROUNDS=4  rounds of the thread-count sweep
 #   BENCH_DUMP_ROUNDS=3   runs of the dump-time benchmark
-#   BENCH_ONLY="main sweep dump attr"   sections to run (attr: where the
-#                         CPU goes under heaplive, by perf sampling; needs perf)
+#   BENCH_ONLY="main sweep dump attr ops"   sections to run (attr: where the
+#                         CPU goes under heaplive, by perf sampling; needs perf;
+#                         ops: ns per malloc+free and new+delete pair,
+#                         bench/opcost.sh)
+#   BENCH_OPS_ROUNDS=5    interleaved rounds of the ops section
 #   BENCH_WORKLOADS="churn cxxchurn sqlite3 jq python3 gcc"
 #   BENCH_CONFIGS="none null heaplive heaplive-exact heaptrack jemalloc jemalloc-prof"
 #                         (also: heaplive-exact-libgcc, exact mode with
 #                         HEAPLIVE_UNWIND=libgcc, the unwinder before the cache;
 #                         heaplive-dormant, loaded with HEAPLIVE_START=0)
+#   BENCH_OLD_LIB=FILE    another libheaplive.so (a build before a change):
+#                         configs old-heaplive, old-heaplive-dormant,
+#                         old-heaplive-exact run it, interleaved with the rest
 #   BENCH_RESULTS=bench/RESULTS.md  where the report is appended
 #   BENCH_NO_BUILD=1      do not run cargo build (use target/release as is)
 #   CARGO_TARGET_DIR      where cargo builds, as for cargo (default target/)
@@ -35,7 +41,8 @@ ROUNDS=${BENCH_ROUNDS:-9}
 SLOW_ROUNDS=${BENCH_SLOW_ROUNDS:-3}
 SWEEP_ROUNDS=${BENCH_SWEEP_ROUNDS:-4}
 DUMP_ROUNDS=${BENCH_DUMP_ROUNDS:-3}
-ONLY=${BENCH_ONLY:-main sweep dump attr}
+ONLY=${BENCH_ONLY:-main sweep dump attr ops}
+OPS_ROUNDS=${BENCH_OPS_ROUNDS:-5}
 WORKLOADS=${BENCH_WORKLOADS:-churn cxxchurn sqlite3 jq python3 gcc}
 CONFIGS=${BENCH_CONFIGS:-none null heaplive heaplive-exact heaptrack jemalloc jemalloc-prof}
 RESULTS=${BENCH_RESULTS:-$HERE/RESULTS.md}
@@ -74,6 +81,7 @@ fi
 if ! [ -f "$LIBSRC" ]; then say "no $LIBSRC: build it first (make build); nothing measured"; exit 0; fi
 cp "$LIBSRC" "$OUT/libheaplive.so"
 HL=$OUT/libheaplive.so
+if [ -n "${BENCH_OLD_LIB:-}" ]; then cp "$BENCH_OLD_LIB" "$OUT/libheaplive-old.so" || exit 0; fi
 
 # --- machine and versions ----------------------------------------------------
 meta date "$(date -u '+%Y-%m-%d %H:%M:%S UTC')"
@@ -86,7 +94,7 @@ meta mem "$(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo)"
 meta commit "$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null) ($(git -C "$ROOT" status --porcelain src 2>/dev/null | wc -l) modified files under src/)"
 meta lib_sha256 "$(sha256sum "$HL" | cut -c1-16)"
 meta load_before "$(cut -d' ' -f1-3 /proc/loadavg)"
-meta sections "$ONLY"; meta workloads "$WORKLOADS"; meta rounds "$ROUNDS"; meta slow_rounds "$SLOW_ROUNDS"; meta sweep_rounds "$SWEEP_ROUNDS"; meta dump_rounds "$DUMP_ROUNDS"
+meta sections "$ONLY"; meta workloads "$WORKLOADS"; meta rounds "$ROUNDS"; meta slow_rounds "$SLOW_ROUNDS"; meta sweep_rounds "$SWEEP_ROUNDS"; meta dump_rounds "$DUMP_ROUNDS"; meta ops_rounds "$OPS_ROUNDS"
 meta heaptrack "$(heaptrack --version 2>/dev/null | head -1 || echo absent)"
 meta sqlite3 "$(sqlite3 --version 2>/dev/null | cut -d' ' -f1)"
 meta jq "$(jq --version 2>/dev/null)"
@@ -114,8 +122,8 @@ JQ_PROG='[.[] | select(.score > 20) | {n: .name, t: (.tags | join(",")), s: (.ne
 wl_cmd() {
     STDIN=/dev/null
     case $1 in
-        churn) CMD=("$OUT/churn" "${2:-2}" "${3:-1000000}") ;;
-        cxxchurn) CMD=("$OUT/cxxchurn" "${2:-2}" 150000) ;;
+        churn) CMD=("$OUT/churn" "${2:-2}" "${3:-2500000}") ;;
+        cxxchurn) CMD=("$OUT/cxxchurn" "${2:-2}" 1200000) ;;
         sqlite3) CMD=(sqlite3 :memory:); STDIN=$SRC/sqlite.sql ;;
         jq) CMD=(jq -c "$JQ_PROG" "$OUT/data.json") ;;
         python3) CMD=("$PY" -I "$SRC/pywork.py" "$OUT/data.json") ;;
@@ -125,8 +133,10 @@ wl_cmd() {
 # cfg_env CONFIG TAG: sets ENV (array of K=V) and PREFIX (array).
 cfg_env() {
     ENV=(); PREFIX=()
-    local hl=(LD_PRELOAD="$HL" HEAPLIVE_DUMP_AT_EXIT=0 HEAPLIVE_OUTPUT="$OUT/tmp/hl.%e.%p.%n.folded")
-    case $1 in
+    local lib=$HL c=$1
+    case $c in old-*) lib=$OUT/libheaplive-old.so; c=${c#old-} ;; esac
+    local hl=(LD_PRELOAD="$lib" HEAPLIVE_DUMP_AT_EXIT=0 HEAPLIVE_OUTPUT="$OUT/tmp/hl.%e.%p.%n.folded")
+    case $c in
         none) ;;
         null) ENV=(LD_PRELOAD="$OUT/nullpreload.so") ;;
         heaplive) ENV=("${hl[@]}") ;;
@@ -138,7 +148,7 @@ cfg_env() {
         jemalloc-prof) ENV=(LD_PRELOAD="$JE" MALLOC_CONF=prof:true,lg_prof_sample:19) ;;
     esac
 }
-is_slow() { [ "$1" = heaplive-exact ] || [ "$1" = heaplive-exact-libgcc ] || [ "$1" = heaptrack ]; }
+is_slow() { case $1 in heaplive-exact|old-heaplive-exact|heaplive-exact-libgcc|heaptrack) true ;; *) false ;; esac; }
 
 run_one() { # SECTION/WORKLOAD-LABEL CONFIG ROUND WORKLOAD [THREADS [OPS]]
     local label=$1 cfg=$2 round=$3 wl=$4
@@ -224,6 +234,13 @@ if [[ " $ONLY " == *" attr "* ]] && command -v perf >/dev/null && perf record -q
     rm -f "$OUT/tmp/perf.data" "$OUT/tmp/perf.data.old"
 fi
 rm -f "$OUT/tmp/perf.probe"
+
+# --- cost per operation (bench/opcost.sh) ------------------------------------------
+if [[ " $ONLY " == *" ops "* ]]; then
+    say "cost per operation ($(( $(date +%s) - START ))s)"
+    OPCOST_ROUNDS=$OPS_ROUNDS OPCOST_LIB="$HL" OPCOST_OUT="$OUT" OPCOST_MD="$OUT/ops-$STAMP.md" \
+        bash "$HERE/opcost.sh" > /dev/null 2>> "$OUT/logs/ops.log" || say "opcost.sh failed (see $OUT/logs/ops.log)"
+fi
 
 meta load_after "$(cut -d' ' -f1-3 /proc/loadavg)"
 meta duration_s "$(( $(date +%s) - START ))"

@@ -4,13 +4,22 @@ data.json (for jq) and gccinput.c (for the gcc compile). Deterministic."""
 import json, random, sys, os
 
 out = sys.argv[1]
-NF = 30  # functions in gccinput.c
+NF = 40  # functions in gccinput.c
+NREC = 40000  # records in data.json
+# Sized so that each workload runs at least 1 s without a preload (jq,
+# python3, gcc). Inputs written with other sizes are replaced.
+VERSION = f"records={NREC} functions={NF}\n"
+vf = os.path.join(out, "inputs.version")
+if not os.path.exists(vf) or open(vf).read() != VERSION:
+    for name in ("data.json", "gccinput.c", "gccinput.i"):
+        if os.path.exists(os.path.join(out, name)):
+            os.remove(os.path.join(out, name))
 rnd = random.Random(42)
 words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa"]
 
 if not os.path.exists(os.path.join(out, "data.json")):
     recs = []
-    for i in range(15000):
+    for i in range(NREC):
         recs.append({
             "id": i,
             "name": rnd.choice(words) + "-" + str(rnd.randrange(500)),
@@ -39,3 +48,6 @@ if not os.path.exists(os.path.join(out, "gccinput.c")):
     lines.append('  printf("%f\\n", t); return 0; }')
     with open(os.path.join(out, "gccinput.c"), "w") as f:
         f.write("\n".join(lines) + "\n")
+
+with open(vf, "w") as f:
+    f.write(VERSION)

@@ -17,11 +17,17 @@ pub fn set(p: Poison) {
         if p.alloc { ALLOC } else { 0 } | if p.free { FREE } else { 0 },
         Relaxed,
     );
+    crate::hot::real::refresh_jumps();
 }
 
 #[inline(always)]
 pub fn alloc_on() -> bool {
     MODE.load(Relaxed) & ALLOC != 0
+}
+
+#[inline(always)]
+pub fn free_on() -> bool {
+    MODE.load(Relaxed) & FREE != 0
 }
 
 /// Fills `len` bytes of a new block at `p`.
@@ -73,7 +79,7 @@ pub unsafe fn on_grown(q: *mut c_void, old_len: usize, len: usize) {
 /// `p` is null or a live block of the real allocator.
 #[inline(always)]
 pub unsafe fn on_free(p: *mut c_void) {
-    if MODE.load(Relaxed) & FREE != 0 && !p.is_null() {
+    if free_on() && !p.is_null() {
         // SAFETY: guaranteed by the caller.
         let n = unsafe { crate::hot::real::malloc_usable_size(p) };
         // SAFETY: the block's usable bytes are the caller's until free.

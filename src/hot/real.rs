@@ -14,7 +14,7 @@
 use crate::hot::guard::Busy;
 use crate::hot::sys::ErrnoGuard;
 use core::ffi::{c_char, c_void};
-use core::sync::atomic::{AtomicU8, AtomicUsize, Ordering::*};
+use core::sync::atomic::{AtomicPtr, AtomicU8, AtomicUsize, Ordering::*};
 
 #[derive(Clone, Copy)]
 #[repr(usize)]
@@ -258,6 +258,56 @@ pub fn resolve_all() {
     }
     clear_dlerror();
     STATE.store(RESOLVED, Release);
+    refresh_jumps();
+}
+
+/// Where the exported malloc jumps when the allocation is not sampled: the
+/// real malloc itself once it is known and no new block is poisoned, else
+/// [`malloc_forward`]. One load and an indirect jump in place of two
+/// tests, so that malloc's common case has a single compare-and-branch
+/// (the countdown's).
+pub(crate) static MALLOC_JUMP: AtomicPtr<()> = AtomicPtr::new(malloc_forward as *mut ());
+/// The same for free (after the shadow bitmap test): the real free, or
+/// [`free_forward`] while unknown or when freed blocks are poisoned.
+pub(crate) static FREE_JUMP: AtomicPtr<()> = AtomicPtr::new(free_forward as *mut ());
+
+/// An unsampled malloc before the real one is known, or with poisoning.
+extern "C" fn malloc_forward(size: usize) -> *mut c_void {
+    let p = malloc(size);
+    crate::hot::poison::on_alloc(p, size);
+    p
+}
+
+/// An unsampled free before the real one is known, or with poisoning.
+///
+/// # Safety
+/// As free(3).
+unsafe extern "C" fn free_forward(p: *mut c_void) {
+    // SAFETY: guaranteed by the caller.
+    unsafe {
+        crate::hot::poison::on_free(p);
+        free(p)
+    }
+}
+
+/// Sets [`MALLOC_JUMP`] and [`FREE_JUMP`] from the resolved functions and
+/// the poison setting: after resolution and after the settings are read
+/// (either may come first: attached, the settings come later).
+pub fn refresh_jumps() {
+    let m = addr(Sym::Malloc);
+    let f = addr(Sym::Free);
+    let m = if m != 0 && !crate::hot::poison::alloc_on() {
+        m as *mut ()
+    } else {
+        malloc_forward as *mut ()
+    };
+    let f = if f != 0 && !crate::hot::poison::free_on() {
+        f as *mut ()
+    } else {
+        free_forward as *mut ()
+    };
+    MALLOC_JUMP.store(m, Release);
+    FREE_JUMP.store(f, Release);
 }
 
 pub fn resolved() -> bool {

@@ -175,7 +175,20 @@ fn split(addr: usize) -> (usize, usize, usize, usize, u64) {
 /// two loads and a bit test unless the page holds a sample.
 #[inline(always)]
 pub fn test(addr: usize) -> bool {
-    let (r, i2, i3, w, mask) = split(addr);
+    let i = addr >> L3_SHIFT;
+    if i >= L2_LEN {
+        return test_high(addr);
+    }
+    // Below 2^47: the L3 pointer straight from `LOW` (one compare, one
+    // load, no root).
+    test_in(LOW.l3[i].load(Acquire), addr)
+}
+
+/// `test` above 2^47 (5-level paging): through the root.
+#[cold]
+#[inline(never)]
+fn test_high(addr: usize) -> bool {
+    let (r, i2, _, _, _) = split(addr);
     if r >= ROOT_LEN {
         return false;
     }
@@ -183,16 +196,29 @@ pub fn test(addr: usize) -> bool {
     if l2.is_null() {
         return false;
     }
-    // SAFETY: installed nodes (and LOW) are never freed.
-    let l3 = unsafe { (*l2).l3[i2].load(Acquire) };
+    // SAFETY: installed nodes are never freed.
+    test_in(unsafe { (*l2).l3[i2].load(Acquire) }, addr)
+}
+
+/// `test` below the L2 level: `l3` is the L3 node of `addr`'s region, or
+/// null.
+#[inline(always)]
+fn test_in(l3: *mut L3, addr: usize) -> bool {
     if l3.is_null() {
         return false;
     }
-    let (pw, pbit) = page_of(addr);
-    // SAFETY: as above.
-    if unsafe { (*l3).pages[i3][pw].load(Acquire) } & pbit == 0 {
+    // The summary word, indexed in the L3 node's summaries taken as one
+    // flat array (`pages[i3][pw]` is word `i3 * PAGE_WORDS + pw`: bits
+    // 18..34 of the address), and the page's bit in it.
+    let flat = (addr >> (PAGE_SHIFT + 6)) & (L3_LEN * PAGE_WORDS - 1);
+    let pbit = 1u64 << ((addr >> PAGE_SHIFT) & 63);
+    // SAFETY: installed nodes (and LOW) are never freed; `flat` is below
+    // the number of summary words of the node.
+    let summary = unsafe { &*(*l3).pages.as_ptr().cast::<AtomicU64>().add(flat) };
+    if summary.load(Acquire) & pbit == 0 {
         return false;
     }
+    let (_, _, i3, w, mask) = split(addr);
     // SAFETY: as above.
     let leaf = unsafe { (*l3).leaves[i3].load(Acquire) };
     if leaf.is_null() {
@@ -481,6 +507,19 @@ pub(crate) mod tests {
         v.sort();
         v.dedup();
         v
+    }
+
+    /// `test_in` reads the page summaries as one flat array: its word and
+    /// bit are those of `pages[i3][pw]`.
+    #[test]
+    fn flat_summary_index_is_the_nested_one() {
+        for &a in &boundaries() {
+            let (_, _, i3, _, _) = split(a);
+            let (pw, pbit) = page_of(a);
+            let flat = (a >> (PAGE_SHIFT + 6)) & (L3_LEN * PAGE_WORDS - 1);
+            assert_eq!(flat, i3 * PAGE_WORDS + pw, "address {a:#x}");
+            assert_eq!(1u64 << ((a >> PAGE_SHIFT) & 63), pbit, "address {a:#x}");
+        }
     }
 
     #[test]

@@ -1,19 +1,78 @@
 //! What the exported functions do around the real call: the hot paths
 //! (inlined into every export) and the slow paths (kept out of line).
 //!
-//! Hot path of an allocation: the guard check and one subtract-and-branch.
-//! Hot path of a free: the shadow bitmap test.
+//! Hot path of an allocation (`count_alloc`, `fast_alloc`): the guard
+//! check and one subtract-and-branch, decided before the real call so that
+//! the export ends in a jump to it. Hot path of a free (`fast_free`): the
+//! shadow bitmap test, then a jump to the real free.
 
 use crate::hot::config;
 use crate::hot::guard::{self, Busy};
 use crate::hot::live::{self, Entry};
 use crate::hot::php;
+use crate::hot::poison;
 use crate::hot::sampler;
 use crate::hot::shadow;
 use crate::hot::stacks;
 use crate::hot::sys::ErrnoGuard;
 use core::ffi::c_void;
 use core::sync::atomic::{AtomicBool, Ordering::Relaxed};
+
+/// The common case of an allocation of `size` bytes, decided before the
+/// real call so that the export can end in a plain jump to it: true when
+/// nothing is to be done around the call (no poisoning, and the allocation
+/// does not take this thread's countdown to zero), with the allocation
+/// already counted. False: nothing was counted; the export then makes the
+/// real call and runs `on_alloc` (and poisoning) after it, as for any
+/// allocation. One difference with counting after the call: an allocation
+/// that fails on this path still counts toward the next sample (failures
+/// are rare, and only move the next sample a little earlier).
+#[inline(always)]
+pub fn fast_alloc(size: usize) -> bool {
+    if poison::alloc_on() {
+        return false;
+    }
+    let t = guard::state();
+    // SAFETY: this thread's own state.
+    unsafe {
+        if (*t).busy != 0 {
+            return true;
+        }
+        let left = (*t).bytes_until_sample.wrapping_sub(size as i64);
+        // `<= 0`: as in `on_alloc`.
+        if left <= 0 {
+            return false;
+        }
+        (*t).bytes_until_sample = left;
+    }
+    true
+}
+
+/// malloc's common case: `fast_alloc` without the poison test (malloc
+/// jumps through `real::MALLOC_JUMP`, which poisons when asked).
+#[inline(always)]
+pub fn count_alloc(size: usize) -> bool {
+    let t = guard::state();
+    // SAFETY: this thread's own state.
+    unsafe {
+        if (*t).busy != 0 {
+            return true;
+        }
+        let left = (*t).bytes_until_sample.wrapping_sub(size as i64);
+        if left <= 0 {
+            return false;
+        }
+        (*t).bytes_until_sample = left;
+    }
+    true
+}
+
+/// free's common case: `p` holds no sample (free then jumps through
+/// `real::FREE_JUMP`, which poisons when asked).
+#[inline(always)]
+pub fn fast_free(p: *mut c_void) -> bool {
+    !shadow::test(p as usize)
+}
 
 /// Counts an allocation of `size` bytes at `p` (non-null) toward this
 /// thread's next sample.

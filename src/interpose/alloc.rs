@@ -7,17 +7,34 @@
 use crate::hot::guard::Busy;
 use crate::hot::poison;
 use crate::hot::real::{self, Sym, call, is_boot};
-use crate::hot::track::{on_alloc, on_free, retrack, untrack_for_realloc};
+use crate::hot::track::{
+    count_alloc, fast_alloc, fast_free, on_alloc, on_free, retrack, untrack_for_realloc,
+};
 use core::ffi::{c_int, c_void};
+use core::sync::atomic::Ordering::Relaxed;
 
 type Ptr = *mut c_void;
 
 /// `malloc`.
 ///
+/// The common case is [`count_alloc`] and a jump to the real malloc
+/// (`real::MALLOC_JUMP`): no frame of ours, nothing after the call.
+///
 /// # Safety
 /// The contract of C's `malloc` (malloc(3)).
 #[cfg_attr(not(test), unsafe(no_mangle))]
 pub unsafe extern "C" fn malloc(size: usize) -> Ptr {
+    if count_alloc(size) {
+        let a = real::MALLOC_JUMP.load(Relaxed);
+        return call!(a, fn(usize) -> Ptr, size);
+    }
+    malloc_slow(size)
+}
+
+/// `malloc` around the real call, when the countdown crosses zero.
+#[cold]
+#[inline(never)]
+fn malloc_slow(size: usize) -> Ptr {
     let p = real::malloc(size);
     if !p.is_null() {
         poison::on_alloc(p, size);
@@ -28,6 +45,9 @@ pub unsafe extern "C" fn malloc(size: usize) -> Ptr {
 
 /// `free`.
 ///
+/// The common case is [`fast_free`] (the shadow bitmap test) and a jump to
+/// the real free (`real::FREE_JUMP`).
+///
 /// # Safety
 /// The contract of C's `free` (malloc(3)).
 #[cfg_attr(not(test), unsafe(no_mangle))]
@@ -35,6 +55,21 @@ pub unsafe extern "C" fn free(p: Ptr) {
     if is_boot(p) {
         return;
     }
+    if fast_free(p) {
+        let a = real::FREE_JUMP.load(Relaxed);
+        return call!(a, fn(Ptr) -> (), p);
+    }
+    // SAFETY: the caller's block, as free(3) requires.
+    unsafe { free_slow(p) }
+}
+
+/// `free` of a block that may hold a sample.
+///
+/// # Safety
+/// As free(3); `p` is not a bootstrap block.
+#[cold]
+#[inline(never)]
+unsafe fn free_slow(p: Ptr) {
     // The sample leaves before the real free: after it, another thread may
     // get the same address from malloc and sample it.
     on_free(p);
@@ -51,6 +86,20 @@ pub unsafe extern "C" fn free(p: Ptr) {
 /// The contract of C's `calloc` (malloc(3)).
 #[cfg_attr(not(test), unsafe(no_mangle))]
 pub unsafe extern "C" fn calloc(n: usize, size: usize) -> Ptr {
+    if let Some(total) = n.checked_mul(size)
+        && fast_alloc(total)
+    {
+        let a = real::addr(Sym::Calloc);
+        if a != 0 {
+            return call!(a, fn(usize, usize) -> Ptr, n, size);
+        }
+    }
+    calloc_slow(n, size)
+}
+
+#[cold]
+#[inline(never)]
+fn calloc_slow(n: usize, size: usize) -> Ptr {
     let p = real::calloc(n, size);
     if !p.is_null() {
         // The real calloc refuses overflowing products, so this one fits.
@@ -170,19 +219,35 @@ pub unsafe extern "C" fn posix_memalign(out: *mut Ptr, align: usize, size: usize
 }
 
 macro_rules! aligned_export {
-    ($name:ident, $sym:ident, ($($arg:ident),*), $size:expr, $boot_align:expr) => {
+    ($name:ident, $slow:ident, $sym:ident, ($($arg:ident),*), $size:expr, $boot_align:expr) => {
         /// # Safety
         /// The contract of the C function of the same name.
         #[cfg_attr(not(test), unsafe(no_mangle))]
         pub unsafe extern "C" fn $name($($arg: usize),*) -> Ptr {
+            // Evaluated once: for aligned_alloc it takes the note of an
+            // aligned operator new.
+            let counted: usize = $size;
+            if fast_alloc(counted) {
+                let a = real::addr(Sym::$sym);
+                if a != 0 {
+                    return call!(a, fn($(aligned_export!(@usize $arg)),*) -> Ptr, $($arg),*);
+                }
+            }
+            $slow($($arg,)* counted)
+        }
+
+        // The export around the real call; `counted` is the size the
+        // profile counts.
+        #[cold]
+        #[inline(never)]
+        fn $slow($($arg: usize,)* counted: usize) -> Ptr {
             let p = match real::c_fn(Sym::$sym) {
-                0 => real::boot_alloc($size, $boot_align),
+                0 => real::boot_alloc(counted, $boot_align),
                 a => call!(a, fn($(aligned_export!(@usize $arg)),*) -> Ptr, $($arg),*),
             };
             if !p.is_null() {
-                let size = $size;
-                poison::on_alloc(p, size);
-                on_alloc(p, size);
+                poison::on_alloc(p, counted);
+                on_alloc(p, counted);
             }
             p
         }
@@ -207,6 +272,7 @@ fn requested_size(size: usize, align: usize) -> usize {
 
 aligned_export!(
     aligned_alloc,
+    aligned_alloc_slow,
     AlignedAlloc,
     (align, size),
     requested_size(size, align),
@@ -214,13 +280,14 @@ aligned_export!(
 );
 aligned_export!(
     memalign,
+    memalign_slow,
     Memalign,
     (align, size),
     size,
     align.next_power_of_two()
 );
-aligned_export!(valloc, Valloc, (size), size, 4096);
-aligned_export!(pvalloc, Pvalloc, (size), size, 4096);
+aligned_export!(valloc, valloc_slow, Valloc, (size), size, 4096);
+aligned_export!(pvalloc, pvalloc_slow, Pvalloc, (size), size, 4096);
 
 /// `malloc_usable_size`.
 ///

@@ -12,6 +12,7 @@
 //! When no libstdc++ is loaded at all (a program with its own C++ runtime
 //! that calls our exports), the jump goes to a fallback served by malloc.
 
+use crate::hot::guard::ThreadState;
 use crate::hot::real::{self, Sym};
 use crate::interpose::alloc::{aligned_alloc, free, malloc};
 use core::ffi::c_void;
@@ -44,7 +45,11 @@ macro_rules! cxx_jump {
             )
         }
     };
-    // Always through `cxx_target` (aligned new notes the requested size).
+    // Aligned new: first notes the requested size (size + 1, in this
+    // thread's `aligned_new_size`, initial-exec TLS: rax and rcx are free
+    // scratch registers here, the arguments are in rdi, rsi, rdx), for the
+    // aligned_alloc that libstdc++ calls with the size rounded up; then as
+    // above.
     (@noted $(#[$doc:meta])* $name:ident, $sym:ident, $fallback:path) => {
         $(#[$doc])*
         ///
@@ -55,7 +60,18 @@ macro_rules! cxx_jump {
         #[allow(non_snake_case)] // the mangled C++ names
         pub unsafe extern "C" fn $name() {
             core::arch::naked_asm!(
+                "mov rax, qword ptr [rip + heaplive_thread_state@GOTTPOFF]",
+                "lea rcx, [rdi + 1]",
+                "mov qword ptr fs:[rax + {hint}], rcx",
+                "mov rax, qword ptr [rip + {slots} + {off}]",
+                "test rax, rax",
+                "jz 2f",
+                "jmp rax",
+                "2:",
                 cxx_jump!(@resolve),
+                hint = const core::mem::offset_of!(ThreadState, aligned_new_size),
+                slots = sym real::SLOTS,
+                off = const Sym::$sym as usize * 8,
                 sym = const Sym::$sym as usize,
                 fallback = sym $fallback,
                 target = sym cxx_target,
