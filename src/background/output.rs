@@ -497,7 +497,24 @@ fn clean_dead_status(dir: &Path) {
 
 /// At exit: the process is going away, and `heaplive dump` has nothing
 /// to wait for; do not leave its status file behind.
+/// Most processes never wrote one (nothing sampled, no dump): one lstat
+/// of a path formatted on the stack tells, before anything allocates
+/// (heaplive's own heap is mapped at its first allocation).
 pub fn remove_status(pid: u32) {
+    use core::fmt::Write as _;
+    let mut b = crate::hot::sys::StackBuf::<64>::new();
+    let _ = write!(b, "{}{}/{pid}\0", status::DIR_PREFIX, euid());
+    // SAFETY: a NUL-terminated path (a truncated one fails the lookup and
+    // falls through to the checked removal) and a zeroed out-struct.
+    let absent = unsafe {
+        let mut st: libc::stat = core::mem::zeroed();
+        b.as_bytes().last() == Some(&0)
+            && libc::lstat(b.as_bytes().as_ptr().cast(), &mut st) != 0
+            && crate::hot::sys::errno() == libc::ENOENT
+    };
+    if absent {
+        return;
+    }
     if let Some(dir) = status_dir(false) {
         let _ = std::fs::remove_file(dir.join(pid.to_string()));
     }
