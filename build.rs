@@ -19,13 +19,9 @@ const MEMBERS: [&str; 2] = ["unwind-dw2.o", "unwind-dw2-fde-dip.o"];
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
-    println!("cargo:rerun-if-env-changed=HEAPLIVE_SHARED_LIBGCC");
+    println!("cargo:rerun-if-env-changed=CC");
     let target = std::env::var("TARGET").unwrap_or_default();
     if !target.starts_with("x86_64-") || !target.contains("linux-gnu") {
-        return;
-    }
-    if std::env::var_os("HEAPLIVE_SHARED_LIBGCC").is_some() {
-        // For comparisons: the unwinder from libgcc_s, as before.
         return;
     }
     match static_unwinder() {

@@ -12,6 +12,10 @@
 //! construction, and where a module has no frame pointers the rule still
 //! holds).
 //!
+//! "libgcc" here is the process's own libgcc_s when it has loaded one, else
+//! the copy of libgcc's unwinder linked into this library (build.rs), so
+//! that libgcc_s.so.1 is not loaded into programs that do not need it.
+//!
 //! A miss asks libgcc for the FDE of that one address (`_Unwind_Find_FDE`,
 //! the same lookup `_Unwind_Backtrace` does) and evaluates its CFI with
 //! gimli, in a context kept in static memory behind a try-lock (no
