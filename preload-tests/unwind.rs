@@ -246,3 +246,29 @@ fn stacks_cut_at_the_frame_limit_end_in_a_truncated_frame() {
         );
     }
 }
+
+#[test]
+fn jit_frames_registered_with_the_programs_libgcc_s_are_walked_through() {
+    // The program registers its JIT code's unwind information with the
+    // libgcc_s it links (`__register_frame`); heaplive's own copy of the
+    // unwinder knows nothing of it, so heaplive must unwind with the
+    // program's libgcc_s: the stack goes on through the JIT frame to main.
+    let dir = tempdir("unwind-jit");
+    let exe = compile(
+        "unwind_jit_registered.c",
+        "unwind_jit_registered",
+        dir.path(),
+        &["-lgcc_s"],
+    );
+    let (compared, _, stacks) = agree("jit", &exe, &[]);
+    assert!(compared > 0);
+    let site: Vec<&Stack> = stacks.iter().filter(|s| s.leaf() == "jit_site").collect();
+    assert_eq!(site.len(), 1, "{stacks:?}");
+    assert_eq!(site[0].bytes, 4242);
+    let f = &site[0].frames;
+    let main = f.iter().position(|x| x == "main");
+    assert!(
+        main.is_some_and(|m| m + 2 < f.len()),
+        "the stack stops at the JIT frame: {f:?}"
+    );
+}

@@ -91,6 +91,8 @@ fn init() {
 #[cfg(not(test))]
 fn start() {
     hot::log::init();
+    // The program's own libgcc_s, if it has one, is the unwinder to use.
+    hot::unwind::find_system_libgcc();
     background::fork::init();
     hot::signal::install();
     // In a PHP process: hook PHP's start-up (before main runs it).

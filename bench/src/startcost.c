@@ -3,15 +3,20 @@
  *   startcost ROUNDS RUNS CMD -- LABEL=PRELOAD ...   (PRELOAD "" = none)
  *
  * Each round runs CMD (e.g. /bin/true) RUNS times under every
- * configuration in turn (interleaved, so drift of the shared machine hits
- * all alike), with posix_spawn and waitpid, and records the mean wall time
- * per run. Prints per configuration the median over rounds in
- * microseconds, and its difference from the first configuration. */
+ * configuration in turn (interleaved, in an order rotated every round, so
+ * drift of the shared machine hits all alike), with posix_spawn and wait4,
+ * and records per run the mean wall time (spawn to reaped), the mean CPU
+ * time of the child (user + system from wait4's rusage: the scheduler's
+ * runtime of the child, not of this process) and its minor page faults.
+ * Prints per configuration the median over rounds in microseconds, and the
+ * difference of each median from the first configuration's. Only the
+ * child's environment gets LD_PRELOAD; everything else is inherited. */
 #define _GNU_SOURCE
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 
@@ -28,17 +33,25 @@ static int cmp(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+static double median(double *v, int n) {
+    qsort(v, n, sizeof *v, cmp);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
 int main(int argc, char **argv) {
     if (argc < 6 || strcmp(argv[4], "--") != 0) {
         fprintf(stderr, "usage: startcost ROUNDS RUNS CMD -- LABEL=PRELOAD ...\n");
         return 2;
     }
     int rounds = atoi(argv[1]), runs = atoi(argv[2]);
+    if (rounds < 1 || runs < 1) return 2;
     char *cmd = argv[3];
     int n = argc - 5;
     char **labels = calloc(n, sizeof *labels);
     char ***envs = calloc(n, sizeof *envs);
-    double *t = calloc((size_t)n * rounds, sizeof *t);
+    double *wall = calloc((size_t)n * rounds, sizeof *wall);
+    double *cpu = calloc((size_t)n * rounds, sizeof *cpu);
+    double *flt = calloc((size_t)n * rounds, sizeof *flt);
     int ne = 0;
     while (environ[ne]) ne++;
     for (int c = 0; c < n; c++) {
@@ -58,22 +71,37 @@ int main(int argc, char **argv) {
     }
     char *args[] = {cmd, NULL};
     for (int r = 0; r < rounds; r++)
-        for (int c = 0; c < n; c++) {
-            double t0 = now();
+        for (int j = 0; j < n; j++) {
+            int c = (j + r) % n;
+            double t0 = now(), us = 0, faults = 0;
             for (int i = 0; i < runs; i++) {
                 pid_t pid;
                 if (posix_spawn(&pid, cmd, NULL, NULL, args, envs[c]) != 0) return 1;
                 int st;
-                waitpid(pid, &st, 0);
+                struct rusage ru;
+                if (wait4(pid, &st, 0, &ru) != pid) return 1;
+                if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+                    fprintf(stderr, "startcost: %s failed under %s\n", cmd, labels[c]);
+                    return 1;
+                }
+                us += ru.ru_utime.tv_sec * 1e6 + ru.ru_utime.tv_usec +
+                      ru.ru_stime.tv_sec * 1e6 + ru.ru_stime.tv_usec;
+                faults += ru.ru_minflt;
             }
-            t[c * rounds + r] = (now() - t0) / runs * 1e6;
+            wall[c * rounds + r] = (now() - t0) / runs * 1e6;
+            cpu[c * rounds + r] = us / runs;
+            flt[c * rounds + r] = faults / runs;
         }
-    double base = 0;
+    double bw = 0, bc = 0, bf = 0;
+    printf("%-16s %10s %10s %9s %10s %10s %9s\n", "config", "wall_us", "cpu_us", "faults",
+           "d_wall", "d_cpu", "d_faults");
     for (int c = 0; c < n; c++) {
-        qsort(t + c * rounds, rounds, sizeof *t, cmp);
-        double med = t[c * rounds + rounds / 2];
-        if (c == 0) base = med;
-        printf("%-20s median %8.1f us per run  (%+.1f us vs %s)\n", labels[c], med, med - base, labels[0]);
+        double w = median(wall + c * rounds, rounds);
+        double u = median(cpu + c * rounds, rounds);
+        double f = median(flt + c * rounds, rounds);
+        if (c == 0) bw = w, bc = u, bf = f;
+        printf("%-16s %10.1f %10.1f %9.1f %+10.1f %+10.1f %+9.1f\n", labels[c], w, u, f, w - bw,
+               u - bc, f - bf);
     }
     return 0;
 }

@@ -305,6 +305,9 @@ fn dumper_main() {
         if trigger::main_exited() && !program_threads_left() {
             return;
         }
+        // A library dlopen'ed since may have brought libgcc_s (JIT frames
+        // registered with it are only found there).
+        crate::hot::unwind::find_system_libgcc();
         if trigger::take_pending() {
             serve_signal(&mut snap, None);
         }

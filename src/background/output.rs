@@ -495,9 +495,35 @@ fn clean_dead_status(dir: &Path) {
     }
 }
 
+/// `status::path(uid, pid)`, NUL-terminated, formatted on the stack.
+fn status_file_c(uid: u32, pid: u32) -> crate::hot::sys::StackBuf<64> {
+    let mut b = crate::hot::sys::StackBuf::<64>::new();
+    b.push_bytes(status::DIR_PREFIX.as_bytes());
+    b.push_dec(uid.into());
+    b.push_bytes(b"/");
+    b.push_dec(pid.into());
+    b.push_bytes(b"\0");
+    b
+}
+
 /// At exit: the process is going away, and `heaplive dump` has nothing
 /// to wait for; do not leave its status file behind.
+/// Most processes never wrote one (nothing sampled, no dump): one lstat
+/// of a path formatted on the stack tells, before anything allocates
+/// (heaplive's own heap is mapped at its first allocation).
 pub fn remove_status(pid: u32) {
+    let b = status_file_c(euid(), pid);
+    // SAFETY: a NUL-terminated path (a truncated one fails the lookup and
+    // falls through to the checked removal) and a zeroed out-struct.
+    let absent = unsafe {
+        let mut st: libc::stat = core::mem::zeroed();
+        b.as_bytes().last() == Some(&0)
+            && libc::lstat(b.as_bytes().as_ptr().cast(), &mut st) != 0
+            && crate::hot::sys::errno() == libc::ENOENT
+    };
+    if absent {
+        return;
+    }
     if let Some(dir) = status_dir(false) {
         let _ = std::fs::remove_file(dir.join(pid.to_string()));
     }
@@ -506,6 +532,16 @@ pub fn remove_status(pid: u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn status_file_on_the_stack_is_the_status_path() {
+        for (uid, pid) in [(0, 1), (1000, 4194304), (u32::MAX, u32::MAX)] {
+            use std::os::unix::ffi::OsStringExt;
+            let mut want = status::path(uid, pid).into_os_string().into_vec();
+            want.push(0);
+            assert_eq!(status_file_c(uid, pid).as_bytes(), &want[..]);
+        }
+    }
 
     #[test]
     fn pprof_names() {

@@ -23,9 +23,11 @@ pub const DEFAULT_WARN_BYTES: u64 = 256 << 20;
 pub const DEFAULT_WARN_GROWTH: f64 = 2.0;
 
 /// A string in a fixed buffer (no allocation). Longer values are refused.
+/// The length comes first, so a short value touches one page.
+#[repr(C)]
 pub struct FixedStr<const N: usize> {
-    buf: [u8; N],
     len: usize,
+    buf: [u8; N],
 }
 
 impl<const N: usize> FixedStr<N> {
@@ -57,13 +59,16 @@ impl<const N: usize> FixedStr<N> {
 /// HEAPLIVE_PHP.
 pub use heaplive_format::grammar::PhpMode;
 
+/// `repr(C)`, scalars first, then the strings set at every start (the
+/// program's name, the start directory), then those set only when asked
+/// for: loading the settings of a process that never samples writes one
+/// or two pages of this 25 KiB static, not all of them.
+#[repr(C)]
 pub struct Config {
     /// HEAPLIVE_SAMPLE_INTERVAL: mean bytes between samples; 1 = exact mode.
     pub interval: u64,
     /// HEAPLIVE_SEED: seed of the sampler's random gaps; 0 = from the clock.
     pub seed: u64,
-    /// HEAPLIVE_OUTPUT: the path template of dump files.
-    pub output: FixedStr<4096>,
     /// HEAPLIVE_DUMP_AT_EXIT: write a dump when the process exits.
     pub dump_at_exit: bool,
     /// HEAPLIVE_SIGNAL: the dump signal; 0 = none.
@@ -85,10 +90,6 @@ pub struct Config {
     pub warn_bytes: u64,
     pub warn_blocks: u64,
     pub warn_growth: f64,
-    /// HEAPLIVE_LOG: file for heaplive's own lines; empty = stderr.
-    pub log: FixedStr<4096>,
-    /// HEAPLIVE_DEBUG_DIRS: extra directories of separate debug files.
-    pub debug_dirs: FixedStr<4096>,
     /// HEAPLIVE_LINES: append ` (file:line)` to frames.
     pub lines: bool,
     /// HEAPLIVE_DEMANGLE: demangle C++ and Rust names.
@@ -104,10 +105,16 @@ pub struct Config {
     pub php_peak_bytes: u64,
     /// HEAPLIVE_UNWIND: how stacks are captured.
     pub unwind: grammar::Unwind,
-    /// Captured at load: the start directory, $TMPDIR, the program's name.
-    pub start_dir: FixedStr<4096>,
-    pub tmpdir: FixedStr<4096>,
+    /// Captured at load: the program's name, the start directory, $TMPDIR.
     pub exe: FixedStr<256>,
+    pub start_dir: FixedStr<4096>,
+    /// HEAPLIVE_OUTPUT: the path template of dump files.
+    pub output: FixedStr<4096>,
+    pub tmpdir: FixedStr<4096>,
+    /// HEAPLIVE_LOG: file for heaplive's own lines; empty = stderr.
+    pub log: FixedStr<4096>,
+    /// HEAPLIVE_DEBUG_DIRS: extra directories of separate debug files.
+    pub debug_dirs: FixedStr<4096>,
 }
 
 impl Config {

@@ -402,6 +402,103 @@ pub fn in_real_new(ip: usize) -> bool {
     })
 }
 
+/// Could a loaded module export `name` (NUL-terminated)? False only when
+/// the GNU hash table of every loaded module says it does not (no name
+/// with its hash in its bucket), so
+/// a `dlsym` that would fail can be skipped: a failed lookup allocates
+/// its message (starting glibc's malloc in a program that never calls it)
+/// and clearing it formats it (printf and gettext), which a process that
+/// never samples pays at start. A module without a GNU hash table counts
+/// as "could".
+pub fn maybe_exported(name: &[u8]) -> bool {
+    let key = name.strip_suffix(b"\0").unwrap_or(name);
+    let h = key
+        .iter()
+        .fold(5381u32, |h, &c| h.wrapping_mul(33).wrapping_add(c as u32));
+    unsafe extern "C" fn visit(
+        info: *mut libc::dl_phdr_info,
+        _size: usize,
+        data: *mut c_void,
+    ) -> libc::c_int {
+        // SAFETY: dl_iterate_phdr passes a valid info for a loaded module,
+        // whose dynamic section and GNU hash table are mapped; `data` is
+        // the hash.
+        unsafe {
+            let h = *(data as *const u32);
+            let info = &*info;
+            let base = info.dlpi_addr as usize;
+            let mut dynamic = 0usize;
+            for i in 0..info.dlpi_phnum as usize {
+                let ph = &*info.dlpi_phdr.add(i);
+                if ph.p_type == libc::PT_DYNAMIC {
+                    dynamic = base + ph.p_vaddr as usize;
+                }
+            }
+            if dynamic == 0 {
+                return 0;
+            }
+            /// `Elf64_Dyn` (elf.h).
+            #[repr(C)]
+            struct Dyn {
+                tag: i64,
+                val: u64,
+            }
+            let mut d = dynamic as *const Dyn;
+            let mut table = 0usize;
+            while (*d).tag != 0 {
+                if (*d).tag == 0x6fff_fef5 {
+                    // DT_GNU_HASH: ld.so rebases the entries of loaded
+                    // modules, not those of the vDSO.
+                    let p = (*d).val as usize;
+                    table = if p < base { p + base } else { p };
+                }
+                d = d.add(1);
+            }
+            if table == 0 {
+                return 1;
+            }
+            let words = *((table + 8) as *const u32) as usize;
+            let shift = *((table + 12) as *const u32);
+            if words == 0 {
+                return 1;
+            }
+            let bloom = (table + 16) as *const u64;
+            let word = *bloom.add((h as usize / 64) % words);
+            let mask = (1u64 << (h % 64)) | (1u64 << ((h >> shift) % 64));
+            if word & mask != mask {
+                return 0;
+            }
+            // The bloom filter may be wrong (libc's says "maybe" for
+            // executor_globals): the hash chain of the bucket holds the
+            // hashes of the names in it.
+            let nbuckets = *(table as *const u32);
+            let symoffset = *((table + 4) as *const u32);
+            if nbuckets == 0 {
+                return 1;
+            }
+            let buckets = bloom.add(words) as *const u32;
+            let chain = buckets.add(nbuckets as usize);
+            let mut i = *buckets.add((h % nbuckets) as usize);
+            if i < symoffset {
+                return 0;
+            }
+            loop {
+                let ch = *chain.add((i - symoffset) as usize);
+                if ch | 1 == h | 1 {
+                    return 1;
+                }
+                if ch & 1 != 0 {
+                    return 0;
+                }
+                i += 1;
+            }
+        }
+    }
+    let mut h = h;
+    // SAFETY: the callback only reads the module it is given.
+    unsafe { libc::dl_iterate_phdr(Some(visit), (&mut h as *mut u32).cast()) != 0 }
+}
+
 /// A failed dlsym leaves a message that the application would read at its
 /// next dlerror(); take it.
 fn clear_dlerror() {

@@ -354,11 +354,9 @@ impl<'a> Collector<'a> {
 #[inline(never)]
 fn capture_libgcc(buf: &mut [usize; MAX_FRAMES]) -> usize {
     let mut c = Collector::new(buf);
-    // SAFETY: the callback only writes into buf; trace_unsynchronized walks
-    // DWARF CFI with libgcc's lock-free unwinder and does not allocate.
-    unsafe {
-        backtrace::trace_unsynchronized(|f| c.push(f.ip() as usize));
-    }
+    // The callback only writes into buf; libgcc's walk reads DWARF CFI
+    // without locks and does not allocate.
+    crate::hot::unwind::libgcc_walk(|ip| c.push(ip));
     c.finish()
 }
 

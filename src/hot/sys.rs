@@ -154,6 +154,21 @@ impl<const N: usize> StackBuf<N> {
         self.buf[self.len..self.len + n].copy_from_slice(&b[..n]);
         self.len += n;
     }
+    /// `v` in decimal, without `core::fmt` (whose code a process that
+    /// never samples would otherwise fault in at exit).
+    pub fn push_dec(&mut self, mut v: u64) {
+        let mut d = [0u8; 20];
+        let mut i = d.len();
+        loop {
+            i -= 1;
+            d[i] = b'0' + (v % 10) as u8;
+            v /= 10;
+            if v == 0 {
+                break;
+            }
+        }
+        self.push_bytes(&d[i..]);
+    }
 }
 
 impl<const N: usize> core::fmt::Write for StackBuf<N> {
@@ -431,4 +446,18 @@ pub fn queued(info: &libc::siginfo_t) -> &QueuedInfo {
 pub fn queued_mut(info: &mut libc::siginfo_t) -> &mut QueuedInfo {
     // SAFETY: as `queued`.
     unsafe { &mut *(info as *mut libc::siginfo_t as *mut QueuedInfo) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn push_dec_writes_decimal() {
+        for v in [0u64, 7, 10, 99, 4_294_967_295, u64::MAX] {
+            let mut b = StackBuf::<32>::new();
+            b.push_dec(v);
+            assert_eq!(b.as_bytes(), v.to_string().as_bytes());
+        }
+    }
 }

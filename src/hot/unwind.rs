@@ -12,6 +12,10 @@
 //! construction, and where a module has no frame pointers the rule still
 //! holds).
 //!
+//! "libgcc" here is the process's own libgcc_s when it has loaded one, else
+//! the copy of libgcc's unwinder linked into this library (build.rs), so
+//! that libgcc_s.so.1 is not loaded into programs that do not need it.
+//!
 //! A miss asks libgcc for the FDE of that one address (`_Unwind_Find_FDE`,
 //! the same lookup `_Unwind_Backtrace` does) and evaluates its CFI with
 //! gimli, in a context kept in static memory behind a try-lock (no
@@ -40,7 +44,8 @@
 //! `__deregister_frame` are not seen; code at such an address later would
 //! need a new mapping at the same address with different code.
 
-use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering::*, fence};
+use core::ffi::{c_int, c_void};
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering::*, fence};
 use gimli::{
     BaseAddresses, CfaRule, EhFrame, EndianSlice, LittleEndian, Register, RegisterRule,
     UnwindContext, UnwindContextStorage, UnwindSection, UnwindTableRow, X86_64,
@@ -222,9 +227,152 @@ struct DwarfEhBases {
     func: usize,
 }
 
+// ---------------------------------------------------------------------------
+// libgcc: our private copy, or the process's libgcc_s.
+
+type FindFde = unsafe extern "C" fn(*const c_void, *mut DwarfEhBases) -> *const u8;
+type TraceFn = extern "C" fn(*mut c_void, *mut c_void) -> c_int;
+type Backtrace = unsafe extern "C" fn(TraceFn, *mut c_void) -> c_int;
+type GetIp = unsafe extern "C" fn(*mut c_void) -> usize;
+
 unsafe extern "C" {
-    /// libgcc's FDE lookup (what `_Unwind_Backtrace` does for each frame).
-    fn _Unwind_Find_FDE(pc: *const core::ffi::c_void, bases: *mut DwarfEhBases) -> *const u8;
+    // libgcc's unwinder, linked in from libgcc_eh.a (build.rs): hidden,
+    // never exported, so libgcc_s.so.1 is not NEEDED.
+    /// The FDE lookup (what `_Unwind_Backtrace` does for each frame).
+    fn _Unwind_Find_FDE(pc: *const c_void, bases: *mut DwarfEhBases) -> *const u8;
+    fn _Unwind_Backtrace(trace: TraceFn, arg: *mut c_void) -> c_int;
+    fn _Unwind_GetIP(ctx: *mut c_void) -> usize;
+}
+
+/// The process's own libgcc_s, once it has one (0 until then).
+static SYS_FIND_FDE: AtomicUsize = AtomicUsize::new(0);
+static SYS_BACKTRACE: AtomicUsize = AtomicUsize::new(0);
+static SYS_GET_IP: AtomicUsize = AtomicUsize::new(0);
+static SYS_READY: AtomicBool = AtomicBool::new(false);
+
+/// One unwinder's entry points; a capture uses one set throughout.
+#[derive(Clone, Copy)]
+struct Libgcc {
+    find_fde: FindFde,
+    backtrace: Backtrace,
+    get_ip: GetIp,
+}
+
+/// The process's libgcc_s when it has loaded one (frames that a JIT
+/// registered with `__register_frame` are only known there), else the
+/// private copy; both are libgcc's code, so stacks are the same.
+#[inline]
+fn libgcc() -> Libgcc {
+    if SYS_READY.load(Acquire) {
+        // SAFETY: addresses of these functions in a libgcc_s that stays
+        // loaded (we hold a reference), stored before SYS_READY.
+        unsafe {
+            return Libgcc {
+                find_fde: core::mem::transmute::<usize, FindFde>(SYS_FIND_FDE.load(Relaxed)),
+                backtrace: core::mem::transmute::<usize, Backtrace>(SYS_BACKTRACE.load(Relaxed)),
+                get_ip: core::mem::transmute::<usize, GetIp>(SYS_GET_IP.load(Relaxed)),
+            };
+        }
+    }
+    Libgcc {
+        find_fde: _Unwind_Find_FDE,
+        backtrace: _Unwind_Backtrace,
+        get_ip: _Unwind_GetIP,
+    }
+}
+
+/// Looks for a libgcc_s.so.1 the process has loaded (a C++ program, or a
+/// library it dlopen'ed, needs it) and, if there is one, uses it from now
+/// on. Runs where dlopen may: heaplive's start-up and heaplive's thread,
+/// never in the allocation path or a signal handler, with no lock held.
+/// Loads nothing (RTLD_NOLOAD).
+pub fn find_system_libgcc() {
+    if SYS_READY.load(Acquire) {
+        return;
+    }
+    let mut path = [0u8; 512];
+    unsafe extern "C" fn visit(
+        info: *mut libc::dl_phdr_info,
+        _size: usize,
+        data: *mut c_void,
+    ) -> c_int {
+        // SAFETY: dl_iterate_phdr passes a valid info; `data` is `path`.
+        unsafe {
+            let name = (*info).dlpi_name;
+            if name.is_null() {
+                return 0;
+            }
+            let name = core::ffi::CStr::from_ptr(name).to_bytes();
+            let base = name.rsplit(|&b| b == b'/').next().unwrap_or(name);
+            let out = &mut *(data as *mut [u8; 512]);
+            if base != b"libgcc_s.so.1" || name.len() >= out.len() {
+                return 0;
+            }
+            out[..name.len()].copy_from_slice(name);
+            out[name.len()] = 0;
+            1
+        }
+    }
+    // SAFETY: the callback only reads the info it is given.
+    if unsafe { libc::dl_iterate_phdr(Some(visit), (&mut path as *mut [u8; 512]).cast()) } == 0 {
+        return;
+    }
+    // SAFETY: a NUL-terminated path; RTLD_NOLOAD never loads. The handle
+    // is kept: the functions must stay mapped.
+    let h = unsafe { libc::dlopen(path.as_ptr().cast(), libc::RTLD_NOLOAD | libc::RTLD_LAZY) };
+    if h.is_null() {
+        // SAFETY: takes the message the failure left.
+        unsafe { libc::dlerror() };
+        return;
+    }
+    // SAFETY: a valid handle and NUL-terminated names.
+    let (f, b, g) = unsafe {
+        (
+            libc::dlsym(h, c"_Unwind_Find_FDE".as_ptr()),
+            libc::dlsym(h, c"_Unwind_Backtrace".as_ptr()),
+            libc::dlsym(h, c"_Unwind_GetIP".as_ptr()),
+        )
+    };
+    if f.is_null() || b.is_null() || g.is_null() {
+        // SAFETY: as above; the handle is released.
+        unsafe {
+            libc::dlerror();
+            libc::dlclose(h);
+        }
+        return;
+    }
+    SYS_FIND_FDE.store(f as usize, Relaxed);
+    SYS_BACKTRACE.store(b as usize, Relaxed);
+    SYS_GET_IP.store(g as usize, Relaxed);
+    SYS_READY.store(true, Release);
+}
+
+/// libgcc's own walk (`_Unwind_Backtrace`), calling `push` with each
+/// frame's address (`_Unwind_GetIP`) until it returns false.
+#[inline(never)]
+pub fn libgcc_walk(mut push: impl FnMut(usize) -> bool) {
+    struct Arg<'a> {
+        push: &'a mut dyn FnMut(usize) -> bool,
+        get_ip: GetIp,
+    }
+    extern "C" fn step(ctx: *mut c_void, arg: *mut c_void) -> c_int {
+        // SAFETY: `arg` is the `Arg` below, alive for the whole walk; `ctx`
+        // is the context of the libgcc that calls us, whose GetIP we use.
+        unsafe {
+            let a = &mut *(arg as *mut Arg);
+            let ip = (a.get_ip)(ctx);
+            // _URC_NO_REASON continues; _URC_END_OF_STACK stops the walk.
+            if (a.push)(ip) { 0 } else { 5 }
+        }
+    }
+    let l = libgcc();
+    let mut arg = Arg {
+        push: &mut push,
+        get_ip: l.get_ip,
+    };
+    // SAFETY: `step` matches _Unwind_Trace_Fn; the walk only reads the
+    // stack and does not allocate.
+    unsafe { (l.backtrace)(step, (&mut arg as *mut Arg).cast()) };
 }
 
 struct Store;
@@ -263,7 +411,7 @@ fn compute(pc: usize) -> Found {
     };
     // SAFETY: a lookup by address; libgcc's FDE search is thread-safe and
     // does not allocate (glibc's _dl_find_object, or dl_iterate_phdr).
-    let fde = unsafe { _Unwind_Find_FDE((pc - 1) as *const _, &mut bases) } as usize;
+    let fde = unsafe { (libgcc().find_fde)((pc - 1) as *const _, &mut bases) } as usize;
     if fde == 0 {
         return Found::NoFde;
     }

@@ -27,7 +27,7 @@
 //! then stays cleared, which only means the rest of that request is not
 //! sampled; RSHUTDOWN still drops its samples.
 
-use crate::hot::{config, log, php, sys, track};
+use crate::hot::{config, log, php, real, sys, track};
 use core::ffi::{c_char, c_int, c_void};
 use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering::*};
 
@@ -118,6 +118,12 @@ fn zend_alloc_off() -> bool {
 pub fn init() {
     let mode = config::get().php;
     if mode == config::PhpMode::Off {
+        return;
+    }
+    // Not PHP (most processes): known without a failing lookup.
+    if !real::maybe_exported(b"executor_globals\0")
+        && !real::maybe_exported(b"executor_globals_offset\0")
+    {
         return;
     }
     let eg = sym(b"executor_globals\0");

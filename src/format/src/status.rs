@@ -11,9 +11,12 @@
 
 use std::path::PathBuf;
 
+/// The status directory of user `uid` is this followed by the uid.
+pub const DIR_PREFIX: &str = "/tmp/heaplive-";
+
 /// The status directory of user `uid`.
 pub fn dir(uid: u32) -> PathBuf {
-    PathBuf::from(format!("/tmp/heaplive-{uid}"))
+    PathBuf::from(format!("{DIR_PREFIX}{uid}"))
 }
 
 /// The status file of process `pid` running as `uid`.
