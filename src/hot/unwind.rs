@@ -351,6 +351,14 @@ pub fn find_system_libgcc() {
 /// frame's address (`_Unwind_GetIP`) until it returns false.
 #[inline(never)]
 pub fn libgcc_walk(mut push: impl FnMut(usize) -> bool) {
+    if !SYS_READY.load(Acquire) {
+        // The copy linked into this library: the backtrace crate's walk,
+        // whose `_Unwind_Backtrace` and `_Unwind_GetIP` are that copy's.
+        // SAFETY: the callback only calls `push`; the walk reads DWARF CFI
+        // without locks and does not allocate.
+        unsafe { backtrace::trace_unsynchronized(|f| push(f.ip() as usize)) };
+        return;
+    }
     struct Arg<'a> {
         push: &'a mut dyn FnMut(usize) -> bool,
         get_ip: GetIp,
