@@ -11,6 +11,7 @@ use crate::hot::lock::{Rank, SpinLock};
 use crate::hot::stacks::StackId;
 
 const SHARDS: usize = 256;
+/// A table's first size (at least one window).
 const INITIAL: usize = 256;
 
 /// `Entry::kind` of a malloc (or operator new) block.
@@ -67,18 +68,51 @@ const EMPTY: Shard = Shard(SpinLock::new(
 ));
 static SHARDS_: [Shard; SHARDS] = [EMPTY; SHARDS];
 
+/// A 64-bit finalizer (murmur3's fmix64): every output bit depends on
+/// every input bit, so strided page numbers spread over all shards and
+/// windows.
 #[inline]
-fn mix(addr: usize) -> u64 {
-    ((addr as u64) >> 3).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+fn fmix(mut x: u64) -> u64 {
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xFF51_AFD7_ED55_8CCD);
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xC4CE_B9FE_1A85_EC53);
+    x ^= x >> 33;
+    x
 }
 
+/// Addresses hash with locality. A 4 KiB page picks a shard (the top 8
+/// bits of its hash), and a 1 KiB span of addresses a window of `WINDOW`
+/// slots in its shard's table; inside the window a block's slot follows its
+/// offset in the span (16-byte units, rotated by other bits of the span's
+/// hash, so that blocks at the same offset of different spans spread out).
+/// Blocks that a thread allocates one after another, and frees one after
+/// another, then sit in neighbouring slots of one shard: a cache and TLB
+/// miss per run of them instead of one per block, as a hash of the whole
+/// address gave (4 threads with 13.4 million 40-byte blocks in glibc's
+/// tst-malloc_info: live::insert and live::untrack were half of the time,
+/// nearly all of it one load). Larger windows give longer runs but longer
+/// probes where small blocks are dense (probe_runs_stay_short_... below).
+#[inline]
+fn page_hash(addr: usize) -> u64 {
+    fmix((addr >> 12) as u64)
+}
+
+/// Slots of a window, and the address span a window covers (16 bytes a slot).
+const WINDOW: usize = 64;
+const SPAN_SHIFT: u32 = WINDOW.trailing_zeros() + 4;
+
 fn shard_of(addr: usize) -> &'static SpinLock<Table> {
-    &SHARDS_[(mix(addr) >> 56) as usize].0
+    &SHARDS_[(page_hash(addr) >> 56) as usize].0
 }
 
 impl Table {
+    #[inline]
     fn home(&self, addr: usize) -> usize {
-        (mix(addr) as usize) & (self.cap - 1)
+        let h = fmix((addr >> SPAN_SHIFT) as u64) as usize;
+        let window = h.wrapping_mul(WINDOW);
+        let offset = ((addr >> 4).wrapping_add(h >> 32)) & (WINDOW - 1);
+        (window | offset) & (self.cap - 1)
     }
 
     fn at(&self, i: usize) -> Entry {
@@ -96,7 +130,9 @@ impl Table {
 
     fn grow(&mut self) -> bool {
         let new_cap = if self.cap == 0 { INITIAL } else { self.cap * 2 };
-        let p = crate::hot::sys::map(new_cap * core::mem::size_of::<Entry>()) as *mut Entry;
+        // Rehashing writes all over the new table: have it faulted in at once.
+        let p =
+            crate::hot::sys::map_populated(new_cap * core::mem::size_of::<Entry>()) as *mut Entry;
         if p.is_null() {
             return false;
         }
@@ -302,6 +338,59 @@ mod tests {
             assert_eq!(e.is_some(), i % 2 == 1, "{i}");
         }
         assert!(remove(base).is_none());
+    }
+
+    /// The longest and the mean distance of an entry from its home slot.
+    fn displacement(t: &Table) -> (usize, f64) {
+        let d: Vec<usize> = (0..t.cap)
+            .filter(|&i| t.at(i).addr != 0)
+            .map(|i| i.wrapping_sub(t.home(t.at(i).addr)) & (t.cap - 1))
+            .collect();
+        let max = d.iter().copied().max().unwrap_or(0);
+        (max, d.iter().sum::<usize>() as f64 / d.len().max(1) as f64)
+    }
+
+    /// Probe runs stay short for the address patterns of real heaps: dense
+    /// small blocks (a run of them fills a window: the worst case, whose
+    /// runs are sequential memory), one block per page at the same offset
+    /// (mmap'd chunks, page-aligned blocks), and blocks 64 KiB apart. A hash of `addr >> 3` by a multiplication kept only the low
+    /// bits of the product: page-strided addresses all went to one slot in
+    /// 512 and ran for hundreds of slots.
+    #[test]
+    fn probe_runs_stay_short_for_strided_addresses() {
+        for (stride, n) in [
+            (16usize, 300_000usize),
+            (32, 300_000),
+            (48, 200_000),
+            (4096, 100_000),
+            (65536, 50_000),
+        ] {
+            let mut t = Table {
+                slots: core::ptr::null_mut(),
+                cap: 0,
+                len: 0,
+            };
+            let base = 0x7f00_0000_0010usize;
+            for i in 0..n {
+                if (t.len + 1) * 2 > t.cap {
+                    assert!(t.grow());
+                }
+                assert_eq!(t.put(Entry::new(base + i * stride, 8, 1, 8.0)), None);
+            }
+            let (max, mean) = displacement(&t);
+            assert!(
+                max < 512 && mean < 16.0,
+                "stride {stride}: entries up to {max} slots from home, {mean:.1} on average"
+            );
+            for i in 0..n {
+                assert_eq!(t.take(base + i * stride).map(|e| e.size), Some(8));
+            }
+            assert_eq!(t.len, 0);
+            // SAFETY: the table is ours and no longer used.
+            unsafe {
+                crate::hot::sys::unmap(t.slots.cast(), t.cap * core::mem::size_of::<Entry>())
+            };
+        }
     }
 
     #[test]
