@@ -83,16 +83,15 @@ fn fmix(mut x: u64) -> u64 {
 
 /// Addresses hash with locality. A 4 KiB page picks a shard (the top 8
 /// bits of its hash), and a 1 KiB span of addresses a window of `WINDOW`
-/// slots in its shard's table; inside the window a block's slot follows its
-/// offset in the span (16-byte units, rotated by other bits of the span's
-/// hash, so that blocks at the same offset of different spans spread out).
-/// Blocks that a thread allocates one after another, and frees one after
-/// another, then sit in neighbouring slots of one shard: a cache and TLB
-/// miss per run of them instead of one per block, as a hash of the whole
-/// address gave (4 threads with 13.4 million 40-byte blocks in glibc's
-/// tst-malloc_info: live::insert and live::untrack were half of the time,
-/// nearly all of it one load). Larger windows give longer runs but longer
-/// probes where small blocks are dense (probe_runs_stay_short_... below).
+/// slots in its shard's table (`Table::home`); inside the window a block's
+/// slot follows its offset in the span (16-byte units, rotated by the
+/// span's hash, so that blocks at the same offset of different spans
+/// spread out). Blocks that a thread allocates one after another, and
+/// frees one after another, then sit in neighbouring slots of one shard: a
+/// cache and TLB miss per run of them instead of one per block, as a hash
+/// of the whole address gave (4 threads with 13.4 million 40-byte blocks in
+/// glibc's tst-malloc_info: live::insert and live::untrack were half of the
+/// time, nearly all of it one load).
 #[inline]
 fn page_hash(addr: usize) -> u64 {
     fmix((addr >> 12) as u64)
@@ -109,10 +108,13 @@ fn shard_of(addr: usize) -> &'static SpinLock<Table> {
 impl Table {
     #[inline]
     fn home(&self, addr: usize) -> usize {
-        let h = fmix((addr >> SPAN_SHIFT) as u64) as usize;
-        let window = h.wrapping_mul(WINDOW);
-        let offset = ((addr >> 4).wrapping_add(h >> 32)) & (WINDOW - 1);
-        (window | offset) & (self.cap - 1)
+        // Fibonacci hashing: the top bits of the span times 2^64/phi are
+        // a slot; its upper bits pick the window, its low bits rotate the
+        // offsets. One multiply: `take` computes this for every entry it
+        // shifts back.
+        let x = (((addr >> SPAN_SHIFT) as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            >> (64 - self.cap.trailing_zeros())) as usize;
+        (x & !(WINDOW - 1)) | ((addr >> 4).wrapping_add(x) & (WINDOW - 1))
     }
 
     fn at(&self, i: usize) -> Entry {
@@ -351,39 +353,61 @@ mod tests {
     }
 
     /// Probe runs stay short for the address patterns of real heaps: dense
-    /// small blocks (a run of them fills a window: the worst case, whose
-    /// runs are sequential memory), one block per page at the same offset
-    /// (mmap'd chunks, page-aligned blocks), and blocks 64 KiB apart. A hash of `addr >> 3` by a multiplication kept only the low
-    /// bits of the product: page-strided addresses all went to one slot in
-    /// 512 and ran for hundreds of slots.
+    /// small blocks, one block per page at the same offset (mmap'd chunks,
+    /// page-aligned blocks), blocks 64 KiB apart, several arenas filled in
+    /// turn, random addresses. A hash of `addr >> 3` by a multiplication
+    /// that kept the low bits of the product sent page-strided addresses to
+    /// one slot in 512 (a mean probe of 97 slots for 4 KiB strides).
     #[test]
-    fn probe_runs_stay_short_for_strided_addresses() {
-        for (stride, n) in [
-            (16usize, 300_000usize),
-            (32, 300_000),
-            (48, 200_000),
-            (4096, 100_000),
-            (65536, 50_000),
-        ] {
+    fn probe_runs_stay_short_for_heap_address_patterns() {
+        let mut rng = 0x2545_F491_4F6C_DD1Du64;
+        let random: Vec<usize> = (0..200_000)
+            .map(|_| {
+                rng ^= rng >> 12;
+                rng ^= rng << 25;
+                rng ^= rng >> 27;
+                0x7f00_0000_0000 + (rng.wrapping_mul(0x2545_F491_4F6C_DD1D) as usize & 0x3fff_fff0)
+            })
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let base = 0x7f00_0000_0010usize;
+        let s16 = |i: usize| base + i * 16;
+        let s32 = |i: usize| base + i * 32;
+        let s48 = |i: usize| base + i * 48;
+        let s4k = |i: usize| base + i * 4096;
+        let s64k = |i: usize| base + i * 65536;
+        // Eight arenas 64 MiB apart, filled in turn.
+        let arenas = |i: usize| base + (i % 8) * (64 << 20) + (i / 8) * 48;
+        let rand = |i: usize| random[i];
+        let patterns: [(&str, &dyn Fn(usize) -> usize, usize); 7] = [
+            ("16-byte stride", &s16, 300_000),
+            ("32-byte stride", &s32, 300_000),
+            ("48-byte stride", &s48, 200_000),
+            ("4 KiB stride", &s4k, 100_000),
+            ("64 KiB stride", &s64k, 50_000),
+            ("8 arenas", &arenas, 200_000),
+            ("random", &rand, random.len()),
+        ];
+        for (name, addr, n) in patterns {
             let mut t = Table {
                 slots: core::ptr::null_mut(),
                 cap: 0,
                 len: 0,
             };
-            let base = 0x7f00_0000_0010usize;
             for i in 0..n {
                 if (t.len + 1) * 2 > t.cap {
                     assert!(t.grow());
                 }
-                assert_eq!(t.put(Entry::new(base + i * stride, 8, 1, 8.0)), None);
+                assert_eq!(t.put(Entry::new(addr(i), 8, 1, 8.0)), None);
             }
             let (max, mean) = displacement(&t);
             assert!(
-                max < 512 && mean < 16.0,
-                "stride {stride}: entries up to {max} slots from home, {mean:.1} on average"
+                max < 128 && mean < 2.0,
+                "{name}: entries up to {max} slots from home, {mean:.1} on average"
             );
             for i in 0..n {
-                assert_eq!(t.take(base + i * stride).map(|e| e.size), Some(8));
+                assert_eq!(t.take(addr(i)).map(|e| e.size), Some(8), "{name}");
             }
             assert_eq!(t.len, 0);
             // SAFETY: the table is ours and no longer used.
