@@ -380,7 +380,8 @@ mod tests {
         // Eight arenas 64 MiB apart, filled in turn.
         let arenas = |i: usize| base + (i % 8) * (64 << 20) + (i / 8) * 48;
         let rand = |i: usize| random[i];
-        let patterns: [(&str, &dyn Fn(usize) -> usize, usize); 7] = [
+        type Pattern<'a> = (&'a str, &'a dyn Fn(usize) -> usize, usize);
+        let patterns: [Pattern; 7] = [
             ("16-byte stride", &s16, 300_000),
             ("32-byte stride", &s32, 300_000),
             ("48-byte stride", &s48, 200_000),
