@@ -11,6 +11,7 @@ use crate::hot::lock::{Rank, SpinLock};
 use crate::hot::stacks::StackId;
 
 const SHARDS: usize = 256;
+/// A table's first size (at least one window).
 const INITIAL: usize = 256;
 
 /// `Entry::kind` of a malloc (or operator new) block.
@@ -67,18 +68,53 @@ const EMPTY: Shard = Shard(SpinLock::new(
 ));
 static SHARDS_: [Shard; SHARDS] = [EMPTY; SHARDS];
 
+/// A 64-bit finalizer (murmur3's fmix64): every output bit depends on
+/// every input bit, so strided page numbers spread over all shards and
+/// windows.
 #[inline]
-fn mix(addr: usize) -> u64 {
-    ((addr as u64) >> 3).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+fn fmix(mut x: u64) -> u64 {
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xFF51_AFD7_ED55_8CCD);
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xC4CE_B9FE_1A85_EC53);
+    x ^= x >> 33;
+    x
 }
 
+/// Addresses hash with locality. A 4 KiB page picks a shard (the top 8
+/// bits of its hash), and a 1 KiB span of addresses a window of `WINDOW`
+/// slots in its shard's table (`Table::home`); inside the window a block's
+/// slot follows its offset in the span (16-byte units, rotated by the
+/// span's hash, so that blocks at the same offset of different spans
+/// spread out). Blocks that a thread allocates one after another, and
+/// frees one after another, then sit in neighbouring slots of one shard: a
+/// cache and TLB miss per run of them instead of one per block, as a hash
+/// of the whole address gave (4 threads with 13.4 million 40-byte blocks in
+/// glibc's tst-malloc_info: live::insert and live::untrack were half of the
+/// time, nearly all of it one load).
+#[inline]
+fn page_hash(addr: usize) -> u64 {
+    fmix((addr >> 12) as u64)
+}
+
+/// Slots of a window, and the address span a window covers (16 bytes a slot).
+const WINDOW: usize = 64;
+const SPAN_SHIFT: u32 = WINDOW.trailing_zeros() + 4;
+
 fn shard_of(addr: usize) -> &'static SpinLock<Table> {
-    &SHARDS_[(mix(addr) >> 56) as usize].0
+    &SHARDS_[(page_hash(addr) >> 56) as usize].0
 }
 
 impl Table {
+    #[inline]
     fn home(&self, addr: usize) -> usize {
-        (mix(addr) as usize) & (self.cap - 1)
+        // Fibonacci hashing: the top bits of the span times 2^64/phi are
+        // a slot; its upper bits pick the window, its low bits rotate the
+        // offsets. One multiply: `take` computes this for every entry it
+        // shifts back.
+        let x = (((addr >> SPAN_SHIFT) as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            >> (64 - self.cap.trailing_zeros())) as usize;
+        (x & !(WINDOW - 1)) | ((addr >> 4).wrapping_add(x) & (WINDOW - 1))
     }
 
     fn at(&self, i: usize) -> Entry {
@@ -96,7 +132,9 @@ impl Table {
 
     fn grow(&mut self) -> bool {
         let new_cap = if self.cap == 0 { INITIAL } else { self.cap * 2 };
-        let p = crate::hot::sys::map(new_cap * core::mem::size_of::<Entry>()) as *mut Entry;
+        // Rehashing writes all over the new table: have it faulted in at once.
+        let p =
+            crate::hot::sys::map_populated(new_cap * core::mem::size_of::<Entry>()) as *mut Entry;
         if p.is_null() {
             return false;
         }
@@ -302,6 +340,82 @@ mod tests {
             assert_eq!(e.is_some(), i % 2 == 1, "{i}");
         }
         assert!(remove(base).is_none());
+    }
+
+    /// The longest and the mean distance of an entry from its home slot.
+    fn displacement(t: &Table) -> (usize, f64) {
+        let d: Vec<usize> = (0..t.cap)
+            .filter(|&i| t.at(i).addr != 0)
+            .map(|i| i.wrapping_sub(t.home(t.at(i).addr)) & (t.cap - 1))
+            .collect();
+        let max = d.iter().copied().max().unwrap_or(0);
+        (max, d.iter().sum::<usize>() as f64 / d.len().max(1) as f64)
+    }
+
+    /// Probe runs stay short for the address patterns of real heaps: dense
+    /// small blocks, one block per page at the same offset (mmap'd chunks,
+    /// page-aligned blocks), blocks 64 KiB apart, several arenas filled in
+    /// turn, random addresses. A hash of `addr >> 3` by a multiplication
+    /// that kept the low bits of the product sent page-strided addresses to
+    /// one slot in 512 (a mean probe of 97 slots for 4 KiB strides).
+    #[test]
+    fn probe_runs_stay_short_for_heap_address_patterns() {
+        let mut rng = 0x2545_F491_4F6C_DD1Du64;
+        let random: Vec<usize> = (0..200_000)
+            .map(|_| {
+                rng ^= rng >> 12;
+                rng ^= rng << 25;
+                rng ^= rng >> 27;
+                0x7f00_0000_0000 + (rng.wrapping_mul(0x2545_F491_4F6C_DD1D) as usize & 0x3fff_fff0)
+            })
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let base = 0x7f00_0000_0010usize;
+        let s16 = |i: usize| base + i * 16;
+        let s32 = |i: usize| base + i * 32;
+        let s48 = |i: usize| base + i * 48;
+        let s4k = |i: usize| base + i * 4096;
+        let s64k = |i: usize| base + i * 65536;
+        // Eight arenas 64 MiB apart, filled in turn.
+        let arenas = |i: usize| base + (i % 8) * (64 << 20) + (i / 8) * 48;
+        let rand = |i: usize| random[i];
+        type Pattern<'a> = (&'a str, &'a dyn Fn(usize) -> usize, usize);
+        let patterns: [Pattern; 7] = [
+            ("16-byte stride", &s16, 300_000),
+            ("32-byte stride", &s32, 300_000),
+            ("48-byte stride", &s48, 200_000),
+            ("4 KiB stride", &s4k, 100_000),
+            ("64 KiB stride", &s64k, 50_000),
+            ("8 arenas", &arenas, 200_000),
+            ("random", &rand, random.len()),
+        ];
+        for (name, addr, n) in patterns {
+            let mut t = Table {
+                slots: core::ptr::null_mut(),
+                cap: 0,
+                len: 0,
+            };
+            for i in 0..n {
+                if (t.len + 1) * 2 > t.cap {
+                    assert!(t.grow());
+                }
+                assert_eq!(t.put(Entry::new(addr(i), 8, 1, 8.0)), None);
+            }
+            let (max, mean) = displacement(&t);
+            assert!(
+                max < 128 && mean < 2.0,
+                "{name}: entries up to {max} slots from home, {mean:.1} on average"
+            );
+            for i in 0..n {
+                assert_eq!(t.take(addr(i)).map(|e| e.size), Some(8), "{name}");
+            }
+            assert_eq!(t.len, 0);
+            // SAFETY: the table is ours and no longer used.
+            unsafe {
+                crate::hot::sys::unmap(t.slots.cast(), t.cap * core::mem::size_of::<Entry>())
+            };
+        }
     }
 
     #[test]

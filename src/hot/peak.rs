@@ -48,7 +48,14 @@ pub fn grew(bytes: i64) {
     let total = LIVE.fetch_add(bytes, Relaxed) + bytes;
     if total > PEAK.load(Relaxed) {
         PEAK.fetch_max(total, Relaxed);
-        PEAK_AT.store(crate::hot::sys::now_nanos(), Relaxed);
+        // While the total climbs every allocation is a new maximum: the
+        // time is the coarse clock's (to a timer tick), written only when
+        // it moved, so that the climb costs no time-stamp read and no
+        // shared write per allocation.
+        let now = crate::hot::sys::coarse_nanos();
+        if PEAK_AT.load(Relaxed) != now {
+            PEAK_AT.store(now, Relaxed);
+        }
     }
     if total > NEXT_PEAK_DUMP.load(Relaxed) && NEXT_PEAK_DUMP.swap(i64::MAX, Relaxed) != i64::MAX {
         crate::hot::trigger::request_peak_dump();
