@@ -91,6 +91,8 @@ fn init() {
 #[cfg(not(test))]
 fn start() {
     hot::log::init();
+    // Before any thread: no dlopen may run later from an allocation path.
+    hot::forking::init();
     background::fork::init();
     hot::signal::install();
     // In a PHP process: hook PHP's start-up (before main runs it).
