@@ -834,3 +834,53 @@ fn known_bug_list_names_real_tests() {
         assert!(GLIBC_TESTS.iter().any(|(n, _)| n == name), "{name}");
     }
 }
+
+/// heaplive never re-enters ld.so with a dlopen of its own from inside the
+/// program's dlopen. Its thread starts at the first sample, and that can be
+/// an allocation ld.so makes while it maps the program's library; the
+/// thread's start used to dlopen/dlclose libc (to find
+/// `__libc_single_threaded`) right there, and when that happened while ld.so
+/// mapped a dependency, ld.so aborted the program ("Inconsistency detected
+/// by ld.so: dl-sort-maps.c: 234: _dl_sort_maps_dfs: Assertion `rpo_head ==
+/// rpo' failed!", exit status 127; php-cli loading its extensions, about 1
+/// start in 100). Here the first sample is always inside the dlopen (exact
+/// mode, nothing allocated before it), and glibc's LD_DEBUG=files shows
+/// every dlopen and dlclose: none may appear while the program's library is
+/// being loaded.
+#[test]
+fn no_dlopen_of_heaplive_inside_the_programs_dlopen() {
+    let dir = tempdir("glibc-nested-dlopen");
+    let lib = compile(
+        "deep_lib.c",
+        "libdeep_nested.so",
+        &dir,
+        &["-shared", "-fPIC"],
+    );
+    let prog = compile("deep_main.c", "deep_main", &dir, &[]);
+    let o = run_preloaded(
+        &dir,
+        &prog,
+        &["dlclose", lib.to_str().unwrap()],
+        &[("HEAPLIVE_SAMPLE_INTERVAL", "1"), ("LD_DEBUG", "files")],
+    );
+    assert!(o.status.success(), "{}", show(&o));
+    let err = stderr(&o);
+    let lines: Vec<&str> = err.lines().collect();
+    let start = lines
+        .iter()
+        .position(|l| l.contains("dynamically loaded by"))
+        .unwrap_or_else(|| panic!("no LD_DEBUG line for the dlopen\n{}", show(&o)));
+    let init = lines[start..]
+        .iter()
+        .position(|l| l.contains("calling init:") && l.contains("libdeep_nested.so"))
+        .map_or(lines.len(), |i| start + i);
+    let nested: Vec<&&str> = lines[start..init]
+        .iter()
+        .filter(|l| l.contains("opening file=") || l.contains("closing file="))
+        .collect();
+    assert!(
+        nested.is_empty(),
+        "a dlopen/dlclose inside the program's dlopen: {nested:?}\n{}",
+        show(&o)
+    );
+}

@@ -103,12 +103,41 @@ fn wait_ready(dir: &Path, child: &mut Child) -> (u32, u64) {
     let ctx = || log_of(dir);
     wait_for("the script's ready file", &ctx, || {
         if let Ok(Some(st)) = child.try_wait() {
-            panic!("php exited early: {st}\n{}", log_of(dir));
+            panic!("php exited early: {}", early_exit(dir, child, st));
         }
         let t = std::fs::read_to_string(dir.join("ready")).ok()?;
         let (p, d) = t.trim().split_once(' ')?;
         Some((p.parse().ok()?, d.parse().ok()?))
     })
+}
+
+/// Everything that tells why php ended before its script was ready: the
+/// raw wait status, php's stdout and stderr (where ld.so and php say
+/// why), heaplive's log and the files left in `dir` (a core file?).
+fn early_exit(dir: &Path, child: &mut Child, st: std::process::ExitStatus) -> String {
+    use std::io::Read;
+    use std::os::unix::process::ExitStatusExt;
+    let mut out = String::new();
+    let mut err = String::new();
+    if let Some(mut o) = child.stdout.take() {
+        let _ = o.read_to_string(&mut out);
+    }
+    if let Some(mut e) = child.stderr.take() {
+        let _ = e.read_to_string(&mut err);
+    }
+    let mut files: Vec<String> = std::fs::read_dir(dir)
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    files.sort();
+    format!(
+        "{st} (raw wait status {:#x})\n--- stdout:\n{out}\n--- stderr:\n{err}\n--- heaplive.log:\n{}\n--- files: {files:?}",
+        st.into_raw(),
+        log_of(dir)
+    )
 }
 
 fn log_of(dir: &Path) -> String {

@@ -93,6 +93,8 @@ fn start() {
     hot::log::init();
     // The program's own libgcc_s, if it has one, is the unwinder to use.
     hot::unwind::find_system_libgcc();
+    // Before any thread: no dlopen may run later from an allocation path.
+    hot::forking::init();
     background::fork::init();
     hot::signal::install();
     // In a PHP process: hook PHP's start-up (before main runs it).

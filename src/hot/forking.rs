@@ -60,8 +60,21 @@ static FLAG: AtomicUsize = AtomicUsize::new(0);
 static WE_CLEARED: AtomicBool = AtomicBool::new(false);
 
 /// Finds libc's own copy of the flag (not a copy relocated into the
-/// executable: glibc's fork reads libc's). Before heaplive's thread starts
-/// (nothing to do at process start).
+/// executable: glibc's fork reads libc's). Called once from the library's
+/// start-up (constructor), never later: heaplive's thread starts at a
+/// sample, and a sample can be an allocation ld.so makes in the middle of
+/// the program's dlopen (mapping a dependency); a dlopen/dlclose nested
+/// there re-enters ld.so (its lock is recursive) while its lists are half
+/// built, and ld.so then aborted the program with "Inconsistency detected
+/// by ld.so: dl-sort-maps.c: 234: _dl_sort_maps_dfs: Assertion
+/// `rpo_head == rpo' failed!" and exit status 127 (php-cli loading its
+/// extensions, about 1 start in 100 on a loaded machine).
+pub fn init() {
+    if FLAG.load(Relaxed) == 0 {
+        find_flag();
+    }
+}
+
 fn find_flag() {
     // SAFETY: RTLD_NOLOAD never loads anything; the handle is released.
     unsafe {
@@ -84,9 +97,8 @@ fn flag() -> Option<&'static AtomicU8> {
 
 /// Called just before heaplive creates its thread.
 pub fn before_own_thread() {
-    if FLAG.load(Relaxed) == 0 {
-        find_flag();
-    }
+    // No find_flag here (see `init`): without the flag's address the fork
+    // wrapper leaves glibc's flag alone.
     if let Some(f) = flag()
         && f.load(Relaxed) != 0
     {
