@@ -101,7 +101,12 @@ fn own_memory_is_reported_and_bounded_across_dumps() {
 #[test]
 fn snapshot_buffer_is_not_kept_after_the_blocks_are_freed() {
     let dir = tempdir("ownmem-small");
-    let exe = compile("ownmem_small_blocks.c", "ownmem_small_blocks", dir.path(), &[]);
+    let exe = compile(
+        "ownmem_small_blocks.c",
+        "ownmem_small_blocks",
+        dir.path(),
+        &[],
+    );
     let o = run_preloaded(
         dir.path(),
         &exe,
