@@ -324,7 +324,7 @@ w("|---|---|")
 for a, b in T:
     w(f"| {a} | {b} |")
 w("")
-if cmds_cfg:
+if cmds_cfg and workloads:
     w("<details><summary>Exact environment of each configuration</summary>\n")
     for c, e in cmds_cfg.items():
         w(f"- {c}: `{e or '(nothing)'}`")
