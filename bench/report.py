@@ -5,7 +5,7 @@ bench/run.sh session, appended to RESULTS.md as markdown.
 Ratios are paired: for each round, config/baseline of the same round (the
 runs were interleaved, so a load spike hits both), then the median of those
 per-round ratios. Medians of the raw figures are shown next to them."""
-import os, sys, statistics
+import os, re, sys, statistics
 from collections import defaultdict
 
 out, stamp, results = sys.argv[1], sys.argv[2], sys.argv[3]
@@ -75,7 +75,7 @@ w("")
 
 workloads = []
 for (wl, cfg) in runs:
-    if wl not in workloads and not wl.startswith("sweep-") and wl != "dump":
+    if wl not in workloads and not wl.startswith(("sweep-", "ownmem-")) and wl != "dump":
         workloads.append(wl)
 cfg_order = ["none", "null", "heaplive-dormant", "heaplive", "heaplive-exact", "heaplive-exact-libgcc", "heaptrack", "jemalloc", "jemalloc-prof"]
 cfg_order += sorted({cfg for (_, cfg) in runs} - set(cfg_order))
@@ -237,6 +237,86 @@ if os.path.exists(of) and os.path.getsize(of) > 0:
       "Cases (bench/src/opcost.cc): a malloc+free pair of 32 B, of 4 KiB, and a mixed pattern (a window of 256 live blocks, 16 B..4 KiB log-uniform); the same with operator new and sized operator delete; 1 and 4 threads.\n"
       % (meta.get("ops_rounds", "5"), ROOTREL))
     w(open(of).read())
+# --- heaplive's own memory, dumps included (issue #13, target 3)
+UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
+NUM = r"(\d+(?:\.\d+)?) (B|KiB|MiB|GiB|TiB)"
+DUMP_RE = re.compile(r"^heaplive\[\d+\]: (\S+) dump .*?: .*?" + NUM + r" live.*; RSS " + NUM + r".*\(heaplive " + NUM + ", " + NUM + r" in use\)")
+
+def nbytes(v, u):
+    return float(v) * UNITS[u]
+
+def dump_lines(path):
+    """(kind, live, rss, own mapped, own in use) in bytes per dump line."""
+    d = []
+    try:
+        for line in open(path, errors="replace"):
+            m = DUMP_RE.match(line)
+            if m:
+                g = m.groups()
+                d.append((g[0], nbytes(g[1], g[2]), nbytes(g[3], g[4]), nbytes(g[5], g[6]), nbytes(g[7], g[8])))
+    except OSError:
+        pass
+    return d
+
+omf = os.path.join(out, f"ownmem-{stamp}.txt")
+om_runs = defaultdict(list)  # (wl, cfg) -> [(round, every_ms, dumps)]
+if os.path.exists(omf):
+    for line in open(omf):
+        f = line.rstrip("\n").split("\t")
+        if len(f) == 5:
+            om_runs[(f[0], f[1])].append((int(f[2]), int(f[3]), dump_lines(f[4])))
+OWN_FIX, OWN_PCT = 8 << 20, 0.01
+om_targets = []
+if om_runs:
+    MiB = lambda b: f"{b / (1 << 20):.1f}"
+    w("### heaplive's own memory, dumps included (issue #13, target 3)\n")
+    w("Reproduce: `BENCH_ONLY=ownmem BENCH_OWNMEM_ROUNDS=%s bash %s`. Per workload and round: no preload, then heaplive (sampled, default interval) and heaplive-exact (`HEAPLIVE_SAMPLE_INTERVAL=1`) with dumps: "
+      "`HEAPLIVE_DUMP_EVERY` a fifth of that round's no-preload wall time (100 ms at least) plus the exit dump (and its peak view); each run's dump lines go to `bench/out/logs/ownmem.WORKLOAD.CONFIG.ROUND.log`. "
+      "`own` is what the dump line reports as heaplive's own (`heaplive A, B in use`: its Rust heap, `hot::ownheap`; the hot tables, live table, stack table and sample arena, are not in it and show as \"other anonymous\"), the largest over all dumps of all rounds; "
+      "its limit is 8 MiB + 1%% of the live heap of the same dump (checked dump by dump; the line is written while the dump's copy of the live table is still held, one 32-byte entry per live sample: in exact mode, per live block); `own at exit dump` is the same at the last dump, when the program's blocks are mostly gone. Peak RSS is runit's (wait4 ru_maxrss: dumps included), median over rounds; `+RSS` is the median paired difference to no preload, everything heaplive adds (its heap, its tables, the dumps' buffers).\n"
+      % (meta.get("ownmem_rounds", "2"), ROOTREL))
+    w("| workload | config | runs | dumps/run | live at dumps MiB (max) | own mapped MiB (max) | own in use MiB (max) | own at exit dump MiB (max) | own ≤ 8 MiB + 1% live | peak RSS none MiB | peak RSS MiB | RSS ratio | +RSS MiB | limit 1.05x + 8 MiB | peak RSS target |")
+    w("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    om_wls = []
+    for (wl, _) in om_runs:
+        if wl not in om_wls:
+            om_wls.append(wl)
+    for wl in om_wls:
+        lab = f"ownmem-{wl}"
+        for cfg in ("heaplive", "heaplive-exact"):
+            rs = om_runs.get((wl, cfg))
+            if not rs:
+                continue
+            dumps = [d for (_, _, ds) in rs for d in ds]
+            nd = [len(ds) for (_, _, ds) in rs]
+            if dumps:
+                worst = max(dumps, key=lambda d: d[3] - (OWN_FIX + OWN_PCT * d[1]))
+                over = worst[3] - (OWN_FIX + OWN_PCT * worst[1])
+                ov = (f"**met** (worst margin {MiB(-over)} MiB)" if over <= 0
+                      else f"**missed** by {MiB(over)} MiB ({worst[0]} dump: {MiB(worst[3])} MiB vs {MiB(OWN_FIX + OWN_PCT * worst[1])})")
+                live, mapped, used = MiB(max(d[1] for d in dumps)), MiB(max(d[3] for d in dumps)), MiB(max(d[4] for d in dumps))
+                ex = [d[3] for d in dumps if d[0] == "exit"]
+                atexit = MiB(max(ex)) if ex else "n/a"
+            else:
+                ov, live, mapped, used, atexit = "no dump line found", "n/a", "n/a", "n/a", "n/a"
+            base, hl = med(fig(lab, "none", 2)), med(fig(lab, cfg, 2))
+            a, b = runs.get((lab, cfg), {}), runs.get((lab, "none"), {})
+            plus = med([a[r][2] - b[r][2] for r in a if r in b and a[r][3] == 0 and b[r][3] == 0])
+            lim = 1.05 * base + 8192
+            if hl == hl and base == base:
+                rv = (f"**met** ({MiB(hl * 1024)} vs {MiB(lim * 1024)})" if hl <= lim
+                      else f"**missed** by {MiB((hl - lim) * 1024)} MiB")
+            else:
+                rv = "not measured"
+            fl = fails(lab, cfg)
+            w(f"| {wl} | {cfg} | {len(rs)}" + (f" ({fl} failed)" if fl else "") +
+              f" | {'/'.join(str(n) for n in nd)} | {live} | {mapped} | {used} | {atexit} | {ov} | {MiB(base * 1024) if base == base else 'n/a'} | "
+              f"{MiB(hl * 1024) if hl == hl else 'n/a'} | {x(ratio(lab, cfg, 'none', 2), 2)} | {MiB(plus * 1024) if plus == plus else 'n/a'} | {MiB(lim * 1024) if lim == lim else 'n/a'} | {rv} |")
+            om_targets.append((f"{wl}: {cfg} own memory after every dump ≤ 8 MiB + 1% of live", ov))
+            om_targets.append((f"{wl}: {cfg} peak RSS ≤ 1.05x + 8 MiB, dumps included", rv))
+    w("")
+T += om_targets
+
 w("### Targets\n")
 w("Verdicts use the median of paired ratios; the min-based ratio and the interquartile range of the paired ratios show how far the noise of this machine reaches.\n")
 w("| target | result |")
@@ -244,7 +324,7 @@ w("|---|---|")
 for a, b in T:
     w(f"| {a} | {b} |")
 w("")
-if cmds_cfg:
+if cmds_cfg and workloads:
     w("<details><summary>Exact environment of each configuration</summary>\n")
     for c, e in cmds_cfg.items():
         w(f"- {c}: `{e or '(nothing)'}`")

@@ -14,11 +14,13 @@
 #                         heaptrack) also run (the first N rounds)
 #   BENCH_SWEEP_ROUNDS=4  rounds of the thread-count sweep
 #   BENCH_DUMP_ROUNDS=3   runs of the dump-time benchmark
-#   BENCH_ONLY="main sweep dump attr ops"   sections to run (attr: where the
-#                         CPU goes under heaplive, by perf sampling; needs perf;
-#                         ops: ns per malloc+free and new+delete pair,
-#                         bench/opcost.sh)
+#   BENCH_ONLY="main sweep dump attr ops ownmem"   sections to run (attr:
+#                         where the CPU goes under heaplive, by perf sampling;
+#                         needs perf; ops: ns per malloc+free and new+delete
+#                         pair, bench/opcost.sh; ownmem: heaplive's own memory
+#                         and the peak RSS with dumps, issue #13 target 3)
 #   BENCH_OPS_ROUNDS=5    interleaved rounds of the ops section
+#   BENCH_OWNMEM_ROUNDS=2 rounds of the ownmem section
 #   BENCH_WORKLOADS="churn cxxchurn sqlite3 jq python3 gcc"
 #   BENCH_CONFIGS="none null heaplive heaplive-exact heaptrack jemalloc jemalloc-prof"
 #                         (also: heaplive-exact-libgcc, exact mode with
@@ -41,8 +43,9 @@ ROUNDS=${BENCH_ROUNDS:-9}
 SLOW_ROUNDS=${BENCH_SLOW_ROUNDS:-3}
 SWEEP_ROUNDS=${BENCH_SWEEP_ROUNDS:-4}
 DUMP_ROUNDS=${BENCH_DUMP_ROUNDS:-3}
-ONLY=${BENCH_ONLY:-main sweep dump attr ops}
+ONLY=${BENCH_ONLY:-main sweep dump attr ops ownmem}
 OPS_ROUNDS=${BENCH_OPS_ROUNDS:-5}
+OWNMEM_ROUNDS=${BENCH_OWNMEM_ROUNDS:-2}
 WORKLOADS=${BENCH_WORKLOADS:-churn cxxchurn sqlite3 jq python3 gcc}
 CONFIGS=${BENCH_CONFIGS:-none null heaplive heaplive-exact heaptrack jemalloc jemalloc-prof}
 RESULTS=${BENCH_RESULTS:-$HERE/RESULTS.md}
@@ -94,7 +97,7 @@ meta mem "$(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo)"
 meta commit "$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null) ($(git -C "$ROOT" status --porcelain src 2>/dev/null | wc -l) modified files under src/)"
 meta lib_sha256 "$(sha256sum "$HL" | cut -c1-16)"
 meta load_before "$(cut -d' ' -f1-3 /proc/loadavg)"
-meta sections "$ONLY"; meta workloads "$WORKLOADS"; meta rounds "$ROUNDS"; meta slow_rounds "$SLOW_ROUNDS"; meta sweep_rounds "$SWEEP_ROUNDS"; meta dump_rounds "$DUMP_ROUNDS"; meta ops_rounds "$OPS_ROUNDS"
+meta sections "$ONLY"; meta workloads "$WORKLOADS"; meta rounds "$ROUNDS"; meta slow_rounds "$SLOW_ROUNDS"; meta sweep_rounds "$SWEEP_ROUNDS"; meta dump_rounds "$DUMP_ROUNDS"; meta ops_rounds "$OPS_ROUNDS"; meta ownmem_rounds "$OWNMEM_ROUNDS"
 meta heaptrack "$(heaptrack --version 2>/dev/null | head -1 || echo absent)"
 meta sqlite3 "$(sqlite3 --version 2>/dev/null | cut -d' ' -f1)"
 meta jq "$(jq --version 2>/dev/null)"
@@ -240,6 +243,37 @@ if [[ " $ONLY " == *" ops "* ]]; then
     say "cost per operation ($(( $(date +%s) - START ))s)"
     OPCOST_ROUNDS=$OPS_ROUNDS OPCOST_LIB="$HL" OPCOST_OUT="$OUT" OPCOST_MD="$OUT/ops-$STAMP.md" \
         bash "$HERE/opcost.sh" > /dev/null 2>> "$OUT/logs/ops.log" || say "opcost.sh failed (see $OUT/logs/ops.log)"
+fi
+
+# --- heaplive's own memory, dumps included (issue #13, target 3) ------------------
+# Per workload and round: no preload, then heaplive (sampled) and
+# heaplive-exact WITH dumps: periodic ones (HEAPLIVE_DUMP_EVERY, a fifth of
+# this round's no-preload wall time, 100 ms at least, so that a run gets 4 or
+# more, exact mode many more as it runs longer) and the exit dump (with its
+# peak view). Each run logs its dump lines to its own HEAPLIVE_LOG; report.py
+# reads heaplive's own memory (mapped, in use) and the live heap from them,
+# and peak RSS (dumps included) from runit's TSV line (ownmem-WORKLOAD).
+if [[ " $ONLY " == *" ownmem "* ]]; then
+    say "own memory ($(( $(date +%s) - START ))s)"
+    : > "$OUT/ownmem-$STAMP.txt"
+    for r in $(seq 1 "$OWNMEM_ROUNDS"); do
+        for wl in $WORKLOADS; do
+            run_one "ownmem-$wl" none "$r" "$wl"
+            wall=$(awk -F'\t' -v l="ownmem-$wl" -v r="$r" '$1 == l && $2 == "none" && $3 == r { w = $4 } END { print w + 0 }' "$TSV")
+            ms=$(awk -v w="$wall" 'BEGIN { m = int(w * 1000 / 5); print (m < 100 ? 100 : m) }')
+            for c in heaplive heaplive-exact; do
+                log=$OUT/logs/ownmem.$wl.$c.$r.log
+                : > "$log"
+                wl_cmd "$wl"
+                ENV=(LD_PRELOAD="$HL" HEAPLIVE_OUTPUT="$OUT/tmp/om.%p.%n.folded" HEAPLIVE_LOG="$log" HEAPLIVE_DUMP_EVERY="${ms}ms")
+                [ "$c" = heaplive-exact ] && ENV+=(HEAPLIVE_SAMPLE_INTERVAL=1)
+                "$OUT/runit" "$TSV" "ownmem-$wl" "$c" "$r" -i "$STDIN" -o /dev/null -e "$OUT/logs/ownmem-$wl.$c.stderr" \
+                    "${ENV[@]}" -- "${CMD[@]}" || say "runit failed for ownmem-$wl/$c"
+                rm -f "$OUT"/tmp/om.*
+                printf '%s\t%s\t%s\t%s\t%s\n' "$wl" "$c" "$r" "$ms" "$log" >> "$OUT/ownmem-$STAMP.txt"
+            done
+        done
+    done
 fi
 
 meta load_after "$(cut -d' ' -f1-3 /proc/loadavg)"

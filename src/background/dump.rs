@@ -156,6 +156,16 @@ impl Snapshot {
         self.complete = live::snapshot(&mut self.entries);
         self.took_ns = sys::now_nanos().saturating_sub(t0);
     }
+
+    /// After a dump: gives the buffer back unless it is small. In exact
+    /// mode the copy has one entry per live block (tens of MiB for a
+    /// program of small blocks), which heaplive would otherwise hold
+    /// between dumps, long after the blocks are freed (issue #13, target 3).
+    pub fn release(&mut self) {
+        if self.entries.capacity() > KEEP_SNAPSHOT_ENTRIES {
+            self.entries = Vec::new();
+        }
+    }
 }
 
 /// Per stack: what a profile's sample carries.
@@ -357,9 +367,13 @@ pub fn dump_locked(st: &mut DumpState, path: Option<&Path>, why: &str) -> std::i
     };
     snap.take();
     let r = write_locked(st, &snap, path, why);
+    snap.release();
     st.entries = snap.entries;
     r
 }
+
+/// The largest snapshot buffer kept between dumps (entries; 32 bytes each).
+const KEEP_SNAPSHOT_ENTRIES: usize = 16 << 10;
 
 /// Writes the snapshots queued while earlier dumps were built
 /// (`dumper::poll_signals`) that were taken before `before_ns`, oldest

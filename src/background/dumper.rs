@@ -156,6 +156,7 @@ fn serve_signal(snap: &mut Snapshot, info: Option<&mut libc::siginfo_t>) {
             e
         ));
     }
+    snap.release();
     write_queued(&mut st, u64::MAX);
 }
 
@@ -341,12 +342,14 @@ fn dumper_main() {
             snap.take();
             let total =
                 crate::background::dump::dump_snapshot(&snap, None, "peak").map_or(0, |w| w.total);
+            snap.release();
             crate::hot::peak::arm_peak_dump(total as i64, cfg.peak_growth);
         }
         let now = sys::now_nanos();
         if now >= next_periodic {
             snap.take();
             let _ = crate::background::dump::dump_snapshot(&snap, None, "periodic");
+            snap.release();
             next_periodic = sys::now_nanos().saturating_add(every_ns);
         }
         leak_report::report_pending();
