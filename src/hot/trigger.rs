@@ -77,9 +77,64 @@ pub fn ensure_dumper() {
         && !crate::hot::forking::inert()
         && !crate::hot::attach::detached()
         && let Some(s) = services::get()
+        && !called_from_the_loader()
     {
         (s.start_dumper)(pid);
     }
+}
+
+/// Whether the allocation (or call) that wants the thread comes straight
+/// from the dynamic loader: ld.so's own malloc in the middle of a `dlopen`
+/// (mapping a library and its dependencies, its lists half built).
+/// `pthread_create` there would set up the new thread's TLS from the
+/// loader's half-updated module lists; the thread starts at the next
+/// sample instead (a pending dump signal waits until then, as before the
+/// first sample). Only on the path that starts the thread: one capture.
+#[cold]
+fn called_from_the_loader() -> bool {
+    let (lo, hi) = loader_range();
+    if lo == hi {
+        return false;
+    }
+    let mut buf = [0usize; crate::hot::stacks::MAX_FRAMES];
+    let n = crate::hot::stacks::capture(&mut buf);
+    n > 0 && buf[0] >= lo && buf[0] < hi
+}
+
+/// ld.so's mapped image, from the auxiliary vector's AT_BASE and its
+/// program headers (read in memory: no call into the loader); (0, 0) when
+/// there is none (a static program, or ld.so run as the program).
+fn loader_range() -> (usize, usize) {
+    static LO: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(1);
+    static HI: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
+    if LO.load(Acquire) != 1 {
+        return (LO.load(Acquire), HI.load(Acquire));
+    }
+    // SAFETY: getauxval reads the saved auxiliary vector.
+    let base = unsafe { libc::getauxval(libc::AT_BASE) } as usize;
+    let mut end = base;
+    if base != 0 {
+        // SAFETY: AT_BASE is the start of ld.so's first PT_LOAD, which maps
+        // its ELF header and program headers (read-only, mapped for the
+        // life of the process).
+        unsafe {
+            let eh = &*(base as *const libc::Elf64_Ehdr);
+            if &eh.e_ident[..4] == b"\x7fELF"
+                && eh.e_phentsize as usize == core::mem::size_of::<libc::Elf64_Phdr>()
+            {
+                let ph = (base + eh.e_phoff as usize) as *const libc::Elf64_Phdr;
+                for i in 0..eh.e_phnum as usize {
+                    let p = &*ph.add(i);
+                    if p.p_type == libc::PT_LOAD {
+                        end = end.max(base + (p.p_vaddr + p.p_memsz) as usize);
+                    }
+                }
+            }
+        }
+    }
+    HI.store(end, Release);
+    LO.store(base, Release);
+    (base, end)
 }
 
 /// Claims the dumper role for `pid`: false if it was claimed already.
