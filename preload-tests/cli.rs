@@ -226,6 +226,39 @@ fn merge_sums_identical_stacks() {
     assert_eq!(merged, folded_text(&doubled));
 }
 
+/// A directory of dumps in which one process never sampled: its dump is an
+/// empty file (heaplive writes one for every profiled process), which adds
+/// nothing; `top` and `merge` of the directory read the others. Before,
+/// `heaplive top DIR` failed on heaplive's own empty dump ("empty (no
+/// stacks)"). A directory of empty dumps only is an error that says so.
+#[test]
+fn directory_with_an_empty_dump_reads_the_others() {
+    let dir = tempdir("dir-empty-dump");
+    let d = dir.path().join("dumps");
+    std::fs::create_dir(&d).unwrap();
+    std::fs::write(d.join("heaplive.true.10.1.folded"), b"").unwrap();
+    std::fs::write(
+        d.join("heaplive.app.11.1.folded"),
+        b"main;grow 4096\nmain;keep 100\n",
+    )
+    .unwrap();
+    let ds = d.to_str().unwrap().to_string();
+    assert_eq!(
+        ok(heaplive(&["merge", &ds])),
+        "main;grow 4096\nmain;keep 100\n"
+    );
+    let top = ok(heaplive(&["top", "--bytes", &ds]));
+    assert!(top.contains("total: 4196 bytes in "), "{top}");
+    std::fs::remove_file(d.join("heaplive.app.11.1.folded")).unwrap();
+    let o = heaplive(&["top", &ds]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("every dump in this directory is empty"),
+        "{}",
+        stderr(&o)
+    );
+}
+
 /// A small well-formedness check: balanced tags, quoted attributes, known
 /// entities. Enough to catch unescaped `<` or `&` in function names.
 fn check_xml(text: &str) -> Result<(), String> {

@@ -76,15 +76,24 @@ pub fn init() {
 }
 
 fn find_flag() {
-    // SAFETY: RTLD_NOLOAD never loads anything; the handle is released.
+    // libc's own variable, not a copy the executable may hold through a
+    // copy relocation: the next definition after this library (the
+    // executable comes before it in the search order, libc after). No
+    // dlopen: it allocates, and this runs at start, where a process that
+    // never samples must not start glibc's malloc (`startcost` tests). A
+    // lookup that would fail (a glibc before 2.32) is skipped: its message
+    // allocates too.
+    let name = c"__libc_single_threaded";
+    if !crate::hot::real::maybe_exported(name.to_bytes_with_nul()) {
+        return;
+    }
+    // SAFETY: a NUL-terminated name; a failure leaves a message, taken.
     unsafe {
-        let h = libc::dlopen(c"libc.so.6".as_ptr(), libc::RTLD_NOLOAD | libc::RTLD_LAZY);
-        if !h.is_null() {
-            let p = libc::dlsym(h, c"__libc_single_threaded".as_ptr());
-            FLAG.store(p as usize, Relaxed);
-            libc::dlclose(h);
+        let p = libc::dlsym(libc::RTLD_NEXT, name.as_ptr());
+        if p.is_null() {
+            libc::dlerror();
         }
-        libc::dlerror();
+        FLAG.store(p as usize, Relaxed);
     }
 }
 

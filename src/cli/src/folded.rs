@@ -25,8 +25,9 @@ pub fn load(path: &str) -> Res<Profile> {
 
 /// The files that the arguments name: a directory stands for its dumps,
 /// the `*.folded` files in it (sorted by name), less hidden ones (a dump
-/// being written) and the companion views `NAME.alloc.folded`,
-/// `NAME.samples.folded` and `NAME.peak.folded`.
+/// being written), the companion views `NAME.alloc.folded`,
+/// `NAME.samples.folded` and `NAME.peak.folded`, and empty files: the dump
+/// of a process that never sampled (nothing live to add).
 pub fn expand(paths: &[String]) -> Res<Vec<String>> {
     let mut out = Vec::new();
     for p in paths {
@@ -38,15 +39,27 @@ pub fn expand(paths: &[String]) -> Res<Vec<String>> {
             Ok(rd) => rd,
             Err(e) => return error(format!("{p}: {}", io_msg(&e))),
         };
-        let mut files: Vec<String> = rd
+        let dumps: Vec<(String, u64)> = rd
             .filter_map(|e| e.ok())
             .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
-            .filter_map(|e| e.file_name().to_str().map(String::from))
-            .filter(|n| is_dump_name(n))
-            .map(|n| std::path::Path::new(p).join(n).display().to_string())
+            .filter_map(|e| {
+                let len = e.metadata().map_or(0, |m| m.len());
+                e.file_name().to_str().map(|n| (n.to_string(), len))
+            })
+            .filter(|(n, _)| is_dump_name(n))
+            .collect();
+        if dumps.is_empty() {
+            return error(format!("{p}: no .folded files in this directory"));
+        }
+        let mut files: Vec<String> = dumps
+            .iter()
+            .filter(|(_, len)| *len > 0)
+            .map(|(n, _)| std::path::Path::new(p).join(n).display().to_string())
             .collect();
         if files.is_empty() {
-            return error(format!("{p}: no .folded files in this directory"));
+            return error(format!(
+                "{p}: every dump in this directory is empty (no stacks: the processes never sampled)"
+            ));
         }
         files.sort();
         out.extend(files);
