@@ -249,9 +249,22 @@ fn self_text() -> (usize, usize) {
         static __ehdr_start: libc::Elf64_Ehdr;
     }
     // SAFETY: the linker defines __ehdr_start at our own ELF header, which
-    // is mapped (it is in the first PT_LOAD); program headers follow it.
-    let (lo, hi) = unsafe {
-        let eh = &__ehdr_start as *const libc::Elf64_Ehdr;
+    // is mapped (it is in the first PT_LOAD).
+    let (lo, hi) = unsafe { text_range(&__ehdr_start) };
+    END.store(hi, Release);
+    RANGE.store(lo as u64, Release);
+    (lo, hi)
+}
+
+/// The executable range (its PF_X PT_LOAD segments) of the loaded module
+/// whose ELF header is at `eh`; `(usize::MAX, 0)` when it has none.
+///
+/// # Safety
+/// `eh` must point at a loaded module's ELF header, mapped with its
+/// program headers (they follow it in the first PT_LOAD).
+pub unsafe fn text_range(eh: *const libc::Elf64_Ehdr) -> (usize, usize) {
+    // SAFETY: guaranteed by the caller.
+    unsafe {
         let base_ptr = eh as usize;
         let ph = (base_ptr + (*eh).e_phoff as usize) as *const libc::Elf64_Phdr;
         let mut first_vaddr = usize::MAX;
@@ -276,10 +289,7 @@ fn self_text() -> (usize, usize) {
             }
         }
         (lo, hi)
-    };
-    END.store(hi, Release);
-    RANGE.store(lo as u64, Release);
-    (lo, hi)
+    }
 }
 
 /// Collects frames as an unwinder reports them: frames of this library

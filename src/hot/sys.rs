@@ -7,25 +7,7 @@ use core::ffi::c_void;
 
 /// Maps `len` bytes of zeroed, private, anonymous memory. Null on failure.
 pub fn map(len: usize) -> *mut u8 {
-    let saved = errno();
-    // SAFETY: an anonymous private mapping with no address hint touches no
-    // existing memory.
-    let p = unsafe {
-        libc::mmap(
-            core::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-            -1,
-            0,
-        )
-    };
-    set_errno(saved);
-    if p == libc::MAP_FAILED {
-        core::ptr::null_mut()
-    } else {
-        p.cast()
-    }
+    map_anon(len, 0)
 }
 
 /// As [`map`], with every page faulted in by the kernel in the same call
@@ -34,14 +16,19 @@ pub fn map(len: usize) -> *mut u8 {
 /// copy-on-write fault, with a TLB shootdown in a threaded process, per
 /// page. Null when the kernel refuses.
 pub fn map_populated(len: usize) -> *mut u8 {
+    map_anon(len, libc::MAP_POPULATE)
+}
+
+fn map_anon(len: usize, extra_flags: libc::c_int) -> *mut u8 {
     let saved = errno();
-    // SAFETY: as in `map`.
+    // SAFETY: an anonymous private mapping with no address hint touches no
+    // existing memory.
     let p = unsafe {
         libc::mmap(
             core::ptr::null_mut(),
             len,
             libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | libc::MAP_POPULATE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | extra_flags,
             -1,
             0,
         )

@@ -29,23 +29,7 @@ use core::sync::atomic::{AtomicBool, Ordering::Relaxed};
 /// are rare, and only move the next sample a little earlier).
 #[inline(always)]
 pub fn fast_alloc(size: usize) -> bool {
-    if poison::alloc_on() {
-        return false;
-    }
-    let t = guard::state();
-    // SAFETY: this thread's own state.
-    unsafe {
-        if (*t).busy != 0 {
-            return true;
-        }
-        let left = (*t).bytes_until_sample.wrapping_sub(size as i64);
-        // `<= 0`: as in `on_alloc`.
-        if left <= 0 {
-            return false;
-        }
-        (*t).bytes_until_sample = left;
-    }
-    true
+    !poison::alloc_on() && count_alloc(size)
 }
 
 /// malloc's common case: `fast_alloc` without the poison test (malloc
@@ -59,6 +43,7 @@ pub fn count_alloc(size: usize) -> bool {
             return true;
         }
         let left = (*t).bytes_until_sample.wrapping_sub(size as i64);
+        // `<= 0`: as in `on_alloc`.
         if left <= 0 {
             return false;
         }

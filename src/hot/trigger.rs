@@ -28,7 +28,7 @@
 //! heap held at the signal (nothing sampled yet), written late.
 
 use crate::hot::{pid, services, signal, sys};
-use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering::*};
+use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicUsize, Ordering::*};
 
 /// The pid whose dumper thread is running.
 static DUMPER_PID: AtomicU32 = AtomicU32::new(0);
@@ -101,40 +101,30 @@ fn called_from_the_loader() -> bool {
     n > 0 && buf[0] >= lo && buf[0] < hi
 }
 
-/// ld.so's mapped image, from the auxiliary vector's AT_BASE and its
-/// program headers (read in memory: no call into the loader); (0, 0) when
+/// ld.so's text, from the auxiliary vector's AT_BASE and its program
+/// headers (read in memory: no call into the loader); an empty range when
 /// there is none (a static program, or ld.so run as the program).
 fn loader_range() -> (usize, usize) {
-    static LO: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(1);
-    static HI: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
+    static LO: AtomicUsize = AtomicUsize::new(1);
+    static HI: AtomicUsize = AtomicUsize::new(0);
     if LO.load(Acquire) != 1 {
         return (LO.load(Acquire), HI.load(Acquire));
     }
     // SAFETY: getauxval reads the saved auxiliary vector.
     let base = unsafe { libc::getauxval(libc::AT_BASE) } as usize;
-    let mut end = base;
-    if base != 0 {
-        // SAFETY: AT_BASE is the start of ld.so's first PT_LOAD, which maps
-        // its ELF header and program headers (read-only, mapped for the
-        // life of the process).
-        unsafe {
-            let eh = &*(base as *const libc::Elf64_Ehdr);
-            if &eh.e_ident[..4] == b"\x7fELF"
-                && eh.e_phentsize as usize == core::mem::size_of::<libc::Elf64_Phdr>()
-            {
-                let ph = (base + eh.e_phoff as usize) as *const libc::Elf64_Phdr;
-                for i in 0..eh.e_phnum as usize {
-                    let p = &*ph.add(i);
-                    if p.p_type == libc::PT_LOAD {
-                        end = end.max(base + (p.p_vaddr + p.p_memsz) as usize);
-                    }
-                }
-            }
-        }
-    }
-    HI.store(end, Release);
-    LO.store(base, Release);
-    (base, end)
+    let eh = base as *const libc::Elf64_Ehdr;
+    // SAFETY: AT_BASE is where ld.so's ELF header is mapped (with its
+    // program headers, read-only, for the life of the process).
+    let (lo, hi) = if base != 0 && unsafe { (&(*eh).e_ident)[..4] == *b"\x7fELF" } {
+        // SAFETY: as above.
+        unsafe { crate::hot::stacks::text_range(eh) }
+    } else {
+        (0, 0)
+    };
+    let (lo, hi) = if lo < hi { (lo, hi) } else { (0, 0) };
+    HI.store(hi, Release);
+    LO.store(lo, Release);
+    (lo, hi)
 }
 
 /// Claims the dumper role for `pid`: false if it was claimed already.
