@@ -1,7 +1,7 @@
 /* heaplive's own memory after the blocks are gone (exact mode): 400,000
  * blocks of 32 bytes live at a first dump signal (the snapshot of
  * heaplive's thread holds one entry per block), all freed, then a second
- * dump signal. preload-tests/ownmem.rs reads the second dump line:
+ * dump signal. preload-tests/ownmem.rs reads both dump lines:
  * heaplive must not keep the first snapshot's buffer (12 MiB) between
  * dumps. */
 #include "sig_common.h"

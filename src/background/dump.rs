@@ -8,7 +8,7 @@
 use crate::background::output;
 use crate::background::profile::{Frame, Location, Profile, Sample};
 use crate::hot::lock::{Rank, SpinLock};
-use crate::hot::{config, live, log, names, ownheap, sampler, stacks, sys};
+use crate::hot::{config, live, log, names, ownheap, stacks, sys};
 use crate::symbolize::{SymConfig, Symbolizer};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -28,7 +28,7 @@ pub struct DumpState {
     /// Dumps written by this process, explicit paths included (the status
     /// file's count, which `heaplive dump` waits on).
     pub dumps: u32,
-    entries: Vec<live::Entry>,
+    sums: Vec<live::StackSum>,
     /// Snapshots taken for dump signals that arrived while a dump was
     /// being built (`dumper::poll_signals`), oldest first, written next.
     pub queued: std::collections::VecDeque<Snapshot>,
@@ -40,7 +40,7 @@ impl DumpState {
             symbolizer: None,
             seq: 0,
             dumps: 0,
-            entries: Vec::new(),
+            sums: Vec::new(),
             queued: std::collections::VecDeque::new(),
         }
     }
@@ -126,11 +126,14 @@ fn symbolizer_of_parts(symbolizer: &mut Option<Symbolizer>) -> &mut Symbolizer {
     })
 }
 
-/// The live samples at one moment, copied before anything else of a dump
-/// happens (symbolizing, writing), so a dump shows the heap as it was when
-/// it was asked for.
+/// The live samples at one moment, summed per stack before anything else
+/// of a dump happens (symbolizing, writing), so a dump shows the heap as it
+/// was when it was asked for.
 pub struct Snapshot {
-    pub entries: Vec<live::Entry>,
+    /// Per stack id.
+    pub stacks: Vec<live::StackSum>,
+    /// Live samples in all.
+    pub samples: usize,
     /// When the copy began (monotonic).
     pub at_ns: u64,
     /// How long the copy took.
@@ -142,28 +145,37 @@ pub struct Snapshot {
 impl Snapshot {
     pub const fn new() -> Snapshot {
         Snapshot {
-            entries: Vec::new(),
+            stacks: Vec::new(),
+            samples: 0,
             at_ns: 0,
             took_ns: 0,
             complete: false,
         }
     }
 
-    /// Copies the live table now (the buffer is kept for the next time).
+    /// Sums the live table now (the buffer is kept for the next time).
     pub fn take(&mut self) {
         let t0 = sys::now_nanos();
         self.at_ns = t0;
-        self.complete = live::snapshot(&mut self.entries);
+        match live::sum_by_stack(&mut self.stacks, config::get().interval) {
+            Some(n) => {
+                self.samples = n;
+                self.complete = true;
+            }
+            None => {
+                self.stacks.clear();
+                self.samples = 0;
+                self.complete = false;
+            }
+        }
         self.took_ns = sys::now_nanos().saturating_sub(t0);
     }
 
-    /// After a dump: gives the buffer back unless it is small. In exact
-    /// mode the copy has one entry per live block (tens of MiB for a
-    /// program of small blocks), which heaplive would otherwise hold
-    /// between dumps, long after the blocks are freed (issue #13, target 3).
+    /// After a dump: gives the buffer back unless it is small (a program
+    /// with very many stacks).
     pub fn release(&mut self) {
-        if self.entries.capacity() > KEEP_SNAPSHOT_ENTRIES {
-            self.entries = Vec::new();
+        if self.stacks.capacity() > KEEP_SNAPSHOT_STACKS {
+            self.stacks = Vec::new();
         }
     }
 }
@@ -182,8 +194,8 @@ struct Vals {
 /// the stacks at the peak.
 #[derive(Clone, Copy)]
 pub enum Which<'a> {
-    /// The snapshot's samples.
-    Live(&'a [live::Entry]),
+    /// The snapshot's sums, per stack id.
+    Live(&'a [live::StackSum]),
     Peak,
     /// Amounts per stack (bytes, milli-blocks) copied elsewhere: the stacks
     /// at a PHP request's peak.
@@ -198,7 +210,7 @@ fn build_profile(st: &mut DumpState, which: Which) -> std::io::Result<(Profile, 
     let cfg = config::get();
     let mut per_stack: HashMap<stacks::StackId, Vals> = HashMap::new();
     let want = match which {
-        Which::Live(entries) => entries.len(),
+        Which::Live(sums) => sums.iter().filter(|s| s.samples > 0).count(),
         Which::Peak => 0,
         Which::Stacks(v) => v.len(),
     };
@@ -207,16 +219,13 @@ fn build_profile(st: &mut DumpState, which: Which) -> std::io::Result<(Profile, 
     }
     let mut variance = 0.0;
     match which {
-        Which::Live(entries) => {
-            for e in entries {
-                let a = per_stack.entry(e.stack).or_default();
-                a.bytes += e.weight;
-                a.blocks += sampler::weight_blocks(e.size as u64, cfg.interval);
-                a.samples += 1;
-                if cfg.interval > 1 {
-                    let p = sampler::sample_probability(e.size as u64, cfg.interval);
-                    variance += e.weight * e.weight * (1.0 - p);
-                }
+        Which::Live(sums) => {
+            for (id, s) in sums.iter().enumerate().filter(|(_, s)| s.samples > 0) {
+                let a = per_stack.entry(id as stacks::StackId).or_default();
+                a.bytes = s.bytes;
+                a.blocks = s.blocks;
+                a.samples = s.samples;
+                variance += s.variance;
             }
             for id in 1..stacks::count() {
                 if let Some(s) = stacks::slot(id) {
@@ -360,7 +369,8 @@ fn main_mapping_first(
 /// hold the guard.
 pub fn dump_locked(st: &mut DumpState, path: Option<&Path>, why: &str) -> std::io::Result<Written> {
     let mut snap = Snapshot {
-        entries: std::mem::take(&mut st.entries),
+        stacks: std::mem::take(&mut st.sums),
+        samples: 0,
         at_ns: 0,
         took_ns: 0,
         complete: false,
@@ -368,12 +378,12 @@ pub fn dump_locked(st: &mut DumpState, path: Option<&Path>, why: &str) -> std::i
     snap.take();
     let r = write_locked(st, &snap, path, why);
     snap.release();
-    st.entries = snap.entries;
+    st.sums = snap.stacks;
     r
 }
 
-/// The largest snapshot buffer kept between dumps (entries; 32 bytes each).
-const KEEP_SNAPSHOT_ENTRIES: usize = 16 << 10;
+/// The largest snapshot buffer kept between dumps (stacks; 32 bytes each).
+const KEEP_SNAPSHOT_STACKS: usize = 16 << 10;
 
 /// Writes the snapshots queued while earlier dumps were built
 /// (`dumper::poll_signals`) that were taken before `before_ns`, oldest
@@ -402,7 +412,7 @@ pub fn write_locked(
     path: Option<&Path>,
     why: &str,
 ) -> std::io::Result<Written> {
-    write_view(st, Which::Live(&snap.entries), snap, path, why, &|_, _| {
+    write_view(st, Which::Live(&snap.stacks), snap, path, why, &|_, _| {
         String::new()
     })
 }
@@ -501,7 +511,7 @@ pub fn write_view(
         st.seq = n;
     }
     let ms = (sys::now_nanos() - t0) as f64 / 1e6;
-    let samples: usize = snap.entries.len();
+    let samples: usize = snap.samples;
     // Beside live dumps only: a peak view's stacks are of an earlier time.
     if let Some(smaps) = smaps.filter(|_| live_view && crate::background::rss::wanted()) {
         write_maps(

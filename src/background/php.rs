@@ -241,7 +241,7 @@ fn write_job(job: Job) {
             request,
         } => write_view(
             &mut st,
-            Which::Live(&snap.entries),
+            Which::Live(&snap.stacks),
             snap,
             None,
             "memory_limit",
@@ -268,7 +268,8 @@ fn write_job(job: Job) {
             peak,
         } => {
             let snap = Snapshot {
-                entries: Vec::new(),
+                stacks: Vec::new(),
+                samples: 0,
                 at_ns: sys::now_nanos(),
                 took_ns: 0,
                 complete: true,

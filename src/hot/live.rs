@@ -5,7 +5,7 @@
 //! probing, backward-shift deletion) in memory we map ourselves. A shard's
 //! lock is never held while calling anything that may allocate: growing maps
 //! a new table with mmap (a system call, on the slow path only), and the
-//! dump copies entries out into a buffer it reserved before locking.
+//! dump sums the entries per stack into a buffer it sized before locking.
 
 use crate::hot::lock::{Rank, SpinLock};
 use crate::hot::stacks::StackId;
@@ -19,29 +19,60 @@ pub const MALLOC: u32 = 0;
 /// `Entry::kind` of a ZendMM block (PHP mode): dropped at request end.
 pub const ZEND_MM: u32 = 1;
 
+/// A live sample: 16 bytes, so that a table line of 64 bytes holds four
+/// (exact mode keeps one per live block: the table's size and its cache
+/// misses are most of exact mode's cost).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 #[repr(C)]
 pub struct Entry {
     /// 0 = empty slot.
     pub addr: usize,
-    /// Requested size.
-    pub size: usize,
-    pub stack: StackId,
-    /// Which allocator the block came from: `MALLOC` or `ZEND_MM`.
-    pub kind: u32,
-    /// Un-biased bytes this sample stands for.
-    pub weight: f64,
+    /// The requested size (`SIZE_BITS`), the stack (`STACK_BITS`) and the
+    /// kind (the top bit).
+    meta: u64,
 }
 
+/// Bits of a size in an entry: blocks of 8 TiB and more count as 8 TiB - 1.
+const SIZE_BITS: u32 = 43;
+/// Bits of a stack id (the stack table has fewer than 2^20 records).
+const STACK_BITS: u32 = 20;
+const SIZE_MAX: u64 = (1 << SIZE_BITS) - 1;
+const _: () = assert!(crate::hot::stacks::MAX_STACKS < 1 << STACK_BITS);
+const _: () = assert!(SIZE_BITS + STACK_BITS + 1 == 64);
+
 impl Entry {
-    pub fn new(addr: usize, size: usize, stack: StackId, weight: f64) -> Entry {
+    pub fn new(addr: usize, size: usize, stack: StackId, kind: u32) -> Entry {
         Entry {
             addr,
-            size,
-            stack,
-            kind: MALLOC,
-            weight,
+            meta: (size as u64).min(SIZE_MAX)
+                | (stack as u64 & ((1 << STACK_BITS) - 1)) << SIZE_BITS
+                | ((kind & 1) as u64) << 63,
         }
+    }
+
+    /// The requested size (ZendMM: the block's size).
+    pub fn size(&self) -> usize {
+        (self.meta & SIZE_MAX) as usize
+    }
+
+    pub fn stack(&self) -> StackId {
+        ((self.meta >> SIZE_BITS) & ((1 << STACK_BITS) - 1)) as StackId
+    }
+
+    /// Which allocator the block came from: `MALLOC` or `ZEND_MM`.
+    pub fn kind(&self) -> u32 {
+        (self.meta >> 63) as u32
+    }
+
+    /// The same sample for a block now at `addr` of `size` bytes.
+    pub fn moved(&self, addr: usize, size: usize) -> Entry {
+        Entry::new(addr, size, self.stack(), self.kind())
+    }
+
+    /// Un-biased bytes this sample stands for (a function of its size and
+    /// the sampling interval, so it is not stored).
+    pub fn weight(&self, interval: u64) -> f64 {
+        crate::hot::sampler::weight_bytes(self.size() as u64, interval)
     }
 }
 
@@ -265,7 +296,7 @@ pub fn untrack(addr: usize) -> Option<Entry> {
 pub fn untrack_kind(addr: usize, kind: u32) -> Option<Entry> {
     let mut t = shard_of(addr).lock();
     match t.take(addr) {
-        Some(e) if e.kind == kind => {
+        Some(e) if e.kind() == kind => {
             crate::hot::shadow::clear(addr);
             Some(e)
         }
@@ -278,31 +309,75 @@ pub fn untrack_kind(addr: usize, kind: u32) -> Option<Entry> {
     }
 }
 
-/// Copies every live sample into `out`, shard by shard (each shard
-/// consistent). `out` is grown only while no shard lock is held.
-/// False when no memory could be had for the copy (heaplive's own heap).
-pub fn snapshot(out: &mut Vec<Entry>) -> bool {
+/// What the live samples of one stack add up to.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct StackSum {
+    /// Un-biased bytes and blocks.
+    pub bytes: f64,
+    pub blocks: f64,
+    pub samples: u64,
+    /// Estimated variance of `bytes` (bytes squared; 0 in exact mode): the
+    /// sum of `w^2 (1 - p)` over the samples, `w = s/p` the weight of a
+    /// sample of `s` bytes.
+    pub variance: f64,
+}
+
+/// Sums the live samples per stack into `out` (indexed by stack id),
+/// shard by shard (each shard consistent); returns how many samples there
+/// were. `out` grows only while no shard lock is held, and holds one sum
+/// per stack, not one entry per sample: in exact mode a dump's copy of the
+/// table was one entry per live block (33 MiB for jq). None when no memory
+/// could be had for it (heaplive's own heap).
+pub fn sum_by_stack(out: &mut Vec<StackSum>, interval: u64) -> Option<usize> {
     out.clear();
+    let mut samples = 0;
     for shard in SHARDS_.iter() {
         loop {
-            let need = shard.0.lock().len;
-            if out.capacity() - out.len() < need + 16 && out.try_reserve(need + 1024).is_err() {
-                return false;
+            let ids = crate::hot::stacks::count() as usize;
+            if out.len() < ids {
+                let len = ids + 256;
+                if out.try_reserve(len - out.len()).is_err() {
+                    return None;
+                }
+                out.resize(len, StackSum::default());
             }
             let t = shard.0.lock();
-            if out.capacity() - out.len() < t.len {
+            // A sample's stack was interned before the sample was put in
+            // under this lock, so every stack in the shard is below the
+            // count read now.
+            if crate::hot::stacks::count() as usize > out.len() {
                 continue;
             }
             for i in 0..t.cap {
                 let e = t.at(i);
-                if e.addr != 0 {
-                    out.push(e);
+                if e.addr == 0 {
+                    continue;
+                }
+                let Some(sum) = out.get_mut(e.stack() as usize) else {
+                    continue;
+                };
+                let size = e.size() as u64;
+                sum.samples += 1;
+                samples += 1;
+                if interval <= 1 {
+                    sum.bytes += size as f64;
+                    sum.blocks += 1.0;
+                    continue;
+                }
+                // As `sampler::weight_bytes` and `weight_blocks`, with one
+                // exponential.
+                let p = crate::hot::sampler::sample_probability(size, interval);
+                if p > 0.0 {
+                    let w = size as f64 / p;
+                    sum.bytes += w;
+                    sum.blocks += 1.0 / p;
+                    sum.variance += w * w * (1.0 - p);
                 }
             }
             break;
         }
     }
-    true
+    Some(samples)
 }
 
 pub fn lock_all_for_fork() {
@@ -329,11 +404,11 @@ mod tests {
     fn insert_remove_many_with_collisions() {
         let base = 0x10_0000_0000usize;
         for i in 0..50_000usize {
-            assert_eq!(insert(Entry::new(base + i * 16, i, 1, i as f64)), Ok(None));
+            assert_eq!(insert(Entry::new(base + i * 16, i, 1, MALLOC)), Ok(None));
         }
         for i in (0..50_000usize).step_by(2) {
             let e = remove(base + i * 16).unwrap();
-            assert_eq!(e.size, i);
+            assert_eq!(e.size(), i);
         }
         for i in 0..50_000usize {
             let e = remove(base + i * 16);
@@ -400,7 +475,7 @@ mod tests {
                 if (t.len + 1) * 2 > t.cap {
                     assert!(t.grow());
                 }
-                assert_eq!(t.put(Entry::new(addr(i), 8, 1, 8.0)), None);
+                assert_eq!(t.put(Entry::new(addr(i), 8, 1, MALLOC)), None);
             }
             let (max, mean) = displacement(&t);
             assert!(
@@ -408,7 +483,7 @@ mod tests {
                 "{name}: entries up to {max} slots from home, {mean:.1} on average"
             );
             for i in 0..n {
-                assert_eq!(t.take(addr(i)).map(|e| e.size), Some(8), "{name}");
+                assert_eq!(t.take(addr(i)).map(|e| e.size()), Some(8), "{name}");
             }
             assert_eq!(t.len, 0);
             // SAFETY: the table is ours and no longer used.
@@ -419,17 +494,23 @@ mod tests {
     }
 
     #[test]
-    fn snapshot_sees_everything_while_threads_churn() {
+    fn sums_see_everything_while_threads_churn() {
         let base = 0x20_0000_0000usize;
-        let ts: Vec<_> = (0..4usize)
-            .map(|t| {
+        // Stacks of their own, so other tests' samples do not count here.
+        let mine: Vec<StackId> = (0..4usize)
+            .map(|t| crate::hot::stacks::intern(&[0x5eed_0000 + t, 0x77]))
+            .collect();
+        let ts: Vec<_> = mine
+            .iter()
+            .enumerate()
+            .map(|(t, &id)| {
                 std::thread::spawn(move || {
                     for i in 0..20_000usize {
                         let a = base + (t << 32) + i * 16;
                         // Another test of this binary may be preparing a
                         // fork (the shard then refuses, as on a real
                         // allocation path): try again.
-                        while let Err(e) = insert(Entry::new(a, 8, 2, 8.0)) {
+                        while let Err(e) = insert(Entry::new(a, 8 + t, id, MALLOC)) {
                             assert_eq!(e, Refused::Forking);
                             std::thread::yield_now();
                         }
@@ -441,15 +522,48 @@ mod tests {
             })
             .collect();
         let mut v = Vec::new();
-        snapshot(&mut v);
+        sum_by_stack(&mut v, 1).unwrap();
         for t in ts {
             t.join().unwrap();
         }
-        snapshot(&mut v);
-        let mine = v
-            .iter()
-            .filter(|e| e.addr >= base && e.addr < base + (8 << 32))
-            .count();
-        assert_eq!(mine, 4 * 6667);
+        sum_by_stack(&mut v, 1).unwrap();
+        for (t, &id) in mine.iter().enumerate() {
+            let s = v[id as usize];
+            assert_eq!(s.samples, 6667, "thread {t}");
+            assert_eq!(s.bytes, (6667 * (8 + t)) as f64, "thread {t}");
+            assert_eq!(s.blocks, 6667.0, "thread {t}");
+            assert_eq!(s.variance, 0.0);
+        }
+        // Sampled: the sums are those of the weights.
+        sum_by_stack(&mut v, 4096).unwrap();
+        let s = v[mine[2] as usize];
+        let p = crate::hot::sampler::sample_probability(10, 4096);
+        assert_eq!(s.samples, 6667);
+        assert!((s.bytes - 6667.0 * 10.0 / p).abs() < 1e-6 * s.bytes);
+        assert!((s.blocks - 6667.0 / p).abs() < 1e-6 * s.blocks);
+        assert!(s.variance > 0.0);
+        for i in 0..20_000usize {
+            for t in 0..4usize {
+                remove(base + (t << 32) + i * 16);
+            }
+        }
+    }
+
+    /// An entry keeps its fields through the packing.
+    #[test]
+    fn entries_pack_size_stack_and_kind() {
+        let e = Entry::new(0x1000, 12345, 0xABCDE, ZEND_MM);
+        assert_eq!((e.size(), e.stack(), e.kind()), (12345, 0xABCDE, ZEND_MM));
+        let m = e.moved(0x2000, 7);
+        assert_eq!(
+            (m.addr, m.size(), m.stack(), m.kind()),
+            (0x2000, 7, 0xABCDE, ZEND_MM)
+        );
+        let big = Entry::new(0x1000, usize::MAX, 3, MALLOC);
+        assert_eq!(
+            (big.size(), big.stack(), big.kind()),
+            ((1 << 43) - 1, 3, MALLOC)
+        );
+        assert_eq!(core::mem::size_of::<Entry>(), 16);
     }
 }

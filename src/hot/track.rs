@@ -158,18 +158,14 @@ fn zend_realloc_sampled(p: usize, q: usize, new_block: usize) -> bool {
     unaccount(&e, interval);
     // SAFETY: this thread's own state; nothing else holds a reference.
     let t = unsafe { &mut *guard::state() };
-    if new_block < e.size && interval > 1 {
+    if new_block < e.size() && interval > 1 {
         let keep = sampler::sample_probability(new_block as u64, interval)
-            / sampler::sample_probability(e.size as u64, interval);
+            / sampler::sample_probability(e.size() as u64, interval);
         if sampler::uniform(&mut t.rng) > keep {
             return true;
         }
     }
-    let mut n = e;
-    n.addr = q;
-    n.size = new_block;
-    n.weight = sampler::weight_bytes(new_block as u64, interval);
-    keep_sample(n, interval);
+    keep_sample(e.moved(q, new_block), interval);
     true
 }
 
@@ -242,8 +238,7 @@ fn record(addr: usize, size: usize, interval: u64, kind: u32) {
     let n = stacks::capture(&mut buf);
     let n = php::splice(&mut buf, n, kind == live::ZEND_MM);
     let id = stacks::intern(&buf[..n]);
-    let mut e = Entry::new(addr, size, id, sampler::weight_bytes(size as u64, interval));
-    e.kind = kind;
+    let e = Entry::new(addr, size, id, kind);
     // The allocation view counts each sample once, when it is taken (a
     // realloc's new block is a new allocation; a sample put back after a
     // failed realloc is not).
@@ -255,7 +250,7 @@ fn record(addr: usize, size: usize, interval: u64, kind: u32) {
 /// Puts a sample in the live table, the shadow bitmap and its stack's
 /// totals (and, for ZendMM, the request's list).
 fn keep_sample(e: Entry, interval: u64) {
-    let (addr, kind) = (e.addr, e.kind);
+    let (addr, kind) = (e.addr, e.kind());
     match live::insert(e) {
         Err(live::Refused::NoMemory) => return out_of_memory(),
         // The sample is skipped while a fork is being prepared.
@@ -343,18 +338,25 @@ fn out_of_memory() {
 }
 
 fn amounts(e: &Entry, interval: u64) -> (i64, i64) {
-    let blocks = sampler::weight_blocks(e.size as u64, interval);
-    (e.weight.round() as i64, (blocks * 1000.0).round() as i64)
+    if interval <= 1 {
+        // Exact mode: a block is its size, one block.
+        return (e.size().min(i64::MAX as usize) as i64, 1000);
+    }
+    let blocks = sampler::weight_blocks(e.size() as u64, interval);
+    (
+        e.weight(interval).round() as i64,
+        (blocks * 1000.0).round() as i64,
+    )
 }
 
 fn account(e: &Entry, interval: u64) {
     let (b, m) = amounts(e, interval);
-    if let Some((live_b, live_m)) = stacks::account(e.stack, b, m) {
+    if let Some((live_b, live_m)) = stacks::account(e.stack(), b, m) {
         crate::hot::peak::grew(b);
-        if e.kind == live::ZEND_MM {
+        if e.kind() == live::ZEND_MM {
             php::request_grew(b);
         }
-        if crate::hot::leak_check::after_growth(e.stack, live_b, live_m) {
+        if crate::hot::leak_check::after_growth(e.stack(), live_b, live_m) {
             // A leak warning is due: heaplive's thread writes it (symbolized,
             // rate-limited), so it starts now if nothing else started it.
             // No lock of ours is held here.
@@ -365,13 +367,13 @@ fn account(e: &Entry, interval: u64) {
 
 fn unaccount(e: &Entry, interval: u64) {
     let (b, m) = amounts(e, interval);
-    if stacks::slot(e.stack).is_some() {
+    if stacks::slot(e.stack()).is_some() {
         crate::hot::peak::shrinking(b);
-        if e.kind == live::ZEND_MM {
+        if e.kind() == live::ZEND_MM {
             php::request_shrinking(b);
         }
     }
-    stacks::account(e.stack, -b, -m);
+    stacks::account(e.stack(), -b, -m);
 }
 
 /// realloc's first half: takes `p`'s sample out (if any) before the real
