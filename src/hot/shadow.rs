@@ -283,9 +283,14 @@ pub fn set(addr: usize) -> bool {
     // SAFETY: as above.
     unsafe { (*leaf).words[w].fetch_or(mask, Release) };
     // Then the page summary, so a reader that sees it also sees the bit.
+    // Usually it is set already (another sample on the page): no clearer
+    // can take it away while we hold the leaf lock, so a load decides.
     let (pw, pbit) = page_of(addr);
     // SAFETY: as above.
-    page_words(unsafe { &*l3 }, i3)[pw].fetch_or(pbit, Release);
+    let summary = &page_words(unsafe { &*l3 }, i3)[pw];
+    if summary.load(Relaxed) & pbit == 0 {
+        summary.fetch_or(pbit, Release);
+    }
     unlock_leaf(count);
     true
 }

@@ -26,7 +26,7 @@ const MAX_PROBES: usize = 4096;
 const CHUNK_SHIFT: u32 = 12;
 const CHUNK_SLOTS: usize = 1 << CHUNK_SHIFT;
 /// Records at most: one index entry in four stays empty.
-const MAX_STACKS: usize = INDEX_LEN / 4 * 3;
+pub const MAX_STACKS: usize = INDEX_LEN / 4 * 3;
 const CHUNKS: usize = MAX_STACKS.div_ceil(CHUNK_SLOTS);
 
 pub type StackId = u32;
@@ -351,7 +351,9 @@ impl<'a> Collector<'a> {
         while start < self.n && crate::hot::real::in_real_new(self.buf[start]) {
             start += 1;
         }
-        self.buf.copy_within(start..self.n, 0);
+        if start > 0 {
+            self.buf.copy_within(start..self.n, 0);
+        }
         let n = self.n - start;
         if self.cut && n > 0 {
             self.buf[n - 1] = crate::hot::names::truncated();
@@ -371,7 +373,7 @@ fn capture_libgcc(buf: &mut [usize; MAX_FRAMES]) -> usize {
 }
 
 /// The cached unwinder (`unwind.rs`); None where libgcc must do the stack.
-#[inline(never)]
+#[inline(always)]
 fn capture_cached(buf: &mut [usize; MAX_FRAMES]) -> Option<usize> {
     let mut c = Collector::new(buf);
     if crate::hot::unwind::walk(|ip| c.push(ip)) {
@@ -388,7 +390,7 @@ pub static UNWIND_FELL_BACK: AtomicU64 = AtomicU64::new(0);
 
 /// Captures the caller's stack into `buf`, leaf first, without frames of
 /// this library. Returns the number of frames.
-#[inline(never)]
+#[inline(always)]
 pub fn capture(buf: &mut [usize; MAX_FRAMES]) -> usize {
     use heaplive_format::grammar::Unwind;
     match crate::hot::config::get().unwind {

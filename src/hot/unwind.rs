@@ -109,6 +109,7 @@ impl Rule {
 
 // `bp_off` is kept in 12 bits in units of 8 bytes; `make_rule` refuses
 // offsets that do not fit, so pack/unpack are exact for every rule stored.
+#[inline(always)]
 fn unpack(v: u64) -> Rule {
     match v & 3 {
         1 => Rule::Step {
@@ -170,9 +171,10 @@ fn slot_of(pc: usize) -> usize {
     ((pc as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - 17)) as usize & (TABLE_LEN - 1)
 }
 
-/// The cached rule of `pc` in the current epoch.
-#[inline]
-fn lookup(t: *mut Entry, key: u64, pc: usize) -> Option<Rule> {
+/// The cached rule of `pc` in the current epoch, packed (`Rule::pack`);
+/// 0 when there is none.
+#[inline(always)]
+fn lookup(t: *mut Entry, key: u64, pc: usize) -> u64 {
     let mut i = slot_of(pc);
     for _ in 0..PROBES {
         // SAFETY: i < TABLE_LEN.
@@ -184,16 +186,16 @@ fn lookup(t: *mut Entry, key: u64, pc: usize) -> Option<Rule> {
             // A slot is rewritten only once its key is stale; if the key is
             // still ours, `v` is the value written with it.
             if e.key.load(Relaxed) == key {
-                return Some(unpack(v));
+                return v;
             }
-            return None;
+            return 0;
         }
         if k == 0 {
-            return None;
+            return 0;
         }
         i = (i + 1) & (TABLE_LEN - 1);
     }
-    None
+    0
 }
 
 /// Stores `rule` for `key` in an empty or stale slot, if there is one.
@@ -549,7 +551,11 @@ unsafe extern "C" fn caller_regs(out: *mut [usize; 3]) {
 /// with each return address as libgcc's `_Unwind_Backtrace` reports it,
 /// until `push` returns false. Returns false when libgcc must do this stack
 /// (nothing useful was pushed then).
-#[inline(never)]
+///
+/// Inlined, with the capture functions, into the sampling path: every
+/// frame of ours costs a rule lookup and is then dropped (exact mode walks
+/// on every allocation).
+#[inline(always)]
 pub fn walk(mut push: impl FnMut(usize) -> bool) -> bool {
     let mut regs = [0usize; 3];
     // SAFETY: writes three words into `regs`.
@@ -572,22 +578,24 @@ pub fn walk(mut push: impl FnMut(usize) -> bool) -> bool {
         } else {
             0
         };
-        let rule = match (key != 0).then(|| lookup(t, key, pc)).flatten() {
-            Some(r) => r,
-            None => match compute(pc) {
+        let cached = if key != 0 { lookup(t, key, pc) } else { 0 };
+        let v = if cached != 0 {
+            cached
+        } else {
+            match compute(pc) {
                 Found::Rule(r) => {
                     if key != 0 {
                         insert(t, key, pc, r);
                     }
-                    r
+                    r.pack()
                 }
                 Found::NoFde => {
                     return !is_sigreturn(pc);
                 }
                 Found::Busy => return false,
-            },
+            }
         };
-        match rule {
+        match unpack(v) {
             Rule::End => return true,
             Rule::Unsupported => return false,
             Rule::Step {
