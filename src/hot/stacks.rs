@@ -8,9 +8,13 @@
 //! - the records ([`Slot`]), numbered from 1 in the order stacks first
 //!   appear, in chunks of `CHUNK_SLOTS` mapped as the count grows: a
 //!   program with a few hundred stacks maps one 512 KiB chunk;
-//! - the index, an open-addressing hash table of record numbers (4 bytes an
-//!   entry, `INDEX_LEN` entries: 4 MiB of address space, touched only where
-//!   stacks hash).
+//! - the index: open-addressing hash tables of record numbers (4 bytes an
+//!   entry) in generations of 4 Ki, 16 Ki, 64 Ki, 256 Ki and 1 Mi entries,
+//!   each mapped and faulted in at once when the one before it is three
+//!   quarters full. A program with a few thousand stacks has a 16 KiB index
+//!   (one hash table of 4 MiB took a page fault per new stack, about 800 in
+//!   a short C++ run, and a cache miss per lookup); a lookup probes the
+//!   generations oldest first, where the first stacks of a program are.
 //!
 //! Lookups are lock-free. A new stack fills a record first (frames copied
 //! into the arena) and then publishes its number in the index with a
@@ -21,7 +25,10 @@ use crate::hot::arena::Arena;
 use core::sync::atomic::{AtomicI64, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering::*};
 
 pub const MAX_FRAMES: usize = 128;
-const INDEX_LEN: usize = 1 << 20;
+/// Entries of the index's generations: `1 << (GEN0_SHIFT + 2 g)`.
+const GENS: usize = 5;
+const GEN0_SHIFT: u32 = 12;
+const INDEX_LEN: usize = 1 << (GEN0_SHIFT + 2 * (GENS as u32 - 1));
 const MAX_PROBES: usize = 4096;
 const CHUNK_SHIFT: u32 = 12;
 const CHUNK_SLOTS: usize = 1 << CHUNK_SHIFT;
@@ -64,7 +71,13 @@ pub struct Slot {
 
 const CHUNK_BYTES: usize = CHUNK_SLOTS * core::mem::size_of::<Slot>();
 
-static INDEX: AtomicPtr<AtomicU32> = AtomicPtr::new(core::ptr::null_mut());
+#[allow(clippy::declare_interior_mutable_const)]
+const NO_GEN: AtomicPtr<AtomicU32> = AtomicPtr::new(core::ptr::null_mut());
+static INDEX: [AtomicPtr<AtomicU32>; GENS] = [NO_GEN; GENS];
+#[allow(clippy::declare_interior_mutable_const)]
+const ZERO: AtomicU32 = AtomicU32::new(0);
+/// Entries used in each generation.
+static USED: [AtomicU32; GENS] = [ZERO; GENS];
 #[allow(clippy::declare_interior_mutable_const)]
 const NO_CHUNK: AtomicPtr<Slot> = AtomicPtr::new(core::ptr::null_mut());
 static CHUNK: [AtomicPtr<Slot>; CHUNKS] = [NO_CHUNK; CHUNKS];
@@ -74,11 +87,16 @@ static ARENA: Arena = Arena::new();
 
 /// Maps `*slot` with `bytes` of zeroed memory unless another thread did.
 fn get_or_map<T>(slot: &AtomicPtr<T>, bytes: usize) -> *mut T {
+    get_or_map_with(slot, bytes, crate::hot::sys::map)
+}
+
+/// `get_or_map` with `map` to make the mapping.
+fn get_or_map_with<T>(slot: &AtomicPtr<T>, bytes: usize, map: fn(usize) -> *mut u8) -> *mut T {
     let p = slot.load(Acquire);
     if !p.is_null() {
         return p;
     }
-    let fresh = crate::hot::sys::map(bytes) as *mut T;
+    let fresh = map(bytes) as *mut T;
     if fresh.is_null() {
         return fresh;
     }
@@ -157,19 +175,73 @@ pub fn frames(id: StackId) -> &'static [usize] {
     }
 }
 
+fn gen_len(g: usize) -> usize {
+    1 << (GEN0_SHIFT + 2 * g as u32)
+}
+
+/// What a generation's probe sequence for a stack ends in.
+enum Probe {
+    Found(StackId),
+    /// An empty entry: the stack is not in this generation.
+    Absent,
+}
+
+/// Looks for `frames_in` (hash `h`) in a generation.
+#[inline]
+fn probe(index: *mut AtomicU32, len: usize, h: u64, frames_in: &[usize]) -> Probe {
+    let mut i = (h as usize) & (len - 1);
+    for _ in 0..MAX_PROBES.min(len) {
+        // SAFETY: i < len, the generation's length.
+        let cur = unsafe { &*index.add(i) }.load(Acquire);
+        if cur == OVERFLOW {
+            return Probe::Absent;
+        }
+        if slot(cur).is_some_and(|s| s.hash.load(Relaxed) == h) && frames(cur) == frames_in {
+            return Probe::Found(cur);
+        }
+        i = (i + 1) & (len - 1);
+    }
+    Probe::Absent
+}
+
 /// The id of `frames`, adding it if new. `OVERFLOW` when the table is full.
 pub fn intern(frames_in: &[usize]) -> StackId {
-    let index = get_or_map(&INDEX, INDEX_LEN * 4);
+    let h = hash(frames_in);
+    let mut newest = None;
+    for (g, generation) in INDEX.iter().enumerate() {
+        let index = generation.load(Acquire);
+        if index.is_null() {
+            break;
+        }
+        if let Probe::Found(id) = probe(index, gen_len(g), h, frames_in) {
+            return id;
+        }
+        newest = Some(g);
+    }
+    // A new stack goes into the newest generation, or the next one once
+    // that is three quarters full. Two threads adding the same new stack
+    // meet at the same entry of a generation (the loser finds the winner's
+    // record there); only if one of them saw the next generation made and
+    // the other did not can a stack get two records (its samples are then
+    // split over two identical stacks in the profile, nothing is lost).
+    let mut g = newest.unwrap_or(0);
+    while g < GENS && USED[g].load(Relaxed) as usize >= gen_len(g) / 4 * 3 {
+        g += 1;
+    }
+    if g == GENS {
+        return OVERFLOW;
+    }
+    let len = gen_len(g);
+    let index = get_or_map_with(&INDEX[g], len * 4, crate::hot::sys::map_populated);
     if index.is_null() {
         return OVERFLOW;
     }
-    let h = hash(frames_in);
-    let mut i = (h as usize) & (INDEX_LEN - 1);
+    let mut i = (h as usize) & (len - 1);
     // A record made for this stack that lost a race for an index entry, to
     // be used at the next empty entry.
     let mut mine = OVERFLOW;
     for _ in 0..MAX_PROBES {
-        // SAFETY: i < INDEX_LEN.
+        // SAFETY: i < len, the generation's length.
         let e = unsafe { &*index.add(i) };
         let cur = e.load(Acquire);
         if cur == OVERFLOW {
@@ -180,6 +252,7 @@ pub fn intern(frames_in: &[usize]) -> StackId {
                 }
             }
             if e.compare_exchange(OVERFLOW, mine, AcqRel, Acquire).is_ok() {
+                USED[g].fetch_add(1, Relaxed);
                 return mine;
             }
             // Lost the race for this entry: look at what the winner put there.
@@ -188,7 +261,7 @@ pub fn intern(frames_in: &[usize]) -> StackId {
         if slot(cur).is_some_and(|s| s.hash.load(Relaxed) == h) && frames(cur) == frames_in {
             return cur;
         }
-        i = (i + 1) & (INDEX_LEN - 1);
+        i = (i + 1) & (len - 1);
     }
     OVERFLOW
 }
@@ -441,6 +514,37 @@ fn capture_checked(buf: &mut [usize; MAX_FRAMES]) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The index grows with the stacks: mapped (and faulted in) in
+    /// generations, not 4 MiB touched at random from the first stack on
+    /// (a page fault per new stack).
+    #[test]
+    fn index_grows_in_generations_and_finds_every_stack() {
+        let ids: Vec<StackId> = (0..5000usize)
+            .map(|i| intern(&[0x7a11_0000 + i, 0x99, i]))
+            .collect();
+        for (i, &id) in ids.iter().enumerate() {
+            assert_ne!(id, OVERFLOW);
+            assert_eq!(intern(&[0x7a11_0000 + i, 0x99, i]), id, "stack {i}");
+            assert_eq!(frames(id), &[0x7a11_0000 + i, 0x99, i]);
+        }
+        let mapped: usize = (0..GENS)
+            .filter(|&g| !INDEX[g].load(Acquire).is_null())
+            .map(|g| gen_len(g) * 4)
+            .sum();
+        let stacks = count() as usize;
+        assert!(
+            mapped <= 64 * stacks,
+            "{mapped} bytes of index for {stacks} stacks"
+        );
+        // Each generation is at most three quarters full, and the
+        // generations used hold every stack.
+        let used: usize = (0..GENS).map(|g| USED[g].load(Relaxed) as usize).sum();
+        assert!(used >= 5000 && used < stacks);
+        for g in 0..GENS {
+            assert!(USED[g].load(Relaxed) as usize <= gen_len(g) / 4 * 3 + 64);
+        }
+    }
 
     #[test]
     fn intern_dedups_and_keeps_frames() {
