@@ -541,8 +541,8 @@ mod tests {
         // generations used hold every stack.
         let used: usize = (0..GENS).map(|g| USED[g].load(Relaxed) as usize).sum();
         assert!(used >= 5000 && used < stacks);
-        for g in 0..GENS {
-            assert!(USED[g].load(Relaxed) as usize <= gen_len(g) / 4 * 3 + 64);
+        for (g, u) in USED.iter().enumerate() {
+            assert!(u.load(Relaxed) as usize <= gen_len(g) / 4 * 3 + 64);
         }
     }
 
