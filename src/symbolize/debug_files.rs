@@ -8,6 +8,7 @@ use memmap2::Mmap;
 use object::{Object, ObjectSection};
 
 use super::SymConfig;
+use super::sparse::{self, SparseInfo};
 
 pub(super) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
@@ -29,18 +30,47 @@ pub(super) struct Dwarf {
     // Field order is drop order: the context borrows the data below.
     ctx: addr2line::Context<Slice>,
     _owned: Vec<Box<[u8]>>,
+    _sparse: Option<SparseInfo>,
     _maps: Vec<Mmap>,
+    /// `.debug_info` units kept and hidden (`sparse`); (0, 0) when the
+    /// section was loaded whole.
+    pub(super) units: (usize, usize),
 }
 
-type Slice = gimli::EndianSlice<'static, gimli::RunTimeEndian>;
+pub(super) type Slice = gimli::EndianSlice<'static, gimli::RunTimeEndian>;
+
+/// Sections addr2line never reads (its own `Context::from_sections` leaves
+/// them empty): not decompressed.
+fn unread(id: gimli::SectionId) -> bool {
+    use gimli::SectionId::*;
+    matches!(
+        id,
+        DebugLoc
+            | DebugLocLists
+            | DebugMacinfo
+            | DebugMacro
+            | DebugTypes
+            | DebugNames
+            | DebugCuIndex
+            | DebugTuIndex
+            | DebugFrame
+            | EhFrame
+            | EhFrameHdr
+            | DebugPubNames
+            | DebugPubTypes
+    )
+}
 
 impl Dwarf {
     /// Loads the DWARF of `path` (and its dwz supplementary file `sup`).
-    /// `poll` is called between sections (each may take milliseconds to
-    /// decompress).
+    /// With `probes` (file-relative addresses, sorted), `.debug_info` keeps
+    /// only the units that can answer them ([`super::sparse`]); without,
+    /// every unit. `poll` is called between sections (each may take
+    /// milliseconds to decompress).
     pub(super) fn load(
         path: &Path,
         sup: Option<&Path>,
+        probes: Option<&[u64]>,
         opened: &mut usize,
         poll: &mut dyn FnMut(),
     ) -> Option<Dwarf> {
@@ -50,6 +80,7 @@ impl Dwarf {
             None => None,
         };
         let mut owned: Vec<Box<[u8]>> = Vec::new();
+        let mut sparse = None;
         let ctx = {
             let obj = main.parse()?;
             let endian = if obj.is_little_endian() {
@@ -57,9 +88,14 @@ impl Dwarf {
             } else {
                 gimli::RunTimeEndian::Big
             };
-            let mut load = |o: &object::File<'_>, id: gimli::SectionId| -> Result<Slice, ()> {
+            let mut load = |o: &object::File<'_>,
+                            id: gimli::SectionId,
+                            skip: bool,
+                            poll: &mut dyn FnMut()|
+             -> Slice {
                 poll();
                 let data: &[u8] = match o.section_by_name(id.name()) {
+                    _ if skip || unread(id) => &[],
                     Some(s) if !is_nobits(&s) => match s.uncompressed_data() {
                         Ok(std::borrow::Cow::Borrowed(b)) => b,
                         Ok(std::borrow::Cow::Owned(v)) => {
@@ -75,24 +111,49 @@ impl Dwarf {
                 // drops only after `ctx`, which is the only reader.
                 let data: &'static [u8] =
                     unsafe { core::slice::from_raw_parts(data.as_ptr(), data.len()) };
-                Ok(gimli::EndianSlice::new(data, endian))
+                gimli::EndianSlice::new(data, endian)
             };
-            let mut dwarf = gimli::Dwarf::load(|id| load(&obj, id)).ok()?;
+            // `.debug_info` comes last, when it is filtered.
+            let filtered = probes.is_some();
+            let mut dwarf = gimli::Dwarf::load(|id| {
+                let skip = filtered && id == gimli::SectionId::DebugInfo;
+                Ok::<_, ()>(load(&obj, id, skip, poll))
+            })
+            .ok()?;
             if let Some(sup) = &sup {
                 let sobj = sup.parse()?;
-                dwarf.load_sup(|id| load(&sobj, id)).ok()?;
+                dwarf
+                    .load_sup(|id| Ok::<_, ()>(load(&sobj, id, false, poll)))
+                    .ok()?;
+            }
+            if let Some(probes) = probes {
+                poll();
+                sparse = sparse_info(&obj, &dwarf, probes, poll);
+                let info = match &sparse {
+                    Some(s) => gimli::EndianSlice::new(s.bytes(), endian),
+                    None => load(&obj, gimli::SectionId::DebugInfo, false, poll),
+                };
+                dwarf.debug_info = info.into();
             }
             poll();
-            dwarf.populate_abbreviations_cache(gimli::AbbreviationsCacheStrategy::Duplicates);
-            poll();
-            addr2line::Context::from_dwarf(dwarf).ok()?
+            let ctx = addr2line::Context::from_dwarf(dwarf).ok()?;
+            // What the lookups need of the files' pages reads in again;
+            // the rest (compressed sections, already decompressed) need
+            // not stay resident.
+            for m in std::iter::once(&main).chain(sup.as_ref()) {
+                sparse::drop_file_pages(m.map.as_ptr() as usize, m.map.len());
+            }
+            ctx
         };
         let mut maps = vec![main.map];
         maps.extend(sup.map(|s| s.map));
+        let units = sparse.as_ref().map_or((0, 0), |s| (s.kept, s.hidden));
         Some(Dwarf {
             ctx,
             _owned: owned,
+            _sparse: sparse,
             _maps: maps,
+            units,
         })
     }
 
@@ -102,6 +163,42 @@ impl Dwarf {
         probe: u64,
     ) -> Result<addr2line::FrameIter<'_, Slice>, gimli::Error> {
         self.ctx.find_frames(probe).skip_all_loads()
+    }
+}
+
+/// `.debug_info` of `obj` with the units `probes` need ([`super::sparse`]),
+/// decompressed (or copied) step by step, the input's pages given back as
+/// they are read. `None`: load it whole.
+fn sparse_info(
+    obj: &object::File<'_>,
+    dwarf: &gimli::Dwarf<Slice>,
+    probes: &[u64],
+    poll: &mut dyn FnMut(),
+) -> Option<SparseInfo> {
+    let section = obj.section_by_name(".debug_info")?;
+    if is_nobits(&section) {
+        return None;
+    }
+    let compressed = section.compressed_data().ok()?;
+    let len = usize::try_from(compressed.uncompressed_size).ok()?;
+    let input = sparse::Consumed::new(compressed.data);
+    let mut step = || {
+        input.give_back();
+        poll();
+    };
+    match compressed.format {
+        object::CompressionFormat::None => {
+            sparse::build(&mut &input, len, dwarf, probes, &mut step)
+        }
+        object::CompressionFormat::Zlib => {
+            let mut r = flate2::read::ZlibDecoder::new(&input);
+            sparse::build(&mut r, len, dwarf, probes, &mut step)
+        }
+        object::CompressionFormat::Zstandard => {
+            let mut r = ruzstd::decoding::StreamingDecoder::new(&input).ok()?;
+            sparse::build(&mut r, len, dwarf, probes, &mut step)
+        }
+        _ => None,
     }
 }
 

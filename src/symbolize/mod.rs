@@ -29,6 +29,7 @@ mod debug_files;
 mod demangle;
 mod jit;
 pub mod modules;
+mod sparse;
 mod symtab;
 
 use std::collections::HashMap;
@@ -214,6 +215,17 @@ impl Symbolizer {
 
     /// The state of registry module `index`, loading it on first use.
     fn state(&mut self, index: usize, poll: &mut dyn FnMut()) -> Option<&ModState> {
+        self.state_for(index, None, poll)
+    }
+
+    /// [`Self::state`]; a module loaded here for `addrs` (sorted) reads the
+    /// debug info of just the units those addresses fall in.
+    fn state_for(
+        &mut self,
+        index: usize,
+        addrs: Option<&[u64]>,
+        poll: &mut dyn FnMut(),
+    ) -> Option<&ModState> {
         if self.states.len() <= index {
             self.states.resize_with(index + 1, || None);
         }
@@ -249,6 +261,7 @@ impl Symbolizer {
                 load_module(
                     &module,
                     first_mapping,
+                    addrs,
                     &self.cfg,
                     &mut self.files_opened,
                     poll,
@@ -257,6 +270,55 @@ impl Symbolizer {
             self.states[index] = Some(state);
         }
         self.states[index].as_ref()
+    }
+
+    /// Answers (and caches) every address of `addrs` not answered yet,
+    /// module by module: a module's debug information is read for just its
+    /// addresses (the compilation units they fall in) and dropped, its
+    /// scratch memory given back, before the next module's is read. So a
+    /// dump holds one module's debug information at a time, not every
+    /// module's at once. Later [`Self::lookup`]s of these addresses are
+    /// hash lookups.
+    pub fn prefetch(&mut self, addrs: &[u64], poll: &mut dyn FnMut()) {
+        let mut by_module: std::collections::BTreeMap<usize, Vec<u64>> = Default::default();
+        let mut refreshed = false;
+        for &addr in addrs {
+            let index = match modules::find_index(addr) {
+                Some(i) => i,
+                None if !refreshed => {
+                    refreshed = true;
+                    modules::refresh_if_changed();
+                    match modules::find_index(addr) {
+                        Some(i) => i,
+                        None => continue,
+                    }
+                }
+                None => continue,
+            };
+            if !self.cache.contains_key(&(index, addr)) {
+                by_module.entry(index).or_default().push(addr);
+            }
+        }
+        for (index, mut list) in by_module {
+            list.sort_unstable();
+            list.dedup();
+            let loaded_before = self.states.get(index).is_some_and(|s| s.is_some());
+            self.state_for(index, Some(&list), poll);
+            for &addr in &list {
+                let scratch_answer = {
+                    let _scratch = crate::hot::ownheap::Scratch::enter();
+                    self.lookup_uncached(index, addr)
+                };
+                let answer = scratch_answer.clone();
+                drop(scratch_answer);
+                self.cache.insert((index, addr), answer);
+            }
+            if !loaded_before {
+                self.states[index] = None;
+                crate::hot::ownheap::release_scratch();
+            }
+            poll();
+        }
     }
 
     /// Drops the debug information and symbol tables loaded so far (tens
@@ -287,6 +349,7 @@ fn unknown() -> Frame {
 fn load_module(
     module: &Module,
     first_mapping: usize,
+    addrs: Option<&[u64]>,
     cfg: &SymConfig,
     opened: &mut usize,
     poll: &mut dyn FnMut(),
@@ -335,9 +398,16 @@ fn load_module(
     if let Some(d) = dwarf_file {
         let sup = find_sup_file(d, cfg, opened);
         poll();
-        state.dwarf = match Dwarf::load(&d.path, sup.as_deref(), opened, poll) {
+        let probes: Option<Vec<u64>> =
+            addrs.map(|a| a.iter().map(|&x| x.wrapping_sub(module.bias)).collect());
+        let probes = probes.map(|mut p| {
+            p.sort_unstable();
+            p
+        });
+        let probes = probes.as_deref();
+        state.dwarf = match Dwarf::load(&d.path, sup.as_deref(), probes, opened, poll) {
             Some(l) => Some(l),
-            None if sup.is_some() => Dwarf::load(&d.path, None, opened, poll),
+            None if sup.is_some() => Dwarf::load(&d.path, None, probes, opened, poll),
             None => None,
         };
     }
@@ -1036,13 +1106,13 @@ extern "C" void *hl_push_back_addr() {
         };
         let cfg = SymConfig::default();
         let mut n = 0;
-        let st = load_module(&module, 0, &cfg, &mut n, &mut || {});
+        let st = load_module(&module, 0, None, &cfg, &mut n, &mut || {});
         assert!(st.dwarf.is_none() && st.symbols.find(0x1800).is_none());
         let missing = Module {
             path: "/nonexistent/lib.so".into(),
             ..module
         };
-        let st = load_module(&missing, 0, &cfg, &mut n, &mut || {});
+        let st = load_module(&missing, 0, None, &cfg, &mut n, &mut || {});
         assert!(st.dwarf.is_none());
         assert_eq!(st.basename, "lib.so");
     }
@@ -1062,7 +1132,7 @@ extern "C" void *hl_push_back_addr() {
         };
         let mut polls = 0;
         let mut n = 0;
-        let st = load_module(&module, 0, &SymConfig::default(), &mut n, &mut || {
+        let st = load_module(&module, 0, None, &SymConfig::default(), &mut n, &mut || {
             polls += 1
         });
         assert!(st.dwarf.is_some(), "the test binary has DWARF");
