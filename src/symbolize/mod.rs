@@ -218,6 +218,31 @@ impl Symbolizer {
         self.state_for(index, None, poll)
     }
 
+    /// Where the mappings of registry module `index` start in
+    /// `self.mappings`, handed out on first need (in the order modules are
+    /// first met, which the profile's mapping table keeps).
+    fn first_mapping(&mut self, index: usize, module: &Module) -> usize {
+        if self.first_mappings.len() <= index {
+            self.first_mappings.resize(index + 1, None);
+        }
+        if let Some(f) = self.first_mappings[index] {
+            return f;
+        }
+        let f = self.mappings.len();
+        let build_id = hex(&module.build_id);
+        for &(start, end, file_offset) in &module.ranges {
+            self.mappings.push(Mapping {
+                start,
+                end,
+                file_offset,
+                path: module.path.clone(),
+                build_id: build_id.clone(),
+            });
+        }
+        self.first_mappings[index] = Some(f);
+        f
+    }
+
     /// [`Self::state`]; a module loaded here for `addrs` (sorted) reads the
     /// debug info of just the units those addresses fall in.
     fn state_for(
@@ -235,27 +260,7 @@ impl Symbolizer {
                 return None;
             }
             let module = modules::get(index)?;
-            if self.first_mappings.len() <= index {
-                self.first_mappings.resize(index + 1, None);
-            }
-            let first_mapping = match self.first_mappings[index] {
-                Some(f) => f,
-                None => {
-                    let f = self.mappings.len();
-                    let build_id = hex(&module.build_id);
-                    for &(start, end, file_offset) in &module.ranges {
-                        self.mappings.push(Mapping {
-                            start,
-                            end,
-                            file_offset,
-                            path: module.path.clone(),
-                            build_id: build_id.clone(),
-                        });
-                    }
-                    self.first_mappings[index] = Some(f);
-                    f
-                }
-            };
+            let first_mapping = self.first_mapping(index, &module);
             let state = {
                 let _scratch = crate::hot::ownheap::Scratch::enter();
                 load_module(
@@ -296,6 +301,13 @@ impl Symbolizer {
                 None => continue,
             };
             if !self.cache.contains_key(&(index, addr)) {
+                // Mappings in the order of the addresses, as lookups one
+                // by one would hand them out.
+                if !crate::hot::ownheap::low()
+                    && let Some(module) = modules::get(index)
+                {
+                    self.first_mapping(index, &module);
+                }
                 by_module.entry(index).or_default().push(addr);
             }
         }
@@ -879,6 +891,85 @@ extern "C" void *hl_push_back_addr() {
             matches!(frames[0].function.as_str(), "__libc_malloc" | "malloc"),
             "{frames:#?}"
         );
+    }
+
+    /// A dump prefetches its addresses module by module, each module's
+    /// `.debug_info` holding only the units its addresses fall in
+    /// (`sparse.rs`). The answers must be the ones the whole debug info
+    /// gives: libc (libc6-dbg, zlib-compressed sections, 2,000 units),
+    /// a library with its own uncompressed DWARF, one with compressed
+    /// sections, and C++ templates.
+    #[test]
+    fn prefetch_answers_as_the_whole_debug_info_does() {
+        let full = open("full.so");
+        let z = open("zdebug.so");
+        let cxx = open("cxx.so");
+        modules::refresh();
+        let libc_mod = modules::find(libc::malloc as *const () as u64).unwrap();
+        let mut addrs: Vec<u64> = Vec::new();
+        for &(start, end, _) in &libc_mod.ranges {
+            addrs.extend((0..300u64).map(|i| start + (end - start) * i / 300));
+        }
+        let strdup = libc::strdup as *const () as u64;
+        addrs.extend((0..64).map(|i| strdup + i));
+        for lib in [&full, &z] {
+            addrs.push(lib.ret_of("hl_outer") - 1);
+            addrs.push(lib.ret_of("hl_qsort") - 1);
+            addrs.push(lib.call_ptr("hl_hidden_addr") + 1);
+        }
+        addrs.push(cxx.call_ptr("hl_tsum_addr") + 1);
+        addrs.push(cxx.call_ptr("hl_push_back_addr") + 1);
+        addrs.push(0x10); // in no module
+
+        let mut whole = default_sym();
+        let expected: Vec<_> = addrs.iter().map(|&a| whole.lookup(a)).collect();
+        let mut part = default_sym();
+        let mut polls = 0;
+        part.prefetch(&addrs, &mut || polls += 1);
+        assert!(polls > 0);
+        let opened = part.files_opened();
+        for (&a, e) in addrs.iter().zip(&expected) {
+            assert_eq!(&part.lookup(a), e, "address {a:#x}");
+        }
+        // Every answer came from the prefetch: no file opened since.
+        assert_eq!(part.files_opened(), opened);
+        // ... which dropped each module's debug information after use.
+        assert!(part.states.iter().all(Option::is_none));
+        let with_lines = expected.iter().filter(|e| e.1[0].line.is_some()).count();
+        assert!(with_lines > 300, "{with_lines} answers with lines");
+    }
+
+    /// libc's debug info for a handful of addresses: the units they fall
+    /// in are parsed, the other 2,000 hidden (their abbreviations and line
+    /// program headers were 20 MiB of the first dump's peak RSS).
+    #[test]
+    fn a_few_addresses_read_a_few_units() {
+        modules::refresh();
+        let m = modules::find(libc::malloc as *const () as u64).unwrap();
+        let path = build_id_path(Path::new("/usr/lib/debug"), &m.build_id).unwrap();
+        let probes: Vec<u64> = {
+            let mut p: Vec<u64> = [
+                libc::malloc as *const () as u64,
+                libc::strdup as *const () as u64,
+            ]
+            .iter()
+            .map(|a| a - m.bias + 1)
+            .collect();
+            p.sort_unstable();
+            p
+        };
+        let mut n = 0;
+        let d = Dwarf::load(&path, None, Some(&probes), &mut n, &mut || {}).expect("libc6-dbg");
+        let (kept, hidden) = d.units;
+        assert!((1..=8).contains(&kept), "{kept} units kept");
+        assert!(hidden > 1000, "{hidden} units hidden");
+        for &p in &probes {
+            let mut frames = d.find_frames(p).unwrap();
+            let f = frames.next().unwrap().expect("a frame");
+            assert!(f.location.and_then(|l| l.line).is_some());
+        }
+        let whole = Dwarf::load(&path, None, None, &mut n, &mut || {}).unwrap();
+        assert_eq!(whole.units, (0, 0));
     }
 
     #[test]

@@ -229,7 +229,10 @@ fn keep(
         _ => match dwarf.unit(*header) {
             // addr2line skips a unit it cannot parse.
             Err(_) => false,
-            Ok(unit) => aranges_hit.contains(&offset) || ranges_hit(dwarf, &unit, probes, aranged.contains(&offset)),
+            Ok(unit) => {
+                aranges_hit.contains(&offset)
+                    || ranges_hit(dwarf, &unit, probes, aranged.contains(&offset))
+            }
         },
     };
     if kept && refers_across(dwarf, header.debug_abbrev_offset())? {
