@@ -33,7 +33,8 @@ pub(super) struct Dwarf {
     _sparse: Option<SparseInfo>,
     _maps: Vec<Mmap>,
     /// `.debug_info` units kept and hidden (`sparse`); (0, 0) when the
-    /// section was loaded whole.
+    /// section was loaded whole. Read by tests.
+    #[cfg_attr(not(test), allow(dead_code))]
     pub(super) units: (usize, usize),
 }
 
