@@ -396,6 +396,13 @@ fn load_module(
         module.build_id.clone()
     };
 
+    // Only what the addresses asked for need be read, when they are known.
+    let probes: Option<Vec<u64>> = addrs.map(|a| {
+        let mut p: Vec<u64> = a.iter().map(|&x| x.wrapping_sub(module.bias)).collect();
+        p.sort_unstable();
+        p
+    });
+    let probes = probes.as_deref();
     poll();
     let debug = match &binary {
         Some(b) if b.has_dwarf() => None, // its own DWARF
@@ -410,13 +417,6 @@ fn load_module(
     if let Some(d) = dwarf_file {
         let sup = find_sup_file(d, cfg, opened);
         poll();
-        let probes: Option<Vec<u64>> =
-            addrs.map(|a| a.iter().map(|&x| x.wrapping_sub(module.bias)).collect());
-        let probes = probes.map(|mut p| {
-            p.sort_unstable();
-            p
-        });
-        let probes = probes.as_deref();
         state.dwarf = match Dwarf::load(&d.path, sup.as_deref(), probes, opened, poll) {
             Some(l) => Some(l),
             None if sup.is_some() => Dwarf::load(&d.path, None, probes, opened, poll),
@@ -426,20 +426,21 @@ fn load_module(
 
     let symtab = |m: &Mapped| {
         m.parse()
-            .map(|o| symbols_of(o.symbols()))
+            .map(|o| symbols_of(o.symbols(), probes))
             .unwrap_or_default()
     };
     poll();
     let mut syms = binary.as_ref().map(symtab).unwrap_or_default();
-    if syms.is_empty() {
+    if syms.1 == 0 {
         syms = debug.as_ref().map(symtab).unwrap_or_default();
     }
-    if syms.is_empty() {
+    if syms.1 == 0 {
         syms = binary
             .as_ref()
-            .and_then(|b| b.parse().map(|o| symbols_of(o.dynamic_symbols())))
+            .and_then(|b| b.parse().map(|o| symbols_of(o.dynamic_symbols(), probes)))
             .unwrap_or_default();
     }
+    let syms = syms.0;
     poll();
     state.symbols = RangeTable::new(syms);
     poll();
@@ -898,12 +899,13 @@ extern "C" void *hl_push_back_addr() {
     /// (`sparse.rs`). The answers must be the ones the whole debug info
     /// gives: libc (libc6-dbg, zlib-compressed sections, 2,000 units),
     /// a library with its own uncompressed DWARF, one with compressed
-    /// sections, and C++ templates.
+    /// sections, one with only `.dynsym`, and C++ templates.
     #[test]
     fn prefetch_answers_as_the_whole_debug_info_does() {
         let full = open("full.so");
         let z = open("zdebug.so");
         let cxx = open("cxx.so");
+        let stripped = open("stripped.so");
         modules::refresh();
         let libc_mod = modules::find(libc::malloc as *const () as u64).unwrap();
         let mut addrs: Vec<u64> = Vec::new();
@@ -912,7 +914,7 @@ extern "C" void *hl_push_back_addr() {
         }
         let strdup = libc::strdup as *const () as u64;
         addrs.extend((0..64).map(|i| strdup + i));
-        for lib in [&full, &z] {
+        for lib in [&full, &z, &stripped] {
             addrs.push(lib.ret_of("hl_outer") - 1);
             addrs.push(lib.ret_of("hl_qsort") - 1);
             addrs.push(lib.call_ptr("hl_hidden_addr") + 1);
