@@ -299,7 +299,7 @@ fn aranges(
 /// another unit of `.debug_info` (or whose form is only known per DIE)?
 /// `None` also when the table cannot be read.
 fn refers_across(dwarf: &gimli::Dwarf<Slice>, offset: gimli::DebugAbbrevOffset) -> Option<bool> {
-    let mut r = dwarf.debug_abbrev.reader().clone();
+    let mut r = *dwarf.debug_abbrev.reader();
     r.skip(offset.0).ok()?;
     loop {
         let code = r.read_uleb128().ok()?;

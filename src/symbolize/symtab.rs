@@ -11,6 +11,9 @@ pub(super) fn strip_glibc_alias(name: &str) -> &str {
         .unwrap_or(name)
 }
 
+/// A symbol: start, end, name, and the order among aliases.
+pub(super) type Sym = (u64, u64, String, (u8, usize));
+
 /// Sized function symbols as (start, end, name), preferred aliases last
 /// among equal starts (see [`RangeTable::find`]); with `probes` (sorted),
 /// only those covering one of them (which gives every probe the answer the
@@ -19,7 +22,7 @@ pub(super) fn strip_glibc_alias(name: &str) -> &str {
 pub(super) fn symbols_of<'d, S: ObjectSymbol<'d>>(
     iter: impl Iterator<Item = S>,
     probes: Option<&[u64]>,
-) -> (Vec<(u64, u64, String, (u8, usize))>, usize) {
+) -> (Vec<Sym>, usize) {
     let mut count = 0;
     let v = iter
         .filter(|s| s.kind() == SymbolKind::Text && s.is_definition() && s.size() > 0)
@@ -29,7 +32,7 @@ pub(super) fn symbols_of<'d, S: ObjectSymbol<'d>>(
             count += 1;
             if let Some(p) = probes {
                 let i = p.partition_point(|&x| x < s.address());
-                if !p.get(i).is_some_and(|&x| x < end) {
+                if p.get(i).is_none_or(|&x| x >= end) {
                     return None;
                 }
             }
