@@ -31,12 +31,15 @@ pub(super) struct Dwarf {
     ctx: addr2line::Context<Slice>,
     _owned: Vec<Box<[u8]>>,
     _sparse: Option<SparseInfo>,
+    _sparse_lines: Option<SparseInfo>,
     _maps: Vec<Mmap>,
     /// `.debug_info` units kept and hidden (`sparse`); (0, 0) when the
     /// section was loaded whole. Read by tests.
     #[cfg_attr(not(test), allow(dead_code))]
     pub(super) units: (usize, usize),
 }
+
+const PAGE: usize = 4096;
 
 pub(super) type Slice = gimli::EndianSlice<'static, gimli::RunTimeEndian>;
 
@@ -82,6 +85,7 @@ impl Dwarf {
         };
         let mut owned: Vec<Box<[u8]>> = Vec::new();
         let mut sparse = None;
+        let mut sparse_lines = None;
         let ctx = {
             let obj = main.parse()?;
             let endian = if obj.is_little_endian() {
@@ -100,6 +104,14 @@ impl Dwarf {
                     Some(s) if !is_nobits(&s) => match s.uncompressed_data() {
                         Ok(std::borrow::Cow::Borrowed(b)) => b,
                         Ok(std::borrow::Cow::Owned(v)) => {
+                            // Decompressed: the compressed bytes' pages need
+                            // not stay resident while the next loads.
+                            if let Ok(raw) = s.data() {
+                                let from = raw.as_ptr() as usize & !(PAGE - 1);
+                                let to =
+                                    (raw.as_ptr() as usize + raw.len() + PAGE - 1) & !(PAGE - 1);
+                                sparse::drop_file_pages(from, to - from);
+                            }
                             owned.push(v.into_boxed_slice());
                             owned.last().map(|b| &b[..]).unwrap_or(&[])
                         }
@@ -114,10 +126,14 @@ impl Dwarf {
                     unsafe { core::slice::from_raw_parts(data.as_ptr(), data.len()) };
                 gimli::EndianSlice::new(data, endian)
             };
-            // `.debug_info` comes last, when it is filtered.
+            // `.debug_info` and `.debug_line` come last, when filtered.
             let filtered = probes.is_some();
             let mut dwarf = gimli::Dwarf::load(|id| {
-                let skip = filtered && id == gimli::SectionId::DebugInfo;
+                let skip = filtered
+                    && matches!(
+                        id,
+                        gimli::SectionId::DebugInfo | gimli::SectionId::DebugLine
+                    );
                 Ok::<_, ()>(load(&obj, id, skip, poll))
             })
             .ok()?;
@@ -135,6 +151,15 @@ impl Dwarf {
                     None => load(&obj, gimli::SectionId::DebugInfo, false, poll),
                 };
                 dwarf.debug_info = info.into();
+                // The line programs of the kept units only, or all of them.
+                sparse_lines = sparse
+                    .as_ref()
+                    .and_then(|s| sparse_line_programs(&obj, &s.line_programs, endian, poll));
+                let line = match &sparse_lines {
+                    Some(s) => gimli::EndianSlice::new(s.bytes(), endian),
+                    None => load(&obj, gimli::SectionId::DebugLine, false, poll),
+                };
+                dwarf.debug_line = line.into();
             }
             poll();
             let ctx = addr2line::Context::from_dwarf(dwarf).ok()?;
@@ -153,6 +178,7 @@ impl Dwarf {
             ctx,
             _owned: owned,
             _sparse: sparse,
+            _sparse_lines: sparse_lines,
             _maps: maps,
             units,
         })
@@ -176,7 +202,35 @@ fn sparse_info(
     probes: &[u64],
     poll: &mut dyn FnMut(),
 ) -> Option<SparseInfo> {
-    let section = obj.section_by_name(".debug_info")?;
+    streamed(obj, ".debug_info", poll, &mut |src, len, step| {
+        sparse::build(src, len, dwarf, probes, step)
+    })
+}
+
+/// `.debug_line` of `obj` with the line programs at `programs` only.
+fn sparse_line_programs(
+    obj: &object::File<'_>,
+    programs: &[usize],
+    endian: gimli::RunTimeEndian,
+    poll: &mut dyn FnMut(),
+) -> Option<SparseInfo> {
+    streamed(obj, ".debug_line", poll, &mut |src, len, step| {
+        sparse::build_lines(src, len, programs, endian, step)
+    })
+}
+
+type Build<'b> =
+    dyn FnMut(&mut dyn std::io::Read, usize, &mut dyn FnMut()) -> Option<SparseInfo> + 'b;
+
+/// Runs `build` over the section `name`'s bytes as a stream (decompressed
+/// if need be), the input's pages given back as they are read.
+fn streamed(
+    obj: &object::File<'_>,
+    name: &str,
+    poll: &mut dyn FnMut(),
+    build: &mut Build<'_>,
+) -> Option<SparseInfo> {
+    let section = obj.section_by_name(name)?;
     if is_nobits(&section) {
         return None;
     }
@@ -188,16 +242,14 @@ fn sparse_info(
         poll();
     };
     match compressed.format {
-        object::CompressionFormat::None => {
-            sparse::build(&mut &input, len, dwarf, probes, &mut step)
-        }
+        object::CompressionFormat::None => build(&mut &input, len, &mut step),
         object::CompressionFormat::Zlib => {
             let mut r = flate2::read::ZlibDecoder::new(&input);
-            sparse::build(&mut r, len, dwarf, probes, &mut step)
+            build(&mut r, len, &mut step)
         }
         object::CompressionFormat::Zstandard => {
             let mut r = ruzstd::decoding::StreamingDecoder::new(&input).ok()?;
-            sparse::build(&mut r, len, dwarf, probes, &mut step)
+            build(&mut r, len, &mut step)
         }
         _ => None,
     }

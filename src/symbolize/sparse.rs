@@ -13,15 +13,19 @@
 //! the end of `.debug_abbrev`, which addr2line skips (as it skips any unit
 //! it cannot parse), and the pages inside the run are given back at once
 //! (`MADV_DONTNEED`). Only the kept units, the pages holding the runs'
-//! headers and one step's window are ever resident.
+//! headers and one step's window are ever resident. A unit is classified
+//! from its root DIE alone (not `gimli::Dwarf::unit`, which parses the line
+//! program), so `.debug_line` is read afterwards, the same way, keeping
+//! only the kept units' line programs ([`build_lines`]).
 //!
 //! Answers stay the same as with the whole section: for an address,
 //! addr2line reads only the units whose ranges contain it and the units
 //! their DIEs refer to. A unit is kept when its `DW_AT_ranges` or
 //! `DW_AT_low_pc`/`DW_AT_high_pc`, or a `.debug_aranges` set for it, cover
 //! an address, when it has no address ranges at all (addr2line then uses
-//! its line program), when reading its ranges fails (addr2line would fail
-//! the same way), and partial units are always kept. Cross-unit references
+//! its line program), when its root DIE or ranges cannot be read here
+//! (addr2line then skips it or fails, as with the whole section), and
+//! partial units are always kept. Cross-unit references
 //! (`DW_FORM_ref_addr`, `DW_FORM_indirect`) in a kept unit's abbreviations
 //! give up: the caller loads the whole section instead.
 
@@ -49,6 +53,8 @@ pub(super) struct SparseInfo {
     /// Units kept and hidden, for tests and the bench notes.
     pub(super) kept: usize,
     pub(super) hidden: usize,
+    /// `.debug_line` offsets of the kept units' line programs.
+    pub(super) line_programs: Vec<usize>,
 }
 
 // SAFETY: the mapping is owned by this value alone; the raw pointer is
@@ -102,6 +108,7 @@ pub(super) fn build(
             len: 0,
             kept: 0,
             hidden: 0,
+            line_programs: Vec::new(),
         });
     }
     let ptr = sys::map(len);
@@ -113,6 +120,7 @@ pub(super) fn build(
         len,
         kept: 0,
         hidden: 0,
+        line_programs: Vec::new(),
     };
     let mut filled = 0;
     let mut next = 0; // the first unit not classified yet
@@ -141,8 +149,10 @@ pub(super) fn build(
                 Err(_) => return None,           // as addr2line would fail
             };
             let end = next + header.length_including_self();
-            if keep(dwarf, &header, probes, &aranged, &aranges_hit)? {
+            let (kept, stmt_list) = keep(dwarf, &header, probes, &aranged, &aranges_hit)?;
+            if kept {
                 out.kept += 1;
+                out.line_programs.extend(stmt_list);
                 if let Some(r) = run.take() {
                     close(&out, r, endian);
                 }
@@ -181,6 +191,103 @@ pub(super) fn build(
     Some(out)
 }
 
+/// `.debug_line` of `len` bytes read from `src`, holding only the line
+/// programs at `programs` (offsets, as the kept units name them): the
+/// pages between them are given back as the section streams in. Only the
+/// kept units' line programs are ever read (addr2line parses a unit's
+/// line program when it parses the unit). `None` when the input reads
+/// short.
+pub(super) fn build_lines(
+    src: &mut dyn Read,
+    len: usize,
+    programs: &[usize],
+    endian: gimli::RunTimeEndian,
+    step: &mut dyn FnMut(),
+) -> Option<SparseInfo> {
+    let mut starts: Vec<usize> = programs.iter().copied().filter(|&x| x < len).collect();
+    starts.sort_unstable();
+    starts.dedup();
+    let out = SparseInfo {
+        ptr: if len == 0 {
+            core::ptr::null_mut()
+        } else {
+            sys::map(len)
+        },
+        len,
+        kept: starts.len(),
+        hidden: 0,
+        line_programs: Vec::new(),
+    };
+    if len != 0 && out.ptr.is_null() {
+        return None;
+    }
+    let ptr = out.ptr;
+    let (mut filled, mut next, mut done) = (0, 0, 0);
+    let mut ranges: Vec<(usize, usize)> = Vec::new();
+    let u32_at = |b: [u8; 4]| match endian {
+        gimli::RunTimeEndian::Little => u32::from_le_bytes(b),
+        gimli::RunTimeEndian::Big => u32::from_be_bytes(b),
+    };
+    let u64_at = |b: [u8; 8]| match endian {
+        gimli::RunTimeEndian::Little => u64::from_le_bytes(b),
+        gimli::RunTimeEndian::Big => u64::from_be_bytes(b),
+    };
+    while filled < len {
+        let to = (filled + STEP).min(len);
+        // SAFETY: `filled..to` is inside the mapping; no slice of it is
+        // alive.
+        let dst = unsafe { core::slice::from_raw_parts_mut(ptr.add(filled), to - filled) };
+        let n = src.read(dst).ok()?;
+        if n == 0 {
+            return None;
+        }
+        filled += n;
+        step();
+        // SAFETY: the bytes written so far; no mutable slice is alive.
+        let data = unsafe { core::slice::from_raw_parts(ptr, filled) };
+        // The extent of each program whose length field has arrived.
+        while let Some(&x) = starts.get(next) {
+            let end = match data.get(x..x + 4).map(|b| u32_at([b[0], b[1], b[2], b[3]])) {
+                None => break,
+                Some(0xffff_ffff) => match data.get(x + 4..x + 12) {
+                    None => break,
+                    Some(b) => {
+                        let l = u64_at([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]);
+                        (x as u64 + 12).saturating_add(l)
+                    }
+                },
+                Some(l) => x as u64 + 4 + u64::from(l),
+            };
+            ranges.push((x, usize::try_from(end).unwrap_or(len).min(len)));
+            next += 1;
+        }
+        // Give back the pages between programs, below the next program
+        // whose extent is not known yet.
+        let bound = starts.get(next).map_or(filled, |&x| x.min(filled));
+        let mut cur = done;
+        for &(s, e) in &ranges {
+            if e <= cur {
+                continue;
+            }
+            discard_between(ptr, cur, s.min(bound));
+            cur = cur.max(e);
+        }
+        discard_between(ptr, cur, bound);
+        done = done.max(bound);
+    }
+    Some(out)
+}
+
+/// Gives back the whole pages of `ptr[from..to]` (none when empty).
+fn discard_between(ptr: *mut u8, from: usize, to: usize) {
+    let (from, to) = (round_up(from), to & !(PAGE - 1));
+    if to > from {
+        // SAFETY: pages of our mapping that no kept program overlaps:
+        // nothing reads them.
+        unsafe { sys::discard(ptr.add(from), to - from) };
+    }
+}
+
 fn round_up(n: usize) -> usize {
     (n + PAGE - 1) & !(PAGE - 1)
 }
@@ -211,34 +318,106 @@ fn close(out: &SparseInfo, (s, e): (usize, usize), endian: gimli::RunTimeEndian)
     unsafe { core::ptr::copy_nonoverlapping(h.as_ptr(), out.ptr.add(s), FAKE_HEADER) };
 }
 
-/// Whether addr2line may read the unit of `header` for one of `probes`.
-/// `None`: the unit refers to other units; filtering is not safe.
+/// Whether addr2line may read the unit of `header` for one of `probes`,
+/// and where its line program is. `None`: the unit refers to other units;
+/// filtering is not safe.
 fn keep(
     dwarf: &gimli::Dwarf<Slice>,
     header: &gimli::UnitHeader<Slice>,
     probes: &[u64],
     aranged: &HashSet<usize>,
     aranges_hit: &HashSet<usize>,
-) -> Option<bool> {
+) -> Option<(bool, Option<usize>)> {
     let Some(offset) = header.debug_info_offset().map(|o| o.0) else {
-        return Some(true);
+        return Some((true, None));
     };
-    let kept = match header.type_() {
-        gimli::UnitType::Type { .. } | gimli::UnitType::SplitType { .. } => false,
-        gimli::UnitType::Partial => true,
-        _ => match dwarf.unit(*header) {
-            // addr2line skips a unit it cannot parse.
-            Err(_) => false,
-            Ok(unit) => {
+    let (kept, stmt_list) = match header.type_() {
+        gimli::UnitType::Type { .. } | gimli::UnitType::SplitType { .. } => (false, None),
+        // Kept: DIEs of other units may import it.
+        gimli::UnitType::Partial => (true, root_unit(dwarf, header).and_then(|(_, s)| s)),
+        _ => match root_unit(dwarf, header) {
+            // Kept when unreadable here: addr2line reads (or skips) it
+            // as it would with the whole section.
+            None => (true, None),
+            Some((unit, stmt_list)) => (
                 aranges_hit.contains(&offset)
-                    || ranges_hit(dwarf, &unit, probes, aranged.contains(&offset))
-            }
+                    || ranges_hit(dwarf, &unit, probes, aranged.contains(&offset)),
+                stmt_list,
+            ),
         },
     };
     if kept && refers_across(dwarf, header.debug_abbrev_offset())? {
         return None;
     }
-    Some(kept)
+    Some((kept, stmt_list))
+}
+
+/// The unit of `header` as far as its ranges need (`gimli::Dwarf::unit`
+/// without the line program, so `.debug_line` is not needed yet), and its
+/// `DW_AT_stmt_list`. `None` when its root DIE cannot be read.
+fn root_unit(
+    dwarf: &gimli::Dwarf<Slice>,
+    header: &gimli::UnitHeader<Slice>,
+) -> Option<(gimli::Unit<Slice>, Option<usize>)> {
+    let encoding = header.encoding();
+    let mut unit = gimli::Unit {
+        header: *header,
+        abbreviations: dwarf.abbreviations(header).ok()?,
+        name: None,
+        comp_dir: None,
+        low_pc: 0,
+        str_offsets_base: gimli::DebugStrOffsetsBase::default_for_encoding_and_file(
+            encoding,
+            dwarf.file_type,
+        ),
+        addr_base: gimli::DebugAddrBase(0),
+        loclists_base: gimli::DebugLocListsBase::default_for_encoding_and_file(
+            encoding,
+            dwarf.file_type,
+        ),
+        rnglists_base: gimli::DebugRngListsBase::default_for_encoding_and_file(
+            encoding,
+            dwarf.file_type,
+        ),
+        line_program: None,
+        dwo_id: None,
+    };
+    let (mut stmt_list, mut low_pc) = (None, None);
+    {
+        let mut cursor = unit.header.entries(&unit.abbreviations);
+        cursor.next_dfs().ok()?;
+        let root = cursor.current()?;
+        let (mut addr_base, mut rnglists_base) = (None, None);
+        for attr in root.attrs() {
+            match (attr.name(), attr.value()) {
+                (gimli::DW_AT_stmt_list, gimli::AttributeValue::DebugLineRef(o)) => {
+                    stmt_list = Some(o.0)
+                }
+                (
+                    gimli::DW_AT_addr_base | gimli::DW_AT_GNU_addr_base,
+                    gimli::AttributeValue::DebugAddrBase(b),
+                ) => addr_base = Some(b),
+                (
+                    gimli::DW_AT_rnglists_base | gimli::DW_AT_GNU_ranges_base,
+                    gimli::AttributeValue::DebugRngListsBase(b),
+                ) => rnglists_base = Some(b),
+                (gimli::DW_AT_low_pc, v) => low_pc = Some(v),
+                _ => {}
+            }
+        }
+        if let Some(b) = addr_base {
+            unit.addr_base = b;
+        }
+        if let Some(b) = rnglists_base {
+            unit.rnglists_base = b;
+        }
+    }
+    if let Some(v) = low_pc
+        && let Ok(Some(a)) = dwarf.attr_address(&unit, v)
+    {
+        unit.low_pc = a;
+    }
+    Some((unit, stmt_list))
 }
 
 /// Does a range of the unit's root DIE cover a probe? True too when it has
