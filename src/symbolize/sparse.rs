@@ -156,6 +156,9 @@ pub(super) fn build(
                 if let Some(r) = run.take() {
                     close(&out, r, endian);
                 }
+            } else if end - next > MAX_RUN {
+                // One 32-bit header cannot span it (64-bit DWARF only).
+                return None;
             } else {
                 out.hidden += 1;
                 run = match run {
