@@ -139,53 +139,65 @@ pub(super) fn build(
             filled += n;
             step();
         }
-        // SAFETY: the bytes written so far; no mutable slice is alive.
-        let data = unsafe { core::slice::from_raw_parts(ptr, filled) };
-        let info = gimli::DebugInfo::from(gimli::EndianSlice::new(data, endian));
-        loop {
-            let header = match info.header_from_offset(gimli::DebugInfoOffset(next)) {
-                Ok(h) => h,
-                Err(_) if filled < len => break, // not complete yet
-                Err(_) => return None,           // as addr2line would fail
-            };
-            let end = next + header.length_including_self();
-            let (kept, stmt_list) = keep(dwarf, &header, probes, &aranged, &aranges_hit)?;
-            if kept {
-                out.kept += 1;
-                out.line_programs.extend(stmt_list);
-                if let Some(r) = run.take() {
-                    close(&out, r, endian);
-                }
-            } else if end - next > MAX_RUN {
-                // One 32-bit header cannot span it (64-bit DWARF only).
-                return None;
-            } else {
-                out.hidden += 1;
-                run = match run {
-                    Some((s, _)) if end - s <= MAX_RUN => Some((s, end)),
-                    Some(r) => {
-                        close(&out, r, endian);
-                        Some((next, end))
-                    }
-                    None => Some((next, end)),
+        // Writes into the mapping (run headers, pages given back) wait until
+        // the slice read below is gone.
+        let mut closes: Vec<(usize, usize)> = Vec::new();
+        let mut discards: Vec<(usize, usize)> = Vec::new();
+        {
+            // SAFETY: the bytes written so far; nothing writes to the
+            // mapping while this slice lives.
+            let data = unsafe { core::slice::from_raw_parts(ptr, filled) };
+            let info = gimli::DebugInfo::from(gimli::EndianSlice::new(data, endian));
+            loop {
+                let header = match info.header_from_offset(gimli::DebugInfoOffset(next)) {
+                    Ok(h) => h,
+                    Err(_) if filled < len => break, // not complete yet
+                    Err(_) => return None,           // as addr2line would fail
                 };
-                if let Some((s, e)) = run {
-                    // Give back the run's pages as they complete.
-                    let from = round_up(s + FAKE_HEADER).max(discarded);
-                    let to = e & !(PAGE - 1);
-                    if to > from {
-                        // SAFETY: pages of our mapping inside the hidden
-                        // run (its header page excluded): nothing will read
-                        // them but as zeros.
-                        unsafe { sys::discard(ptr.add(from), to - from) };
-                        discarded = to;
+                let end = next + header.length_including_self();
+                let (kept, stmt_list) = keep(dwarf, &header, probes, &aranged, &aranges_hit)?;
+                if kept {
+                    out.kept += 1;
+                    out.line_programs.extend(stmt_list);
+                    closes.extend(run.take());
+                } else if end - next > MAX_RUN {
+                    // One 32-bit header cannot span it (64-bit DWARF only).
+                    return None;
+                } else {
+                    out.hidden += 1;
+                    run = match run {
+                        Some((s, _)) if end - s <= MAX_RUN => Some((s, end)),
+                        Some(r) => {
+                            closes.push(r);
+                            Some((next, end))
+                        }
+                        None => Some((next, end)),
+                    };
+                    if let Some((s, e)) = run {
+                        // Give back the run's pages as they complete (its
+                        // header's page excepted).
+                        let from = round_up(s + FAKE_HEADER).max(discarded);
+                        let to = e & !(PAGE - 1);
+                        if to > from {
+                            discards.push((from, to));
+                            discarded = to;
+                        }
                     }
                 }
+                next = end;
+                if next >= filled {
+                    break;
+                }
             }
-            next = end;
-            if next >= filled {
-                break;
-            }
+        }
+        for r in closes {
+            close(&out, r, endian);
+        }
+        for (from, to) in discards {
+            // SAFETY: pages of our mapping inside a hidden run (its header
+            // page excluded), no slice of it alive: nothing will read them
+            // but as zeros.
+            unsafe { sys::discard(ptr.add(from), to - from) };
         }
     }
     if let Some(r) = run {
@@ -246,23 +258,26 @@ pub(super) fn build_lines(
         }
         filled += n;
         step();
-        // SAFETY: the bytes written so far; no mutable slice is alive.
-        let data = unsafe { core::slice::from_raw_parts(ptr, filled) };
-        // The extent of each program whose length field has arrived.
-        while let Some(&x) = starts.get(next) {
-            let end = match data.get(x..x + 4).map(|b| u32_at([b[0], b[1], b[2], b[3]])) {
-                None => break,
-                Some(0xffff_ffff) => match data.get(x + 4..x + 12) {
+        {
+            // SAFETY: the bytes written so far; nothing writes to the
+            // mapping while this slice lives (it ends with this block).
+            let data = unsafe { core::slice::from_raw_parts(ptr, filled) };
+            // The extent of each program whose length field has arrived.
+            while let Some(&x) = starts.get(next) {
+                let end = match data.get(x..x + 4).map(|b| u32_at([b[0], b[1], b[2], b[3]])) {
                     None => break,
-                    Some(b) => {
-                        let l = u64_at([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]);
-                        (x as u64 + 12).saturating_add(l)
-                    }
-                },
-                Some(l) => x as u64 + 4 + u64::from(l),
-            };
-            ranges.push((x, usize::try_from(end).unwrap_or(len).min(len)));
-            next += 1;
+                    Some(0xffff_ffff) => match data.get(x + 4..x + 12) {
+                        None => break,
+                        Some(b) => {
+                            let l = u64_at([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]);
+                            (x as u64 + 12).saturating_add(l)
+                        }
+                    },
+                    Some(l) => x as u64 + 4 + u64::from(l),
+                };
+                ranges.push((x, usize::try_from(end).unwrap_or(len).min(len)));
+                next += 1;
+            }
         }
         // Give back the pages between programs, below the next program
         // whose extent is not known yet.
