@@ -138,3 +138,46 @@ fn snapshot_buffer_is_not_kept_after_the_blocks_are_freed() {
         "heaplive's memory over {bound} bytes after the blocks were freed:\n{err}"
     );
 }
+
+/// The peak RSS a dump adds (issue #13 target 3: peak RSS within 1.05x +
+/// 8 MiB, dumps included). A first dump whose stacks run through libc read
+/// libc6-dbg's DWARF: 9.6 MiB decompressed plus addr2line's parse of all
+/// its 2,063 units (20 MiB), a 35 MiB rise in this 4 MiB program. It must
+/// stay within the target's 8 MiB: only the units the stacks' addresses
+/// fall in are parsed, one module at a time (`symbolize/sparse.rs`).
+#[test]
+fn first_dump_through_libc_raises_peak_rss_by_less_than_8_mib() {
+    if !std::path::Path::new("/usr/lib/debug/.build-id").exists() {
+        panic!("libc6-dbg is needed (scripts/install-test-deps.sh installs it)");
+    }
+    let dir = tempdir("ownmem-peak");
+    let exe = compile("ownmem_peak.c", "ownmem_peak", dir.path(), &[]);
+    let o = run_preloaded(
+        dir.path(),
+        &exe,
+        &[],
+        &[
+            ("HEAPLIVE_SAMPLE_INTERVAL", "1"),
+            ("HEAPLIVE_LINES", "1"),
+            ("HEAPLIVE_DUMP_AT_EXIT", "0"),
+        ],
+    );
+    let out = stdout(&o);
+    let rise_kib: u64 = out
+        .strip_prefix("rise ")
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{}", show(&o)));
+    // The dump did read libc's debug info: a libc-internal line.
+    let stacks = parse_folded(&folded_files(dir.path())[0]);
+    assert!(
+        stacks
+            .iter()
+            .any(|s| s.frames.iter().any(|f| f.contains("regcomp.c:"))),
+        "no frame with libc's line info:\n{stacks:?}"
+    );
+    assert!(
+        rise_kib <= 8 * 1024,
+        "the dump raised the peak RSS by {rise_kib} KiB\n{}",
+        show(&o)
+    );
+}

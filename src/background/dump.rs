@@ -271,6 +271,21 @@ fn build_profile(st: &mut DumpState, which: Which) -> std::io::Result<(Profile, 
     let mut samples = Vec::with_capacity(per_stack.len());
     let mut ids: Vec<_> = per_stack.into_iter().collect();
     ids.sort_by_key(|(id, _)| *id);
+    // Every address first, module by module, so that one module's debug
+    // information is held at a time (and only its units that these
+    // addresses fall in); the loop below then finds each answer cached.
+    let mut wanted = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for (id, _) in &ids {
+        for &ip in stacks::frames(*id) {
+            if !names::is_pseudo(ip) && seen.insert(ip) {
+                wanted.push((ip as u64).saturating_sub(1));
+            }
+        }
+    }
+    drop(seen);
+    sym.prefetch(&wanted, &mut poll);
+    drop(wanted);
     for (id, v) in ids {
         let locs = stacks::frames(id)
             .iter()

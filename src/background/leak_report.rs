@@ -124,6 +124,13 @@ fn top_frames(id: stacks::StackId) -> String {
     }
     let mut st = DUMP.lock();
     let sym = symbolizer_of(&mut st);
+    // One module's debug information at a time, for just these addresses.
+    let wanted: Vec<u64> = frames
+        .iter()
+        .filter(|ip| pseudo(ip).is_none())
+        .map(|&ip| (ip as u64).saturating_sub(1))
+        .collect();
+    sym.prefetch(&wanted, &mut || {});
     let mut names: Vec<String> = Vec::new();
     for &ip in frames {
         if let Some(t) = pseudo(&ip) {

@@ -8,6 +8,7 @@ use memmap2::Mmap;
 use object::{Object, ObjectSection};
 
 use super::SymConfig;
+use super::sparse::{self, SparseInfo};
 
 pub(super) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
@@ -29,18 +30,51 @@ pub(super) struct Dwarf {
     // Field order is drop order: the context borrows the data below.
     ctx: addr2line::Context<Slice>,
     _owned: Vec<Box<[u8]>>,
+    _sparse: Option<SparseInfo>,
+    _sparse_lines: Option<SparseInfo>,
     _maps: Vec<Mmap>,
+    /// `.debug_info` units kept and hidden (`sparse`); (0, 0) when the
+    /// section was loaded whole. Read by tests.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(super) units: (usize, usize),
 }
 
-type Slice = gimli::EndianSlice<'static, gimli::RunTimeEndian>;
+const PAGE: usize = 4096;
+
+pub(super) type Slice = gimli::EndianSlice<'static, gimli::RunTimeEndian>;
+
+/// Sections addr2line never reads (its own `Context::from_sections` leaves
+/// them empty): not decompressed.
+fn unread(id: gimli::SectionId) -> bool {
+    use gimli::SectionId::*;
+    matches!(
+        id,
+        DebugLoc
+            | DebugLocLists
+            | DebugMacinfo
+            | DebugMacro
+            | DebugTypes
+            | DebugNames
+            | DebugCuIndex
+            | DebugTuIndex
+            | DebugFrame
+            | EhFrame
+            | EhFrameHdr
+            | DebugPubNames
+            | DebugPubTypes
+    )
+}
 
 impl Dwarf {
     /// Loads the DWARF of `path` (and its dwz supplementary file `sup`).
-    /// `poll` is called between sections (each may take milliseconds to
-    /// decompress).
+    /// With `probes` (file-relative addresses, sorted), `.debug_info` keeps
+    /// only the units that can answer them ([`super::sparse`]); without,
+    /// every unit. `poll` is called between sections (each may take
+    /// milliseconds to decompress).
     pub(super) fn load(
         path: &Path,
         sup: Option<&Path>,
+        probes: Option<&[u64]>,
         opened: &mut usize,
         poll: &mut dyn FnMut(),
     ) -> Option<Dwarf> {
@@ -50,6 +84,8 @@ impl Dwarf {
             None => None,
         };
         let mut owned: Vec<Box<[u8]>> = Vec::new();
+        let mut sparse = None;
+        let mut sparse_lines = None;
         let ctx = {
             let obj = main.parse()?;
             let endian = if obj.is_little_endian() {
@@ -57,12 +93,25 @@ impl Dwarf {
             } else {
                 gimli::RunTimeEndian::Big
             };
-            let mut load = |o: &object::File<'_>, id: gimli::SectionId| -> Result<Slice, ()> {
+            let mut load = |o: &object::File<'_>,
+                            id: gimli::SectionId,
+                            skip: bool,
+                            poll: &mut dyn FnMut()|
+             -> Slice {
                 poll();
                 let data: &[u8] = match o.section_by_name(id.name()) {
+                    _ if skip || unread(id) => &[],
                     Some(s) if !is_nobits(&s) => match s.uncompressed_data() {
                         Ok(std::borrow::Cow::Borrowed(b)) => b,
                         Ok(std::borrow::Cow::Owned(v)) => {
+                            // Decompressed: the compressed bytes' pages need
+                            // not stay resident while the next loads.
+                            if let Ok(raw) = s.data() {
+                                let from = raw.as_ptr() as usize & !(PAGE - 1);
+                                let to =
+                                    (raw.as_ptr() as usize + raw.len() + PAGE - 1) & !(PAGE - 1);
+                                sparse::drop_file_pages(from, to - from);
+                            }
                             owned.push(v.into_boxed_slice());
                             owned.last().map(|b| &b[..]).unwrap_or(&[])
                         }
@@ -75,24 +124,63 @@ impl Dwarf {
                 // drops only after `ctx`, which is the only reader.
                 let data: &'static [u8] =
                     unsafe { core::slice::from_raw_parts(data.as_ptr(), data.len()) };
-                Ok(gimli::EndianSlice::new(data, endian))
+                gimli::EndianSlice::new(data, endian)
             };
-            let mut dwarf = gimli::Dwarf::load(|id| load(&obj, id)).ok()?;
+            // `.debug_info` and `.debug_line` come last, when filtered.
+            let filtered = probes.is_some();
+            let mut dwarf = gimli::Dwarf::load(|id| {
+                let skip = filtered
+                    && matches!(
+                        id,
+                        gimli::SectionId::DebugInfo | gimli::SectionId::DebugLine
+                    );
+                Ok::<_, ()>(load(&obj, id, skip, poll))
+            })
+            .ok()?;
             if let Some(sup) = &sup {
                 let sobj = sup.parse()?;
-                dwarf.load_sup(|id| load(&sobj, id)).ok()?;
+                dwarf
+                    .load_sup(|id| Ok::<_, ()>(load(&sobj, id, false, poll)))
+                    .ok()?;
+            }
+            if let Some(probes) = probes {
+                poll();
+                sparse = sparse_info(&obj, &dwarf, probes, poll);
+                let info = match &sparse {
+                    Some(s) => gimli::EndianSlice::new(s.bytes(), endian),
+                    None => load(&obj, gimli::SectionId::DebugInfo, false, poll),
+                };
+                dwarf.debug_info = info.into();
+                // The line programs of the kept units only, or all of them.
+                sparse_lines = sparse
+                    .as_ref()
+                    .and_then(|s| sparse_line_programs(&obj, &s.line_programs, endian, poll));
+                let line = match &sparse_lines {
+                    Some(s) => gimli::EndianSlice::new(s.bytes(), endian),
+                    None => load(&obj, gimli::SectionId::DebugLine, false, poll),
+                };
+                dwarf.debug_line = line.into();
             }
             poll();
-            dwarf.populate_abbreviations_cache(gimli::AbbreviationsCacheStrategy::Duplicates);
-            poll();
-            addr2line::Context::from_dwarf(dwarf).ok()?
+            let ctx = addr2line::Context::from_dwarf(dwarf).ok()?;
+            // What the lookups need of the files' pages reads in again;
+            // the rest (compressed sections, already decompressed) need
+            // not stay resident.
+            for m in std::iter::once(&main).chain(sup.as_ref()) {
+                sparse::drop_file_pages(m.map.as_ptr() as usize, m.map.len());
+            }
+            ctx
         };
         let mut maps = vec![main.map];
         maps.extend(sup.map(|s| s.map));
+        let units = sparse.as_ref().map_or((0, 0), |s| (s.kept, s.hidden));
         Some(Dwarf {
             ctx,
             _owned: owned,
+            _sparse: sparse,
+            _sparse_lines: sparse_lines,
             _maps: maps,
+            units,
         })
     }
 
@@ -102,6 +190,68 @@ impl Dwarf {
         probe: u64,
     ) -> Result<addr2line::FrameIter<'_, Slice>, gimli::Error> {
         self.ctx.find_frames(probe).skip_all_loads()
+    }
+}
+
+/// `.debug_info` of `obj` with the units `probes` need ([`super::sparse`]),
+/// decompressed (or copied) step by step, the input's pages given back as
+/// they are read. `None`: load it whole.
+fn sparse_info(
+    obj: &object::File<'_>,
+    dwarf: &gimli::Dwarf<Slice>,
+    probes: &[u64],
+    poll: &mut dyn FnMut(),
+) -> Option<SparseInfo> {
+    streamed(obj, ".debug_info", poll, &mut |src, len, step| {
+        sparse::build(src, len, dwarf, probes, step)
+    })
+}
+
+/// `.debug_line` of `obj` with the line programs at `programs` only.
+fn sparse_line_programs(
+    obj: &object::File<'_>,
+    programs: &[usize],
+    endian: gimli::RunTimeEndian,
+    poll: &mut dyn FnMut(),
+) -> Option<SparseInfo> {
+    streamed(obj, ".debug_line", poll, &mut |src, len, step| {
+        sparse::build_lines(src, len, programs, endian, step)
+    })
+}
+
+type Build<'b> =
+    dyn FnMut(&mut dyn std::io::Read, usize, &mut dyn FnMut()) -> Option<SparseInfo> + 'b;
+
+/// Runs `build` over the section `name`'s bytes as a stream (decompressed
+/// if need be), the input's pages given back as they are read.
+fn streamed(
+    obj: &object::File<'_>,
+    name: &str,
+    poll: &mut dyn FnMut(),
+    build: &mut Build<'_>,
+) -> Option<SparseInfo> {
+    let section = obj.section_by_name(name)?;
+    if is_nobits(&section) {
+        return None;
+    }
+    let compressed = section.compressed_data().ok()?;
+    let len = usize::try_from(compressed.uncompressed_size).ok()?;
+    let input = sparse::Consumed::new(compressed.data);
+    let mut step = || {
+        input.give_back();
+        poll();
+    };
+    match compressed.format {
+        object::CompressionFormat::None => build(&mut &input, len, &mut step),
+        object::CompressionFormat::Zlib => {
+            let mut r = flate2::read::ZlibDecoder::new(&input);
+            build(&mut r, len, &mut step)
+        }
+        object::CompressionFormat::Zstandard => {
+            let mut r = ruzstd::decoding::StreamingDecoder::new(&input).ok()?;
+            build(&mut r, len, &mut step)
+        }
+        _ => None,
     }
 }
 

@@ -29,6 +29,7 @@ mod debug_files;
 mod demangle;
 mod jit;
 pub mod modules;
+mod sparse;
 mod symtab;
 
 use std::collections::HashMap;
@@ -214,6 +215,42 @@ impl Symbolizer {
 
     /// The state of registry module `index`, loading it on first use.
     fn state(&mut self, index: usize, poll: &mut dyn FnMut()) -> Option<&ModState> {
+        self.state_for(index, None, poll)
+    }
+
+    /// Where the mappings of registry module `index` start in
+    /// `self.mappings`, handed out on first need (in the order modules are
+    /// first met, which the profile's mapping table keeps).
+    fn first_mapping(&mut self, index: usize, module: &Module) -> usize {
+        if self.first_mappings.len() <= index {
+            self.first_mappings.resize(index + 1, None);
+        }
+        if let Some(f) = self.first_mappings[index] {
+            return f;
+        }
+        let f = self.mappings.len();
+        let build_id = hex(&module.build_id);
+        for &(start, end, file_offset) in &module.ranges {
+            self.mappings.push(Mapping {
+                start,
+                end,
+                file_offset,
+                path: module.path.clone(),
+                build_id: build_id.clone(),
+            });
+        }
+        self.first_mappings[index] = Some(f);
+        f
+    }
+
+    /// [`Self::state`]; a module loaded here for `addrs` (sorted) reads the
+    /// debug info of just the units those addresses fall in.
+    fn state_for(
+        &mut self,
+        index: usize,
+        addrs: Option<&[u64]>,
+        poll: &mut dyn FnMut(),
+    ) -> Option<&ModState> {
         if self.states.len() <= index {
             self.states.resize_with(index + 1, || None);
         }
@@ -223,32 +260,13 @@ impl Symbolizer {
                 return None;
             }
             let module = modules::get(index)?;
-            if self.first_mappings.len() <= index {
-                self.first_mappings.resize(index + 1, None);
-            }
-            let first_mapping = match self.first_mappings[index] {
-                Some(f) => f,
-                None => {
-                    let f = self.mappings.len();
-                    let build_id = hex(&module.build_id);
-                    for &(start, end, file_offset) in &module.ranges {
-                        self.mappings.push(Mapping {
-                            start,
-                            end,
-                            file_offset,
-                            path: module.path.clone(),
-                            build_id: build_id.clone(),
-                        });
-                    }
-                    self.first_mappings[index] = Some(f);
-                    f
-                }
-            };
+            let first_mapping = self.first_mapping(index, &module);
             let state = {
                 let _scratch = crate::hot::ownheap::Scratch::enter();
                 load_module(
                     &module,
                     first_mapping,
+                    addrs,
                     &self.cfg,
                     &mut self.files_opened,
                     poll,
@@ -257,6 +275,62 @@ impl Symbolizer {
             self.states[index] = Some(state);
         }
         self.states[index].as_ref()
+    }
+
+    /// Answers (and caches) every address of `addrs` not answered yet,
+    /// module by module: a module's debug information is read for just its
+    /// addresses (the compilation units they fall in) and dropped, its
+    /// scratch memory given back, before the next module's is read. So a
+    /// dump holds one module's debug information at a time, not every
+    /// module's at once. Later [`Self::lookup`]s of these addresses are
+    /// hash lookups.
+    pub fn prefetch(&mut self, addrs: &[u64], poll: &mut dyn FnMut()) {
+        let mut by_module: std::collections::BTreeMap<usize, Vec<u64>> = Default::default();
+        let mut refreshed = false;
+        for &addr in addrs {
+            let index = match modules::find_index(addr) {
+                Some(i) => i,
+                None if !refreshed => {
+                    refreshed = true;
+                    modules::refresh_if_changed();
+                    match modules::find_index(addr) {
+                        Some(i) => i,
+                        None => continue,
+                    }
+                }
+                None => continue,
+            };
+            if !self.cache.contains_key(&(index, addr)) {
+                // Mappings in the order of the addresses, as lookups one
+                // by one would hand them out.
+                if !crate::hot::ownheap::low()
+                    && let Some(module) = modules::get(index)
+                {
+                    self.first_mapping(index, &module);
+                }
+                by_module.entry(index).or_default().push(addr);
+            }
+        }
+        for (index, mut list) in by_module {
+            list.sort_unstable();
+            list.dedup();
+            let loaded_before = self.states.get(index).is_some_and(|s| s.is_some());
+            self.state_for(index, Some(&list), poll);
+            for &addr in &list {
+                let scratch_answer = {
+                    let _scratch = crate::hot::ownheap::Scratch::enter();
+                    self.lookup_uncached(index, addr)
+                };
+                let answer = scratch_answer.clone();
+                drop(scratch_answer);
+                self.cache.insert((index, addr), answer);
+            }
+            if !loaded_before {
+                self.states[index] = None;
+                crate::hot::ownheap::release_scratch();
+            }
+            poll();
+        }
     }
 
     /// Drops the debug information and symbol tables loaded so far (tens
@@ -287,6 +361,7 @@ fn unknown() -> Frame {
 fn load_module(
     module: &Module,
     first_mapping: usize,
+    addrs: Option<&[u64]>,
     cfg: &SymConfig,
     opened: &mut usize,
     poll: &mut dyn FnMut(),
@@ -321,6 +396,13 @@ fn load_module(
         module.build_id.clone()
     };
 
+    // Only what the addresses asked for need be read, when they are known.
+    let probes: Option<Vec<u64>> = addrs.map(|a| {
+        let mut p: Vec<u64> = a.iter().map(|&x| x.wrapping_sub(module.bias)).collect();
+        p.sort_unstable();
+        p
+    });
+    let probes = probes.as_deref();
     poll();
     let debug = match &binary {
         Some(b) if b.has_dwarf() => None, // its own DWARF
@@ -335,29 +417,30 @@ fn load_module(
     if let Some(d) = dwarf_file {
         let sup = find_sup_file(d, cfg, opened);
         poll();
-        state.dwarf = match Dwarf::load(&d.path, sup.as_deref(), opened, poll) {
+        state.dwarf = match Dwarf::load(&d.path, sup.as_deref(), probes, opened, poll) {
             Some(l) => Some(l),
-            None if sup.is_some() => Dwarf::load(&d.path, None, opened, poll),
+            None if sup.is_some() => Dwarf::load(&d.path, None, probes, opened, poll),
             None => None,
         };
     }
 
     let symtab = |m: &Mapped| {
         m.parse()
-            .map(|o| symbols_of(o.symbols()))
+            .map(|o| symbols_of(o.symbols(), probes))
             .unwrap_or_default()
     };
     poll();
     let mut syms = binary.as_ref().map(symtab).unwrap_or_default();
-    if syms.is_empty() {
+    if syms.1 == 0 {
         syms = debug.as_ref().map(symtab).unwrap_or_default();
     }
-    if syms.is_empty() {
+    if syms.1 == 0 {
         syms = binary
             .as_ref()
-            .and_then(|b| b.parse().map(|o| symbols_of(o.dynamic_symbols())))
+            .and_then(|b| b.parse().map(|o| symbols_of(o.dynamic_symbols(), probes)))
             .unwrap_or_default();
     }
+    let syms = syms.0;
     poll();
     state.symbols = RangeTable::new(syms);
     poll();
@@ -811,6 +894,86 @@ extern "C" void *hl_push_back_addr() {
         );
     }
 
+    /// A dump prefetches its addresses module by module, each module's
+    /// `.debug_info` holding only the units its addresses fall in
+    /// (`sparse.rs`). The answers must be the ones the whole debug info
+    /// gives: libc (libc6-dbg, zlib-compressed sections, 2,000 units),
+    /// a library with its own uncompressed DWARF, one with compressed
+    /// sections, one with only `.dynsym`, and C++ templates.
+    #[test]
+    fn prefetch_answers_as_the_whole_debug_info_does() {
+        let full = open("full.so");
+        let z = open("zdebug.so");
+        let cxx = open("cxx.so");
+        let stripped = open("stripped.so");
+        modules::refresh();
+        let libc_mod = modules::find(libc::malloc as *const () as u64).unwrap();
+        let mut addrs: Vec<u64> = Vec::new();
+        for &(start, end, _) in &libc_mod.ranges {
+            addrs.extend((0..300u64).map(|i| start + (end - start) * i / 300));
+        }
+        let strdup = libc::strdup as *const () as u64;
+        addrs.extend((0..64).map(|i| strdup + i));
+        for lib in [&full, &z, &stripped] {
+            addrs.push(lib.ret_of("hl_outer") - 1);
+            addrs.push(lib.ret_of("hl_qsort") - 1);
+            addrs.push(lib.call_ptr("hl_hidden_addr") + 1);
+        }
+        addrs.push(cxx.call_ptr("hl_tsum_addr") + 1);
+        addrs.push(cxx.call_ptr("hl_push_back_addr") + 1);
+        addrs.push(0x10); // in no module
+
+        let mut whole = default_sym();
+        let expected: Vec<_> = addrs.iter().map(|&a| whole.lookup(a)).collect();
+        let mut part = default_sym();
+        let mut polls = 0;
+        part.prefetch(&addrs, &mut || polls += 1);
+        assert!(polls > 0);
+        let opened = part.files_opened();
+        for (&a, e) in addrs.iter().zip(&expected) {
+            assert_eq!(&part.lookup(a), e, "address {a:#x}");
+        }
+        // Every answer came from the prefetch: no file opened since.
+        assert_eq!(part.files_opened(), opened);
+        // ... which dropped each module's debug information after use.
+        assert!(part.states.iter().all(Option::is_none));
+        let with_lines = expected.iter().filter(|e| e.1[0].line.is_some()).count();
+        assert!(with_lines > 300, "{with_lines} answers with lines");
+    }
+
+    /// libc's debug info for a handful of addresses: the units they fall
+    /// in are parsed, the other 2,000 hidden (their abbreviations and line
+    /// program headers were 20 MiB of the first dump's peak RSS).
+    #[test]
+    fn a_few_addresses_read_a_few_units() {
+        modules::refresh();
+        let m = modules::find(libc::malloc as *const () as u64).unwrap();
+        let path = build_id_path(Path::new("/usr/lib/debug"), &m.build_id).unwrap();
+        let probes: Vec<u64> = {
+            let mut p: Vec<u64> = [
+                libc::malloc as *const () as u64,
+                libc::strdup as *const () as u64,
+            ]
+            .iter()
+            .map(|a| a - m.bias + 1)
+            .collect();
+            p.sort_unstable();
+            p
+        };
+        let mut n = 0;
+        let d = Dwarf::load(&path, None, Some(&probes), &mut n, &mut || {}).expect("libc6-dbg");
+        let (kept, hidden) = d.units;
+        assert!((1..=8).contains(&kept), "{kept} units kept");
+        assert!(hidden > 1000, "{hidden} units hidden");
+        for &p in &probes {
+            let mut frames = d.find_frames(p).unwrap();
+            let f = frames.next().unwrap().expect("a frame");
+            assert!(f.location.and_then(|l| l.line).is_some());
+        }
+        let whole = Dwarf::load(&path, None, None, &mut n, &mut || {}).unwrap();
+        assert_eq!(whole.units, (0, 0));
+    }
+
     #[test]
     fn second_lookup_in_a_module_reuses_its_files() {
         let lib = open("full.so");
@@ -1036,13 +1199,13 @@ extern "C" void *hl_push_back_addr() {
         };
         let cfg = SymConfig::default();
         let mut n = 0;
-        let st = load_module(&module, 0, &cfg, &mut n, &mut || {});
+        let st = load_module(&module, 0, None, &cfg, &mut n, &mut || {});
         assert!(st.dwarf.is_none() && st.symbols.find(0x1800).is_none());
         let missing = Module {
             path: "/nonexistent/lib.so".into(),
             ..module
         };
-        let st = load_module(&missing, 0, &cfg, &mut n, &mut || {});
+        let st = load_module(&missing, 0, None, &cfg, &mut n, &mut || {});
         assert!(st.dwarf.is_none());
         assert_eq!(st.basename, "lib.so");
     }
@@ -1062,7 +1225,7 @@ extern "C" void *hl_push_back_addr() {
         };
         let mut polls = 0;
         let mut n = 0;
-        let st = load_module(&module, 0, &SymConfig::default(), &mut n, &mut || {
+        let st = load_module(&module, 0, None, &SymConfig::default(), &mut n, &mut || {
             polls += 1
         });
         assert!(st.dwarf.is_some(), "the test binary has DWARF");

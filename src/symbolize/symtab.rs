@@ -11,15 +11,31 @@ pub(super) fn strip_glibc_alias(name: &str) -> &str {
         .unwrap_or(name)
 }
 
+/// A symbol: start, end, name, and the order among aliases.
+pub(super) type Sym = (u64, u64, String, (u8, usize));
+
 /// Sized function symbols as (start, end, name), preferred aliases last
-/// among equal starts (see [`RangeTable::find`]).
+/// among equal starts (see [`RangeTable::find`]); with `probes` (sorted),
+/// only those covering one of them (which gives every probe the answer the
+/// whole table gives: all ranges covering it are kept). The count is of
+/// all such symbols, `probes` or not (whether the table has any).
 pub(super) fn symbols_of<'d, S: ObjectSymbol<'d>>(
     iter: impl Iterator<Item = S>,
-) -> Vec<(u64, u64, String, (u8, usize))> {
-    iter.filter(|s| s.kind() == SymbolKind::Text && s.is_definition() && s.size() > 0)
+    probes: Option<&[u64]>,
+) -> (Vec<Sym>, usize) {
+    let mut count = 0;
+    let v = iter
+        .filter(|s| s.kind() == SymbolKind::Text && s.is_definition() && s.size() > 0)
         .filter_map(|s| {
             let name = s.name().ok().filter(|n| !n.is_empty())?;
             let end = s.address().checked_add(s.size())?;
+            count += 1;
+            if let Some(p) = probes {
+                let i = p.partition_point(|&x| x < s.address());
+                if p.get(i).is_none_or(|&x| x >= end) {
+                    return None;
+                }
+            }
             // Aliases (malloc and __libc_malloc): global over weak over
             // local, then the fewest leading underscores.
             let binding = if s.is_global() && !s.is_weak() {
@@ -37,7 +53,8 @@ pub(super) fn symbols_of<'d, S: ObjectSymbol<'d>>(
                 (binding, usize::MAX - underscores),
             ))
         })
-        .collect()
+        .collect();
+    (v, count)
 }
 
 /// Sorted, possibly overlapping ranges with names. [`RangeTable::find`]
