@@ -84,3 +84,104 @@ fn exact_mode_stacks_of_a_c_program_without_libgcc_s() {
         .sum();
     assert_eq!(at_site, want, "{stacks:?}");
 }
+
+/// The functions heaplive resolves at their first call (`hot::real::eager`).
+const LAZY: [&str; 19] = [
+    "posix_memalign",
+    "aligned_alloc",
+    "memalign",
+    "valloc",
+    "pvalloc",
+    "reallocarray",
+    "dlopen",
+    "dlclose",
+    "epoll_pwait",
+    "epoll_pwait2",
+    "sigtimedwait",
+    "sigwaitinfo",
+    "sigwait",
+    "signalfd",
+    "posix_spawn",
+    "posix_spawnp",
+    "system",
+    "popen",
+    "initgroups",
+];
+
+/// The names heaplive looked up in libc (its `dlsym(RTLD_NEXT)`; ld.so's
+/// relocations of heaplive bind none of these names to libc: heaplive
+/// exports them itself), from `LD_DEBUG=bindings` of the program's own
+/// process.
+fn heaplive_libc_lookups(args: &[&str]) -> (Vec<String>, String) {
+    let dir = tempdir("lazyresolve");
+    let exe = compile("lazy_resolve.c", "lazy_resolve", dir.path(), &[]);
+    let o = run_preloaded(
+        dir.path(),
+        &exe,
+        args,
+        &[
+            ("HEAPLIVE_DUMP_AT_EXIT", "0"),
+            ("LD_DEBUG", "bindings"),
+            ("LD_DEBUG_OUTPUT", dir.path().join("ld").to_str().unwrap()),
+        ],
+    );
+    assert!(o.status.success(), "{}", show(&o));
+    let pid = o_pid(&dir);
+    let log = std::fs::read_to_string(dir.path().join(format!("ld.{pid}"))).unwrap();
+    let lib = lib().canonicalize().unwrap();
+    let from = format!("binding file {} [0] to ", lib.display());
+    let names = log
+        .lines()
+        .filter(|l| l.contains(&from) && l.contains("/libc.so.6 [0]: normal symbol `"))
+        .filter_map(|l| l.rsplit('`').next()?.strip_suffix('\''))
+        .map(str::to_string)
+        .collect();
+    (names, stdout(&o))
+}
+
+/// The pid of the program's own process: the lowest of the LD_DEBUG
+/// files (its children write theirs too).
+fn o_pid(dir: &TempDir) -> u32 {
+    std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter_map(|e| {
+            let n = e.unwrap().file_name().to_string_lossy().into_owned();
+            n.strip_prefix("ld.")?.parse::<u32>().ok()
+        })
+        .min()
+        .expect("an LD_DEBUG file")
+}
+
+#[test]
+fn functions_a_process_never_calls_are_not_looked_up() {
+    let (names, out) = heaplive_libc_lookups(&["none"]);
+    assert_eq!(out, "");
+    // The allocation functions are found at start...
+    for eager in ["malloc", "free", "calloc", "realloc", "sigaction", "fork"] {
+        assert!(
+            names.iter().any(|n| n == eager),
+            "{eager} not looked up: {names:?}"
+        );
+    }
+    // ...and nothing the program does not call.
+    let early: Vec<_> = names
+        .iter()
+        .filter(|n| LAZY.contains(&n.as_str()))
+        .collect();
+    assert!(early.is_empty(), "looked up at start: {early:?}");
+}
+
+#[test]
+fn functions_resolved_at_their_first_call_work() {
+    let (names, out) = heaplive_libc_lookups(&["all"]);
+    let want: String = LAZY.iter().map(|n| format!("ok {n}\n")).collect();
+    assert_eq!(out, want);
+    // Each looked up once, at its call.
+    for n in LAZY {
+        assert_eq!(
+            names.iter().filter(|m| *m == n).count(),
+            1,
+            "{n}: {names:?}"
+        );
+    }
+}

@@ -1,11 +1,23 @@
 //! The real allocation functions (the next definitions in lookup order) and
 //! the bootstrap buffer that serves allocations made before they are known.
 //!
-//! Resolution happens once, at the first allocation in the process (which
-//! comes before this library's constructor), behind an atomic state. While
-//! `dlsym` runs it allocates through our own exports; those calls, and any
-//! from other threads meanwhile, are served from a static buffer with a size
-//! header. free, realloc and malloc_usable_size recognise its pointers.
+//! The functions a process may need before it could resolve them (the
+//! allocation functions ld.so and libc call before main) or where `dlsym`
+//! may not run (the async-signal-safe ones a signal handler may call, and
+//! those heaplive calls from an allocation path) are resolved once, at the
+//! first allocation in the process (which comes before this library's
+//! constructor), behind an atomic state. While `dlsym` runs it allocates
+//! through our own exports; those calls, and any from other threads
+//! meanwhile, are served from a static buffer with a size header. free,
+//! realloc and malloc_usable_size recognise its pointers.
+//!
+//! The others ([`eager`] says which) are resolved on their first call, one
+//! `dlsym` each, with no lock: a process that never calls `popen` or
+//! `memalign` pays no lookup for them at start (a `dlsym(RTLD_NEXT)` is
+//! about 900 instructions). None of them is async-signal-safe, and
+//! heaplive calls none of them with a lock of its own held; a lookup that
+//! finds nothing is remembered (no failed `dlsym`, which allocates its
+//! message, on every call).
 //!
 //! The C++ operators are resolved lazily on first use and never cached as
 //! NULL: a C program has no libstdc++, and a C++ library dlopen'ed
@@ -14,7 +26,7 @@
 use crate::hot::guard::Busy;
 use crate::hot::sys::ErrnoGuard;
 use core::ffi::{c_char, c_void};
-use core::sync::atomic::{AtomicPtr, AtomicU8, AtomicUsize, Ordering::*};
+use core::sync::atomic::{AtomicPtr, AtomicU8, AtomicU64, AtomicUsize, Ordering::*};
 
 #[derive(Clone, Copy)]
 #[repr(usize)]
@@ -103,6 +115,42 @@ pub enum Sym {
 }
 
 const FIRST_CXX: usize = Sym::New as usize;
+
+/// Is the C function `s` resolved with the allocation functions, before
+/// the constructor? The allocation functions libc and ld.so call before
+/// main (and malloc_usable_size, which the poisoning free calls), every
+/// async-signal-safe function (a signal handler may be its first caller,
+/// and dlsym is not async-signal-safe: the signal functions, fork, the
+/// exec family, used between fork or vfork and exec, the credential
+/// functions but initgroups), and pthread_create and pthread_exit, which
+/// heaplive calls from an allocation path or at a thread's end. The rest
+/// (the aligned allocation functions and reallocarray, dlopen/dlclose, the
+/// waits that are not async-signal-safe, posix_spawn, system, popen,
+/// initgroups) is resolved at its first call.
+pub const fn eager(s: Sym) -> bool {
+    !matches!(
+        s,
+        Sym::Reallocarray
+            | Sym::PosixMemalign
+            | Sym::AlignedAlloc
+            | Sym::Memalign
+            | Sym::Valloc
+            | Sym::Pvalloc
+            | Sym::Dlopen
+            | Sym::Dlclose
+            | Sym::EpollPwait
+            | Sym::EpollPwait2
+            | Sym::Sigtimedwait
+            | Sym::Sigwaitinfo
+            | Sym::Sigwait
+            | Sym::Signalfd
+            | Sym::PosixSpawn
+            | Sym::PosixSpawnp
+            | Sym::System
+            | Sym::Popen
+            | Sym::Initgroups
+    ) && (s as usize) < FIRST_CXX
+}
 const FIRST_DELETE: usize = Sym::Delete as usize;
 
 impl Sym {
@@ -212,16 +260,58 @@ pub fn addr(s: Sym) -> usize {
     SLOTS[s as usize].load(Relaxed)
 }
 
+/// The handle the C functions are looked up in: RTLD_NEXT, or libc's
+/// when attached; null until [`resolve_all`] ran (or libc was not found).
+static HANDLE: AtomicPtr<c_void> = AtomicPtr::new(core::ptr::null_mut());
+/// The lazily resolved functions found missing (bit = `Sym` index).
+static MISSING: AtomicU64 = AtomicU64::new(0);
+const _: () = assert!(FIRST_CXX <= 64);
+
 /// Address of a C function, resolving first if needed; 0 while resolving
-/// (the caller then uses the bootstrap buffer).
+/// (the caller then uses the bootstrap buffer) or when there is none.
 #[inline(always)]
 pub fn c_fn(s: Sym) -> usize {
     let a = addr(s);
     if a != 0 {
         return a;
     }
+    c_fn_cold(s)
+}
+
+#[cold]
+#[inline(never)]
+fn c_fn_cold(s: Sym) -> usize {
     resolve_all();
-    addr(s)
+    match addr(s) {
+        0 if !eager(s) => resolve_lazy(s),
+        a => a,
+    }
+}
+
+/// Resolves one function that is not [`eager`], at its first call. Not
+/// while the eager ones are being resolved (a call from inside that
+/// `dlsym` gets 0, as every call does then). Two threads may both look it
+/// up: they store the same address.
+fn resolve_lazy(s: Sym) -> usize {
+    let bit = 1u64 << (s as usize);
+    if !resolved() || MISSING.load(Acquire) & bit != 0 {
+        return 0;
+    }
+    let h = HANDLE.load(Acquire);
+    if h.is_null() {
+        return 0;
+    }
+    let _busy = Busy::enter();
+    let _errno = ErrnoGuard::save();
+    // SAFETY: a valid handle and a NUL-terminated name.
+    let p = unsafe { libc::dlsym(h, NAMES[s as usize].as_ptr().cast()) };
+    if p.is_null() {
+        clear_dlerror();
+        MISSING.fetch_or(bit, AcqRel);
+    } else {
+        SLOTS[s as usize].store(p as usize, Release);
+    }
+    p as usize
 }
 
 /// Resolves the C functions once. Re-entrant calls (dlsym allocates) and
@@ -246,7 +336,11 @@ pub fn resolve_all() {
         crate::hot::config::load();
         libc::RTLD_NEXT
     };
+    let mut failed = false;
     for i in 0..FIRST_CXX {
+        if !Sym::from_index(i).is_some_and(eager) {
+            continue;
+        }
         // SAFETY: NAMES are NUL-terminated; the handle is valid (a null
         // one, libc not found, gives nothing: everything stays unresolved).
         let p = if handle.is_null() {
@@ -254,9 +348,13 @@ pub fn resolve_all() {
         } else {
             unsafe { libc::dlsym(handle, NAMES[i].as_ptr().cast()) }
         };
+        failed |= p.is_null();
         SLOTS[i].store(p as usize, Release);
     }
-    clear_dlerror();
+    if failed {
+        clear_dlerror();
+    }
+    HANDLE.store(handle, Release);
     STATE.store(RESOLVED, Release);
     refresh_jumps();
 }
