@@ -185,3 +185,120 @@ fn functions_resolved_at_their_first_call_work() {
         );
     }
 }
+
+/// `(name, address, size)` of every symbol of the library (`nm -S`,
+/// demangled) and `(name, address, size)` of its sections (`readelf -S`).
+fn library_layout() -> (Vec<(String, u64, u64)>, Vec<(String, u64, u64)>) {
+    let hex = |s: &str| u64::from_str_radix(s, 16).ok();
+    let nm = std::process::Command::new("nm")
+        .args(["-S", "-C", "--defined-only"])
+        .arg(lib())
+        .output()
+        .expect("run nm");
+    assert!(nm.status.success());
+    let syms = String::from_utf8_lossy(&nm.stdout)
+        .lines()
+        .filter_map(|l| {
+            let mut f = l.splitn(4, ' ');
+            let (a, s, _, n) = (f.next()?, f.next()?, f.next()?, f.next()?);
+            Some((
+                n.to_string(),
+                u64::from_str_radix(a, 16).ok()?,
+                u64::from_str_radix(s, 16).ok()?,
+            ))
+        })
+        .collect();
+    let re = std::process::Command::new("readelf")
+        .args(["-SW"])
+        .arg(lib())
+        .output()
+        .expect("run readelf");
+    assert!(re.status.success());
+    let secs = String::from_utf8_lossy(&re.stdout)
+        .lines()
+        .filter_map(|l| {
+            let l = l.split_once(']')?.1;
+            let f: Vec<&str> = l.split_whitespace().collect();
+            if f.len() < 6 {
+                return None;
+            }
+            Some((f[0].to_string(), hex(f[2])?, hex(f[4])?))
+        })
+        .collect();
+    (syms, secs)
+}
+
+#[test]
+fn start_up_code_and_variables_are_grouped() {
+    // What a process that never samples touches in the library is laid
+    // out together (layout.ld): page faults, not instructions, are most of
+    // the start cost (bench/RESULTS.md).
+    let (syms, secs) = library_layout();
+    let sec = |name: &str| {
+        secs.iter()
+            .find(|s| s.0 == name)
+            .unwrap_or_else(|| panic!("no section {name}: {secs:?}"))
+            .clone()
+    };
+    let sym = |part: &str| {
+        syms.iter()
+            .find(|s| s.0.contains(part))
+            .unwrap_or_else(|| panic!("no symbol {part}"))
+            .clone()
+    };
+    let inside = |s: &(String, u64, u64), sec: &(String, u64, u64)| {
+        s.1 >= sec.1 && s.1 + s.2 <= sec.1 + sec.2
+    };
+    // The start-up code: in one 32 KiB-aligned window (the kernel maps a
+    // window around a read fault; 32 KiB here, 64 KiB on most machines),
+    // with the PLT that the exit path calls through.
+    let text = sec(".text.heaplive_start");
+    let plt = sec(".plt");
+    assert_eq!(text.1 % 0x8000, 0, "{text:?}");
+    assert!(plt.1 + plt.2 <= text.1 + 0x8000, "{text:?} {plt:?}");
+    for f in [
+        "heaplive::init::",
+        "heaplive::start",
+        "heaplive::hot::real::resolve_all",
+        "heaplive::hot::signal::install",
+        "heaplive::hot::attach::detect",
+        "heaplive::background::dumper::at_exit",
+        "std::sys::args::unix::imp::ARGV_INIT_ARRAY::init_wrapper",
+    ] {
+        let s = sym(f);
+        assert!(inside(&s, &text), "{s:?} not in {text:?}");
+    }
+    // The small variables (.data and .bss without the big tables) on one
+    // page, with the hot path's and the resolver's.
+    let data = sec(".data");
+    let bss = sec(".bss");
+    assert_eq!(data.1 % 4096, 0, "{data:?}");
+    assert!(bss.1 + bss.2 <= data.1 + 4096, "{data:?} {bss:?}");
+    for v in [
+        "heaplive::hot::real::MALLOC_JUMP",
+        "heaplive::hot::real::SLOTS",
+        "heaplive::hot::real::STATE",
+        "heaplive::hot::services::SERVICES",
+        "heaplive::hot::ownheap::HEAP",
+        "std::sys::args::unix::imp::ARGC",
+    ] {
+        let s = sym(v);
+        assert!(
+            inside(&s, &data) || inside(&s, &bss),
+            "{s:?} not in {data:?} {bss:?}"
+        );
+    }
+    for big in [
+        "heaplive::hot::real::BOOT",
+        "heaplive::hot::shadow::LOW",
+        "heaplive::hot::config::CONFIG",
+        "heaplive::hot::live::SHARDS_",
+        "heaplive::hot::leak_check::QUEUE",
+    ] {
+        let s = sym(big);
+        assert!(
+            !inside(&s, &data) && !inside(&s, &bss),
+            "{s:?} among the small variables"
+        );
+    }
+}
