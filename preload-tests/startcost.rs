@@ -254,17 +254,36 @@ fn start_up_code_and_variables_are_grouped() {
     let plt = sec(".plt");
     assert_eq!(text.1 % 0x8000, 0, "{text:?}");
     assert!(plt.1 + plt.2 <= text.1 + 0x8000, "{text:?} {plt:?}");
+    // Functions that are never inlined (called through a pointer, or
+    // marked so), then any of the rest the compiler kept out of line.
     for f in [
         "heaplive::init::",
-        "heaplive::start",
         "heaplive::hot::real::resolve_all",
-        "heaplive::hot::signal::install",
-        "heaplive::hot::attach::detect",
         "heaplive::background::dumper::at_exit",
         "std::sys::args::unix::imp::ARGV_INIT_ARRAY::init_wrapper",
     ] {
         let s = sym(f);
         assert!(inside(&s, &text), "{s:?} not in {text:?}");
+    }
+    let mut out_of_line = 0;
+    for f in [
+        "heaplive::start",
+        "heaplive::hot::signal::install",
+        "heaplive::hot::attach::detect",
+        "heaplive::interpose::php::init",
+        "heaplive::hot::unwind::find_system_libgcc",
+        "heaplive::hot::track::alloc_slow",
+        "heaplive::hot::sampler::seed_thread",
+    ] {
+        if let Some(s) = syms.iter().find(|s| s.0.starts_with(f)) {
+            assert!(inside(s, &text), "{s:?} not in {text:?}");
+            out_of_line += 1;
+        }
+    }
+    assert!(out_of_line > 0);
+    for f in ["malloc", "free", "calloc", "realloc"] {
+        let s = syms.iter().find(|s| s.0 == f).expect("exported");
+        assert!(inside(s, &text), "{s:?} not in {text:?}");
     }
     // The small variables (.data and .bss without the big tables) on one
     // page, with the hot path's and the resolver's.
