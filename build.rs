@@ -24,6 +24,12 @@ fn main() {
     if !target.starts_with("x86_64-") || !target.contains("linux-gnu") {
         return;
     }
+    // The start-up layout (layout.ld: the code and variables a process that
+    // never samples touches, grouped).
+    let layout =
+        PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap_or_default()).join("layout.ld");
+    println!("cargo:rerun-if-changed={}", layout.display());
+    println!("cargo:rustc-cdylib-link-arg=-Wl,-T,{}", layout.display());
     match static_unwinder() {
         Ok(dir) => {
             println!("cargo:rustc-link-search=native={}", dir.display());

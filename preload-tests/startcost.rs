@@ -84,3 +84,263 @@ fn exact_mode_stacks_of_a_c_program_without_libgcc_s() {
         .sum();
     assert_eq!(at_site, want, "{stacks:?}");
 }
+
+/// The functions heaplive resolves at their first call (`hot::real::eager`).
+const LAZY: [&str; 19] = [
+    "posix_memalign",
+    "aligned_alloc",
+    "memalign",
+    "valloc",
+    "pvalloc",
+    "reallocarray",
+    "dlopen",
+    "dlclose",
+    "epoll_pwait",
+    "epoll_pwait2",
+    "sigtimedwait",
+    "sigwaitinfo",
+    "sigwait",
+    "signalfd",
+    "posix_spawn",
+    "posix_spawnp",
+    "system",
+    "popen",
+    "initgroups",
+];
+
+/// The names heaplive looked up in libc (its `dlsym(RTLD_NEXT)`; ld.so's
+/// relocations of heaplive bind none of these names to libc: heaplive
+/// exports them itself), from `LD_DEBUG=bindings` of the program's own
+/// process.
+fn heaplive_libc_lookups(args: &[&str]) -> (Vec<String>, String) {
+    let dir = tempdir("lazyresolve");
+    let exe = compile("lazy_resolve.c", "lazy_resolve", dir.path(), &[]);
+    let o = run_preloaded(
+        dir.path(),
+        &exe,
+        args,
+        &[
+            ("HEAPLIVE_DUMP_AT_EXIT", "0"),
+            ("LD_DEBUG", "bindings"),
+            ("LD_DEBUG_OUTPUT", dir.path().join("ld").to_str().unwrap()),
+        ],
+    );
+    assert!(o.status.success(), "{}", show(&o));
+    let pid = o_pid(&dir);
+    let log = std::fs::read_to_string(dir.path().join(format!("ld.{pid}"))).unwrap();
+    let lib = lib().canonicalize().unwrap();
+    let from = format!("binding file {} [0] to ", lib.display());
+    let names = log
+        .lines()
+        .filter(|l| l.contains(&from) && l.contains("/libc.so.6 [0]: normal symbol `"))
+        .filter_map(|l| l.rsplit('`').next()?.strip_suffix('\''))
+        .map(str::to_string)
+        .collect();
+    (names, stdout(&o))
+}
+
+/// The pid of the program's own process: the lowest of the LD_DEBUG
+/// files (its children write theirs too).
+fn o_pid(dir: &TempDir) -> u32 {
+    std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter_map(|e| {
+            let n = e.unwrap().file_name().to_string_lossy().into_owned();
+            n.strip_prefix("ld.")?.parse::<u32>().ok()
+        })
+        .min()
+        .expect("an LD_DEBUG file")
+}
+
+#[test]
+fn functions_a_process_never_calls_are_not_looked_up() {
+    let (names, out) = heaplive_libc_lookups(&["none"]);
+    assert_eq!(out, "");
+    // malloc is looked up with dlsym at start (the other functions needed
+    // from the start are read from the same object's symbol table)...
+    assert!(names.iter().any(|n| n == "malloc"), "{names:?}");
+    // ...and nothing the program does not call.
+    let early: Vec<_> = names
+        .iter()
+        .filter(|n| LAZY.contains(&n.as_str()))
+        .collect();
+    assert!(early.is_empty(), "looked up at start: {early:?}");
+}
+
+#[test]
+fn functions_resolved_at_their_first_call_work() {
+    let (names, out) = heaplive_libc_lookups(&["all"]);
+    let want: String = LAZY.iter().map(|n| format!("ok {n}\n")).collect();
+    assert_eq!(out, want);
+    // Each looked up once, at its call.
+    for n in LAZY {
+        assert_eq!(
+            names.iter().filter(|m| *m == n).count(),
+            1,
+            "{n}: {names:?}"
+        );
+    }
+}
+
+/// `(name, address, size)` of every symbol of the library (`nm -S`,
+/// demangled) and `(name, address, size)` of its sections (`readelf -S`).
+type Extents = Vec<(String, u64, u64)>;
+
+fn library_layout() -> (Extents, Extents) {
+    let hex = |s: &str| u64::from_str_radix(s, 16).ok();
+    let nm = std::process::Command::new("nm")
+        .args(["-S", "-C", "--defined-only"])
+        .arg(lib())
+        .output()
+        .expect("run nm");
+    assert!(nm.status.success());
+    let syms = String::from_utf8_lossy(&nm.stdout)
+        .lines()
+        .filter_map(|l| {
+            let mut f = l.splitn(4, ' ');
+            let (a, s, _, n) = (f.next()?, f.next()?, f.next()?, f.next()?);
+            Some((
+                n.to_string(),
+                u64::from_str_radix(a, 16).ok()?,
+                u64::from_str_radix(s, 16).ok()?,
+            ))
+        })
+        .collect();
+    let re = std::process::Command::new("readelf")
+        .args(["-SW"])
+        .arg(lib())
+        .output()
+        .expect("run readelf");
+    assert!(re.status.success());
+    let secs = String::from_utf8_lossy(&re.stdout)
+        .lines()
+        .filter_map(|l| {
+            let l = l.split_once(']')?.1;
+            let f: Vec<&str> = l.split_whitespace().collect();
+            if f.len() < 6 {
+                return None;
+            }
+            Some((f[0].to_string(), hex(f[2])?, hex(f[4])?))
+        })
+        .collect();
+    (syms, secs)
+}
+
+#[test]
+fn start_up_code_and_variables_are_grouped() {
+    // What a process that never samples touches in the library is laid
+    // out together (layout.ld): page faults, not instructions, are most of
+    // the start cost (bench/RESULTS.md).
+    let (syms, secs) = library_layout();
+    let sec = |name: &str| {
+        secs.iter()
+            .find(|s| s.0 == name)
+            .unwrap_or_else(|| panic!("no section {name}: {secs:?}"))
+            .clone()
+    };
+    let sym = |part: &str| {
+        syms.iter()
+            .find(|s| s.0.contains(part))
+            .unwrap_or_else(|| panic!("no symbol {part}"))
+            .clone()
+    };
+    let inside = |s: &(String, u64, u64), sec: &(String, u64, u64)| {
+        s.1 >= sec.1 && s.1 + s.2 <= sec.1 + sec.2
+    };
+    // The start-up code: in one 32 KiB-aligned window (the kernel maps a
+    // window around a read fault; 32 KiB here, 64 KiB on most machines),
+    // with the PLT that the exit path calls through.
+    let text = sec(".text.heaplive_start");
+    let plt = sec(".plt");
+    assert_eq!(text.1 % 0x8000, 0, "{text:?}");
+    assert!(plt.1 + plt.2 <= text.1 + 0x8000, "{text:?} {plt:?}");
+    // Functions that are never inlined (called through a pointer, or
+    // marked so), then any of the rest the compiler kept out of line.
+    for f in [
+        "heaplive::init::",
+        "heaplive::hot::real::resolve_all",
+        "heaplive::background::dumper::at_exit",
+        "std::sys::args::unix::imp::ARGV_INIT_ARRAY::init_wrapper",
+    ] {
+        let s = sym(f);
+        assert!(inside(&s, &text), "{s:?} not in {text:?}");
+    }
+    let mut out_of_line = 0;
+    for f in [
+        "heaplive::start",
+        "heaplive::hot::signal::install",
+        "heaplive::hot::attach::detect",
+        "heaplive::interpose::php::init",
+        "heaplive::hot::unwind::find_system_libgcc",
+        "heaplive::hot::track::alloc_slow",
+        "heaplive::hot::sampler::seed_thread",
+    ] {
+        if let Some(s) = syms.iter().find(|s| s.0.starts_with(f)) {
+            assert!(inside(s, &text), "{s:?} not in {text:?}");
+            out_of_line += 1;
+        }
+    }
+    assert!(out_of_line > 0);
+    for f in ["malloc", "free", "calloc", "realloc"] {
+        let s = syms.iter().find(|s| s.0 == f).expect("exported");
+        assert!(inside(s, &text), "{s:?} not in {text:?}");
+    }
+    // The small variables (.data and .bss without the big tables) on one
+    // page, with the hot path's and the resolver's.
+    let data = sec(".data");
+    let bss = sec(".bss");
+    assert_eq!(data.1 % 4096, 0, "{data:?}");
+    assert!(bss.1 + bss.2 <= data.1 + 4096, "{data:?} {bss:?}");
+    for v in [
+        "heaplive::hot::real::MALLOC_JUMP",
+        "heaplive::hot::real::SLOTS",
+        "heaplive::hot::real::STATE",
+        "heaplive::hot::services::SERVICES",
+        "heaplive::hot::ownheap::HEAP",
+        "std::sys::args::unix::imp::ARGC",
+    ] {
+        let s = sym(v);
+        assert!(
+            inside(&s, &data) || inside(&s, &bss),
+            "{s:?} not in {data:?} {bss:?}"
+        );
+    }
+    for big in [
+        "heaplive::hot::real::BOOT",
+        "heaplive::hot::shadow::LOW",
+        "heaplive::hot::config::CONFIG",
+        "heaplive::hot::live::SHARDS_",
+        "heaplive::hot::leak_check::QUEUE",
+    ] {
+        let s = sym(big);
+        assert!(
+            !inside(&s, &data) && !inside(&s, &bss),
+            "{s:?} among the small variables"
+        );
+    }
+}
+
+#[test]
+fn a_preload_after_heaplive_gets_the_calls_it_interposes() {
+    // The functions resolved at start without dlsym are read from libc's
+    // symbol table only when no object between heaplive and libc could
+    // define them: here a second preload defines kill and setuid, and
+    // heaplive's wrappers must reach it (dlsym's RTLD_NEXT order).
+    let dir = tempdir("nextpreload");
+    let next = compile(
+        "next_kill.c",
+        "libnext.so",
+        dir.path(),
+        &["-shared", "-fPIC"],
+    );
+    let exe = compile("call_kill.c", "call_kill", dir.path(), &[]);
+    let preload = format!("{} {}", lib().display(), next.display());
+    let o = run_preloaded(
+        dir.path(),
+        &exe,
+        &[],
+        &[("HEAPLIVE_DUMP_AT_EXIT", "0"), ("LD_PRELOAD", &preload)],
+    );
+    assert!(o.status.success(), "{}", show(&o));
+    assert_eq!(stdout(&o), "next kill\nnext setuid\ndone\n");
+}

@@ -108,8 +108,7 @@ fn start() {
     if hot::config::get().dump_every_ms > 0 {
         hot::trigger::ensure_dumper();
     }
-    // SAFETY: a plain function that stays mapped.
-    unsafe { libc::atexit(background::dumper::at_exit) };
+    hot::sys::at_exit(background::dumper::at_exit);
 }
 
 /// Attach mode: the settings from `heaplive attach`, then the start-up.

@@ -451,8 +451,9 @@ fn take_signal(timeout_ns: Option<u64>) -> Taken {
     Taken::Dump(info)
 }
 
-/// The exit dump, registered with atexit by the constructor.
-pub extern "C" fn at_exit() {
+/// The exit dump, registered with atexit by the constructor (its argument
+/// is `__cxa_atexit`'s, unused).
+pub extern "C" fn at_exit(_: *mut core::ffi::c_void) {
     if crate::hot::attach::detached() {
         // `heaplive detach`: no exit dump.
         return;

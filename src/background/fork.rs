@@ -225,8 +225,7 @@ pub fn check_orphaned_locks() {
 pub fn init() {
     pid::set(sys::getpid());
     crate::hot::lock::set_orphan_check(check_orphaned_locks);
-    // SAFETY: the handlers are plain functions that stay mapped.
-    unsafe { libc::pthread_atfork(Some(prepare), Some(parent), Some(child)) };
+    sys::at_fork(prepare, parent, child);
 }
 
 #[cfg(test)]

@@ -21,7 +21,17 @@ static SUPPRESSED: AtomicU64 = AtomicU64::new(0);
 /// thread has in hand. Taken before the dump lock, never after it.
 static REPORTING: SpinLock<()> = SpinLock::new(Rank::Reporting, ());
 
+/// Writes the queued warnings, if a stack ever warned (else nothing was
+/// queued: the exit of a process that never warned runs none of this).
+#[inline]
 pub fn report_pending() {
+    if leak_check::warned_stacks() != 0 {
+        write_queued_lines();
+    }
+}
+
+#[inline(never)]
+fn write_queued_lines() {
     static WINDOW_START: AtomicU64 = AtomicU64::new(0);
     static IN_WINDOW: AtomicU64 = AtomicU64::new(0);
     let _reporting = REPORTING.lock();

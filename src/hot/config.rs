@@ -37,6 +37,17 @@ impl<const N: usize> FixedStr<N> {
             len: 0,
         }
     }
+    /// A value known at compile time (at most N bytes).
+    pub const fn with(s: &[u8]) -> Self {
+        let mut f = Self::new();
+        let mut i = 0;
+        while i < s.len() && i < N {
+            f.buf[i] = s[i];
+            i += 1;
+        }
+        f.len = i;
+        f
+    }
     pub fn set(&mut self, s: &[u8]) -> bool {
         if s.len() > N {
             return false;
@@ -150,7 +161,9 @@ impl Config {
             php_peak_bytes: 0,
             unwind: grammar::Unwind::Cached,
             start_dir: FixedStr::new(),
-            tmpdir: FixedStr::new(),
+            // In the library's data: a process without $TMPDIR writes
+            // nothing here at start (a page fault less).
+            tmpdir: FixedStr::with(b"/tmp"),
             exe: FixedStr::new(),
         }
     }
@@ -320,11 +333,9 @@ fn load_with(env: Source) {
         let n = cwd.iter().position(|&b| b == 0).unwrap_or(0);
         c.start_dir.set(&cwd[..n]);
     }
-    match self::env(c"TMPDIR") {
-        Some(t) if !t.is_empty() && c.tmpdir.set(t) => {}
-        _ => {
-            c.tmpdir.set(b"/tmp");
-        }
+    // $TMPDIR, else (unset, empty or too long) the default /tmp.
+    if let Some(t) = self::env(c"TMPDIR").filter(|t| !t.is_empty()) {
+        c.tmpdir.set(t);
     }
     c.exe.set(exe_name().as_bytes());
 

@@ -146,7 +146,7 @@ fn check(
         &slot.warned_milliblocks
     };
     if last == 0 && other.load(Relaxed) == 0 {
-        WARNED_STACKS.fetch_add(1, Relaxed);
+        WARNED_STACKS.fetch_add(1, Release);
     }
     let ev = Event {
         stack: id,
@@ -176,6 +176,12 @@ fn check(
 /// Takes the oldest queued warning, with the count of events the full
 /// queue dropped since the last call (background thread).
 pub fn pop() -> Option<(Event, u64)> {
+    // Every queued (or dropped) event comes after its stack's first
+    // warning: with none, the queue (12 KiB, a page of its own) is not
+    // touched, as at the exit of a process that never warned.
+    if WARNED_STACKS.load(Acquire) == 0 {
+        return None;
+    }
     let mut q = QUEUE.lock();
     if q.len == 0 {
         return None;

@@ -1,11 +1,26 @@
 //! The real allocation functions (the next definitions in lookup order) and
 //! the bootstrap buffer that serves allocations made before they are known.
 //!
-//! Resolution happens once, at the first allocation in the process (which
-//! comes before this library's constructor), behind an atomic state. While
-//! `dlsym` runs it allocates through our own exports; those calls, and any
-//! from other threads meanwhile, are served from a static buffer with a size
-//! header. free, realloc and malloc_usable_size recognise its pointers.
+//! The functions a process may need before it could resolve them (the
+//! allocation functions ld.so and libc call before main) or where `dlsym`
+//! may not run (the async-signal-safe ones a signal handler may call, and
+//! those heaplive calls from an allocation path) are resolved once, at the
+//! first allocation in the process (which comes before this library's
+//! constructor), behind an atomic state. While `dlsym` runs it allocates
+//! through our own exports; those calls, and any from other threads
+//! meanwhile, are served from a static buffer with a size header. free,
+//! realloc and malloc_usable_size recognise its pointers. Only malloc is
+//! looked up with `dlsym`; the others are read from the symbol table of
+//! the object malloc came from, when nothing between could define them
+//! ([`NextObject`]: what dlsym would find, at a tenth of the cost).
+//!
+//! The others ([`eager`] says which) are resolved on their first call, one
+//! `dlsym` each, with no lock: a process that never calls `popen` or
+//! `memalign` pays no lookup for them at start (a `dlsym(RTLD_NEXT)` is
+//! about 900 instructions). None of them is async-signal-safe, and
+//! heaplive calls none of them with a lock of its own held; a lookup that
+//! finds nothing is remembered (no failed `dlsym`, which allocates its
+//! message, on every call).
 //!
 //! The C++ operators are resolved lazily on first use and never cached as
 //! NULL: a C program has no libstdc++, and a C++ library dlopen'ed
@@ -13,8 +28,8 @@
 
 use crate::hot::guard::Busy;
 use crate::hot::sys::ErrnoGuard;
-use core::ffi::{c_char, c_void};
-use core::sync::atomic::{AtomicPtr, AtomicU8, AtomicUsize, Ordering::*};
+use core::ffi::{CStr, c_char, c_void};
+use core::sync::atomic::{AtomicPtr, AtomicU8, AtomicU64, AtomicUsize, Ordering::*};
 
 #[derive(Clone, Copy)]
 #[repr(usize)]
@@ -103,6 +118,42 @@ pub enum Sym {
 }
 
 const FIRST_CXX: usize = Sym::New as usize;
+
+/// Is the C function `s` resolved with the allocation functions, before
+/// the constructor? The allocation functions libc and ld.so call before
+/// main (and malloc_usable_size, which the poisoning free calls), every
+/// async-signal-safe function (a signal handler may be its first caller,
+/// and dlsym is not async-signal-safe: the signal functions, fork, the
+/// exec family, used between fork or vfork and exec, the credential
+/// functions but initgroups), and pthread_create and pthread_exit, which
+/// heaplive calls from an allocation path or at a thread's end. The rest
+/// (the aligned allocation functions and reallocarray, dlopen/dlclose, the
+/// waits that are not async-signal-safe, posix_spawn, system, popen,
+/// initgroups) is resolved at its first call.
+pub const fn eager(s: Sym) -> bool {
+    !matches!(
+        s,
+        Sym::Reallocarray
+            | Sym::PosixMemalign
+            | Sym::AlignedAlloc
+            | Sym::Memalign
+            | Sym::Valloc
+            | Sym::Pvalloc
+            | Sym::Dlopen
+            | Sym::Dlclose
+            | Sym::EpollPwait
+            | Sym::EpollPwait2
+            | Sym::Sigtimedwait
+            | Sym::Sigwaitinfo
+            | Sym::Sigwait
+            | Sym::Signalfd
+            | Sym::PosixSpawn
+            | Sym::PosixSpawnp
+            | Sym::System
+            | Sym::Popen
+            | Sym::Initgroups
+    ) && (s as usize) < FIRST_CXX
+}
 const FIRST_DELETE: usize = Sym::Delete as usize;
 
 impl Sym {
@@ -212,16 +263,58 @@ pub fn addr(s: Sym) -> usize {
     SLOTS[s as usize].load(Relaxed)
 }
 
+/// The handle the C functions are looked up in: RTLD_NEXT, or libc's
+/// when attached; null until [`resolve_all`] ran (or libc was not found).
+static HANDLE: AtomicPtr<c_void> = AtomicPtr::new(core::ptr::null_mut());
+/// The lazily resolved functions found missing (bit = `Sym` index).
+static MISSING: AtomicU64 = AtomicU64::new(0);
+const _: () = assert!(FIRST_CXX <= 64);
+
 /// Address of a C function, resolving first if needed; 0 while resolving
-/// (the caller then uses the bootstrap buffer).
+/// (the caller then uses the bootstrap buffer) or when there is none.
 #[inline(always)]
 pub fn c_fn(s: Sym) -> usize {
     let a = addr(s);
     if a != 0 {
         return a;
     }
+    c_fn_cold(s)
+}
+
+#[cold]
+#[inline(never)]
+fn c_fn_cold(s: Sym) -> usize {
     resolve_all();
-    addr(s)
+    match addr(s) {
+        0 if !eager(s) => resolve_lazy(s),
+        a => a,
+    }
+}
+
+/// Resolves one function that is not [`eager`], at its first call. Not
+/// while the eager ones are being resolved (a call from inside that
+/// `dlsym` gets 0, as every call does then). Two threads may both look it
+/// up: they store the same address.
+fn resolve_lazy(s: Sym) -> usize {
+    let bit = 1u64 << (s as usize);
+    if !resolved() || MISSING.load(Acquire) & bit != 0 {
+        return 0;
+    }
+    let h = HANDLE.load(Acquire);
+    if h.is_null() {
+        return 0;
+    }
+    let _busy = Busy::enter();
+    let _errno = ErrnoGuard::save();
+    // SAFETY: a valid handle and a NUL-terminated name.
+    let p = unsafe { libc::dlsym(h, NAMES[s as usize].as_ptr().cast()) };
+    if p.is_null() {
+        clear_dlerror();
+        MISSING.fetch_or(bit, AcqRel);
+    } else {
+        SLOTS[s as usize].store(p as usize, Release);
+    }
+    p as usize
 }
 
 /// Resolves the C functions once. Re-entrant calls (dlsym allocates) and
@@ -246,17 +339,36 @@ pub fn resolve_all() {
         crate::hot::config::load();
         libc::RTLD_NEXT
     };
+    let mut failed = false;
+    // After malloc (the first), the others are looked up directly in the
+    // object dlsym found it in, when no object between this library and
+    // that one could define them (`NextObject`): a lookup there costs
+    // about a tenth of a `dlsym`.
+    let mut next: Option<NextObject> = None;
     for i in 0..FIRST_CXX {
+        if !Sym::from_index(i).is_some_and(eager) {
+            continue;
+        }
+        let name = NAMES[i];
         // SAFETY: NAMES are NUL-terminated; the handle is valid (a null
         // one, libc not found, gives nothing: everything stays unresolved).
         let p = if handle.is_null() {
             core::ptr::null_mut()
+        } else if let Some(a) = next.as_ref().and_then(|n| n.lookup(name)) {
+            a as *mut c_void
         } else {
-            unsafe { libc::dlsym(handle, NAMES[i].as_ptr().cast()) }
+            unsafe { libc::dlsym(handle, name.as_ptr().cast()) }
         };
+        if i == Sym::Malloc as usize && handle == libc::RTLD_NEXT && !p.is_null() {
+            next = NextObject::of(p);
+        }
+        failed |= p.is_null();
         SLOTS[i].store(p as usize, Release);
     }
-    clear_dlerror();
+    if failed {
+        clear_dlerror();
+    }
+    HANDLE.store(handle, Release);
     STATE.store(RESOLVED, Release);
     refresh_jumps();
 }
@@ -497,6 +609,264 @@ pub fn maybe_exported(name: &[u8]) -> bool {
     let mut h = h;
     // SAFETY: the callback only reads the module it is given.
     unsafe { libc::dl_iterate_phdr(Some(visit), (&mut h as *mut u32).cast()) != 0 }
+}
+
+/// `Elf64_Dyn` (elf.h).
+#[repr(C)]
+struct Dyn {
+    tag: i64,
+    val: u64,
+}
+
+/// A loaded object's dynamic symbol tables (addresses; 0 = none).
+#[derive(Clone, Copy, Default)]
+struct Object {
+    base: usize,
+    gnu_hash: usize,
+    symtab: usize,
+    strtab: usize,
+    versym: usize,
+}
+
+impl Object {
+    /// From the object's load bias and dynamic section.
+    ///
+    /// # Safety
+    /// `dynamic` is the dynamic section of a loaded object.
+    unsafe fn new(base: usize, dynamic: usize) -> Object {
+        const DT_STRTAB: i64 = 5;
+        const DT_SYMTAB: i64 = 6;
+        const DT_GNU_HASH: i64 = 0x6fff_fef5;
+        const DT_VERSYM: i64 = 0x6fff_fff0;
+        let mut o = Object {
+            base,
+            ..Object::default()
+        };
+        let mut d = dynamic as *const Dyn;
+        if d.is_null() {
+            return o;
+        }
+        // SAFETY: guaranteed by the caller: the section ends with DT_NULL.
+        unsafe {
+            while (*d).tag != 0 {
+                // ld.so rebases these entries in loaded objects (not in
+                // the vDSO's, which are below its base).
+                let v = (*d).val as usize;
+                let v = if v < base { v + base } else { v };
+                match (*d).tag {
+                    DT_GNU_HASH => o.gnu_hash = v,
+                    DT_SYMTAB => o.symtab = v,
+                    DT_STRTAB => o.strtab = v,
+                    DT_VERSYM => o.versym = v,
+                    _ => {}
+                }
+                d = d.add(1);
+            }
+        }
+        o
+    }
+}
+
+/// What a loaded object's GNU hash table says of a name.
+#[derive(PartialEq)]
+enum Lookup {
+    /// Not defined there.
+    Absent,
+    /// A plain function of the default version at this address.
+    Function(usize),
+    /// Anything else (a name with the same hash, another version, an
+    /// IFUNC, no GNU hash table...): dlsym decides.
+    Unsure,
+}
+
+/// The GNU hash of `name` (without its NUL).
+fn gnu_hash(name: &[u8]) -> u32 {
+    name.iter()
+        .fold(5381u32, |h, &c| h.wrapping_mul(33).wrapping_add(c as u32))
+}
+
+/// Looks `name` (without its NUL) up in the dynamic symbol table of the
+/// loaded object `lm`, as an unversioned dlsym would: defined, global or
+/// weak, and the default version.
+///
+/// # Safety
+/// `o` is a loaded object (its dynamic section and tables are mapped and
+/// were relocated by ld.so).
+unsafe fn lookup_in(o: Object, name: &[u8]) -> Lookup {
+    // SAFETY: guaranteed by the caller; every index below is bounded by
+    // the tables' own counts.
+    unsafe {
+        let Object {
+            base,
+            gnu_hash: table,
+            symtab,
+            strtab,
+            versym,
+        } = o;
+        if table == 0 || symtab == 0 || strtab == 0 {
+            return Lookup::Unsure;
+        }
+        let h = gnu_hash(name);
+        let nbuckets = *(table as *const u32);
+        let symoffset = *((table + 4) as *const u32);
+        let words = *((table + 8) as *const u32) as usize;
+        let shift = *((table + 12) as *const u32);
+        if nbuckets == 0 || words == 0 {
+            return Lookup::Unsure;
+        }
+        let bloom = (table + 16) as *const u64;
+        let word = *bloom.add((h as usize / 64) % words);
+        let mask = (1u64 << (h % 64)) | (1u64 << ((h >> shift) % 64));
+        if word & mask != mask {
+            return Lookup::Absent;
+        }
+        let buckets = bloom.add(words) as *const u32;
+        let chain = buckets.add(nbuckets as usize);
+        let mut i = *buckets.add((h % nbuckets) as usize);
+        if i < symoffset {
+            return Lookup::Absent;
+        }
+        let mut found = Lookup::Absent;
+        loop {
+            let ch = *chain.add((i - symoffset) as usize);
+            if ch | 1 == h | 1 {
+                let sym = &*(symtab as *const libc::Elf64_Sym).add(i as usize);
+                let sname = CStr::from_ptr((strtab + sym.st_name as usize) as *const c_char);
+                if sname.to_bytes() == name {
+                    let ty = sym.st_info & 0xf;
+                    let bind = sym.st_info >> 4;
+                    let ver = if versym == 0 {
+                        1
+                    } else {
+                        *(versym as *const u16).add(i as usize)
+                    };
+                    // A hidden (non-default) version is skipped, as dlsym
+                    // skips it; anything unusual goes to dlsym.
+                    if ver & 0x8000 == 0 {
+                        if found != Lookup::Absent {
+                            return Lookup::Unsure;
+                        }
+                        found = if sym.st_shndx != 0
+                            && sym.st_value != 0
+                            && ty == 2 // STT_FUNC
+                            && (bind == 1 || bind == 2) // GLOBAL, WEAK
+                            && ver & 0x7fff != 0
+                        {
+                            Lookup::Function(base + sym.st_value as usize)
+                        } else {
+                            Lookup::Unsure
+                        };
+                    }
+                }
+            }
+            if ch & 1 != 0 {
+                return found;
+            }
+            i += 1;
+        }
+    }
+}
+
+/// The object where `dlsym(RTLD_NEXT, "malloc")` found malloc (libc), and
+/// the objects between this library and it in load order (normally none),
+/// the order RTLD_NEXT searches at start: a name that object defines, and
+/// that no object between could define, is what dlsym would return.
+/// Anything else is left to dlsym.
+struct NextObject {
+    between: [Object; 8],
+    n: usize,
+    target: Object,
+}
+
+impl NextObject {
+    /// From one walk of the loaded objects (dl_iterate_phdr, in load
+    /// order): this library, then those up to the one holding `malloc`.
+    fn of(malloc: *mut c_void) -> Option<NextObject> {
+        struct Walk {
+            ours: usize,
+            malloc: usize,
+            seen_ours: bool,
+            done: bool,
+            next: NextObject,
+            overflow: bool,
+        }
+        unsafe extern "C" fn visit(
+            info: *mut libc::dl_phdr_info,
+            _size: usize,
+            data: *mut c_void,
+        ) -> libc::c_int {
+            // SAFETY: dl_iterate_phdr passes a valid info for a loaded
+            // object; `data` is our Walk.
+            unsafe {
+                let w = &mut *(data as *mut Walk);
+                let info = &*info;
+                let base = info.dlpi_addr as usize;
+                let (mut dynamic, mut holds_ours, mut holds_malloc) = (0usize, false, false);
+                for i in 0..info.dlpi_phnum as usize {
+                    let ph = &*info.dlpi_phdr.add(i);
+                    let lo = base + ph.p_vaddr as usize;
+                    let hi = lo + ph.p_memsz as usize;
+                    if ph.p_type == libc::PT_DYNAMIC {
+                        dynamic = lo;
+                    } else if ph.p_type == libc::PT_LOAD {
+                        holds_ours |= (lo..hi).contains(&w.ours);
+                        holds_malloc |= (lo..hi).contains(&w.malloc);
+                    }
+                }
+                if !w.seen_ours {
+                    w.seen_ours = holds_ours;
+                    return 0;
+                }
+                let o = Object::new(base, dynamic);
+                if holds_malloc {
+                    w.next.target = o;
+                    w.done = true;
+                    return 1;
+                }
+                if w.next.n == w.next.between.len() {
+                    w.overflow = true;
+                    return 1;
+                }
+                w.next.between[w.next.n] = o;
+                w.next.n += 1;
+                0
+            }
+        }
+        let mut w = Walk {
+            ours: resolve_all as *const () as usize,
+            malloc: malloc as usize,
+            seen_ours: false,
+            done: false,
+            next: NextObject {
+                between: [Object::default(); 8],
+                n: 0,
+                target: Object::default(),
+            },
+            overflow: false,
+        };
+        // SAFETY: the callback only reads the object it is given.
+        unsafe { libc::dl_iterate_phdr(Some(visit), (&mut w as *mut Walk).cast()) };
+        (w.done && !w.overflow && w.next.target.gnu_hash != 0).then_some(w.next)
+    }
+
+    /// The address dlsym(RTLD_NEXT, name) would give, when certain.
+    fn lookup(&self, name: &[u8]) -> Option<usize> {
+        let key = name.strip_suffix(b"\0").unwrap_or(name);
+        // SAFETY: objects of the loaded list, which does not change while
+        // the process starts (a dlopen meanwhile would only append).
+        unsafe {
+            if self.between[..self.n]
+                .iter()
+                .any(|&o| lookup_in(o, key) != Lookup::Absent)
+            {
+                return None;
+            }
+            match lookup_in(self.target, key) {
+                Lookup::Function(a) => Some(a),
+                _ => None,
+            }
+        }
+    }
 }
 
 /// A failed dlsym leaves a message that the application would read at its

@@ -481,3 +481,49 @@ mod tests {
         }
     }
 }
+
+// ---------------------------------------------------------------------------
+// Exit and fork handlers, registered with glibc's own entry points. The
+// `atexit` and `pthread_atfork` that C programs call are stubs in
+// libc_nonshared.a that pass the caller's `__dso_handle` on through the
+// PLT: linked into this library they made the start touch one more page
+// (the PLT at the end of the text) for nothing.
+
+unsafe extern "C" {
+    /// This library's handle (crtbegin's), as the stubs pass it.
+    static __dso_handle: u8;
+    fn __cxa_atexit(
+        f: unsafe extern "C" fn(*mut c_void),
+        arg: *mut c_void,
+        dso: *const c_void,
+    ) -> i32;
+    fn __register_atfork(
+        prepare: Option<unsafe extern "C" fn()>,
+        parent: Option<unsafe extern "C" fn()>,
+        child: Option<unsafe extern "C" fn()>,
+        dso: *const c_void,
+    ) -> i32;
+}
+
+/// `atexit(f)`: `f` runs at exit (before the handlers registered earlier).
+pub fn at_exit(f: unsafe extern "C" fn(*mut c_void)) -> bool {
+    // SAFETY: a plain function that stays mapped; the handle is ours.
+    unsafe { __cxa_atexit(f, core::ptr::null_mut(), (&raw const __dso_handle).cast()) == 0 }
+}
+
+/// `pthread_atfork(prepare, parent, child)`.
+pub fn at_fork(
+    prepare: unsafe extern "C" fn(),
+    parent: unsafe extern "C" fn(),
+    child: unsafe extern "C" fn(),
+) -> bool {
+    // SAFETY: plain functions that stay mapped; the handle is ours.
+    unsafe {
+        __register_atfork(
+            Some(prepare),
+            Some(parent),
+            Some(child),
+            (&raw const __dso_handle).cast(),
+        ) == 0
+    }
+}
