@@ -589,6 +589,10 @@ extern "C" void *hl_push_back_addr() {
             // Only .dynsym left.
             sh("strip --strip-all -o stripped.so full.so");
             sh("objcopy --compress-debug-sections=zlib full.so zdebug.so");
+            // zstd (ELFCOMPRESS_ZSTD, what newer toolchains write): this
+            // machine's objcopy has no zstd, so its zlib sections are
+            // recompressed here.
+            zlib_sections_to_zstd(&dir.join("zdebug.so"), &dir.join("zstd.so"));
             sh("cp full.so closeme.so");
 
             let build_id = |p: &str| {
@@ -603,6 +607,58 @@ extern "C" void *hl_push_back_addr() {
             std::fs::copy(dir.join("full.debug"), &bid_path).unwrap();
             Fixtures { dir, c_build_id, cxx_build_id }
         })
+    }
+
+    /// Copies an ELF64 little-endian file, its zlib-compressed sections
+    /// (SHF_COMPRESSED, ELFCOMPRESS_ZLIB) recompressed with zstd: the new
+    /// data appended at the end, the section headers pointed at it.
+    fn zlib_sections_to_zstd(src: &Path, dst: &Path) {
+        use std::io::Read;
+        const SHF_COMPRESSED: u64 = 0x800;
+        let mut f = std::fs::read(src).unwrap();
+        let u16_at = |f: &[u8], o: usize| u16::from_le_bytes(f[o..o + 2].try_into().unwrap());
+        let u32_at = |f: &[u8], o: usize| u32::from_le_bytes(f[o..o + 4].try_into().unwrap());
+        let u64_at = |f: &[u8], o: usize| u64::from_le_bytes(f[o..o + 8].try_into().unwrap());
+        assert_eq!(&f[..6], b"\x7fELF\x02\x01", "ELF64 little-endian");
+        let shoff = u64_at(&f, 0x28) as usize;
+        let shentsize = u16_at(&f, 0x3a) as usize;
+        let shnum = u16_at(&f, 0x3c) as usize;
+        let mut done = 0;
+        for i in 0..shnum {
+            let sh = shoff + i * shentsize;
+            if u64_at(&f, sh + 8) & SHF_COMPRESSED == 0 {
+                continue;
+            }
+            let (off, size) = (
+                u64_at(&f, sh + 0x18) as usize,
+                u64_at(&f, sh + 0x20) as usize,
+            );
+            // Elf64_Chdr: ch_type, ch_reserved, ch_size, ch_addralign.
+            assert_eq!(u32_at(&f, off), 1, "ELFCOMPRESS_ZLIB");
+            let mut plain = Vec::new();
+            flate2::read::ZlibDecoder::new(&f[off + 24..off + size])
+                .read_to_end(&mut plain)
+                .unwrap();
+            assert_eq!(plain.len() as u64, u64_at(&f, off + 8));
+            let packed = ruzstd::encoding::compress_to_vec(
+                &plain[..],
+                ruzstd::encoding::CompressionLevel::Fastest,
+            );
+            let mut chdr = f[off..off + 24].to_vec();
+            chdr[..4].copy_from_slice(&2u32.to_le_bytes()); // ELFCOMPRESS_ZSTD
+            while f.len() % 8 != 0 {
+                f.push(0);
+            }
+            let new_off = f.len();
+            f.extend_from_slice(&chdr);
+            f.extend_from_slice(&packed);
+            let new_size = f.len() - new_off;
+            f[sh + 0x18..sh + 0x20].copy_from_slice(&(new_off as u64).to_le_bytes());
+            f[sh + 0x20..sh + 0x28].copy_from_slice(&(new_size as u64).to_le_bytes());
+            done += 1;
+        }
+        assert!(done >= 3, "{done} compressed sections in {src:?}");
+        std::fs::write(dst, f).unwrap();
     }
 
     fn open(name: &str) -> Lib {
@@ -686,6 +742,20 @@ extern "C" void *hl_push_back_addr() {
     #[test]
     fn compressed_debug_sections() {
         let lib = open("zdebug.so");
+        check_inline_chain(&lib, &mut default_sym());
+    }
+
+    #[test]
+    fn zstd_compressed_debug_sections() {
+        use object::ObjectSection;
+        let data = std::fs::read(fixtures().dir.join("zstd.so")).unwrap();
+        let obj = object::File::parse(&*data).unwrap();
+        let info = obj.section_by_name(".debug_info").unwrap();
+        assert_eq!(
+            info.compressed_data().unwrap().format,
+            object::CompressionFormat::Zstandard
+        );
+        let lib = open("zstd.so");
         check_inline_chain(&lib, &mut default_sym());
     }
 
@@ -898,12 +968,13 @@ extern "C" void *hl_push_back_addr() {
     /// `.debug_info` holding only the units its addresses fall in
     /// (`sparse.rs`). The answers must be the ones the whole debug info
     /// gives: libc (libc6-dbg, zlib-compressed sections, 2,000 units),
-    /// a library with its own uncompressed DWARF, one with compressed
-    /// sections, one with only `.dynsym`, and C++ templates.
+    /// a library with its own uncompressed DWARF, ones with zlib and zstd
+    /// compressed sections, one with only `.dynsym`, and C++ templates.
     #[test]
     fn prefetch_answers_as_the_whole_debug_info_does() {
         let full = open("full.so");
         let z = open("zdebug.so");
+        let zs = open("zstd.so");
         let cxx = open("cxx.so");
         let stripped = open("stripped.so");
         modules::refresh();
@@ -914,7 +985,7 @@ extern "C" void *hl_push_back_addr() {
         }
         let strdup = libc::strdup as *const () as u64;
         addrs.extend((0..64).map(|i| strdup + i));
-        for lib in [&full, &z, &stripped] {
+        for lib in [&full, &z, &zs, &stripped] {
             addrs.push(lib.ret_of("hl_outer") - 1);
             addrs.push(lib.ret_of("hl_qsort") - 1);
             addrs.push(lib.call_ptr("hl_hidden_addr") + 1);
