@@ -646,7 +646,7 @@ extern "C" void *hl_push_back_addr() {
             );
             let mut chdr = f[off..off + 24].to_vec();
             chdr[..4].copy_from_slice(&2u32.to_le_bytes()); // ELFCOMPRESS_ZSTD
-            while f.len() % 8 != 0 {
+            while !f.len().is_multiple_of(8) {
                 f.push(0);
             }
             let new_off = f.len();
