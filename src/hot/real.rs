@@ -524,9 +524,6 @@ pub fn in_real_new(ip: usize) -> bool {
 /// as "could".
 pub fn maybe_exported(name: &[u8]) -> bool {
     let key = name.strip_suffix(b"\0").unwrap_or(name);
-    let h = key
-        .iter()
-        .fold(5381u32, |h, &c| h.wrapping_mul(33).wrapping_add(c as u32));
     unsafe extern "C" fn visit(
         info: *mut libc::dl_phdr_info,
         _size: usize,
@@ -537,76 +534,19 @@ pub fn maybe_exported(name: &[u8]) -> bool {
         // the hash.
         unsafe {
             let h = *(data as *const u32);
-            let info = &*info;
-            let base = info.dlpi_addr as usize;
-            let mut dynamic = 0usize;
-            for i in 0..info.dlpi_phnum as usize {
-                let ph = &*info.dlpi_phdr.add(i);
-                if ph.p_type == libc::PT_DYNAMIC {
-                    dynamic = base + ph.p_vaddr as usize;
-                }
-            }
-            if dynamic == 0 {
-                return 0;
-            }
-            /// `Elf64_Dyn` (elf.h).
-            #[repr(C)]
-            struct Dyn {
-                tag: i64,
-                val: u64,
-            }
-            let mut d = dynamic as *const Dyn;
-            let mut table = 0usize;
-            while (*d).tag != 0 {
-                if (*d).tag == 0x6fff_fef5 {
-                    // DT_GNU_HASH: ld.so rebases the entries of loaded
-                    // modules, not those of the vDSO.
-                    let p = (*d).val as usize;
-                    table = if p < base { p + base } else { p };
-                }
-                d = d.add(1);
-            }
-            if table == 0 {
-                return 1;
-            }
-            let words = *((table + 8) as *const u32) as usize;
-            let shift = *((table + 12) as *const u32);
-            if words == 0 {
-                return 1;
-            }
-            let bloom = (table + 16) as *const u64;
-            let word = *bloom.add((h as usize / 64) % words);
-            let mask = (1u64 << (h % 64)) | (1u64 << ((h >> shift) % 64));
-            if word & mask != mask {
+            let o = Object::of(&*info);
+            if o.dynamic == 0 {
                 return 0;
             }
             // The bloom filter may be wrong (libc's says "maybe" for
             // executor_globals): the hash chain of the bucket holds the
             // hashes of the names in it.
-            let nbuckets = *(table as *const u32);
-            let symoffset = *((table + 4) as *const u32);
-            if nbuckets == 0 {
-                return 1;
-            }
-            let buckets = bloom.add(words) as *const u32;
-            let chain = buckets.add(nbuckets as usize);
-            let mut i = *buckets.add((h % nbuckets) as usize);
-            if i < symoffset {
-                return 0;
-            }
-            loop {
-                let ch = *chain.add((i - symoffset) as usize);
-                if ch | 1 == h | 1 {
-                    return 1;
-                }
-                if ch & 1 != 0 {
-                    return 0;
-                }
-                i += 1;
-            }
+            let mut any = false;
+            let known = with_hash(&o, h, |_| any = true);
+            (!known || any) as libc::c_int
         }
     }
-    let mut h = h;
+    let mut h = gnu_hash(key);
     // SAFETY: the callback only reads the module it is given.
     unsafe { libc::dl_iterate_phdr(Some(visit), (&mut h as *mut u32).cast()) != 0 }
 }
@@ -622,6 +562,8 @@ struct Dyn {
 #[derive(Clone, Copy, Default)]
 struct Object {
     base: usize,
+    /// The dynamic section (0: the object has none).
+    dynamic: usize,
     gnu_hash: usize,
     symtab: usize,
     strtab: usize,
@@ -640,6 +582,7 @@ impl Object {
         const DT_VERSYM: i64 = 0x6fff_fff0;
         let mut o = Object {
             base,
+            dynamic,
             ..Object::default()
         };
         let mut d = dynamic as *const Dyn;
@@ -665,6 +608,67 @@ impl Object {
         }
         o
     }
+
+    /// The object `info` describes.
+    ///
+    /// # Safety
+    /// `info` is what dl_iterate_phdr passes for a loaded object.
+    unsafe fn of(info: &libc::dl_phdr_info) -> Object {
+        let base = info.dlpi_addr as usize;
+        // SAFETY: dlpi_phdr has dlpi_phnum entries.
+        let dynamic = (0..info.dlpi_phnum as usize)
+            .map(|i| unsafe { &*info.dlpi_phdr.add(i) })
+            .find(|ph| ph.p_type == libc::PT_DYNAMIC)
+            .map_or(0, |ph| base + ph.p_vaddr as usize);
+        // SAFETY: the dynamic section of a loaded object, or none.
+        unsafe { Object::new(base, dynamic) }
+    }
+}
+
+/// Calls `each` with the index of every dynamic symbol of `o` whose GNU
+/// hash is `h` (the bloom filter, then the chain of its bucket). False when
+/// `o` has no usable GNU hash table: nothing can be said.
+///
+/// # Safety
+/// `o` is a loaded object (its tables are mapped and relocated by ld.so).
+unsafe fn with_hash(o: &Object, h: u32, mut each: impl FnMut(usize)) -> bool {
+    let table = o.gnu_hash;
+    if table == 0 {
+        return false;
+    }
+    // SAFETY: guaranteed by the caller; every index below is bounded by
+    // the table's own counts.
+    unsafe {
+        let nbuckets = *(table as *const u32);
+        let symoffset = *((table + 4) as *const u32);
+        let words = *((table + 8) as *const u32) as usize;
+        let shift = *((table + 12) as *const u32);
+        if nbuckets == 0 || words == 0 {
+            return false;
+        }
+        let bloom = (table + 16) as *const u64;
+        let word = *bloom.add((h as usize / 64) % words);
+        let mask = (1u64 << (h % 64)) | (1u64 << ((h >> shift) % 64));
+        if word & mask != mask {
+            return true;
+        }
+        let buckets = bloom.add(words) as *const u32;
+        let chain = buckets.add(nbuckets as usize);
+        let mut i = *buckets.add((h % nbuckets) as usize);
+        if i < symoffset {
+            return true;
+        }
+        loop {
+            let ch = *chain.add((i - symoffset) as usize);
+            if ch | 1 == h | 1 {
+                each(i as usize);
+            }
+            if ch & 1 != 0 {
+                return true;
+            }
+            i += 1;
+        }
+    }
 }
 
 /// What a loaded object's GNU hash table says of a name.
@@ -686,85 +690,56 @@ fn gnu_hash(name: &[u8]) -> u32 {
 }
 
 /// Looks `name` (without its NUL) up in the dynamic symbol table of the
-/// loaded object `lm`, as an unversioned dlsym would: defined, global or
+/// loaded object `o`, as an unversioned dlsym would: defined, global or
 /// weak, and the default version.
 ///
 /// # Safety
 /// `o` is a loaded object (its dynamic section and tables are mapped and
 /// were relocated by ld.so).
 unsafe fn lookup_in(o: Object, name: &[u8]) -> Lookup {
-    // SAFETY: guaranteed by the caller; every index below is bounded by
-    // the tables' own counts.
-    unsafe {
-        let Object {
-            base,
-            gnu_hash: table,
-            symtab,
-            strtab,
-            versym,
-        } = o;
-        if table == 0 || symtab == 0 || strtab == 0 {
-            return Lookup::Unsure;
-        }
-        let h = gnu_hash(name);
-        let nbuckets = *(table as *const u32);
-        let symoffset = *((table + 4) as *const u32);
-        let words = *((table + 8) as *const u32) as usize;
-        let shift = *((table + 12) as *const u32);
-        if nbuckets == 0 || words == 0 {
-            return Lookup::Unsure;
-        }
-        let bloom = (table + 16) as *const u64;
-        let word = *bloom.add((h as usize / 64) % words);
-        let mask = (1u64 << (h % 64)) | (1u64 << ((h >> shift) % 64));
-        if word & mask != mask {
-            return Lookup::Absent;
-        }
-        let buckets = bloom.add(words) as *const u32;
-        let chain = buckets.add(nbuckets as usize);
-        let mut i = *buckets.add((h % nbuckets) as usize);
-        if i < symoffset {
-            return Lookup::Absent;
-        }
-        let mut found = Lookup::Absent;
-        loop {
-            let ch = *chain.add((i - symoffset) as usize);
-            if ch | 1 == h | 1 {
-                let sym = &*(symtab as *const libc::Elf64_Sym).add(i as usize);
-                let sname = CStr::from_ptr((strtab + sym.st_name as usize) as *const c_char);
-                if sname.to_bytes() == name {
-                    let ty = sym.st_info & 0xf;
-                    let bind = sym.st_info >> 4;
-                    let ver = if versym == 0 {
-                        1
-                    } else {
-                        *(versym as *const u16).add(i as usize)
-                    };
-                    // A hidden (non-default) version is skipped, as dlsym
-                    // skips it; anything unusual goes to dlsym.
-                    if ver & 0x8000 == 0 {
-                        if found != Lookup::Absent {
-                            return Lookup::Unsure;
-                        }
-                        found = if sym.st_shndx != 0
-                            && sym.st_value != 0
-                            && ty == 2 // STT_FUNC
-                            && (bind == 1 || bind == 2) // GLOBAL, WEAK
-                            && ver & 0x7fff != 0
-                        {
-                            Lookup::Function(base + sym.st_value as usize)
-                        } else {
-                            Lookup::Unsure
-                        };
-                    }
-                }
-            }
-            if ch & 1 != 0 {
-                return found;
-            }
-            i += 1;
-        }
+    if o.symtab == 0 || o.strtab == 0 {
+        return Lookup::Unsure;
     }
+    let mut found = Lookup::Absent;
+    let mut twice = false;
+    // SAFETY: guaranteed by the caller; `i` indexes the symbol table (the
+    // hash table covers it) and the version table, when there is one.
+    let known = unsafe {
+        with_hash(&o, gnu_hash(name), |i| {
+            let sym = &*(o.symtab as *const libc::Elf64_Sym).add(i);
+            let sname = CStr::from_ptr((o.strtab + sym.st_name as usize) as *const c_char);
+            if sname.to_bytes() != name {
+                return;
+            }
+            let ty = sym.st_info & 0xf;
+            let bind = sym.st_info >> 4;
+            let ver = if o.versym == 0 {
+                1
+            } else {
+                *(o.versym as *const u16).add(i)
+            };
+            // A hidden (non-default) version is skipped, as dlsym skips
+            // it; anything unusual goes to dlsym.
+            if ver & 0x8000 != 0 {
+                return;
+            }
+            twice |= found != Lookup::Absent;
+            found = if sym.st_shndx != 0
+                && sym.st_value != 0
+                && ty == 2 // STT_FUNC
+                && (bind == 1 || bind == 2) // GLOBAL, WEAK
+                && ver & 0x7fff != 0
+            {
+                Lookup::Function(o.base + sym.st_value as usize)
+            } else {
+                Lookup::Unsure
+            };
+        })
+    };
+    if !known || twice {
+        return Lookup::Unsure;
+    }
+    found
 }
 
 /// The object where `dlsym(RTLD_NEXT, "malloc")` found malloc (libc), and
