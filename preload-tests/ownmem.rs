@@ -40,11 +40,27 @@ fn own_of(line: &str) -> (f64, f64, f64) {
     )
 }
 
-#[test]
-fn own_memory_is_reported_and_bounded_across_dumps() {
+fn need_libc_dbg() {
     if !std::path::Path::new("/usr/lib/debug/.build-id").exists() {
         panic!("libc6-dbg is needed (scripts/install-test-deps.sh installs it)");
     }
+}
+
+/// The symbolizer read libc's debug info: the first dump in `dir` has a
+/// libc-internal frame with its source line.
+fn assert_libc_lines(dir: &std::path::Path) {
+    let stacks = parse_folded(&folded_files(dir)[0]);
+    assert!(
+        stacks
+            .iter()
+            .any(|s| s.frames.iter().any(|f| f.contains("regcomp.c:"))),
+        "no frame with libc's line info:\n{stacks:?}"
+    );
+}
+
+#[test]
+fn own_memory_is_reported_and_bounded_across_dumps() {
+    need_libc_dbg();
     let dir = tempdir("ownmem");
     let exe = compile("ownmem_dumps.c", "ownmem_dumps", dir.path(), &[]);
     let o = run_preloaded(
@@ -66,15 +82,7 @@ fn own_memory_is_reported_and_bounded_across_dumps() {
         assert!(*live >= 16.0 * 1024.0 * 1024.0, "{l}");
         assert!(used <= mapped && *used > 0.0, "{l}");
     }
-    // The symbolizer read libc's debug info: a libc-internal frame with
-    // its source line.
-    let stacks = parse_folded(&folded_files(dir.path())[0]);
-    assert!(
-        stacks
-            .iter()
-            .any(|s| s.frames.iter().any(|f| f.contains("regcomp.c:"))),
-        "no frame with libc's line info:\n{stacks:?}"
-    );
+    assert_libc_lines(dir.path());
     // After every dump: within 8 MiB + 1% of the live heap, and the later
     // dumps do not grow it (the debug info is dropped after each).
     for (l, (live, mapped, _)) in lines.iter().zip(&own) {
@@ -147,9 +155,7 @@ fn snapshot_buffer_is_not_kept_after_the_blocks_are_freed() {
 /// fall in are parsed, one module at a time (`symbolize/sparse.rs`).
 #[test]
 fn first_dump_through_libc_raises_peak_rss_by_less_than_8_mib() {
-    if !std::path::Path::new("/usr/lib/debug/.build-id").exists() {
-        panic!("libc6-dbg is needed (scripts/install-test-deps.sh installs it)");
-    }
+    need_libc_dbg();
     let dir = tempdir("ownmem-peak");
     let exe = compile("ownmem_peak.c", "ownmem_peak", dir.path(), &[]);
     let o = run_preloaded(
@@ -167,14 +173,7 @@ fn first_dump_through_libc_raises_peak_rss_by_less_than_8_mib() {
         .strip_prefix("rise ")
         .and_then(|s| s.trim().parse().ok())
         .unwrap_or_else(|| panic!("{}", show(&o)));
-    // The dump did read libc's debug info: a libc-internal line.
-    let stacks = parse_folded(&folded_files(dir.path())[0]);
-    assert!(
-        stacks
-            .iter()
-            .any(|s| s.frames.iter().any(|f| f.contains("regcomp.c:"))),
-        "no frame with libc's line info:\n{stacks:?}"
-    );
+    assert_libc_lines(dir.path());
     assert!(
         rise_kib <= 8 * 1024,
         "the dump raised the peak RSS by {rise_kib} KiB\n{}",
