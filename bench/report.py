@@ -186,15 +186,18 @@ for wl in churns:
 for wl in reals:
     T.append((f"{wl}: heaplive wall ≤ 1.02x no preload", tv(wl, "heaplive", "none", 0, 1.02)))
     T.append((f"{wl}: heaplive CPU ≤ 1.02x no preload", tv(wl, "heaplive", "none", 1, 1.02)))
-for wl in workloads:
-    base, hl = rss_med(wl, "none"), rss_med(wl, "heaplive")
+def rss_verdict(base, hl):
+    """Peak RSS `hl` against the target 1.05x `base` + 8 MiB (KiB in)."""
+    if hl != hl or base != base:
+        return "not measured"
     lim = 1.05 * base + 8192
-    if hl == hl and base == base:
-        s = (f"**met** ({hl / 1024:.1f} MiB vs limit {lim / 1024:.1f})" if hl <= lim
-             else f"**missed** by {(hl - lim) / 1024:.1f} MiB ({hl / 1024:.1f} MiB vs limit {lim / 1024:.1f})")
-    else:
-        s = "not measured"
-    T.append((f"{wl}: heaplive peak RSS ≤ 1.05x + 8 MiB", s))
+    if hl <= lim:
+        return f"**met** ({hl / 1024:.1f} MiB vs limit {lim / 1024:.1f})"
+    return f"**missed** by {(hl - lim) / 1024:.1f} MiB ({hl / 1024:.1f} MiB vs limit {lim / 1024:.1f})"
+
+for wl in workloads:
+    T.append((f"{wl}: heaplive peak RSS ≤ 1.05x + 8 MiB",
+              rss_verdict(rss_med(wl, "none"), rss_med(wl, "heaplive"))))
 for wl in churns:
     if (wl, "heaptrack") in runs and (wl, "heaplive-exact") in runs:
         e, h = med(fig(wl, "heaplive-exact", 0)), med(fig(wl, "heaptrack", 0))
@@ -327,11 +330,7 @@ if om_runs:
             a, b = runs.get((lab, cfg), {}), runs.get((lab, "none"), {})
             plus = med([a[r][2] - b[r][2] for r in a if r in b and a[r][3] == 0 and b[r][3] == 0])
             lim = 1.05 * base + 8192
-            if hl == hl and base == base:
-                rv = (f"**met** ({MiB(hl * 1024)} vs {MiB(lim * 1024)})" if hl <= lim
-                      else f"**missed** by {MiB((hl - lim) * 1024)} MiB")
-            else:
-                rv = "not measured"
+            rv = rss_verdict(base, hl)
             fl = fails(lab, cfg)
             w(f"| {wl} | {cfg} | {len(rs)}" + (f" ({fl} failed)" if fl else "") +
               f" | {'/'.join(str(n) for n in nd)} | {live} | {mapped} | {used} | {atexit} | {ov} | {MiB(base * 1024) if base == base else 'n/a'} | "
