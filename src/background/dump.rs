@@ -132,8 +132,6 @@ fn symbolizer_of_parts(symbolizer: &mut Option<Symbolizer>) -> &mut Symbolizer {
 pub struct Snapshot {
     /// Per stack id.
     pub stacks: Vec<live::StackSum>,
-    /// Live samples in all.
-    pub samples: usize,
     /// When the copy began (monotonic).
     pub at_ns: u64,
     /// How long the copy took.
@@ -146,7 +144,6 @@ impl Snapshot {
     pub const fn new() -> Snapshot {
         Snapshot {
             stacks: Vec::new(),
-            samples: 0,
             at_ns: 0,
             took_ns: 0,
             complete: false,
@@ -157,16 +154,9 @@ impl Snapshot {
     pub fn take(&mut self) {
         let t0 = sys::now_nanos();
         self.at_ns = t0;
-        match live::sum_by_stack(&mut self.stacks, config::get().interval) {
-            Some(n) => {
-                self.samples = n;
-                self.complete = true;
-            }
-            None => {
-                self.stacks.clear();
-                self.samples = 0;
-                self.complete = false;
-            }
+        self.complete = live::sum_by_stack(&mut self.stacks, config::get().interval).is_some();
+        if !self.complete {
+            self.stacks.clear();
         }
         self.took_ns = sys::now_nanos().saturating_sub(t0);
     }
@@ -385,7 +375,6 @@ fn main_mapping_first(
 pub fn dump_locked(st: &mut DumpState, path: Option<&Path>, why: &str) -> std::io::Result<Written> {
     let mut snap = Snapshot {
         stacks: std::mem::take(&mut st.sums),
-        samples: 0,
         at_ns: 0,
         took_ns: 0,
         complete: false,
@@ -526,7 +515,7 @@ pub fn write_view(
         st.seq = n;
     }
     let ms = (sys::now_nanos() - t0) as f64 / 1e6;
-    let samples: usize = snap.samples;
+    let samples: u64 = snap.stacks.iter().map(|s| s.samples).sum();
     // Beside live dumps only: a peak view's stacks are of an earlier time.
     if let Some(smaps) = smaps.filter(|_| live_view && crate::background::rss::wanted()) {
         write_maps(
@@ -555,7 +544,7 @@ pub fn write_view(
         } else {
             " (exact)".to_string()
         },
-        log::Grouped(samples as u64),
+        log::Grouped(samples),
         log::Grouped(profile.samples.len() as u64),
         rss,
         log::human_bytes(own.mapped as f64),

@@ -269,7 +269,6 @@ fn write_job(job: Job) {
         } => {
             let snap = Snapshot {
                 stacks: Vec::new(),
-                samples: 0,
                 at_ns: sys::now_nanos(),
                 took_ns: 0,
                 complete: true,

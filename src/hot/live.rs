@@ -323,14 +323,12 @@ pub struct StackSum {
 }
 
 /// Sums the live samples per stack into `out` (indexed by stack id),
-/// shard by shard (each shard consistent); returns how many samples there
-/// were. `out` grows only while no shard lock is held, and holds one sum
+/// shard by shard (each shard consistent). `out` grows only while no shard lock is held, and holds one sum
 /// per stack, not one entry per sample: in exact mode a dump's copy of the
 /// table was one entry per live block (33 MiB for jq). None when no memory
 /// could be had for it (heaplive's own heap).
-pub fn sum_by_stack(out: &mut Vec<StackSum>, interval: u64) -> Option<usize> {
+pub fn sum_by_stack(out: &mut Vec<StackSum>, interval: u64) -> Option<()> {
     out.clear();
-    let mut samples = 0;
     for shard in SHARDS_.iter() {
         loop {
             let ids = crate::hot::stacks::count() as usize;
@@ -358,7 +356,6 @@ pub fn sum_by_stack(out: &mut Vec<StackSum>, interval: u64) -> Option<usize> {
                 };
                 let size = e.size() as u64;
                 sum.samples += 1;
-                samples += 1;
                 if interval <= 1 {
                     sum.bytes += size as f64;
                     sum.blocks += 1.0;
@@ -377,7 +374,7 @@ pub fn sum_by_stack(out: &mut Vec<StackSum>, interval: u64) -> Option<usize> {
             break;
         }
     }
-    Some(samples)
+    Some(())
 }
 
 pub fn lock_all_for_fork() {
