@@ -211,10 +211,13 @@ pub(super) fn build(
 
 /// `.debug_line` of `len` bytes read from `src`, holding only the line
 /// programs at `programs` (offsets, as the kept units name them): the
-/// pages between them are given back as the section streams in. Only the
-/// kept units' line programs are ever read (addr2line parses a unit's
-/// line program when it parses the unit). `None` when the input reads
-/// short.
+/// pages between them are given back as the section streams in, and the
+/// stream is read no further than the end of the last of them (libc: a
+/// dump's programs end, on average, well before the section does; the rest
+/// was decompressed only to be given back). Only the kept units' line
+/// programs are ever read (addr2line parses a unit's line program when it
+/// parses the unit). `None` when the input reads short before the last
+/// program's end.
 pub(super) fn build_lines(
     src: &mut dyn Read,
     len: usize,
@@ -250,7 +253,15 @@ pub(super) fn build_lines(
         gimli::RunTimeEndian::Little => u64::from_le_bytes(b),
         gimli::RunTimeEndian::Big => u64::from_be_bytes(b),
     };
+    // The end of the last program whose extent is known.
+    let mut last_end = 0;
     while filled < len {
+        if next == starts.len() && filled >= last_end {
+            // Every program is in: the rest would only be given back (the
+            // stream is not read on; its tail stays zeros, as the pages
+            // given back read).
+            break;
+        }
         let to = (filled + STEP).min(len);
         // SAFETY: `filled..to` is inside the mapping; no slice of it is
         // alive.
@@ -278,7 +289,9 @@ pub(super) fn build_lines(
                     },
                     Some(l) => x as u64 + 4 + u64::from(l),
                 };
-                ranges.push((x, usize::try_from(end).unwrap_or(len).min(len)));
+                let end = usize::try_from(end).unwrap_or(len).min(len);
+                ranges.push((x, end));
+                last_end = last_end.max(end);
                 next += 1;
             }
         }
@@ -917,5 +930,77 @@ mod tests {
         let h = header_of(&d);
         assert!(whole_table(&d, &h).is_none());
         assert_eq!(facts(&d, &h, root_abbreviations), expected);
+    }
+
+    /// A `Read` over bytes that counts what was read.
+    struct Counting<'a> {
+        data: &'a [u8],
+        pos: usize,
+    }
+
+    impl Read for Counting<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = buf.len().min(self.data.len() - self.pos);
+            buf[..n].copy_from_slice(&self.data[self.pos..self.pos + n]);
+            self.pos += n;
+            Ok(n)
+        }
+    }
+
+    /// `.debug_line` keeps the programs asked for, byte for byte, and the
+    /// stream is read no further than the step holding the last one's end.
+    #[test]
+    fn line_programs_read_no_further_than_the_last() {
+        let len = 8 * STEP + 100;
+        let mut sec: Vec<u8> = (0..len).map(|i| (i * 7 % 251) as u8).collect();
+        // A 32-bit program at 1000 (5,000 bytes after its length field) and
+        // a 64-bit one across the second step's end.
+        sec[1000..1004].copy_from_slice(&5000u32.to_le_bytes());
+        let far = 2 * STEP - 20;
+        sec[far..far + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+        sec[far + 4..far + 12].copy_from_slice(&70_000u64.to_le_bytes());
+        let near_end = len - 50;
+        sec[near_end..near_end + 4].copy_from_slice(&10u32.to_le_bytes());
+        let run = |programs: &[usize]| {
+            let mut src = Counting { data: &sec, pos: 0 };
+            let mut steps = 0;
+            let out = build_lines(
+                &mut src,
+                len,
+                programs,
+                gimli::RunTimeEndian::Little,
+                &mut || steps += 1,
+            )
+            .unwrap();
+            (out, src.pos, steps)
+        };
+
+        let (out, read, steps) = run(&[far, 1000, far, len + 5]);
+        assert_eq!(out.bytes().len(), len);
+        assert!(
+            out.bytes()[1000..6004] == sec[1000..6004],
+            "bytes 1000..6004 differ"
+        );
+        assert!(
+            out.bytes()[far..far + 70_012] == sec[far..far + 70_012],
+            "bytes far..far + 70_012 differ"
+        );
+        assert_eq!(read, 3 * STEP, "read {read} of {len}");
+        assert_eq!(steps, 3);
+
+        // A program at the section's end: everything is read.
+        let (out, read, _) = run(&[1000, near_end]);
+        assert!(
+            out.bytes()[near_end..near_end + 14] == sec[near_end..near_end + 14],
+            "bytes near_end..near_end + 14 differ"
+        );
+        assert!(
+            out.bytes()[1000..6004] == sec[1000..6004],
+            "bytes 1000..6004 differ"
+        );
+        assert_eq!(read, len);
+
+        // None: nothing is read.
+        assert_eq!(run(&[]).1, 0);
     }
 }
