@@ -9,6 +9,7 @@ use object::{Object, ObjectSection};
 
 use super::SymConfig;
 use super::sparse::{self, SparseInfo};
+use super::zlib;
 
 pub(super) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
@@ -101,9 +102,9 @@ impl Dwarf {
                 poll();
                 let data: &[u8] = match o.section_by_name(id.name()) {
                     _ if skip || unread(id) => &[],
-                    Some(s) if !is_nobits(&s) => match s.uncompressed_data() {
-                        Ok(std::borrow::Cow::Borrowed(b)) => b,
-                        Ok(std::borrow::Cow::Owned(v)) => {
+                    Some(s) if !is_nobits(&s) => match uncompressed_data(&s) {
+                        Some(std::borrow::Cow::Borrowed(b)) => b,
+                        Some(std::borrow::Cow::Owned(v)) => {
                             // Decompressed: the compressed bytes' pages need
                             // not stay resident while the next loads.
                             if let Ok(raw) = s.data() {
@@ -115,7 +116,7 @@ impl Dwarf {
                             owned.push(v.into_boxed_slice());
                             owned.last().map(|b| &b[..]).unwrap_or(&[])
                         }
-                        Err(_) => &[],
+                        None => &[],
                     },
                     _ => &[],
                 };
@@ -243,10 +244,7 @@ fn streamed(
     };
     match compressed.format {
         object::CompressionFormat::None => build(&mut &input, len, &mut step),
-        object::CompressionFormat::Zlib => {
-            let mut r = flate2::read::ZlibDecoder::new(&input);
-            build(&mut r, len, &mut step)
-        }
+        object::CompressionFormat::Zlib => build(&mut zlib::Stream::new(&input), len, &mut step),
         object::CompressionFormat::Zstandard => {
             let mut r = ruzstd::decoding::StreamingDecoder::new(&input).ok()?;
             build(&mut r, len, &mut step)
@@ -281,6 +279,18 @@ impl Mapped {
                     .map(|s| s.size() > 0 && !is_nobits(&s))
             })
             .unwrap_or(false)
+    }
+}
+
+/// A section's bytes, decompressed if need be (zlib by zlib-rs: see
+/// [`zlib`]; zstd by `object`). `None`: corrupt.
+fn uncompressed_data<'d>(s: &object::Section<'d, '_>) -> Option<std::borrow::Cow<'d, [u8]>> {
+    let c = s.compressed_data().ok()?;
+    match c.format {
+        object::CompressionFormat::Zlib => {
+            zlib::whole(c.data, c.uncompressed_size).map(std::borrow::Cow::Owned)
+        }
+        _ => c.decompress().ok(),
     }
 }
 

@@ -31,6 +31,7 @@ mod jit;
 pub mod modules;
 mod sparse;
 mod symtab;
+mod zlib;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

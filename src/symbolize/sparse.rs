@@ -707,6 +707,16 @@ impl<'a> Consumed<'a> {
         }
     }
 
+    /// The bytes not read yet.
+    pub(super) fn rest(&self) -> &'a [u8] {
+        &self.data[self.pos.get()..]
+    }
+
+    /// Marks `n` more bytes read (at most the rest).
+    pub(super) fn advance(&self, n: usize) {
+        self.pos.set((self.pos.get() + n).min(self.data.len()));
+    }
+
     /// Drops the resident pages of `data[..pos]` (whole pages only).
     pub(super) fn give_back(&self) {
         let start = self.data.as_ptr() as usize;
