@@ -249,8 +249,7 @@ impl List {
                     )
                 };
                 if r == 0 {
-                    out[owner as usize] +=
-                        buf[..n].iter().filter(|&&b| b & 1 != 0).count() * 4096;
+                    out[owner as usize] += buf[..n].iter().filter(|&&b| b & 1 != 0).count() * 4096;
                 }
                 done += n;
             }
@@ -734,7 +733,10 @@ mod tests {
         l.remove(t as usize, 2 << 12);
         // SAFETY: pointer arithmetic inside the mapping.
         let rest = unsafe { t.add(2 << 12) };
-        assert_eq!(listed(&l, rest), Some((rest as usize >> 12, 10, Owner::Tables)));
+        assert_eq!(
+            listed(&l, rest),
+            Some((rest as usize >> 12, 10, Owner::Tables))
+        );
         assert_eq!(listed(&l, t), None);
         assert_eq!(l.resident(&mut [0u8; 64]), (1 << 12, 1 << 12));
         l.remove(rest as usize, 10 << 12);
@@ -780,7 +782,10 @@ mod tests {
     #[test]
     fn list_entries_pack_page_length_and_owner() {
         let w = pack(0x0007_ffff_ffff, (1 << LEN_BITS) - 1, Owner::Heap).unwrap();
-        assert_eq!(unpack(w), (0x0007_ffff_ffff, (1 << LEN_BITS) - 1, Owner::Heap));
+        assert_eq!(
+            unpack(w),
+            (0x0007_ffff_ffff, (1 << LEN_BITS) - 1, Owner::Heap)
+        );
         assert_eq!(
             unpack(pack(1, 1, Owner::Tables).unwrap()),
             (1, 1, Owner::Tables)
