@@ -267,20 +267,25 @@ if os.path.exists(of) and os.path.getsize(of) > 0:
 # --- heaplive's own memory, dumps included (issue #13, target 3)
 UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
 NUM = r"(\d+(?:\.\d+)?) (B|KiB|MiB|GiB|TiB)"
-DUMP_RE = re.compile(r"^heaplive\[\d+\]: (\S+) dump .*?: .*?" + NUM + r" live.*; RSS " + NUM + r".*\(heaplive " + NUM + ", " + NUM + r" in use\)")
+DUMP_RE = re.compile(r"^heaplive\[\d+\]: (\S+) dump .*?: .*?" + NUM + r" live.*; RSS " + NUM + r".*\(heaplive " + NUM + r"(?:: tables " + NUM + r", heap " + NUM + r")?, " + NUM + r" in use\)")
 
 def nbytes(v, u):
     return float(v) * UNITS[u]
 
 def dump_lines(path):
-    """(kind, live, rss, own mapped, own in use) in bytes per dump line."""
+    """(kind, live, rss, own total, own heap in use, own tables, own heap) in
+    bytes per dump line. Lines before the tables were counted
+    (`heaplive A, B in use`) give tables 0 and heap A."""
     d = []
     try:
         for line in open(path, errors="replace"):
             m = DUMP_RE.match(line)
             if m:
                 g = m.groups()
-                d.append((g[0], nbytes(g[1], g[2]), nbytes(g[3], g[4]), nbytes(g[5], g[6]), nbytes(g[7], g[8])))
+                total = nbytes(g[5], g[6])
+                tables = nbytes(g[7], g[8]) if g[7] else 0.0
+                heap = nbytes(g[9], g[10]) if g[9] else total
+                d.append((g[0], nbytes(g[1], g[2]), nbytes(g[3], g[4]), total, nbytes(g[11], g[12]), tables, heap))
     except OSError:
         pass
     return d
@@ -299,11 +304,11 @@ if om_runs:
     w("### heaplive's own memory, dumps included (issue #13, target 3)\n")
     w("Reproduce: `BENCH_ONLY=ownmem BENCH_OWNMEM_ROUNDS=%s bash %s`. Per workload and round: no preload, then heaplive (sampled, default interval) and heaplive-exact (`HEAPLIVE_SAMPLE_INTERVAL=1`) with dumps: "
       "`HEAPLIVE_DUMP_EVERY` a fifth of that round's no-preload wall time (100 ms at least) plus the exit dump (and its peak view); each run's dump lines go to `bench/out/logs/ownmem.WORKLOAD.CONFIG.ROUND.log`. "
-      "`own` is what the dump line reports as heaplive's own (`heaplive A, B in use`: its Rust heap, `hot::ownheap`; the hot tables, live table, stack table and sample arena, are not in it and show as \"other anonymous\"), the largest over all dumps of all rounds; "
-      "its limit is 8 MiB + 1%% of the live heap of the same dump (checked dump by dump; the line is written while the dump's copy of the live table is still held, one 32-byte entry per live sample: in exact mode, per live block); `own at exit dump` is the same at the last dump, when the program's blocks are mostly gone. Peak RSS is runit's (wait4 ru_maxrss: dumps included), median over rounds; `+RSS` is the median paired difference to no preload, everything heaplive adds (its heap, its tables, the dumps' buffers).\n"
+      "`own` is what the dump line reports as heaplive's own (`heaplive T: tables A, heap B, C in use`: the resident pages of its tables, live table, stack table, shadow bitmap, unwind cache, plus its own heap, `hot::ownheap`, mapped; `tables` and `heap` are the two parts), the largest over all dumps of all rounds; "
+      "its limit is 8 MiB + 1%% of the live heap of the same dump (checked dump by dump, on the total: in exact mode the live table holds an entry per live block, which no per-block table can fit in 1%% of small blocks); `own at exit dump` is the same at the last dump, when the program's blocks are mostly gone. Peak RSS is runit's (wait4 ru_maxrss: dumps included), median over rounds; `+RSS` is the median paired difference to no preload, everything heaplive adds (its heap, its tables, the dumps' buffers).\n"
       % (meta.get("ownmem_rounds", "2"), ROOTREL))
-    w("| workload | config | runs | dumps/run | live at dumps MiB (max) | own mapped MiB (max) | own in use MiB (max) | own at exit dump MiB (max) | own ≤ 8 MiB + 1% live | peak RSS none MiB | peak RSS MiB | RSS ratio | +RSS MiB | limit 1.05x + 8 MiB | peak RSS target |")
-    w("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    w("| workload | config | runs | dumps/run | live at dumps MiB (max) | own MiB (max) | tables MiB (max) | heap MiB (max) | heap in use MiB (max) | own at exit dump MiB (max) | own ≤ 8 MiB + 1% live | peak RSS none MiB | peak RSS MiB | RSS ratio | +RSS MiB | limit 1.05x + 8 MiB | peak RSS target |")
+    w("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     om_wls = []
     for (wl, _) in om_runs:
         if wl not in om_wls:
@@ -322,10 +327,12 @@ if om_runs:
                 ov = (f"**met** (worst margin {MiB(-over)} MiB)" if over <= 0
                       else f"**missed** by {MiB(over)} MiB ({worst[0]} dump: {MiB(worst[3])} MiB vs {MiB(OWN_FIX + OWN_PCT * worst[1])})")
                 live, mapped, used = MiB(max(d[1] for d in dumps)), MiB(max(d[3] for d in dumps)), MiB(max(d[4] for d in dumps))
+                tabs, heap = MiB(max(d[5] for d in dumps)), MiB(max(d[6] for d in dumps))
                 ex = [d[3] for d in dumps if d[0] == "exit"]
                 atexit = MiB(max(ex)) if ex else "n/a"
             else:
                 ov, live, mapped, used, atexit = "no dump line found", "n/a", "n/a", "n/a", "n/a"
+                tabs, heap = "n/a", "n/a"
             base, hl = med(fig(lab, "none", 2)), med(fig(lab, cfg, 2))
             a, b = runs.get((lab, cfg), {}), runs.get((lab, "none"), {})
             plus = med([a[r][2] - b[r][2] for r in a if r in b and a[r][3] == 0 and b[r][3] == 0])
@@ -333,7 +340,7 @@ if om_runs:
             rv = rss_verdict(base, hl)
             fl = fails(lab, cfg)
             w(f"| {wl} | {cfg} | {len(rs)}" + (f" ({fl} failed)" if fl else "") +
-              f" | {'/'.join(str(n) for n in nd)} | {live} | {mapped} | {used} | {atexit} | {ov} | {MiB(base * 1024) if base == base else 'n/a'} | "
+              f" | {'/'.join(str(n) for n in nd)} | {live} | {mapped} | {tabs} | {heap} | {used} | {atexit} | {ov} | {MiB(base * 1024) if base == base else 'n/a'} | "
               f"{MiB(hl * 1024) if hl == hl else 'n/a'} | {x(ratio(lab, cfg, 'none', 2), 2)} | {MiB(plus * 1024) if plus == plus else 'n/a'} | {MiB(lim * 1024) if lim == lim else 'n/a'} | {rv} |")
             om_targets.append((f"{wl}: {cfg} own memory after every dump ≤ 8 MiB + 1% of live", ov))
             om_targets.append((f"{wl}: {cfg} peak RSS ≤ 1.05x + 8 MiB, dumps included", rv))

@@ -529,8 +529,9 @@ pub fn write_view(
         );
     }
     let own = ownheap::usage();
+    let tables = own_tables();
     log::line(format_args!(
-        "heaplive[{}]: {} dump {}{}: {}{} live{} in {} samples over {} stacks; {} (heaplive {}, {} in use); snapshot {:.2} ms, took {:.1} ms",
+        "heaplive[{}]: {} dump {}{}: {}{} live{} in {} samples over {} stacks; {} (heaplive {}: tables {}, heap {}, {} in use); snapshot {:.2} ms, took {:.1} ms",
         pid,
         why,
         written.display(),
@@ -547,6 +548,8 @@ pub fn write_view(
         log::Grouped(samples),
         log::Grouped(profile.samples.len() as u64),
         rss,
+        log::human_bytes((tables + own.mapped) as f64),
+        log::human_bytes(tables as f64),
         log::human_bytes(own.mapped as f64),
         log::human_bytes(own.in_use as f64),
         snap.took_ns as f64 / 1e6,
@@ -725,4 +728,17 @@ pub unsafe fn reset_in_child() {
 pub unsafe fn unlock_after_fork() {
     // SAFETY: guaranteed by the caller.
     unsafe { DUMP.unlock_raw() };
+}
+
+/// Resident bytes of heaplive's tables (live samples, stacks, shadow
+/// bitmap, unwind cache: `sys::resident`), for the dump's log line beside
+/// its heap. Exact mode keeps an entry per live block: tens of MiB for a
+/// few million blocks, which the line must not hide.
+fn own_tables() -> usize {
+    let mut pages = Vec::new();
+    if pages.try_reserve_exact(4096).is_err() {
+        return 0;
+    }
+    pages.resize(4096, 0u8);
+    sys::resident(&mut pages).0
 }

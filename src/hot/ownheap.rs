@@ -97,12 +97,12 @@ impl OomHandler for Regions {
             return Err(());
         }
         if g.n == 0 && !g.scratch && g.emergency == 0 && !EMERGENCY_USED.load(Relaxed) {
-            g.emergency = sys::map(EMERGENCY) as usize;
+            g.emergency = sys::map_heap(EMERGENCY) as usize;
         }
         // Room for the block, its alignment and talc's tags.
         let need = round_page(layout.size() + layout.align() + 64);
         let len = need.max(g.next_chunk);
-        let mut base = sys::map(len) as usize;
+        let mut base = sys::map_heap(len) as usize;
         let mut len = len;
         if base == 0 {
             // The kernel refuses (RLIMIT_AS, vm.max_map_count, ENOMEM).
@@ -249,7 +249,7 @@ pub fn release_scratch() -> usize {
 pub fn init() {
     let mut h = HEAP.lock();
     if h.oom_handler.n == 0 && h.oom_handler.emergency == 0 && !EMERGENCY_USED.load(Relaxed) {
-        h.oom_handler.emergency = sys::map(EMERGENCY) as usize;
+        h.oom_handler.emergency = sys::map_heap(EMERGENCY) as usize;
     }
 }
 
@@ -265,7 +265,7 @@ pub fn retry_memory() -> bool {
     if !LOW.load(Relaxed) {
         return true;
     }
-    let p = sys::map(LARGE);
+    let p = sys::map_heap(LARGE);
     if p.is_null() {
         return false;
     }
@@ -279,7 +279,7 @@ fn alloc_large(size: usize) -> *mut u8 {
     let Some(len) = size.checked_add(HEADER + PAGE - 1).map(|n| n & !(PAGE - 1)) else {
         return core::ptr::null_mut();
     };
-    let base = sys::map(len);
+    let base = sys::map_heap(len);
     if base.is_null() {
         LOW.store(true, Relaxed);
         return base;
@@ -396,18 +396,9 @@ pub unsafe fn realloc(p: *mut u8, l: Layout, new: usize) -> *mut u8 {
         let Some(new_len) = new.checked_add(HEADER + PAGE - 1).map(|n| n & !(PAGE - 1)) else {
             return core::ptr::null_mut();
         };
-        let saved = sys::errno();
-        // SAFETY: our own mapping; MAYMOVE keeps the contents.
-        let q = unsafe {
-            libc::mremap(
-                base as *mut libc::c_void,
-                len,
-                new_len,
-                libc::MREMAP_MAYMOVE,
-            )
-        };
-        sys::set_errno(saved);
-        if q == libc::MAP_FAILED {
+        // SAFETY: our own mapping (`map_heap`); the block moves with it.
+        let q = unsafe { sys::remap_heap(base as *mut u8, len, new_len) };
+        if q.is_null() {
             LOW.store(true, Relaxed);
             // Below: allocate (maybe from the small-block heap) and copy.
             // SAFETY: guaranteed by the caller.

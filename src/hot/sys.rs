@@ -4,10 +4,17 @@
 //! locks, errno is left as the caller had it.
 
 use core::ffi::c_void;
+use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 
 /// Maps `len` bytes of zeroed, private, anonymous memory. Null on failure.
 pub fn map(len: usize) -> *mut u8 {
-    map_anon(len, 0)
+    map_anon(len, 0, Owner::Tables)
+}
+
+/// As [`map`], for heaplive's own heap (`hot::ownheap`) and the
+/// symbolizer's scratch: counted apart from the tables in [`resident`].
+pub fn map_heap(len: usize) -> *mut u8 {
+    map_anon(len, 0, Owner::Heap)
 }
 
 /// As [`map`], with every page faulted in by the kernel in the same call
@@ -16,10 +23,10 @@ pub fn map(len: usize) -> *mut u8 {
 /// copy-on-write fault, with a TLB shootdown in a threaded process, per
 /// page. Null when the kernel refuses.
 pub fn map_populated(len: usize) -> *mut u8 {
-    map_anon(len, libc::MAP_POPULATE)
+    map_anon(len, libc::MAP_POPULATE, Owner::Tables)
 }
 
-fn map_anon(len: usize, extra_flags: libc::c_int) -> *mut u8 {
+fn map_anon(len: usize, extra_flags: libc::c_int, owner: Owner) -> *mut u8 {
     let saved = errno();
     // SAFETY: an anonymous private mapping with no address hint touches no
     // existing memory.
@@ -37,19 +44,218 @@ fn map_anon(len: usize, extra_flags: libc::c_int) -> *mut u8 {
     if p == libc::MAP_FAILED {
         core::ptr::null_mut()
     } else {
+        list(p as usize, len, owner);
         p.cast()
     }
 }
 
-/// Unmaps memory obtained from [`map`].
+/// Unmaps memory obtained from [`map`] (or part of it).
 ///
 /// # Safety
 /// `p..p+len` must be a mapping from [`map`] that nothing uses any more.
 pub unsafe fn unmap(p: *mut u8, len: usize) {
     let saved = errno();
+    // Out of the list first: once unmapped, another thread may map (and
+    // list) the same addresses.
+    unlist(p as usize, len);
     // SAFETY: guaranteed by the caller.
     unsafe { libc::munmap(p.cast::<c_void>(), len) };
     set_errno(saved);
+}
+
+/// Resizes (and maybe moves) a mapping of heaplive's heap from
+/// [`map_heap`], keeping its contents (`mremap` with `MREMAP_MAYMOVE`).
+/// Null when the kernel refuses; the mapping is then as it was.
+///
+/// # Safety
+/// `p..p+len` is such a mapping; nothing may use it through `p` after a
+/// move.
+pub unsafe fn remap_heap(p: *mut u8, len: usize, new_len: usize) -> *mut u8 {
+    let saved = errno();
+    // Out of the list while it moves (as `unmap`); back in either way.
+    unlist(p as usize, len);
+    // SAFETY: guaranteed by the caller; MAYMOVE keeps the contents.
+    let q = unsafe { libc::mremap(p.cast(), len, new_len, libc::MREMAP_MAYMOVE) };
+    set_errno(saved);
+    if q == libc::MAP_FAILED {
+        list(p as usize, len, Owner::Heap);
+        core::ptr::null_mut()
+    } else {
+        list(q as usize, new_len, Owner::Heap);
+        q.cast()
+    }
+}
+
+// ---------------------------------------------------------------------------
+// heaplive's own mappings, so that a dump can say how much of the process's
+// RSS is heaplive's (`resident`): the live table of exact mode alone is
+// 16 bytes or more per live block.
+
+/// Whose a mapping is.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Owner {
+    /// The live table, stack table, shadow bitmap, unwind cache, arenas.
+    Tables = 0,
+    /// heaplive's own heap (`hot::ownheap`) and the symbolizer's scratch.
+    Heap = 1,
+}
+
+/// Listed mappings: each slot packs a mapping's first page number
+/// (`PAGE_BITS`), its length in pages (`LEN_BITS`) and its owner (the top
+/// bit); 0 is a free slot. One word, so that a reader never sees half of
+/// an entry. Mappings are few (tables grow by doubling; a shadow-bitmap
+/// leaf covers 2 MiB of addresses), but a mapping that finds no free slot,
+/// or does not fit the packing, is still counted, by its length.
+const SLOTS: usize = 1 << 14;
+const PAGE_BITS: u32 = 36;
+const LEN_BITS: u32 = 27;
+
+struct List {
+    slots: [AtomicU64; SLOTS],
+    /// Slots below this were taken the last time one was looked for.
+    hint: AtomicUsize,
+    /// Bytes of the mappings not listed, per owner.
+    unlisted: [AtomicUsize; 2],
+}
+
+static OWN: List = List {
+    slots: [const { AtomicU64::new(0) }; SLOTS],
+    hint: AtomicUsize::new(0),
+    unlisted: [const { AtomicUsize::new(0) }; 2],
+};
+
+fn list(addr: usize, len: usize, owner: Owner) {
+    OWN.add(addr, len, owner)
+}
+
+fn unlist(addr: usize, len: usize) {
+    OWN.remove(addr, len)
+}
+
+/// Resident bytes of heaplive's own mappings: (tables, heap). Pages are
+/// counted with mincore(2), so a table mapped large and touched in a few
+/// places counts only those; an unlisted mapping counts its length. For
+/// the dump's log line (heaplive's thread; `buf` is its scratch for the
+/// page vector).
+pub fn resident(buf: &mut [u8]) -> (usize, usize) {
+    OWN.resident(buf)
+}
+
+fn pack(page: usize, pages: usize, owner: Owner) -> Option<u64> {
+    if page == 0 || page >> PAGE_BITS != 0 || pages == 0 || pages >> LEN_BITS != 0 {
+        return None;
+    }
+    Some(page as u64 | (pages as u64) << PAGE_BITS | (owner as u64) << 63)
+}
+
+fn unpack(w: u64) -> (usize, usize, Owner) {
+    let owner = if w >> 63 == 0 {
+        Owner::Tables
+    } else {
+        Owner::Heap
+    };
+    (
+        (w & ((1 << PAGE_BITS) - 1)) as usize,
+        ((w >> PAGE_BITS) & ((1 << LEN_BITS) - 1)) as usize,
+        owner,
+    )
+}
+
+fn pages_of(len: usize) -> usize {
+    len.div_ceil(4096)
+}
+
+impl List {
+    fn add(&self, addr: usize, len: usize, owner: Owner) {
+        if let Some(w) = pack(addr >> 12, pages_of(len), owner) {
+            let start = self.hint.load(Relaxed).min(SLOTS - 1);
+            for k in 0..SLOTS {
+                let i = (start + k) % SLOTS;
+                if self.slots[i].load(Relaxed) == 0
+                    && self.slots[i]
+                        .compare_exchange(0, w, Relaxed, Relaxed)
+                        .is_ok()
+                {
+                    self.hint.store(i + 1, Relaxed);
+                    return;
+                }
+            }
+        }
+        self.unlisted[owner as usize].fetch_add(pages_of(len) * 4096, Relaxed);
+    }
+
+    /// Takes `addr..addr+len` out: the whole entry, or its first or last
+    /// pages (a mapping unmapped in parts). A range in the middle of an
+    /// entry stays listed (`resident` counts only what is still mapped).
+    fn remove(&self, addr: usize, len: usize) {
+        let (page, pages) = (addr >> 12, pages_of(len));
+        for (i, slot) in self.slots.iter().enumerate() {
+            let w = slot.load(Relaxed);
+            if w == 0 {
+                continue;
+            }
+            let (p, n, owner) = unpack(w);
+            if page < p || page >= p + n {
+                continue;
+            }
+            let new = if page == p && pages >= n {
+                0
+            } else if page == p {
+                pack(p + pages, n - pages, owner).unwrap_or(0)
+            } else if page + pages >= p + n {
+                pack(p, page - p, owner).unwrap_or(0)
+            } else {
+                return;
+            };
+            if slot.compare_exchange(w, new, Relaxed, Relaxed).is_ok() && new == 0 {
+                self.hint.fetch_min(i, Relaxed);
+            }
+            return;
+        }
+        // Counted by its length when it was mapped.
+        for u in &self.unlisted {
+            if u.load(Relaxed) >= pages * 4096 {
+                u.fetch_sub(pages * 4096, Relaxed);
+                return;
+            }
+        }
+    }
+
+    fn resident(&self, buf: &mut [u8]) -> (usize, usize) {
+        let mut out = [
+            self.unlisted[0].load(Relaxed),
+            self.unlisted[1].load(Relaxed),
+        ];
+        for slot in &self.slots {
+            let w = slot.load(Relaxed);
+            if w == 0 {
+                continue;
+            }
+            let (page, pages, owner) = unpack(w);
+            let mut done = 0;
+            while done < pages {
+                let n = (pages - done).min(buf.len());
+                if n == 0 {
+                    return (out[0], out[1]);
+                }
+                // SAFETY: asks the kernel about our own range; `buf` holds
+                // `n` bytes. A range unmapped meanwhile fails (ENOMEM):
+                // skipped.
+                let r = unsafe {
+                    libc::mincore(
+                        ((page + done) << 12) as *mut c_void,
+                        n << 12,
+                        buf.as_mut_ptr(),
+                    )
+                };
+                if r == 0 {
+                    out[owner as usize] += buf[..n].iter().filter(|&&b| b & 1 != 0).count() * 4096;
+                }
+                done += n;
+            }
+        }
+        (out[0], out[1])
+    }
 }
 
 /// Gives pages back to the kernel; they read as zero afterwards.
@@ -479,6 +685,116 @@ mod tests {
             b.push_dec(v);
             assert_eq!(b.as_bytes(), v.to_string().as_bytes());
         }
+    }
+
+    /// The list entry holding the page of `p`, if any.
+    fn listed(l: &List, p: *mut u8) -> Option<(usize, usize, Owner)> {
+        let page = p as usize >> 12;
+        l.slots
+            .iter()
+            .map(|s| s.load(Relaxed))
+            .filter(|&w| w != 0)
+            .map(unpack)
+            .find(|&(q, n, _)| page >= q && page < q + n)
+    }
+
+    fn fresh_list() -> Box<List> {
+        Box::new(List {
+            slots: [const { AtomicU64::new(0) }; SLOTS],
+            hint: AtomicUsize::new(0),
+            unlisted: [const { AtomicUsize::new(0) }; 2],
+        })
+    }
+
+    /// A mapping is listed with its owner while it is mapped, shrinks when
+    /// unmapped in parts and leaves when unmapped; only touched pages
+    /// count as resident; a full list counts a mapping by its length.
+    #[test]
+    fn own_mappings_are_listed_until_unmapped() {
+        let l = fresh_list();
+        let t = map_anon(16 << 12, 0, Owner::Tables);
+        let h = map_anon(4 << 12, 0, Owner::Heap);
+        assert!(!t.is_null() && !h.is_null());
+        l.add(t as usize, 16 << 12, Owner::Tables);
+        l.add(h as usize, 4 << 12, Owner::Heap);
+        assert_eq!(listed(&l, t), Some((t as usize >> 12, 16, Owner::Tables)));
+        assert_eq!(listed(&l, h), Some((h as usize >> 12, 4, Owner::Heap)));
+        // Three pages touched of sixteen, one of four.
+        for i in [0, 5, 15] {
+            // SAFETY: inside the mapping.
+            unsafe { *t.add(i << 12) = 1 };
+        }
+        // SAFETY: inside the mapping.
+        unsafe { *h = 1 };
+        // A small page vector: counted in steps.
+        assert_eq!(l.resident(&mut [0u8; 3]), (3 << 12, 1 << 12));
+        // The last four pages, then the first two.
+        l.remove(t as usize + (12 << 12), 4 << 12);
+        l.remove(t as usize, 2 << 12);
+        // SAFETY: pointer arithmetic inside the mapping.
+        let rest = unsafe { t.add(2 << 12) };
+        assert_eq!(
+            listed(&l, rest),
+            Some((rest as usize >> 12, 10, Owner::Tables))
+        );
+        assert_eq!(listed(&l, t), None);
+        assert_eq!(l.resident(&mut [0u8; 64]), (1 << 12, 1 << 12));
+        l.remove(rest as usize, 10 << 12);
+        l.remove(h as usize, 4 << 12);
+        assert_eq!(listed(&l, rest), None);
+        assert_eq!(listed(&l, h), None);
+        assert_eq!(l.resident(&mut [0u8; 64]), (0, 0));
+        // Full: counted by length, and taken out again by length.
+        for s in l.slots.iter() {
+            s.store(pack(1, 1, Owner::Tables).unwrap(), Relaxed);
+        }
+        l.add(h as usize, 4 << 12, Owner::Heap);
+        assert_eq!(l.unlisted[1].load(Relaxed), 4 << 12);
+        for s in l.slots.iter() {
+            s.store(0, Relaxed);
+        }
+        l.remove(h as usize, 4 << 12);
+        assert_eq!(l.unlisted[1].load(Relaxed), 0);
+        // SAFETY: our mappings, unused now.
+        unsafe {
+            libc::munmap(t.cast(), 16 << 12);
+            libc::munmap(h.cast(), 4 << 12);
+        }
+    }
+
+    /// `map` and `unmap` keep the process's list (`OWN`) up to date.
+    #[test]
+    fn map_and_unmap_list_and_unlist() {
+        let t = map(3 << 12);
+        assert!(!t.is_null());
+        let found = listed(&OWN, t);
+        let counted = OWN.unlisted[0].load(Relaxed) >= 3 << 12;
+        assert!(
+            found == Some((t as usize >> 12, 3, Owner::Tables)) || counted,
+            "{found:?}"
+        );
+        // SAFETY: ours, unused. (Whether it left the list is not checked
+        // here: another test's thread may map the same pages at once; the
+        // removal itself is tested above.)
+        unsafe { unmap(t, 3 << 12) };
+    }
+
+    #[test]
+    fn list_entries_pack_page_length_and_owner() {
+        let w = pack(0x0007_ffff_ffff, (1 << LEN_BITS) - 1, Owner::Heap).unwrap();
+        assert_eq!(
+            unpack(w),
+            (0x0007_ffff_ffff, (1 << LEN_BITS) - 1, Owner::Heap)
+        );
+        assert_eq!(
+            unpack(pack(1, 1, Owner::Tables).unwrap()),
+            (1, 1, Owner::Tables)
+        );
+        // Too long, too high, or empty: counted apart, never mis-listed.
+        assert_eq!(pack(1, 1 << LEN_BITS, Owner::Tables), None);
+        assert_eq!(pack(1 << PAGE_BITS, 1, Owner::Tables), None);
+        assert_eq!(pack(0, 1, Owner::Tables), None);
+        assert_eq!(pack(1, 0, Owner::Tables), None);
     }
 }
 

@@ -114,7 +114,7 @@ pub(super) fn build(
             line_programs: Vec::new(),
         });
     }
-    let ptr = sys::map(len);
+    let ptr = sys::map_heap(len);
     if ptr.is_null() {
         return None;
     }
@@ -232,7 +232,7 @@ pub(super) fn build_lines(
         ptr: if len == 0 {
             core::ptr::null_mut()
         } else {
-            sys::map(len)
+            sys::map_heap(len)
         },
         len,
         kept: starts.len(),
