@@ -528,8 +528,13 @@ pub fn write_view(
             path.is_some(),
         );
     }
+    // heaplive's memory after the dump: the profile (every stack's frames
+    // and names) is given back first; what stays is the symbolizer's
+    // answers and the tables.
+    let stacks = profile.samples.len() as u64;
+    drop(profile);
     let own = ownheap::usage();
-    let tables = own_tables();
+    let (tables, heap) = own_resident();
     log::line(format_args!(
         "heaplive[{}]: {} dump {}{}: {}{} live{} in {} samples over {} stacks; {} (heaplive {}: tables {}, heap {}, {} in use); snapshot {:.2} ms, took {:.1} ms",
         pid,
@@ -546,11 +551,11 @@ pub fn write_view(
             " (exact)".to_string()
         },
         log::Grouped(samples),
-        log::Grouped(profile.samples.len() as u64),
+        log::Grouped(stacks),
         rss,
-        log::human_bytes((tables + own.mapped) as f64),
+        log::human_bytes((tables + heap) as f64),
         log::human_bytes(tables as f64),
-        log::human_bytes(own.mapped as f64),
+        log::human_bytes(heap as f64),
         log::human_bytes(own.in_use as f64),
         snap.took_ns as f64 / 1e6,
         ms
@@ -731,14 +736,15 @@ pub unsafe fn unlock_after_fork() {
 }
 
 /// Resident bytes of heaplive's tables (live samples, stacks, shadow
-/// bitmap, unwind cache: `sys::resident`), for the dump's log line beside
-/// its heap. Exact mode keeps an entry per live block: tens of MiB for a
-/// few million blocks, which the line must not hide.
-fn own_tables() -> usize {
+/// bitmap, unwind cache) and of its own heap (`sys::resident`), for the
+/// dump's log line: heaplive's share of the process's RSS. Exact mode
+/// keeps an entry per live block: tens of MiB for a few million blocks,
+/// which the line must not hide.
+fn own_resident() -> (usize, usize) {
     let mut pages = Vec::new();
     if pages.try_reserve_exact(4096).is_err() {
-        return 0;
+        return (0, 0);
     }
     pages.resize(4096, 0u8);
-    sys::resident(&mut pages).0
+    sys::resident(&mut pages)
 }

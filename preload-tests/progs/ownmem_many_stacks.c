@@ -1,0 +1,43 @@
+/* 4,096 distinct stacks (a walk down 12 levels, each level through one of
+ * two call sites), a block live on each, then one dump signal.
+ * preload-tests/ownmem.rs reads the dump line: heaplive's heap in use is
+ * read after the dump gave back its profile (every stack's frames and
+ * names), not while it still held it. */
+#include "sig_common.h"
+
+static void *volatile keep[4096];
+static int next;
+
+__attribute__((noinline)) static void walk(int depth, unsigned path);
+
+__attribute__((noinline)) static void left(int depth, unsigned path) {
+    walk(depth, path);
+    __asm__ volatile("" ::: "memory");
+}
+
+__attribute__((noinline)) static void right(int depth, unsigned path) {
+    walk(depth, path);
+    __asm__ volatile("" ::: "memory");
+}
+
+__attribute__((noinline)) static void walk(int depth, unsigned path) {
+    if (depth == 12) {
+        keep[next++] = malloc(64);
+        return;
+    }
+    if (path >> depth & 1)
+        left(depth + 1, path);
+    else
+        right(depth + 1, path);
+    __asm__ volatile("" ::: "memory");
+}
+
+int main(void) {
+    for (unsigned p = 0; p < 4096; p++)
+        walk(0, p);
+    raise(SIGUSR2);
+    if (!wait_dumps(1))
+        return 1;
+    printf("done\n");
+    return 0;
+}
