@@ -533,6 +533,7 @@ pub fn write_view(
     // answers and the tables.
     let stacks = profile.samples.len() as u64;
     drop(profile);
+    ownheap::give_back_free_pages();
     let own = ownheap::usage();
     let (tables, heap) = own_resident();
     log::line(format_args!(
