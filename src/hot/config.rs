@@ -377,12 +377,18 @@ fn short_name() -> &'static [u8] {
 }
 
 /// Parses one variable into `slot` when it is set; a bad value keeps the
-/// default and says so in one line.
+/// default and says so in one line. `parse` is a function pointer, not a
+/// generic closure: the parsers run only for variables that are set, so
+/// they stay out of `load`'s code, which every process runs at start and
+/// which must fit the start-up window (layout.ld) with one small copy of
+/// this function per slot type (inlined parsers made `load_with` 10 KiB,
+/// placed outside the window: a page fault more at every start).
+#[inline(never)]
 fn load_var<T>(
     env: Source,
     setting: &Setting,
     slot: &mut T,
-    parse: impl Fn(&[u8]) -> Result<T, &'static str>,
+    parse: fn(&[u8]) -> Result<T, &'static str>,
 ) {
     if let Some(v) = env(setting.cname) {
         match parse(v) {

@@ -445,7 +445,7 @@ pub unsafe fn realloc(p: *mut u8, l: Layout, new: usize) -> *mut u8 {
             return core::ptr::null_mut();
         };
         // SAFETY: our own mapping (`map_heap`); the block moves with it.
-        let q = unsafe { sys::remap_heap(base as *mut u8, len, new_len) };
+        let q = unsafe { remap_heap(base as *mut u8, len, new_len) };
         if q.is_null() {
             LOW.store(true, Relaxed);
             // Below: allocate (maybe from the small-block heap) and copy.
@@ -528,6 +528,31 @@ pub unsafe fn unlock_after_fork() {
     unsafe {
         SCRATCH.unlock_raw();
         HEAP.unlock_raw();
+    }
+}
+
+/// Out of `hot::sys` (whose code lies in the start-up window, layout.ld):
+/// only a large block's realloc needs it.
+/// Resizes (and maybe moves) a mapping of heaplive's heap from
+/// [`sys::map_heap`], keeping its contents (`mremap` with `MREMAP_MAYMOVE`).
+/// Null when the kernel refuses; the mapping is then as it was.
+///
+/// # Safety
+/// `p..p+len` is such a mapping; nothing may use it through `p` after a
+/// move.
+unsafe fn remap_heap(p: *mut u8, len: usize, new_len: usize) -> *mut u8 {
+    let saved = sys::errno();
+    // Out of the list while it moves (as `unmap`); back in either way.
+    sys::unlist(p as usize, len);
+    // SAFETY: guaranteed by the caller; MAYMOVE keeps the contents.
+    let q = unsafe { libc::mremap(p.cast(), len, new_len, libc::MREMAP_MAYMOVE) };
+    sys::set_errno(saved);
+    if q == libc::MAP_FAILED {
+        sys::list(p as usize, len, sys::Owner::Heap);
+        core::ptr::null_mut()
+    } else {
+        sys::list(q as usize, new_len, sys::Owner::Heap);
+        q.cast()
     }
 }
 

@@ -63,29 +63,6 @@ pub unsafe fn unmap(p: *mut u8, len: usize) {
     set_errno(saved);
 }
 
-/// Resizes (and maybe moves) a mapping of heaplive's heap from
-/// [`map_heap`], keeping its contents (`mremap` with `MREMAP_MAYMOVE`).
-/// Null when the kernel refuses; the mapping is then as it was.
-///
-/// # Safety
-/// `p..p+len` is such a mapping; nothing may use it through `p` after a
-/// move.
-pub unsafe fn remap_heap(p: *mut u8, len: usize, new_len: usize) -> *mut u8 {
-    let saved = errno();
-    // Out of the list while it moves (as `unmap`); back in either way.
-    unlist(p as usize, len);
-    // SAFETY: guaranteed by the caller; MAYMOVE keeps the contents.
-    let q = unsafe { libc::mremap(p.cast(), len, new_len, libc::MREMAP_MAYMOVE) };
-    set_errno(saved);
-    if q == libc::MAP_FAILED {
-        list(p as usize, len, Owner::Heap);
-        core::ptr::null_mut()
-    } else {
-        list(q as usize, new_len, Owner::Heap);
-        q.cast()
-    }
-}
-
 // ---------------------------------------------------------------------------
 // heaplive's own mappings, so that a dump can say how much of the process's
 // RSS is heaplive's (`resident`): the live table of exact mode alone is
@@ -109,27 +86,51 @@ pub enum Owner {
 const SLOTS: usize = 1 << 14;
 const PAGE_BITS: u32 = 36;
 const LEN_BITS: u32 = 27;
+/// The first slots, beside the other small variables the start writes
+/// (the one mapping a process makes at start, heaplive's heap, goes there):
+/// listing it touches no page of its own. The rest (128 KiB) lies with the
+/// big tables (layout.ld), as do the counters of unlisted mappings, and is
+/// touched only when used: the start is 6 page faults cheaper than with
+/// one list among the big tables.
+const FIRST: usize = 2;
 
-struct List {
-    slots: [AtomicU64; SLOTS],
+/// A list of mappings: its slots in two parts, and its counters.
+struct List<'a> {
+    first: &'a [AtomicU64],
+    more: &'a [AtomicU64],
     /// Slots below this were taken the last time one was looked for.
-    hint: AtomicUsize,
+    hint: &'a AtomicUsize,
+    /// No slot at or above this was ever taken: scans stop here.
+    top: &'a AtomicUsize,
     /// Bytes of the mappings not listed, per owner.
-    unlisted: [AtomicUsize; 2],
+    unlisted: &'a [AtomicUsize; 2],
 }
 
-static OWN: List = List {
-    slots: [const { AtomicU64::new(0) }; SLOTS],
-    hint: AtomicUsize::new(0),
-    unlisted: [const { AtomicUsize::new(0) }; 2],
-};
+static FIRST_SLOTS: [AtomicU64; FIRST] = [const { AtomicU64::new(0) }; FIRST];
+static MORE_SLOTS: [AtomicU64; SLOTS - FIRST] = [const { AtomicU64::new(0) }; SLOTS - FIRST];
+static HINT: AtomicUsize = AtomicUsize::new(0);
+static TOP: AtomicUsize = AtomicUsize::new(0);
+static UNLISTED: [AtomicUsize; 2] = [const { AtomicUsize::new(0) }; 2];
 
-fn list(addr: usize, len: usize, owner: Owner) {
-    OWN.add(addr, len, owner)
+/// heaplive's list.
+fn own() -> List<'static> {
+    List {
+        first: &FIRST_SLOTS,
+        more: &MORE_SLOTS,
+        hint: &HINT,
+        top: &TOP,
+        unlisted: &UNLISTED,
+    }
 }
 
-fn unlist(addr: usize, len: usize) {
-    OWN.remove(addr, len)
+/// Lists a mapping made outside `map` (`ownheap`'s mremap).
+pub(crate) fn list(addr: usize, len: usize, owner: Owner) {
+    own().add(addr, len, owner)
+}
+
+/// Takes a mapping (or its first or last pages) out of the list.
+pub(crate) fn unlist(addr: usize, len: usize) {
+    own().remove(addr, len)
 }
 
 /// Resident bytes of heaplive's own mappings: (tables, heap). Pages are
@@ -138,7 +139,7 @@ fn unlist(addr: usize, len: usize) {
 /// the dump's log line (heaplive's thread; `buf` is its scratch for the
 /// page vector).
 pub fn resident(buf: &mut [u8]) -> (usize, usize) {
-    OWN.resident(buf)
+    own().resident(buf)
 }
 
 fn pack(page: usize, pages: usize, owner: Owner) -> Option<u64> {
@@ -165,18 +166,33 @@ fn pages_of(len: usize) -> usize {
     len.div_ceil(4096)
 }
 
-impl List {
+impl List<'_> {
+    fn len(&self) -> usize {
+        self.first.len() + self.more.len()
+    }
+
+    fn slot(&self, i: usize) -> &AtomicU64 {
+        match self.first.get(i) {
+            Some(s) => s,
+            None => &self.more[i - self.first.len()],
+        }
+    }
+
+    /// The slots that were ever taken.
+    fn used(&self) -> impl Iterator<Item = (usize, &AtomicU64)> {
+        (0..self.top.load(Relaxed).min(self.len())).map(|i| (i, self.slot(i)))
+    }
+
     fn add(&self, addr: usize, len: usize, owner: Owner) {
         if let Some(w) = pack(addr >> 12, pages_of(len), owner) {
-            let start = self.hint.load(Relaxed).min(SLOTS - 1);
-            for k in 0..SLOTS {
-                let i = (start + k) % SLOTS;
-                if self.slots[i].load(Relaxed) == 0
-                    && self.slots[i]
-                        .compare_exchange(0, w, Relaxed, Relaxed)
-                        .is_ok()
-                {
+            let n = self.len();
+            let start = self.hint.load(Relaxed).min(n - 1);
+            for k in 0..n {
+                let i = (start + k) % n;
+                let s = self.slot(i);
+                if s.load(Relaxed) == 0 && s.compare_exchange(0, w, Relaxed, Relaxed).is_ok() {
                     self.hint.store(i + 1, Relaxed);
+                    self.top.fetch_max(i + 1, Relaxed);
                     return;
                 }
             }
@@ -189,7 +205,7 @@ impl List {
     /// entry stays listed (`resident` counts only what is still mapped).
     fn remove(&self, addr: usize, len: usize) {
         let (page, pages) = (addr >> 12, pages_of(len));
-        for (i, slot) in self.slots.iter().enumerate() {
+        for (i, slot) in self.used() {
             let w = slot.load(Relaxed);
             if w == 0 {
                 continue;
@@ -213,7 +229,7 @@ impl List {
             return;
         }
         // Counted by its length when it was mapped.
-        for u in &self.unlisted {
+        for u in self.unlisted {
             if u.load(Relaxed) >= pages * 4096 {
                 u.fetch_sub(pages * 4096, Relaxed);
                 return;
@@ -226,7 +242,7 @@ impl List {
             self.unlisted[0].load(Relaxed),
             self.unlisted[1].load(Relaxed),
         ];
-        for slot in &self.slots {
+        for (_, slot) in self.used() {
             let w = slot.load(Relaxed);
             if w == 0 {
                 continue;
@@ -690,20 +706,23 @@ mod tests {
     /// The list entry holding the page of `p`, if any.
     fn listed(l: &List, p: *mut u8) -> Option<(usize, usize, Owner)> {
         let page = p as usize >> 12;
-        l.slots
-            .iter()
-            .map(|s| s.load(Relaxed))
+        (0..l.len())
+            .map(|i| l.slot(i).load(Relaxed))
             .filter(|&w| w != 0)
             .map(unpack)
             .find(|&(q, n, _)| page >= q && page < q + n)
     }
 
-    fn fresh_list() -> Box<List> {
-        Box::new(List {
-            slots: [const { AtomicU64::new(0) }; SLOTS],
-            hint: AtomicUsize::new(0),
-            unlisted: [const { AtomicUsize::new(0) }; 2],
-        })
+    /// A list of its own for a test (the process's is shared by every
+    /// test thread): leaked, 128 KiB.
+    fn fresh_list() -> List<'static> {
+        List {
+            first: Box::leak(Box::new([const { AtomicU64::new(0) }; FIRST])),
+            more: Box::leak(Box::new([const { AtomicU64::new(0) }; SLOTS - FIRST])),
+            hint: Box::leak(Box::new(AtomicUsize::new(0))),
+            top: Box::leak(Box::new(AtomicUsize::new(0))),
+            unlisted: Box::leak(Box::new([const { AtomicUsize::new(0) }; 2])),
+        }
     }
 
     /// A mapping is listed with its owner while it is mapped, shrinks when
@@ -745,13 +764,13 @@ mod tests {
         assert_eq!(listed(&l, h), None);
         assert_eq!(l.resident(&mut [0u8; 64]), (0, 0));
         // Full: counted by length, and taken out again by length.
-        for s in l.slots.iter() {
-            s.store(pack(1, 1, Owner::Tables).unwrap(), Relaxed);
+        for i in 0..l.len() {
+            l.slot(i).store(pack(1, 1, Owner::Tables).unwrap(), Relaxed);
         }
         l.add(h as usize, 4 << 12, Owner::Heap);
         assert_eq!(l.unlisted[1].load(Relaxed), 4 << 12);
-        for s in l.slots.iter() {
-            s.store(0, Relaxed);
+        for i in 0..l.len() {
+            l.slot(i).store(0, Relaxed);
         }
         l.remove(h as usize, 4 << 12);
         assert_eq!(l.unlisted[1].load(Relaxed), 0);
@@ -767,8 +786,8 @@ mod tests {
     fn map_and_unmap_list_and_unlist() {
         let t = map(3 << 12);
         assert!(!t.is_null());
-        let found = listed(&OWN, t);
-        let counted = OWN.unlisted[0].load(Relaxed) >= 3 << 12;
+        let found = listed(&own(), t);
+        let counted = own().unlisted[0].load(Relaxed) >= 3 << 12;
         assert!(
             found == Some((t as usize >> 12, 3, Owner::Tables)) || counted,
             "{found:?}"
