@@ -57,6 +57,10 @@ if [ -n "$BASE" ]; then
 fi
 PROGS=(/bin/true "$OUT/truec" "$OUT/small")
 export HEAPLIVE_DUMP_AT_EXIT=0
+# The runs' stderr is /dev/null, where heaplive's lines (the peak summary
+# of `small`) would otherwise go to heaplive.<euid>.log in the current
+# directory (see HEAPLIVE_LOG in the README).
+export HEAPLIVE_LOG="$OUT/heaplive.log"
 
 echo "## Start cost of a process that never samples ($(date -u '+%Y-%m-%d %H:%M UTC'))"
 echo
