@@ -80,7 +80,7 @@ fn parse(buf: &[u8], each: &mut dyn FnMut(&[u8])) {
             return;
         }
         let rec = &buf[at + NAME..at + reclen];
-        // memchr, not a byte loop: a dump lists directories of thousands.
+        // The name ends at its NUL (the record's padding may hold old bytes).
         let name = core::ffi::CStr::from_bytes_until_nul(rec).map_or(rec, |c| c.to_bytes());
         each(name);
         at += reclen;
