@@ -78,6 +78,24 @@ fn other_anonymous(line: &str) -> f64 {
     }
 }
 
+/// Runs `progs/<prog>.c` (built with `cflags`) in exact mode with no exit
+/// dump, checks that it finished ("done"), and returns its stderr.
+fn run_exact_signal_dumps(prog: &str, cflags: &[&str]) -> String {
+    let dir = tempdir(prog);
+    let exe = compile(&format!("{prog}.c"), prog, dir.path(), cflags);
+    let o = run_preloaded(
+        dir.path(),
+        &exe,
+        &[],
+        &[
+            ("HEAPLIVE_SAMPLE_INTERVAL", "1"),
+            ("HEAPLIVE_DUMP_AT_EXIT", "0"),
+        ],
+    );
+    assert_eq!(stdout(&o), "done\n", "{}", show(&o));
+    stderr(&o)
+}
+
 fn need_libc_dbg() {
     if !std::path::Path::new("/usr/lib/debug/.build-id").exists() {
         panic!("libc6-dbg is needed (scripts/install-test-deps.sh installs it)");
@@ -147,24 +165,7 @@ fn own_memory_is_reported_and_bounded_across_dumps() {
 /// stay within 8 MiB plus 1% of the live heap.
 #[test]
 fn snapshot_buffer_is_not_kept_after_the_blocks_are_freed() {
-    let dir = tempdir("ownmem-small");
-    let exe = compile(
-        "ownmem_small_blocks.c",
-        "ownmem_small_blocks",
-        dir.path(),
-        &[],
-    );
-    let o = run_preloaded(
-        dir.path(),
-        &exe,
-        &[],
-        &[
-            ("HEAPLIVE_SAMPLE_INTERVAL", "1"),
-            ("HEAPLIVE_DUMP_AT_EXIT", "0"),
-        ],
-    );
-    assert_eq!(stdout(&o), "done\n", "{}", show(&o));
-    let err = stderr(&o);
+    let err = run_exact_signal_dumps("ownmem_small_blocks", &[]);
     let lines: Vec<&str> = err.lines().filter(|l| l.contains(" dump ")).collect();
     assert_eq!(lines.len(), 2, "two signal dumps:\n{err}");
     let (live1, mapped1, _) = own_of(lines[0]);
@@ -194,24 +195,7 @@ fn snapshot_buffer_is_not_kept_after_the_blocks_are_freed() {
 /// and the total is tables plus heap.
 #[test]
 fn dump_line_counts_heaplive_tables() {
-    let dir = tempdir("ownmem-tables");
-    let exe = compile(
-        "ownmem_small_blocks.c",
-        "ownmem_small_blocks",
-        dir.path(),
-        &[],
-    );
-    let o = run_preloaded(
-        dir.path(),
-        &exe,
-        &[],
-        &[
-            ("HEAPLIVE_SAMPLE_INTERVAL", "1"),
-            ("HEAPLIVE_DUMP_AT_EXIT", "0"),
-        ],
-    );
-    assert_eq!(stdout(&o), "done\n", "{}", show(&o));
-    let err = stderr(&o);
+    let err = run_exact_signal_dumps("ownmem_small_blocks", &[]);
     let lines: Vec<&str> = err.lines().filter(|l| l.contains(" dump ")).collect();
     assert_eq!(lines.len(), 2, "two signal dumps:\n{err}");
     let (live, own, _) = own_in(lines[0]);
@@ -276,24 +260,7 @@ fn first_dump_through_libc_raises_peak_rss_by_less_than_8_mib() {
 /// use, then 1.2 MiB in use with 4.2 MiB resident, now 1.4 MiB resident.
 #[test]
 fn dump_line_reads_heaplive_memory_after_the_profile_is_gone() {
-    let dir = tempdir("ownmem-stacks");
-    let exe = compile(
-        "ownmem_many_stacks.c",
-        "ownmem_many_stacks",
-        dir.path(),
-        &["-O1"],
-    );
-    let o = run_preloaded(
-        dir.path(),
-        &exe,
-        &[],
-        &[
-            ("HEAPLIVE_SAMPLE_INTERVAL", "1"),
-            ("HEAPLIVE_DUMP_AT_EXIT", "0"),
-        ],
-    );
-    assert_eq!(stdout(&o), "done\n", "{}", show(&o));
-    let err = stderr(&o);
+    let err = run_exact_signal_dumps("ownmem_many_stacks", &["-O1"]);
     let line = err
         .lines()
         .find(|l| l.contains(" dump "))
