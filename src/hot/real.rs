@@ -776,14 +776,12 @@ impl NextObject {
                 let w = &mut *(data as *mut Walk);
                 let info = &*info;
                 let base = info.dlpi_addr as usize;
-                let (mut dynamic, mut holds_ours, mut holds_malloc) = (0usize, false, false);
+                let (mut holds_ours, mut holds_malloc) = (false, false);
                 for i in 0..info.dlpi_phnum as usize {
                     let ph = &*info.dlpi_phdr.add(i);
                     let lo = base + ph.p_vaddr as usize;
                     let hi = lo + ph.p_memsz as usize;
-                    if ph.p_type == libc::PT_DYNAMIC {
-                        dynamic = lo;
-                    } else if ph.p_type == libc::PT_LOAD {
+                    if ph.p_type == libc::PT_LOAD {
                         holds_ours |= (lo..hi).contains(&w.ours);
                         holds_malloc |= (lo..hi).contains(&w.malloc);
                     }
@@ -792,7 +790,7 @@ impl NextObject {
                     w.seen_ours = holds_ours;
                     return 0;
                 }
-                let o = Object::new(base, dynamic);
+                let o = Object::of(info);
                 if holds_malloc {
                     w.next.target = o;
                     w.done = true;
