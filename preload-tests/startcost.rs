@@ -302,6 +302,10 @@ fn start_up_code_and_variables_are_grouped() {
         "heaplive::hot::real::STATE",
         "heaplive::hot::services::SERVICES",
         "heaplive::hot::ownheap::HEAP",
+        // The list of heaplive's mappings: what the start writes.
+        "heaplive::hot::sys::FIRST_SLOTS",
+        "heaplive::hot::sys::HINT",
+        "heaplive::hot::sys::TAKEN",
         "std::sys::args::unix::imp::ARGC",
     ] {
         let s = sym(v);
@@ -316,6 +320,7 @@ fn start_up_code_and_variables_are_grouped() {
         "heaplive::hot::config::CONFIG",
         "heaplive::hot::live::SHARDS_",
         "heaplive::hot::leak_check::QUEUE",
+        "heaplive::hot::sys::MORE_SLOTS",
     ] {
         let s = sym(big);
         assert!(

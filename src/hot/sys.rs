@@ -102,6 +102,9 @@ struct List<'a> {
     hint: &'a AtomicUsize,
     /// No slot at or above this was ever taken: scans stop here.
     top: &'a AtomicUsize,
+    /// Slots taken now: a full list is not searched (a new mapping may be
+    /// made inside malloc, under a live-table shard's lock).
+    taken: &'a AtomicUsize,
     /// Bytes of the mappings not listed, per owner.
     unlisted: &'a [AtomicUsize; 2],
 }
@@ -110,6 +113,7 @@ static FIRST_SLOTS: [AtomicU64; FIRST] = [const { AtomicU64::new(0) }; FIRST];
 static MORE_SLOTS: [AtomicU64; SLOTS - FIRST] = [const { AtomicU64::new(0) }; SLOTS - FIRST];
 static HINT: AtomicUsize = AtomicUsize::new(0);
 static TOP: AtomicUsize = AtomicUsize::new(0);
+static TAKEN: AtomicUsize = AtomicUsize::new(0);
 static UNLISTED: [AtomicUsize; 2] = [const { AtomicUsize::new(0) }; 2];
 
 /// heaplive's list.
@@ -119,6 +123,7 @@ fn own() -> List<'static> {
         more: &MORE_SLOTS,
         hint: &HINT,
         top: &TOP,
+        taken: &TAKEN,
         unlisted: &UNLISTED,
     }
 }
@@ -184,8 +189,10 @@ impl List<'_> {
     }
 
     fn add(&self, addr: usize, len: usize, owner: Owner) {
-        if let Some(w) = pack(addr >> 12, pages_of(len), owner) {
-            let n = self.len();
+        let n = self.len();
+        if let Some(w) = pack(addr >> 12, pages_of(len), owner)
+            && self.taken.load(Relaxed) < n
+        {
             let start = self.hint.load(Relaxed).min(n - 1);
             for k in 0..n {
                 let i = (start + k) % n;
@@ -193,6 +200,7 @@ impl List<'_> {
                 if s.load(Relaxed) == 0 && s.compare_exchange(0, w, Relaxed, Relaxed).is_ok() {
                     self.hint.store(i + 1, Relaxed);
                     self.top.fetch_max(i + 1, Relaxed);
+                    self.taken.fetch_add(1, Relaxed);
                     return;
                 }
             }
@@ -224,6 +232,7 @@ impl List<'_> {
                 return;
             };
             if slot.compare_exchange(w, new, Relaxed, Relaxed).is_ok() && new == 0 {
+                self.taken.fetch_sub(1, Relaxed);
                 self.hint.fetch_min(i, Relaxed);
             }
             return;
@@ -721,6 +730,7 @@ mod tests {
             more: Box::leak(Box::new([const { AtomicU64::new(0) }; SLOTS - FIRST])),
             hint: Box::leak(Box::new(AtomicUsize::new(0))),
             top: Box::leak(Box::new(AtomicUsize::new(0))),
+            taken: Box::leak(Box::new(AtomicUsize::new(0))),
             unlisted: Box::leak(Box::new([const { AtomicUsize::new(0) }; 2])),
         }
     }
@@ -764,14 +774,19 @@ mod tests {
         assert_eq!(listed(&l, h), None);
         assert_eq!(l.resident(&mut [0u8; 64]), (0, 0));
         // Full: counted by length, and taken out again by length.
+        // (Filled with made-up one-page mappings; full, a new mapping is
+        // counted without a search.)
         for i in 0..l.len() {
-            l.slot(i).store(pack(1, 1, Owner::Tables).unwrap(), Relaxed);
+            l.add((i + 1) << 12, 1 << 12, Owner::Tables);
         }
+        assert_eq!(l.taken.load(Relaxed), l.len());
+        assert_eq!(l.unlisted[0].load(Relaxed), 0);
         l.add(h as usize, 4 << 12, Owner::Heap);
         assert_eq!(l.unlisted[1].load(Relaxed), 4 << 12);
         for i in 0..l.len() {
-            l.slot(i).store(0, Relaxed);
+            l.remove((i + 1) << 12, 1 << 12);
         }
+        assert_eq!(l.taken.load(Relaxed), 0);
         l.remove(h as usize, 4 << 12);
         assert_eq!(l.unlisted[1].load(Relaxed), 0);
         // SAFETY: our mappings, unused now.
