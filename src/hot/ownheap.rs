@@ -564,10 +564,19 @@ mod tests {
         Layout::from_size_align(size, align).unwrap()
     }
 
+    /// The heaps are global and the tests check its counters before and
+    /// after: one test at a time (a test that frees megabytes while
+    /// another reads its counters fails the other one).
+    fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+        static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        LOCK.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Free pages of the small-block heap go back to the kernel; the
     /// blocks still in use keep their contents, and the heap works on.
     #[test]
     fn free_pages_are_given_back_and_live_blocks_kept() {
+        let _one = one_at_a_time();
         // 8 MiB of 2 KiB blocks, each filled with its number; all but
         // every 64th freed: most of those pages are free now.
         let n = 4096;
@@ -611,6 +620,7 @@ mod tests {
 
     #[test]
     fn small_and_large_blocks_are_counted_and_returned() {
+        let _one = one_at_a_time();
         let before = usage();
         let a = alloc(lay(100, 8));
         let b = alloc(lay(LARGE * 3, 16));
@@ -637,6 +647,7 @@ mod tests {
 
     #[test]
     fn small_blocks_grow_shrink_and_cross_the_threshold() {
+        let _one = one_at_a_time();
         let p = alloc(lay(40, 8));
         unsafe { p.write_bytes(7, 40) };
         let q = unsafe { realloc(p, lay(40, 8), 4000) };
@@ -650,6 +661,7 @@ mod tests {
 
     #[test]
     fn scratch_heap_is_given_back_when_empty() {
+        let _one = one_at_a_time();
         let persistent = alloc(lay(64, 8));
         let (a, b);
         {
@@ -670,6 +682,7 @@ mod tests {
 
     #[test]
     fn large_alignment_comes_from_the_small_heap() {
+        let _one = one_at_a_time();
         let p = alloc(lay(LARGE * 2, 4096));
         assert!(!p.is_null());
         assert_eq!(p as usize % 4096, 0);
@@ -678,6 +691,7 @@ mod tests {
 
     #[test]
     fn many_threads_allocate_at_once() {
+        let _one = one_at_a_time();
         let threads: Vec<_> = (0..4)
             .map(|t| {
                 std::thread::spawn(move || {
