@@ -121,12 +121,14 @@ for c in $CONFIGS; do if have_cfg "$c"; then CFGS+=("$c"); else say "skipping $c
 # --- workloads and configurations ----------------------------------------------
 CC1=$(gcc -print-prog-name=cc1)
 JQ_PROG='[.[] | select(.score > 20) | {n: .name, t: (.tags | join(",")), s: (.nested.b | add)}] | group_by(.n) | map({n: .[0].n, c: length, s: (map(.s) | add)}) | length'
-# wl_cmd NAME [THREADS]: sets CMD (array) and STDIN.
+# wl_cmd NAME [THREADS]: sets CMD (array) and STDIN. Sizes: each workload
+# runs about 1.5 s or more without a preload (issue #13), so that fixed
+# costs (start, exit) do not dominate the ratios.
 wl_cmd() {
     STDIN=/dev/null
     case $1 in
-        churn) CMD=("$OUT/churn" "${2:-2}" "${3:-2500000}") ;;
-        cxxchurn) CMD=("$OUT/cxxchurn" "${2:-2}" 1200000) ;;
+        churn) CMD=("$OUT/churn" "${2:-2}" "${3:-7500000}") ;;
+        cxxchurn) CMD=("$OUT/cxxchurn" "${2:-2}" 3200000) ;;
         sqlite3) CMD=(sqlite3 :memory:); STDIN=$SRC/sqlite.sql ;;
         jq) CMD=(jq -c "$JQ_PROG" "$OUT/data.json") ;;
         python3) CMD=("$PY" -I "$SRC/pywork.py" "$OUT/data.json") ;;

@@ -4,10 +4,13 @@ data.json (for jq) and gccinput.c (for the gcc compile). Deterministic."""
 import json, random, sys, os
 
 out = sys.argv[1]
-NF = 40  # functions in gccinput.c
-NREC = 40000  # records in data.json
-# Sized so that each workload runs at least 1 s without a preload (jq,
-# python3, gcc). Inputs written with other sizes are replaced.
+NF = 100  # functions in gccinput.c
+NREC = 96000  # records in data.json
+# Sized so that each workload runs well over 1 s without a preload (jq
+# about 2 s, python3 and gcc about 1.5 s on the 2-CPU bench machine; at
+# 40,000 records and 40 functions their medians were 0.6-0.9 s, short
+# enough for fixed costs to count). Inputs written with other sizes are
+# replaced.
 VERSION = f"records={NREC} functions={NF}\n"
 vf = os.path.join(out, "inputs.version")
 if not os.path.exists(vf) or open(vf).read() != VERSION:

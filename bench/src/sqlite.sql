@@ -1,7 +1,7 @@
 -- sqlite3 :memory: < sqlite.sql   (the "sqlite3" real-program workload)
 PRAGMA cache_size = -65536;
 CREATE TABLE t(id INTEGER PRIMARY KEY, grp INTEGER, name TEXT, payload TEXT);
-WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 110000)
+WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 260000)
 INSERT INTO t SELECT x, x % 997, 'name-' || (x * 7919 % 100003), printf('%.*c', 20 + x % 200, 'p') FROM c;
 CREATE INDEX t_grp ON t(grp);
 CREATE INDEX t_name ON t(name);
