@@ -77,7 +77,7 @@ workloads = []
 for (wl, cfg) in runs:
     if wl not in workloads and not wl.startswith(("sweep-", "ownmem-")) and wl != "dump":
         workloads.append(wl)
-cfg_order = ["none", "null", "heaplive-dormant", "heaplive", "heaplive-exact", "heaplive-exact-libgcc", "heaptrack", "jemalloc", "jemalloc-prof"]
+cfg_order = ["none", "null", "heaplive-dormant", "heaplive", "heaplive-exact", "heaplive-exact-libgcc", "heaptrack", "heaptrack-raw", "jemalloc", "jemalloc-prof"]
 cfg_order += sorted({cfg for (_, cfg) in runs} - set(cfg_order))
 baseline = {c: "none" for c in cfg_order}
 baseline["jemalloc-prof"] = "jemalloc"
@@ -85,7 +85,7 @@ baseline["jemalloc-prof"] = "jemalloc"
 if workloads:
     w("### Overhead per workload\n")
     w("Reproduce: `BENCH_ONLY=main BENCH_ROUNDS=%s BENCH_SLOW_ROUNDS=%s bash %s` (configs and workloads: `BENCH_CONFIGS=...`, `BENCH_WORKLOADS=...`)." % (meta.get("rounds"), meta.get("slow_rounds"), ROOTREL))
-    w("Ratios are medians of per-round (paired) ratios against the row's baseline: no preload, except jemalloc-prof, whose baseline is plain jemalloc; `min` is the best run over the baseline's best run, a cross-check that is robust to interference from other processes (which only ever adds time); `spread` is (max-min)/median of the CPU time, a gauge of the noise. heaplive runs with `HEAPLIVE_DUMP_AT_EXIT=0` (dump cost is measured separately below); heaptrack is its whole pipeline (`heaptrack -o`, interpreter and zstd included in CPU time and in peak RSS, which is the largest single process).\n")
+    w("Ratios are medians of per-round (paired) ratios against the row's baseline: no preload, except jemalloc-prof, whose baseline is plain jemalloc; `min` is the best run over the baseline's best run, a cross-check that is robust to interference from other processes (which only ever adds time); `spread` is (max-min)/median of the CPU time, a gauge of the noise. heaplive runs with `HEAPLIVE_DUMP_AT_EXIT=0` (dump cost is measured separately below); heaptrack is its whole pipeline (`heaptrack -o`, from the script's start to its end: interpreter and zstd included in wall and CPU time and in peak RSS, which is the largest single process); heaptrack-raw is the traced process alone while heaptrack records (its preload library writing into a pipe drained by zstd, as `heaptrack --raw` runs it: no interpreter), the comparison issue #13 asks for.\n")
     for wl in workloads:
         w(f"#### {wl}\n")
         if wl in cmds_wl:
@@ -204,30 +204,34 @@ for wl in churns:
         ec, hc = med(fig(wl, "heaplive-exact", 1)), med(fig(wl, "heaptrack", 1))
         T.append((f"{wl}: exact mode faster than heaptrack (wall)", f"**met** ({e:.2f} s vs {h:.2f} s)" if e < h else f"**missed**: {e / h:.2f}x heaptrack's time ({e:.2f} s vs {h:.2f} s)"))
         T.append((f"{wl}: exact mode cheaper than heaptrack (CPU)", f"**met** ({ec:.2f} s vs {hc:.2f} s)" if ec < hc else f"**missed**: {ec / hc:.2f}x heaptrack's CPU ({ec:.2f} s vs {hc:.2f} s)"))
-# Issue #13, target 1: exact mode at least 2x faster than heaptrack (wall),
-# on every workload. Taken literally the target asks for heaptrack's wall
-# time over exact mode's to reach 2; where heaptrack takes less than twice
-# the time without any preload that is impossible (exact mode would have to
-# run faster than the program alone), so the ratio of the time each adds
-# over no preload (median of the per-round differences) is given too.
-for wl in workloads:
-    if not all((wl, c) in runs for c in ("heaptrack", "heaplive-exact", "none")):
-        continue
-    e, h, n = (med(fig(wl, c, 0)) for c in ("heaplive-exact", "heaptrack", "none"))
-    lit = h / e
-    note = "" if h >= 2 * n else f"; cannot be met: heaptrack's {h:.2f} s is under twice the {n:.2f} s without preload"
-    T.append((f"{wl}: exact mode 2x faster than heaptrack (wall)",
-              (f"**met** ({lit:.2f}x: {e:.2f} s vs {h:.2f} s)" if lit >= 2 else f"**missed** ({lit:.2f}x: {e:.2f} s vs {h:.2f} s{note})")))
-    de, dh = [], []
-    rn, re_, rh = runs[(wl, "none")], runs[(wl, "heaplive-exact")], runs[(wl, "heaptrack")]
-    for r in rn:
-        if r in re_ and r in rh and rn[r][3] == 0 and re_[r][3] == 0 and rh[r][3] == 0:
-            de.append(re_[r][0] - rn[r][0])
-            dh.append(rh[r][0] - rn[r][0])
-    if de and dh and med(de) > 0:
-        o = med(dh) / med(de)
-        T.append((f"{wl}: exact mode adds at most half of heaptrack's wall time",
-                  (f"**met** ({o:.2f}x: +{med(de):.2f} s vs +{med(dh):.2f} s)" if o >= 2 else f"**missed** ({o:.2f}x: +{med(de):.2f} s vs +{med(dh):.2f} s)")))
+# Issue #13, target 1: exact mode at least 2x faster than heaptrack, "the
+# traced process's wall time, heaptrack's recording only": heaptrack-raw.
+# The whole pipeline (heaptrack) is given beside it. Taken literally the
+# target asks for heaptrack's wall time over exact mode's to reach 2; where
+# heaptrack takes less than twice the time without any preload that is
+# impossible (exact mode would have to run faster than the program alone),
+# so the ratio of the time each adds over no preload (median of the
+# per-round differences) is given too.
+for ht in ("heaptrack-raw", "heaptrack"):
+    what = "heaptrack recording (traced process)" if ht == "heaptrack-raw" else "heaptrack's whole pipeline"
+    for wl in workloads:
+        if not all((wl, c) in runs for c in (ht, "heaplive-exact", "none")):
+            continue
+        e, h, n = (med(fig(wl, c, 0)) for c in ("heaplive-exact", ht, "none"))
+        lit = h / e
+        note = "" if h >= 2 * n else f"; cannot be met: heaptrack's {h:.2f} s is under twice the {n:.2f} s without preload"
+        T.append((f"{wl}: exact mode 2x faster than {what} (wall)",
+                  (f"**met** ({lit:.2f}x: {e:.2f} s vs {h:.2f} s)" if lit >= 2 else f"**missed** ({lit:.2f}x: {e:.2f} s vs {h:.2f} s{note})")))
+        de, dh = [], []
+        rn, re_, rh = runs[(wl, "none")], runs[(wl, "heaplive-exact")], runs[(wl, ht)]
+        for r in rn:
+            if r in re_ and r in rh and rn[r][3] == 0 and re_[r][3] == 0 and rh[r][3] == 0:
+                de.append(re_[r][0] - rn[r][0])
+                dh.append(rh[r][0] - rn[r][0])
+        if de and dh and med(de) > 0:
+            o = med(dh) / med(de)
+            T.append((f"{wl}: exact mode adds at most half of the wall time {what} adds",
+                      (f"**met** ({o:.2f}x: +{med(de):.2f} s vs +{med(dh):.2f} s)" if o >= 2 else f"**missed** ({o:.2f}x: +{med(de):.2f} s vs +{med(dh):.2f} s)")))
 fmt_ms = lambda v: f"{v:.1f} ms"
 T.append(("repeated dump < 100 ms", verdict(d2, 100, fmt_ms)))
 T.append(("first dump < 1 s", verdict(d1, 1000, fmt_ms)))

@@ -11,7 +11,8 @@
 # Knobs (environment):
 #   BENCH_ROUNDS=9        interleaved rounds of the fast configurations
 #   BENCH_SLOW_ROUNDS=3   rounds in which the slow ones (heaplive-exact,
-#                         heaptrack) also run (the first N rounds)
+#                         heaptrack, heaptrack-raw) also run (the first N
+#                         rounds)
 #   BENCH_SWEEP_ROUNDS=4  rounds of the thread-count sweep
 #   BENCH_DUMP_ROUNDS=3   runs of the dump-time benchmark
 #   BENCH_ONLY="main sweep dump attr ops ownmem"   sections to run (attr:
@@ -22,7 +23,15 @@
 #   BENCH_OPS_ROUNDS=5    interleaved rounds of the ops section
 #   BENCH_OWNMEM_ROUNDS=2 rounds of the ownmem section
 #   BENCH_WORKLOADS="churn cxxchurn sqlite3 jq python3 gcc"
-#   BENCH_CONFIGS="none null heaplive heaplive-exact heaptrack jemalloc jemalloc-prof"
+#   BENCH_CONFIGS="none null heaplive heaplive-exact heaptrack heaptrack-raw jemalloc jemalloc-prof"
+#                         (heaptrack: its whole pipeline, `heaptrack -o`,
+#                         measured from the script's start to its end, the
+#                         interpreter's work included; heaptrack-raw: the
+#                         traced process alone while heaptrack records, as
+#                         `heaptrack --raw` runs it: its preload library
+#                         writing into a pipe that zstd drains, no
+#                         interpreter; issue #13 compares exact mode with
+#                         this one)
 #                         (also: heaplive-exact-libgcc, exact mode with
 #                         HEAPLIVE_UNWIND=libgcc, the unwinder before the cache;
 #                         heaplive-dormant, loaded with HEAPLIVE_START=0)
@@ -47,7 +56,7 @@ ONLY=${BENCH_ONLY:-main sweep dump attr ops ownmem}
 OPS_ROUNDS=${BENCH_OPS_ROUNDS:-5}
 OWNMEM_ROUNDS=${BENCH_OWNMEM_ROUNDS:-2}
 WORKLOADS=${BENCH_WORKLOADS:-churn cxxchurn sqlite3 jq python3 gcc}
-CONFIGS=${BENCH_CONFIGS:-none null heaplive heaplive-exact heaptrack jemalloc jemalloc-prof}
+CONFIGS=${BENCH_CONFIGS:-none null heaplive heaplive-exact heaptrack heaptrack-raw jemalloc jemalloc-prof}
 RESULTS=${BENCH_RESULTS:-$HERE/RESULTS.md}
 PY=/usr/bin/python3
 [ -x $PY ] || PY=python3
@@ -103,10 +112,19 @@ meta sqlite3 "$(sqlite3 --version 2>/dev/null | cut -d' ' -f1)"
 meta jq "$(jq --version 2>/dev/null)"
 meta python3 "$($PY --version 2>&1)"
 
+# heaptrack's preload library (heaptrack-raw runs it without the script):
+# where the script finds it, lib/heaptrack/ beside its bin/.
+HT_PRELOAD=
+if command -v heaptrack >/dev/null; then
+    for d in "$(dirname "$(readlink -f "$(command -v heaptrack)")")/../lib/heaptrack" /usr/lib/heaptrack /usr/lib/x86_64-linux-gnu/heaptrack; do
+        if [ -f "$d/libheaptrack_preload.so" ]; then HT_PRELOAD=$(readlink -f "$d/libheaptrack_preload.so"); break; fi
+    done
+fi
 # Which optional configurations exist here.
 have_cfg() {
     case $1 in
         heaptrack) command -v heaptrack >/dev/null ;;
+        heaptrack-raw) [ -n "$HT_PRELOAD" ] && command -v zstd >/dev/null ;;
         jemalloc|jemalloc-prof) [ -f "$JE" ] ;;
         *) true ;;
     esac
@@ -149,18 +167,37 @@ cfg_env() {
         heaplive-dormant) ENV=("${hl[@]}" HEAPLIVE_START=0) ;;
         heaplive-exact-libgcc) ENV=("${hl[@]}" HEAPLIVE_SAMPLE_INTERVAL=1 HEAPLIVE_UNWIND=libgcc) ;;
         heaptrack) PREFIX=(heaptrack -o "$OUT/tmp/ht.$2") ;;
+        # What the heaptrack script runs with --raw, with runit timing the
+        # traced process itself (run_one starts zstd on the pipe first).
+        heaptrack-raw) ENV=(LD_PRELOAD="$HT_PRELOAD" DUMP_HEAPTRACK_OUTPUT="$OUT/tmp/ht.fifo") ;;
         jemalloc) ENV=(LD_PRELOAD="$JE") ;;
         jemalloc-prof) ENV=(LD_PRELOAD="$JE" MALLOC_CONF=prof:true,lg_prof_sample:19) ;;
     esac
 }
-is_slow() { case $1 in heaplive-exact|old-heaplive-exact|heaplive-exact-libgcc|heaptrack) true ;; *) false ;; esac; }
+is_slow() { case $1 in heaplive-exact|old-heaplive-exact|heaplive-exact-libgcc|heaptrack|heaptrack-raw) true ;; *) false ;; esac; }
 
 run_one() { # SECTION/WORKLOAD-LABEL CONFIG ROUND WORKLOAD [THREADS [OPS]]
     local label=$1 cfg=$2 round=$3 wl=$4
     wl_cmd "$wl" "${5:-}" "${6:-}"
     cfg_env "$cfg" "$label.$round"
+    local drain=
+    if [ "$cfg" = heaptrack-raw ]; then
+        # As the heaptrack script does: a fifo, and its reader started
+        # before the traced process (which opens it at start).
+        rm -f "$OUT/tmp/ht.fifo"
+        mkfifo "$OUT/tmp/ht.fifo"
+        zstd -q -c < "$OUT/tmp/ht.fifo" > "$OUT/tmp/ht.$label.$round.raw.zst" &
+        drain=$!
+    fi
     "$OUT/runit" "$TSV" "$label" "$cfg" "$round" -i "$STDIN" -o /dev/null -e "$OUT/logs/$label.$cfg.log" \
         "${ENV[@]}" -- "${PREFIX[@]}" "${CMD[@]}" || say "runit failed for $label/$cfg"
+    if [ -n "$drain" ]; then
+        # A process that died before heaptrack opened the pipe leaves zstd
+        # waiting for a writer: open it once, so that zstd sees the end.
+        if kill -0 "$drain" 2>/dev/null; then timeout 5 bash -c ': > "$1"' _ "$OUT/tmp/ht.fifo"; fi
+        wait "$drain" || say "zstd failed for $label/$cfg"
+        rm -f "$OUT/tmp/ht.fifo"
+    fi
     rm -f "$OUT"/tmp/ht.* "$OUT"/tmp/hl.*
 }
 
