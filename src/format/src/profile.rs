@@ -4,6 +4,8 @@
 //! distinct return address once and fills a [`Profile`]. Writers are pure:
 //! `write(&Profile, &mut impl Write)`. Nothing here runs on an allocation path.
 
+use std::sync::Arc;
+
 /// One source-level frame. An inlined call gives several `Frame`s for one
 /// address.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
@@ -21,7 +23,11 @@ pub struct Location {
     /// Index into [`Profile::mappings`].
     pub mapping: Option<usize>,
     /// Innermost (the inlined callee) first, the real function last.
-    pub frames: Vec<Frame>,
+    /// Shared: the library's symbolizer keeps each address's answer for
+    /// later dumps, and a dump's profile points at the same frames instead
+    /// of copying their names (a profile of a large C++ program holds tens
+    /// of thousands of locations).
+    pub frames: Arc<[Frame]>,
 }
 
 /// A loaded (or since unloaded) module: an executable mapping of one file.
