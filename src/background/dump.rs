@@ -292,7 +292,8 @@ fn build_profile(st: &mut DumpState, which: Which) -> std::io::Result<(Profile, 
                                 function: String::from_utf8_lossy(text).into_owned(),
                                 file: None,
                                 line: None,
-                            }].into(),
+                            }]
+                            .into(),
                         });
                         return locations.len() - 1;
                     }

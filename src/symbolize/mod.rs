@@ -134,11 +134,7 @@ impl Symbolizer {
     /// [`Self::lookup`], calling `poll` between the steps of loading a
     /// module (files, sections, symbol tables), so a caller can look
     /// at other work (a dump signal) while a large library loads.
-    pub fn lookup_polling(
-        &mut self,
-        addr: u64,
-        poll: &mut dyn FnMut(),
-    ) -> Answer {
+    pub fn lookup_polling(&mut self, addr: u64, poll: &mut dyn FnMut()) -> Answer {
         let index = match modules::find_index(addr) {
             Some(i) => Some(i),
             None => {

@@ -366,7 +366,8 @@ mod tests {
                     frames: vec![
                         frame("inlined_helper", app, Some(10)),
                         frame("alloc_node", app, Some(25)),
-                    ].into(),
+                    ]
+                    .into(),
                 },
                 Location {
                     address: 0x402020,
