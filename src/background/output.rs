@@ -194,6 +194,10 @@ pub fn write_atomic(
     path: &Path,
     fill: &mut dyn FnMut(&mut dyn Write) -> io::Result<()>,
 ) -> io::Result<()> {
+    // A pipe whose reader has gone, a file past RLIMIT_FSIZE: the write
+    // fails (EPIPE, EFBIG) and the temporary is removed; the host gets no
+    // SIGPIPE or SIGXFSZ.
+    let _quiet = crate::hot::sys::QuietWrites::new();
     if path.as_os_str().as_bytes().ends_with(b"/") || path.file_name().is_none() {
         return Err(refused(path, libc::EISDIR, "names a directory"));
     }

@@ -4,7 +4,8 @@
 //!
 //! stderr may be closed, or closed and its number reused by the program for
 //! one of its own files: we write to fd 2 only while it is still the file it
-//! was at load (same device and inode). A broken pipe raises no SIGPIPE.
+//! was at load (same device and inode). A broken pipe raises no SIGPIPE,
+//! a file past RLIMIT_FSIZE no SIGXFSZ (`sys::QuietWrites`).
 
 use crate::hot::sys::{self, StackBuf};
 use core::fmt::Write;
@@ -299,37 +300,21 @@ fn near_fd() -> Option<i32> {
     }
 }
 
-/// write(2) with SIGPIPE blocked on this thread, and a SIGPIPE it raised
-/// taken back, so that a closed pipe cannot kill the host.
+/// write(2) of a whole line that can neither block the program for long
+/// nor raise SIGPIPE or SIGXFSZ in it (`sys::write_all`).
 fn write_no_sigpipe(fd: i32, b: &[u8]) {
     let saved = sys::errno();
-    // SAFETY: sigset operations on local sets.
-    unsafe {
-        let mut pipe: libc::sigset_t = core::mem::zeroed();
-        let mut old: libc::sigset_t = core::mem::zeroed();
-        let mut pending: libc::sigset_t = core::mem::zeroed();
-        libc::sigemptyset(&mut pipe);
-        libc::sigaddset(&mut pipe, libc::SIGPIPE);
-        libc::pthread_sigmask(libc::SIG_BLOCK, &pipe, &mut old);
-        libc::sigpending(&mut pending);
-        let was_pending = libc::sigismember(&pending, libc::SIGPIPE) == 1;
-        // A full pipe nobody reads must not stall the program (the exit
-        // summary runs on its thread): give it a moment, then drop the line.
-        let mut pfd = libc::pollfd {
-            fd,
-            events: libc::POLLOUT,
-            revents: 0,
-        };
-        let ready = libc::poll(&mut pfd, 1, 100) == 1 && pfd.revents & libc::POLLOUT != 0;
-        let ok = ready && sys::write_all(fd, b);
-        if !ok && !was_pending {
-            let zero = libc::timespec {
-                tv_sec: 0,
-                tv_nsec: 0,
-            };
-            libc::sigtimedwait(&pipe, core::ptr::null_mut(), &zero);
-        }
-        libc::pthread_sigmask(libc::SIG_SETMASK, &old, core::ptr::null_mut());
+    // A full pipe nobody reads must not stall the program (the exit
+    // summary runs on its thread): give it a moment, then drop the line.
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLOUT,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd.
+    let ready = unsafe { libc::poll(&mut pfd, 1, 100) } == 1 && pfd.revents & libc::POLLOUT != 0;
+    if ready {
+        sys::write_all(fd, b);
     }
     sys::set_errno(saved);
 }

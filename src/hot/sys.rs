@@ -331,9 +331,11 @@ pub fn getpid() -> u32 {
 }
 
 /// Writes all of `buf` to `fd` with as few write(2) calls as the kernel
-/// allows; gives up silently on errors (a closed stderr must not hurt).
+/// allows; gives up silently on errors (a closed stderr must not hurt),
+/// raising no SIGPIPE or SIGXFSZ ([`QuietWrites`]).
 pub fn write_all(fd: i32, mut buf: &[u8]) -> bool {
     let saved = errno();
+    let _quiet = QuietWrites::new();
     let mut ok = true;
     while !buf.is_empty() {
         // SAFETY: buf is a valid slice.
@@ -353,6 +355,154 @@ pub fn write_all(fd: i32, mut buf: &[u8]) -> bool {
     }
     set_errno(saved);
     ok
+}
+
+/// SIGPIPE and SIGXFSZ: what a write(2) of ours could raise in the host
+/// (EPIPE on a pipe or socket whose reader has gone, EFBIG past
+/// RLIMIT_FSIZE; also ftruncate past the limit). The kernel sends both to
+/// the writing thread (thread-directed), never to the process.
+const WRITE_SIGNALS: u64 = (1u64 << (libc::SIGPIPE - 1)) | (1u64 << (libc::SIGXFSZ - 1));
+
+/// While alive, heaplive's writes on this thread raise no SIGPIPE or
+/// SIGXFSZ in the host: both are blocked (with the raw rt_sigprocmask:
+/// the exported sigprocmask and pthread_sigmask are heaplive's own), the
+/// write fails with EPIPE or EFBIG instead, and on drop a signal that our
+/// writes left pending on this thread is taken back (rt_sigtimedwait with
+/// a zero timeout: the kernel dequeues this thread's own pending signals
+/// before the process's) before the mask is restored. A signal that was
+/// already pending on this thread stays (a second standard signal does not
+/// queue: ours merged with it); one pending for the whole process (kill)
+/// is not this thread's and is left too. Nests; async-signal-safe.
+pub struct QuietWrites {
+    old_mask: u64,
+    /// Of WRITE_SIGNALS: pending (thread or process) when we started.
+    pending_before: u64,
+    /// Of those: pending on this thread itself (or unknown: /proc
+    /// unreadable, taken as this thread's, so never consumed).
+    thread_before: u64,
+}
+
+impl QuietWrites {
+    pub fn new() -> QuietWrites {
+        let mut old_mask = 0u64;
+        sigmask(libc::SIG_BLOCK, Some(WRITE_SIGNALS), Some(&mut old_mask));
+        let pending_before = sigpending() & WRITE_SIGNALS;
+        // Rare: the program blocks one of them and has one pending.
+        let thread_before = if pending_before == 0 {
+            0
+        } else {
+            thread_pending().unwrap_or(WRITE_SIGNALS) & pending_before
+        };
+        QuietWrites {
+            old_mask,
+            pending_before,
+            thread_before,
+        }
+    }
+}
+
+impl Default for QuietWrites {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Drop for QuietWrites {
+    fn drop(&mut self) {
+        let now = sigpending() & WRITE_SIGNALS & !self.thread_before;
+        if now != 0 {
+            // New since we started: ours. Pending before for the process
+            // only: ours if this thread has one now.
+            let mut ours = now & !self.pending_before;
+            if now & self.pending_before != 0 {
+                ours |= thread_pending().unwrap_or(0) & now & self.pending_before;
+            }
+            for sig in [libc::SIGPIPE, libc::SIGXFSZ] {
+                let bit = 1u64 << (sig - 1);
+                if ours & bit != 0 {
+                    // SAFETY: zeroed siginfo is a valid out-buffer.
+                    let mut info: libc::siginfo_t = unsafe { core::mem::zeroed() };
+                    sigtimedwait(bit, &mut info, Some(0));
+                }
+            }
+        }
+        sigmask(libc::SIG_SETMASK, Some(self.old_mask), None);
+    }
+}
+
+/// rt_sigpending: the blocked signals pending for this thread or the
+/// process.
+fn sigpending() -> u64 {
+    let saved = errno();
+    let mut set = 0u64;
+    // SAFETY: an 8-byte out-mask, the kernel's sigset size.
+    unsafe { libc::syscall(libc::SYS_rt_sigpending, &mut set as *mut u64, 8usize) };
+    set_errno(saved);
+    set
+}
+
+/// The signals pending on this thread itself (not the process's): the
+/// `SigPnd` line of /proc/thread-self/status. None if unreadable.
+fn thread_pending() -> Option<u64> {
+    let saved = errno();
+    // SAFETY: a NUL-terminated path.
+    let fd = unsafe {
+        libc::open(
+            c"/proc/thread-self/status".as_ptr(),
+            libc::O_RDONLY | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        set_errno(saved);
+        return None;
+    }
+    const KEY: &[u8] = b"SigPnd:";
+    let mut line = [0u8; 64];
+    let (mut len, mut found) = (0usize, None);
+    let mut chunk = [0u8; 512];
+    'read: loop {
+        // SAFETY: chunk is a valid buffer of its length.
+        let n = unsafe { libc::read(fd, chunk.as_mut_ptr().cast(), chunk.len()) };
+        if n <= 0 {
+            break;
+        }
+        for &c in &chunk[..n as usize] {
+            if c != b'\n' {
+                if len < line.len() {
+                    line[len] = c;
+                    len += 1;
+                }
+                continue;
+            }
+            if line[..len].starts_with(KEY) {
+                found = parse_hex(&line[KEY.len()..len]);
+                break 'read;
+            }
+            len = 0;
+        }
+    }
+    // SAFETY: our descriptor.
+    unsafe { libc::close(fd) };
+    set_errno(saved);
+    found
+}
+
+/// A hexadecimal number with blanks around it.
+fn parse_hex(b: &[u8]) -> Option<u64> {
+    let mut v = 0u64;
+    let mut digits = 0;
+    for &c in b {
+        let d = match c {
+            b' ' | b'\t' => continue,
+            b'0'..=b'9' => c - b'0',
+            b'a'..=b'f' => c - b'a' + 10,
+            b'A'..=b'F' => c - b'A' + 10,
+            _ => return None,
+        };
+        v = v.checked_mul(16)? | d as u64;
+        digits += 1;
+    }
+    (digits > 0).then_some(v)
 }
 
 fn clock_nanos(clock: libc::clockid_t) -> i64 {
@@ -702,6 +852,59 @@ pub fn queued_mut(info: &mut libc::siginfo_t) -> &mut QueuedInfo {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A pipe whose reader is closed: (write end).
+    fn dead_pipe() -> i32 {
+        let mut fds = [0i32; 2];
+        // SAFETY: a valid out-array of two descriptors.
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        // SAFETY: our own descriptor.
+        unsafe { libc::close(fds[0]) };
+        fds[1]
+    }
+
+    const PIPE: u64 = 1u64 << (libc::SIGPIPE - 1);
+
+    /// On a thread of its own: a write into a dead pipe leaves no SIGPIPE
+    /// pending (the harness ignores SIGPIPE, but a blocked signal is queued
+    /// all the same) and the mask as it was; a SIGPIPE the thread had
+    /// pending before stays pending.
+    #[test]
+    fn quiet_writes_raise_no_sigpipe_and_keep_one_pending_before() {
+        std::thread::spawn(|| {
+            let fd = dead_pipe();
+            let mask = current_mask();
+            assert!(!write_all(fd, b"x"));
+            assert_eq!(current_mask(), mask);
+            assert_eq!(sigpending() & PIPE, 0);
+            assert_eq!(thread_pending().map(|p| p & PIPE), Some(0));
+            // The program blocks SIGPIPE and has one of its own pending
+            // on this thread (its own write): ours merges, theirs stays.
+            sigmask(libc::SIG_BLOCK, Some(PIPE), None);
+            // SAFETY: a valid buffer; our own descriptor.
+            assert!(unsafe { libc::write(fd, b"y".as_ptr().cast(), 1) } < 0);
+            assert_eq!(thread_pending().map(|p| p & PIPE), Some(PIPE));
+            assert!(!write_all(fd, b"x"));
+            assert_eq!(thread_pending().map(|p| p & PIPE), Some(PIPE));
+            // SAFETY: zeroed siginfo is a valid out-buffer.
+            let mut info: libc::siginfo_t = unsafe { core::mem::zeroed() };
+            assert_eq!(sigtimedwait(PIPE, &mut info, Some(0)), libc::SIGPIPE);
+            assert_eq!(sigtimedwait(PIPE, &mut info, Some(0)), -libc::EAGAIN);
+            sigmask(libc::SIG_UNBLOCK, Some(PIPE), None);
+            // SAFETY: our own descriptor.
+            unsafe { libc::close(fd) };
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn parse_hex_reads_a_status_mask() {
+        assert_eq!(parse_hex(b"\t0000000000001000"), Some(0x1000));
+        assert_eq!(parse_hex(b" ffffffffffffffff "), Some(u64::MAX));
+        assert_eq!(parse_hex(b""), None);
+        assert_eq!(parse_hex(b"12x"), None);
+    }
 
     #[test]
     fn push_dec_writes_decimal() {
