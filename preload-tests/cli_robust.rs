@@ -132,3 +132,86 @@ fn output_into_a_dead_pipe_ends_quietly() {
         .count();
     assert_eq!(dumps, 2, "{:?}", folded_files(&dir));
 }
+
+/// `heaplive ARGS` with a 1 GiB address-space limit and a 60 s timeout, so
+/// that a reader without bounds fails (out of memory) rather than takes
+/// the machine's memory, and a blocking one fails rather than hangs.
+/// (1 GiB: a sparse file of that size is refused unread.)
+fn bounded(args: &[&str], stdin: Stdio) -> Output {
+    use std::os::unix::process::CommandExt;
+    let mut c = std::process::Command::new("timeout");
+    c.arg("60")
+        .arg(heaplive_bin())
+        .args(args)
+        .env_remove("LD_PRELOAD")
+        .stdin(stdin);
+    // SAFETY: setrlimit in the child before exec touches no memory of ours.
+    unsafe {
+        c.pre_exec(|| {
+            let lim = libc::rlimit {
+                rlim_cur: 1 << 30,
+                rlim_max: 1 << 30,
+            };
+            libc::setrlimit(libc::RLIMIT_AS, &lim);
+            Ok(())
+        });
+    }
+    c.output().expect("run heaplive")
+}
+
+/// Item 7: an input without end (`/dev/zero`, `/dev/urandom`, a stream of
+/// valid lines) is one error line naming it and the limit, exit 1, for
+/// every reader of folded files; a FIFO planted as a dump's companion view
+/// is not waited on.
+#[test]
+fn endless_inputs_are_one_error_line() {
+    let dir = tempdir("endless");
+    let good = dir.file("good.folded", b"main;f 100\n");
+    let zero_line = "heaplive: /dev/zero:1: a line longer than 16 MiB: not a folded file (lines of at most 16 MiB are read)";
+    for args in [
+        &["top", "/dev/zero"][..],
+        &["top", &good, "/dev/zero"],
+        &["merge", &good, "/dev/zero"],
+        &["diff", &good, "/dev/zero"],
+        &["flamegraph", "/dev/zero"],
+    ] {
+        let o = bounded(args, Stdio::null());
+        assert_eq!(o.status.code(), Some(1), "heaplive {args:?}: {}", show(&o));
+        assert_eq!(stderr(&o), format!("{zero_line}\n"), "heaplive {args:?}");
+        assert_eq!(stdout(&o), "", "heaplive {args:?}");
+    }
+    let o = bounded(&["top", "/dev/urandom"], Stdio::null());
+    assert_eq!(o.status.code(), Some(1), "{}", show(&o));
+    assert_eq!(stderr(&o).lines().count(), 1, "{}", show(&o));
+    assert!(
+        stderr(&o).starts_with("heaplive: /dev/urandom:1: "),
+        "{}",
+        show(&o)
+    );
+    // A file larger than the limit (sparse: it takes no room) is refused
+    // before it is read.
+    let big = dir.join("big.folded");
+    let f = std::fs::File::create(&big).expect("create big.folded");
+    f.set_len((1 << 30) + 1).expect("grow big.folded");
+    let big = big.to_str().expect("utf-8");
+    let o = bounded(&["top", big], Stdio::null());
+    assert_eq!(o.status.code(), Some(1), "{}", show(&o));
+    assert_eq!(
+        stderr(&o),
+        format!(
+            "heaplive: {big}: larger than 1 GiB: not a dump (files of at most 1 GiB are read)\n"
+        )
+    );
+    // A FIFO where the sample counts would be: ignored, not waited on.
+    let fifo = dir.join("good.samples.folded");
+    let c = std::ffi::CString::new(fifo.to_str().expect("utf-8")).unwrap();
+    // SAFETY: a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let o = bounded(&["top", &good], Stdio::null());
+    assert_eq!(o.status.code(), Some(0), "{}", show(&o));
+    assert!(
+        stdout(&o).contains("total: 100 bytes in 1 stacks"),
+        "{}",
+        show(&o)
+    );
+}

@@ -298,7 +298,7 @@ fn report_files(template: &str, start_dir: &Path, started: SystemTime) {
             }
         }
         let peak = format!("{stem}.peak.folded");
-        if let Ok(bytes) = std::fs::read(&peak) {
+        if let Some(bytes) = crate::folded::read_regular(&peak) {
             let total = heaplive_format::folded::parse(&peak, &bytes).map_or(0, |s| s.total());
             say!(
                 "heaplive: peak: {} live at the highest peak (above the exit total), stacks in {peak}",
