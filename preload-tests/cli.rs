@@ -533,7 +533,11 @@ fn usage_errors_exit_2_and_help_exits_0() {
 
 /// `heaplive run` with the real library (`HEAPLIVE_LIB`), dump files and
 /// fallbacks kept in `dir`.
-fn run_with_lib(dir: &Path, args: &[&str], extra_env: &[(&str, &str)]) -> std::process::Output {
+pub(crate) fn run_with_lib(
+    dir: &Path,
+    args: &[&str],
+    extra_env: &[(&str, &str)],
+) -> std::process::Output {
     let mut cmd = heaplive_command(args);
     cmd.env("HEAPLIVE_LIB", lib())
         .env("TMPDIR", dir)
@@ -651,7 +655,7 @@ fn run_lists_the_files_written() {
 }
 
 /// A child process that is reaped when the test ends, even on failure.
-struct Child(std::process::Child);
+pub(crate) struct Child(pub(crate) std::process::Child);
 
 impl Drop for Child {
     fn drop(&mut self) {
@@ -664,7 +668,13 @@ impl Drop for Child {
 }
 
 /// `cmd args` in `cwd`, with the real library when `preload`.
-fn spawn(cmd: &str, args: &[&str], preload: bool, env: &[(&str, &str)], cwd: &Path) -> Child {
+pub(crate) fn spawn(
+    cmd: &str,
+    args: &[&str],
+    preload: bool,
+    env: &[(&str, &str)],
+    cwd: &Path,
+) -> Child {
     let mut c = Command::new(cmd);
     c.args(args)
         .current_dir(cwd)
@@ -687,7 +697,7 @@ fn spawn(cmd: &str, args: &[&str], preload: bool, env: &[(&str, &str)], cwd: &Pa
 /// Waits until `pid` has `libheaplive` mapped and, when `sig` is given,
 /// its constructor has installed the handler for it (right after spawn the
 /// dynamic loader may not have run yet).
-fn wait_for_library(pid: u32, sig: Option<u32>) {
+pub(crate) fn wait_for_library(pid: u32, sig: Option<u32>) {
     let deadline = Instant::now() + Duration::from_secs(10);
     while Instant::now() < deadline {
         let mapped = std::fs::read_to_string(format!("/proc/{pid}/maps"))
@@ -712,7 +722,7 @@ fn wait_for_library(pid: u32, sig: Option<u32>) {
 }
 
 const SIGUSR1: u32 = libc::SIGUSR1 as u32;
-const SIGUSR2: u32 = libc::SIGUSR2 as u32;
+pub(crate) const SIGUSR2: u32 = libc::SIGUSR2 as u32;
 
 #[test]
 fn dump_errors_for_dead_pid_and_pid_without_library() {

@@ -6,6 +6,7 @@
 mod attach;
 mod cli;
 mod cli_real;
+mod cli_robust;
 mod common;
 mod config_errors;
 mod core_exact;

@@ -460,18 +460,19 @@ pub fn main(a: AttachArgs) -> Res<()> {
     let mut failed = false;
     for pid in &pids {
         match attach_one(*pid, &a, &lib) {
-            Ok(line) => eprintln!("{line}"),
+            Ok(line) => say!("{line}"),
             Err(Fail::Error(e)) => {
-                eprintln!("heaplive: {e}");
+                say!("heaplive: {e}");
                 failed = true;
             }
             Err(e) => return Err(e),
         }
     }
     if a.children {
-        eprintln!(
+        say!(
             "heaplive: children that process {} forks from now on are not attached (they are copies of it, which is not): run 'heaplive attach --children {}' again for them",
-            a.pid, a.pid
+            a.pid,
+            a.pid
         );
     }
     if failed { Err(Fail::Reported) } else { Ok(()) }
@@ -497,7 +498,7 @@ pub fn detach_main(a: DetachArgs) -> Res<()> {
             "process {pid} was not attached by 'heaplive attach' (started under the preload, or detached already): nothing to detach"
         ));
     }
-    eprintln!(
+    say!(
         "heaplive: detached from process {pid}: {n} slots restored, sampling stopped, the library stays loaded but inert; thread {tid} was stopped for {:.1} ms ({:.1} ms in all)",
         held.as_secs_f64() * 1e3,
         t0.elapsed().as_secs_f64() * 1e3

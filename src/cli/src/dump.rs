@@ -12,6 +12,7 @@
 use crate::Fail;
 use crate::Res;
 use crate::cli::DumpArgs;
+use crate::out_line;
 use crate::units::io_msg;
 use heaplive_format::signal::{self, Name};
 use heaplive_format::status::{self, Status};
@@ -25,7 +26,7 @@ pub fn main(a: DumpArgs) -> Res<()> {
     } = a;
     let mut failed = false;
     let mut fail = |msg: String| {
-        eprintln!("heaplive: {msg}");
+        say!("heaplive: {msg}");
         failed = true;
     };
 
@@ -65,7 +66,11 @@ pub fn main(a: DumpArgs) -> Res<()> {
             let was_alive = alive(t.pid);
             match read_status(t.pid, t.proc.started) {
                 Some(s) if s.dumps > t.before => match s.last {
-                    Some(path) => println!("{}", View::of(t.pid).outside(&path)),
+                    Some(path) => {
+                        if let Err(Fail::Error(e)) = out_line(&View::of(t.pid).outside(&path)) {
+                            fail(e)
+                        }
+                    }
                     None => fail(format!(
                         "pid {}: dump {} written, but its status file names no file",
                         t.pid, s.dumps
@@ -196,7 +201,7 @@ fn read_status(pid: i32, started: Option<SystemTime>) -> Option<Status> {
                 static WARNED: std::sync::atomic::AtomicBool =
                     std::sync::atomic::AtomicBool::new(false);
                 if !WARNED.swap(true, std::sync::atomic::Ordering::Relaxed) {
-                    eprintln!("heaplive: pid {pid}: ignoring its status file: {why}");
+                    say!("heaplive: pid {pid}: ignoring its status file: {why}");
                 }
             }
         }
@@ -465,14 +470,20 @@ pub fn switch(a: crate::cli::SwitchArgs, on: bool) -> Res<()> {
             }
         });
         match r {
-            Ok(t) => println!(
-                "pid {} ({}): sampling {}",
-                t.pid,
-                t.proc.comm,
-                if on { "started" } else { "stopped" }
-            ),
+            Ok(t) => {
+                let line = format!(
+                    "pid {} ({}): sampling {}",
+                    t.pid,
+                    t.proc.comm,
+                    if on { "started" } else { "stopped" }
+                );
+                if let Err(Fail::Error(e)) = crate::out_line(&line) {
+                    say!("heaplive: {e}");
+                    failed = true;
+                }
+            }
             Err(e) => {
-                eprintln!("heaplive: {e}");
+                say!("heaplive: {e}");
                 failed = true;
             }
         }

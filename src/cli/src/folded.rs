@@ -6,20 +6,126 @@ use crate::{Res, error};
 pub use heaplive_format::folded::{Stacks as Profile, parse};
 use std::io::{self, Read};
 
-/// Reads and parses one file; `-` is standard input.
-pub fn load(path: &str) -> Res<Profile> {
-    let (name, bytes) = if path == "-" {
-        let mut buf = Vec::new();
-        if let Err(e) = io::stdin().read_to_end(&mut buf) {
-            return error(format!("<stdin>: {}", io_msg(&e)));
-        }
-        ("<stdin>", buf)
+/// The longest line read: a stack of `MAX_FRAMES` (128) locations with
+/// long C++ names is well under 1 MiB.
+pub const MAX_LINE: usize = 16 << 20;
+/// The largest file read: a dump holds one line per distinct stack.
+pub const MAX_FILE: u64 = 1 << 30;
+
+/// Reads what `name` names (`-`: standard input) into memory, at most
+/// [`MAX_FILE`] bytes in lines of at most [`MAX_LINE`] bytes: a device
+/// (`/dev/zero`) or a pipe that never ends is one error line, not a
+/// process that grows until it is out of memory.
+pub fn read_input(name: &str) -> Res<Vec<u8>> {
+    let mut input: Box<dyn Read> = if name == "-" {
+        Box::new(io::stdin().lock())
     } else {
-        match std::fs::read(path) {
-            Ok(b) => (path, b),
-            Err(e) => return error(format!("{path}: {}", io_msg(&e))),
+        match std::fs::File::open(name) {
+            Ok(f) => {
+                // A regular file's size is known: refused before reading.
+                if f.metadata()
+                    .is_ok_and(|m| m.is_file() && m.len() > MAX_FILE)
+                {
+                    return error(too_large(name));
+                }
+                Box::new(f)
+            }
+            Err(e) => return error(format!("{name}: {}", io_msg(&e))),
         }
     };
+    read_bounded(if name == "-" { "<stdin>" } else { name }, &mut *input)
+}
+
+/// A file heaplive found rather than was given (a dump's companion view):
+/// read only when it is a regular file, opened without blocking (a FIFO
+/// planted there is not waited on), bounded as [`read_input`].
+pub fn read_regular(path: &str) -> Option<Vec<u8>> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .ok()?;
+    if !f.metadata().ok()?.is_file() {
+        return None;
+    }
+    read_bounded(path, &mut f).ok()
+}
+
+fn too_large(shown: &str) -> String {
+    format!(
+        "{shown}: larger than {} GiB: not a dump (files of at most {} GiB are read)",
+        MAX_FILE >> 30,
+        MAX_FILE >> 30
+    )
+}
+
+fn read_bounded(shown: &str, input: &mut dyn Read) -> Res<Vec<u8>> {
+    let mut buf = Vec::new();
+    let mut chunk = vec![0u8; 1 << 16];
+    let (mut line, mut line_len) = (1u64, 0usize);
+    loop {
+        let n = match input.read(&mut chunk) {
+            Ok(0) => return Ok(buf),
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return error(format!("{shown}: {}", io_msg(&e))),
+        };
+        for piece in chunk[..n].split_inclusive(|&b| b == b'\n') {
+            line_len += piece.len();
+            if line_len > MAX_LINE {
+                return error(format!(
+                    "{shown}:{line}: a line longer than {} MiB: not a folded file (lines of at most {} MiB are read)",
+                    MAX_LINE >> 20,
+                    MAX_LINE >> 20
+                ));
+            }
+            if piece.last() == Some(&b'\n') {
+                line += 1;
+                line_len = 0;
+            }
+        }
+        if buf.len() as u64 + n as u64 > MAX_FILE {
+            return error(too_large(shown));
+        }
+        let first = buf.is_empty();
+        buf.extend_from_slice(&chunk[..n]);
+        if first {
+            refuse_early(shown, &buf)?;
+        }
+    }
+}
+
+/// Binary data (`/dev/urandom`, an executable, a pprof file) is refused at
+/// its first bytes rather than after a gigabyte: the parser's verdict on
+/// the first complete lines, when it is about a line (not about the whole
+/// file, like "empty").
+fn refuse_early(shown: &str, head: &[u8]) -> Res<()> {
+    let complete = head
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(&head[..0], |i| &head[..=i]);
+    let gzip = head.starts_with(&[0x1f, 0x8b]);
+    if complete.is_empty() && !gzip {
+        return Ok(());
+    }
+    match parse(shown, if gzip { head } else { complete }) {
+        Err(e)
+            if gzip
+                || e.strip_prefix(shown)
+                    .and_then(|r| r.strip_prefix(':'))
+                    .is_some_and(|r| r.starts_with(|c: char| c.is_ascii_digit())) =>
+        {
+            error(e)
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Reads and parses one file; `-` is standard input.
+pub fn load(path: &str) -> Res<Profile> {
+    let bytes = read_input(path)?;
+    let name = if path == "-" { "<stdin>" } else { path };
     parse(name, &bytes).or_else(error)
 }
 

@@ -9,7 +9,23 @@
 //!
 //! Errors are one line on stderr starting `heaplive:`, naming the file or pid;
 //! exit status 1 for errors, 2 for usage errors. Nothing here may panic on
-//! bad input.
+//! bad input, nor on an output that is gone: `println!` and `eprintln!`
+//! panic when a write fails (stderr on /dev/full, a pipe whose reader has
+//! exited), so lines go out through [`say!`] (stderr: a message lost is
+//! never fatal and never changes the exit status) and [`out_line`]
+//! (stdout: a closed pipe ends the output quietly). The standard library
+//! ignores SIGPIPE in this process (a write to a dead pipe returns EPIPE)
+//! and gives the programs `run` starts the default disposition back.
+#![warn(clippy::print_stdout, clippy::print_stderr)]
+
+/// `eprintln!` that never panics: when stderr cannot be written the line
+/// is lost, and nothing else changes.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr().lock(), $($arg)*);
+    }};
+}
 
 mod attach;
 mod cli;
@@ -49,6 +65,12 @@ pub fn error<T>(msg: impl Into<String>) -> Res<T> {
     Err(Fail::Error(msg.into()))
 }
 
+/// One line on stdout. A reader that has gone (`| head -1`) ends the
+/// output quietly (`Ok`); another error is `Fail::Error` with one line.
+pub fn out_line(line: &str) -> Res<()> {
+    table::emit(|out| writeln!(out, "{line}"))
+}
+
 const SUBCOMMANDS: [&str; 13] = [
     "run",
     "dump",
@@ -76,7 +98,7 @@ fn parse_error(e: clap::Error) -> ExitCode {
         }
         ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
             let _ = e.print();
-            eprintln!("heaplive: no command given");
+            say!("heaplive: no command given");
             ExitCode::from(2)
         }
         _ => {
@@ -89,13 +111,13 @@ fn parse_error(e: clap::Error) -> ExitCode {
                 .collect();
             let msg = msg.join(" ");
             let msg = msg.strip_prefix("error: ").unwrap_or(&msg);
-            eprintln!("heaplive: {msg}");
+            say!("heaplive: {msg}");
             let sub = std::env::args()
                 .nth(1)
                 .filter(|s| SUBCOMMANDS.contains(&s.as_str()));
             match sub {
-                Some(sub) => eprintln!("Try 'heaplive {sub} --help'."),
-                None => eprintln!("Try 'heaplive --help'."),
+                Some(sub) => say!("Try 'heaplive {sub} --help'."),
+                None => say!("Try 'heaplive --help'."),
             }
             ExitCode::from(2)
         }
@@ -119,13 +141,10 @@ fn main() -> ExitCode {
         Command::Merge(a) => merge::main(a),
         Command::Flamegraph(a) => flame::main(a),
         Command::Completions(a) => {
-            clap_complete::generate(
-                a.shell,
-                &mut Cli::command(),
-                "heaplive",
-                &mut std::io::stdout(),
-            );
-            Ok(())
+            // Into memory first: clap_complete panics when a write fails.
+            let mut script = Vec::new();
+            clap_complete::generate(a.shell, &mut Cli::command(), "heaplive", &mut script);
+            table::emit(|out| out.write_all(&script))
         }
         Command::Man(_) => {
             let man = clap_mangen::Man::new(Cli::command());
@@ -135,12 +154,12 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(Fail::Usage(msg)) => {
-            eprintln!("heaplive: {msg}");
-            eprintln!("Try 'heaplive --help'.");
+            say!("heaplive: {msg}");
+            say!("Try 'heaplive --help'.");
             ExitCode::from(2)
         }
         Err(Fail::Error(msg)) => {
-            eprintln!("heaplive: {msg}");
+            say!("heaplive: {msg}");
             ExitCode::from(1)
         }
         Err(Fail::Reported) => ExitCode::from(1),

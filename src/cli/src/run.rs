@@ -132,7 +132,7 @@ fn run_child(
         Ok(c) => c,
         Err(e) => {
             restore();
-            eprintln!("heaplive: cannot run '{name}': {}", io_msg(&e));
+            say!("heaplive: cannot run '{name}': {}", io_msg(&e));
             return Err(Fail::Exit(if e.kind() == std::io::ErrorKind::NotFound {
                 127
             } else {
@@ -149,7 +149,7 @@ fn run_child(
         )
     };
     if !quiet {
-        eprintln!(
+        say!(
             "heaplive: profiling pid {}; dump now with: heaplive dump {}",
             child.id(),
             child.id()
@@ -236,7 +236,7 @@ fn report_files(template: &str, start_dir: &Path, started: SystemTime) {
         _ => return,
     };
     if dir.to_string_lossy().contains('%') {
-        eprintln!("heaplive: dump files go to {}", path.display());
+        say!("heaplive: dump files go to {}", path.display());
         return;
     }
     let since = started
@@ -274,19 +274,19 @@ fn report_files(template: &str, start_dir: &Path, started: SystemTime) {
     }
     found.sort();
     if found.is_empty() {
-        eprintln!(
+        say!(
             "heaplive: no dump files matching {} were written (a process killed by a signal writes no exit dump)",
             path.display()
         );
         return;
     }
     let n = found.len();
-    eprintln!(
+    say!(
         "heaplive: {n} dump file{} written:",
         if n == 1 { "" } else { "s" }
     );
     for (_, p) in &found {
-        eprintln!("  {}", p.display());
+        say!("  {}", p.display());
         // The views written next to it (HEAPLIVE_VIEWS).
         let Some(stem) = p.to_str().and_then(|s| s.strip_suffix(".folded")) else {
             continue;
@@ -294,17 +294,17 @@ fn report_files(template: &str, start_dir: &Path, started: SystemTime) {
         for view in ["alloc", "samples"] {
             let v = format!("{stem}.{view}.folded");
             if Path::new(&v).is_file() {
-                eprintln!("  {v}");
+                say!("  {v}");
             }
         }
         let peak = format!("{stem}.peak.folded");
-        if let Ok(bytes) = std::fs::read(&peak) {
+        if let Some(bytes) = crate::folded::read_regular(&peak) {
             let total = heaplive_format::folded::parse(&peak, &bytes).map_or(0, |s| s.total());
-            eprintln!(
+            say!(
                 "heaplive: peak: {} live at the highest peak (above the exit total), stacks in {peak}",
                 heaplive_format::units::human(total)
             );
         }
     }
-    eprintln!("heaplive: view with 'heaplive top FILE' or 'heaplive flamegraph FILE -o live.svg'");
+    say!("heaplive: view with 'heaplive top FILE' or 'heaplive flamegraph FILE -o live.svg'");
 }

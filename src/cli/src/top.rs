@@ -35,7 +35,7 @@ fn samples_of(files: &[String]) -> Option<Profile> {
     for f in files {
         let base = f.strip_suffix(".folded")?;
         let companion = format!("{base}.samples.folded");
-        let bytes = std::fs::read(&companion).ok()?;
+        let bytes = folded::read_regular(&companion)?;
         if bytes.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
