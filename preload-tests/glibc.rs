@@ -926,3 +926,48 @@ fn heaplive_thread_is_not_started_inside_the_loader() {
         );
     }
 }
+
+/// glibc's tst-mallocfork3 installs its own SIGUSR2 handler and sends
+/// itself SIGUSR2 from its threads (pthread_kill) while they fork: those
+/// signals are the program's, not dump requests (issue 32: 14-16 dump
+/// files per run before). It passes and heaplive writes no dump file (the
+/// exit dump is off, so any file would be a signal dump).
+#[test]
+fn tst_mallocfork3_signals_itself_and_gets_no_dump() {
+    let cache = build_glibc_tests(&["tst-mallocfork3"]);
+    let dir = tempdir("mallocfork3");
+    for mode in [Default, Exact] {
+        let work = dir.join(mode.name());
+        std::fs::create_dir_all(&work).unwrap();
+        let mut c = command(&cache.join("bin/tst-mallocfork3"), &work, mode, &[]);
+        c.env("TMPDIR", &work)
+            .env("TIMEOUTFACTOR", "2")
+            .env("SUPPORT_TIMEOUT_MAX", GLIBC_TIMEOUT_CAP.to_string())
+            .env("HEAPLIVE_DUMP_AT_EXIT", "0");
+        let run = run_limited(c, &work, "out", RUN_LIMIT);
+        assert!(
+            run.passed(),
+            "tst-mallocfork3 [{}]: {}\n{}",
+            mode.name(),
+            run.describe(RUN_LIMIT),
+            run.tail()
+        );
+        let dumps: Vec<PathBuf> = std::fs::read_dir(&work)
+            .unwrap()
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with("heaplive."))
+            })
+            .collect();
+        assert!(
+            dumps.is_empty(),
+            "tst-mallocfork3 [{}]: heaplive wrote {} dump file(s): {dumps:?}\n{}",
+            mode.name(),
+            dumps.len(),
+            run.tail()
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -25,6 +25,7 @@ mod security;
 mod services;
 mod signal_waits;
 mod signals_fork;
+mod signals_self;
 mod startcost;
 mod stress;
 mod symbols;

@@ -4,6 +4,7 @@
  * processes. Each child allocates, frees, allocates again and exits; the
  * parent waits for all of them. A deadlock shows as a hang (the test's
  * timeout). */
+#include "sig_common.h"
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -35,7 +36,7 @@ int main(void) {
     for (long t = 0; t < 4; t++) pthread_create(&th[t], NULL, churner, (void *)t);
     int children = 0, ok = 0;
     for (int f = 0; f < 40; f++) {
-        if (f % 10 == 5) kill(getpid(), SIGUSR2);
+        if (f % 10 == 5) signal_from_outside(SIGUSR2);
         pid_t pid = fork();
         if (pid == 0) {
             void *a = child_keep(1000 + f);

@@ -35,7 +35,7 @@ __attribute__((noinline)) static void walk(int depth, unsigned path) {
 int main(void) {
     for (unsigned p = 0; p < 4096; p++)
         walk(0, p);
-    raise(SIGUSR2);
+    signal_from_outside(SIGUSR2);
     if (!wait_dumps(1))
         return 1;
     printf("done\n");

@@ -13,12 +13,12 @@ static void *volatile keep[N];
 int main(void) {
     for (int i = 0; i < N; i++)
         keep[i] = malloc(32);
-    raise(SIGUSR2);
+    signal_from_outside(SIGUSR2);
     if (!wait_dumps(1))
         return 1;
     for (int i = 0; i < N; i++)
         free(keep[i]);
-    raise(SIGUSR2);
+    signal_from_outside(SIGUSR2);
     if (!wait_dumps(2))
         return 1;
     printf("done\n");

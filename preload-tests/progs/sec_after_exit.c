@@ -1,7 +1,9 @@
 /* Work after heaplive's exit dump (preload-tests/security.rs): the
  * program's ELF destructor runs after every atexit handler, heaplive's
- * included; it raises the dump signal and sleeps through several periodic
+ * included; it has the dump signal sent to it from another process (a
+ * signal it raised itself would be its own) and sleeps through several periodic
  * intervals. Nothing may be written after the exit dump. */
+#include "sig_common.h"
 #include <signal.h>
 #include <stdlib.h>
 #include <time.h>
@@ -9,7 +11,7 @@
 void *keep;
 
 __attribute__((destructor)) static void late(void) {
-    raise(SIGUSR2);
+    signal_from_outside(SIGUSR2);
     struct timespec ts = {0, 300 * 1000 * 1000};
     while (nanosleep(&ts, &ts) != 0) {
     }

@@ -33,7 +33,7 @@ int main(void) {
     for (long i = 0; i < 4; i++) pthread_create(&t[i], NULL, churn, (void *)i);
     sleep_ms(50);
     for (int i = 0; i < 200; i++) {
-        kill(getpid(), SIGUSR2);
+        signal_from_outside(SIGUSR2);
         if (i % 20 == 0) sleep_ms(1);
     }
     /* Keep allocating until at least one signal dump is out. */

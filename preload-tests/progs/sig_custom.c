@@ -13,7 +13,7 @@ int main(int argc, char **argv) {
     else if (strncmp(s, "RTMIN+", 6) == 0) sig = SIGRTMIN + atoi(s + 6);
     else return 2;
     custom_leak();
-    kill(getpid(), sig);
+    signal_from_outside(sig);
     int ok = wait_dumps(1);
     printf("alive after signal %d, dumped %d\n", sig, ok);
     return 0;

@@ -27,7 +27,7 @@ int main(int argc, char **argv) {
     sigaction(SIGUSR2, &sa, NULL);
     printf("before exec in %d\n", (int)getpid());
     fflush(stdout);
-    kill(getpid(), SIGUSR2);
+    signal_from_outside(SIGUSR2);
     while (!reload) sleep_ms(1);
     if (strcmp(mode, "wait") == 0) wait_dumps(1);
     execl("/proc/self/exe", argv[0], "after", (char *)NULL);

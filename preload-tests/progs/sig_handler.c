@@ -1,5 +1,6 @@
 /* The program's own handler for the dump signal: installed with sigaction
- * (SA_SIGINFO) or signal(); it must still run on every signal. */
+ * (SA_SIGINFO) or signal(); it must still run on every dump signal (sent
+ * by another process, with that process's si_pid and SI_USER). */
 #include "sig_common.h"
 
 static volatile sig_atomic_t count, bad_info;
@@ -9,7 +10,8 @@ static void on_usr2(int sig) {
 }
 static void on_usr2_info(int sig, siginfo_t *si, void *ctx) {
     (void)ctx;
-    if (sig != SIGUSR2 || !si || si->si_signo != SIGUSR2 || si->si_pid != getpid()) bad_info = 1;
+    if (sig != SIGUSR2 || !si || si->si_signo != SIGUSR2 || si->si_code != SI_USER ||
+        si->si_pid == getpid()) bad_info = 1;
     count++;
 }
 
@@ -37,7 +39,7 @@ int main(int argc, char **argv) {
     int ok = 1;
     for (int i = 1; i <= 5; i++) {
         int before = status_dumps();
-        kill(getpid(), SIGUSR2);
+        signal_from_outside(SIGUSR2);
         for (int w = 0; w < 200 && count < i; w++) sleep_ms(10);
         ok &= wait_dumps(before + 1);
     }

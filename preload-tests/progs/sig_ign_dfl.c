@@ -1,5 +1,6 @@
 /* SIG_IGN and SIG_DFL for the dump signal: read back as set, never applied
- * (the process survives its own SIGUSR2) and dumps still happen. */
+ * to a dump request (the process survives SIGUSR2 from another process,
+ * which is dumped). */
 #include "sig_common.h"
 
 static int check(const char *what, void (*want)(int)) {
@@ -25,7 +26,7 @@ int main(void) {
     ok &= sigaction(SIGUSR2, &sa, NULL) == 0;
     ok &= check("sigaction SIG_IGN", SIG_IGN);
     int before = status_dumps();
-    kill(getpid(), SIGUSR2);
+    signal_from_outside(SIGUSR2);
     ok &= wait_dumps(before + 1);
     printf("alive after SIG_IGN\n");
 
@@ -33,7 +34,7 @@ int main(void) {
     ok &= sigaction(SIGUSR2, &sa, NULL) == 0;
     ok &= check("sigaction SIG_DFL", SIG_DFL);
     before = status_dumps();
-    kill(getpid(), SIGUSR2);
+    signal_from_outside(SIGUSR2);
     ok &= wait_dumps(before + 1);
     printf("alive after SIG_DFL\n");
 
@@ -44,6 +45,7 @@ int main(void) {
         ok = 0;
     }
     ok &= check("signal SIG_IGN", SIG_IGN);
+    /* Its own signal, ignored: nothing happens. */
     raise(SIGUSR2);
     prev = signal(SIGUSR2, SIG_DFL);
     if (prev != SIG_IGN) {
@@ -52,7 +54,7 @@ int main(void) {
     }
     ok &= check("signal SIG_DFL", SIG_DFL);
     before = status_dumps();
-    raise(SIGUSR2);
+    signal_from_outside(SIGUSR2);
     ok &= wait_dumps(before + 1);
     printf("alive after signal(); all %s\n", ok ? "ok" : "BAD");
     return 0;

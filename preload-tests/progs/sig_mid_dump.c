@@ -3,8 +3,8 @@
  *
  * The program holds blocks from many distinct call sites (generated into
  * sig_mid_dump_sites.h by the test), so the first dump is slow to
- * symbolize. It sends itself the dump signal with the raw kill system
- * call (what `kill -USR2 PID` from outside does), and its own handler,
+ * symbolize. A child of its sends it the dump signal (what `kill -USR2
+ * PID` from outside does), and its own handler,
  * which heaplive runs right after each snapshot, acknowledges each signal
  * through a pipe and notes how many dumps heaplive had finished then
  * (its status file).
@@ -73,8 +73,15 @@ static void wait_ack(void) {
 }
 
 static void dump_signal_from_outside(void) {
-    /* The raw system call: a process-directed signal, as from kill(1). */
-    syscall(SYS_kill, getpid(), SIGUSR2);
+    /* From another process, as kill(1): a signal the program sent itself
+     * would be its own, not a dump request. */
+    pid_t me = getpid(), c = fork();
+    if (c == 0) {
+        syscall(SYS_kill, me, SIGUSR2);
+        _exit(0);
+    }
+    while (c > 0 && waitpid(c, NULL, 0) < 0 && errno == EINTR) {
+    }
 }
 
 __attribute__((noinline)) static void *keep_a(size_t n) { void *p = malloc(n); memset(p, 1, n); return p; }

@@ -25,7 +25,7 @@ int main(int argc, char **argv) {
         sa.sa_handler = on_usr2;
         sa.sa_flags = SA_RESETHAND;
         sigaction(SIGUSR2, &sa, NULL);
-        kill(getpid(), SIGUSR2);
+        signal_from_outside(SIGUSR2);
         for (int i = 0; i < 2000 && count == 0; i++) sleep_ms(10);
         sigaction(SIGUSR2, NULL, &old);
         printf("ran %d, now %s\n", (int)count, old.sa_handler == SIG_DFL ? "SIG_DFL" : "not SIG_DFL");
@@ -36,7 +36,7 @@ int main(int argc, char **argv) {
         int efd = eventfd(0, EFD_NONBLOCK);
         int ok = 1;
         for (int i = 1; i <= 5; i++) {
-            kill(getpid(), SIGUSR2);
+            signal_from_outside(SIGUSR2);
             ok &= wait_dumps(i);
         }
         uint64_t v = 7, got = 0;
@@ -60,7 +60,7 @@ int main(int argc, char **argv) {
         sigaction(SIGUSR2, NULL, &old);
         printf("child reads %s\n", old.sa_handler == SIG_IGN ? "SIG_IGN" : "not SIG_IGN");
         fflush(stdout);
-        kill(getpid(), SIGUSR2);
+        signal_from_outside(SIGUSR2);
         sleep_ms(200);
         printf("child alive\n");
         return 0;

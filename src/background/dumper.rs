@@ -1,7 +1,8 @@
 //! heaplive's thread: it takes the dump signal (blocked in every program
 //! thread, see `hot::signal`) with sigtimedwait, snapshots the live table at
 //! once, gives the signal to the program's handler if it has one, then
-//! writes the dump; periodic dumps, leak warnings, bitmap pruning. Also the
+//! writes the dump (a signal the program sent itself is no dump request:
+//! `signal::deliver_own`); periodic dumps, leak warnings, bitmap pruning. Also the
 //! dump before an exec and at exit, and `heaplive_dump()`'s dump (those run
 //! on the calling thread). The thread starts only when a feature needs it
 //! (`hot::trigger::thread_wanted`); without it the sampling threads prune
@@ -161,9 +162,10 @@ fn serve_signal(snap: &mut Snapshot, info: Option<&mut libc::siginfo_t>) {
 }
 
 /// A dump signal that was pending when heaplive's thread was started, with
-/// its snapshot (see `take_early_signal`).
+/// its snapshot (see `take_early_signal`); None: a signal of the
+/// program's own, for its handler only.
 struct Early {
-    snap: Snapshot,
+    snap: Option<Snapshot>,
     info: libc::siginfo_t,
 }
 
@@ -181,13 +183,16 @@ fn take_early_signal() {
         return;
     }
     loop {
-        let info = match take_signal(Some(0)) {
+        let (info, snap) = match take_signal(Some(0)) {
             Taken::Nothing => return,
             Taken::NoDump => continue,
-            Taken::Dump(info) => info,
+            Taken::Own(info) => (info, None),
+            Taken::Dump(info) => {
+                let mut snap = Snapshot::new();
+                snap.take();
+                (info, Some(snap))
+            }
         };
-        let mut snap = Snapshot::new();
-        snap.take();
         let early = Box::into_raw(Box::new(Early { snap, info }));
         if EARLY
             .compare_exchange(core::ptr::null_mut(), early, AcqRel, Acquire)
@@ -210,8 +215,12 @@ pub fn write_early(st: &mut crate::background::dump::DumpState) {
     }
     // SAFETY: published by `take_early_signal`, taken once (swap).
     let mut early = unsafe { Box::from_raw(p) };
+    let Some(snap) = early.snap.as_ref() else {
+        signal::deliver_own(&mut early.info);
+        return;
+    };
     signal::deliver_to_program(&mut early.info);
-    if let Err(e) = write_locked(st, &early.snap, None, "signal") {
+    if let Err(e) = write_locked(st, snap, None, "signal") {
         log::line(format_args!(
             "heaplive[{}]: signal dump failed: {}",
             sys::getpid(),
@@ -261,6 +270,10 @@ pub fn poll_signals_now(queue: &mut std::collections::VecDeque<Snapshot>) {
         let mut info = match take_signal(Some(0)) {
             Taken::Nothing => return,
             Taken::NoDump => continue,
+            Taken::Own(mut info) => {
+                signal::deliver_own(&mut info);
+                continue;
+            }
             Taken::Dump(info) => info,
         };
         // The snapshot outlives the scratch heap of the symbolizer, and the
@@ -331,6 +344,8 @@ fn dumper_main() {
         }
         match take_signal(Some(wait)) {
             Taken::Dump(mut info) => serve_signal(&mut snap, Some(&mut info)),
+            // The program's own signal: its handler, or its default action.
+            Taken::Own(mut info) => signal::deliver_own(&mut info),
             // heaplive's own wake-up: a request from a program thread, a
             // change (stepped aside, main thread gone), or a start/stop
             // command: all looked at at the top of the loop.
@@ -413,7 +428,9 @@ fn pending_signal() -> bool {
     loop {
         match take_signal(Some(0)) {
             Taken::Nothing => return any,
-            Taken::NoDump => {}
+            // The program's own: not a dump (the process is leaving or
+            // changing its image).
+            Taken::NoDump | Taken::Own(_) => {}
             Taken::Dump(_) => any = true,
         }
     }
@@ -426,6 +443,9 @@ enum Taken {
     /// heaplive's own wake-up, a `heaplive start/stop PID` command (now
     /// applied), or a signal given back to a program that waits for it.
     NoDump,
+    /// A signal the program sent itself (`signal::from_program`): no
+    /// dump; the program's disposition applies.
+    Own(libc::siginfo_t),
     /// A request for a dump.
     Dump(libc::siginfo_t),
 }
@@ -441,12 +461,17 @@ fn take_signal(timeout_ns: Option<u64>) -> Taken {
     if sys::sigtimedwait(signal::dumper_wait_set(), &mut info, timeout_ns) <= 0 {
         return Taken::Nothing;
     }
-    if signal::is_wake(&info) || trigger::command_from_signal(&info) {
+    if signal::is_wake(&info)
+        || (!signal::from_program(&info) && trigger::command_from_signal(&info))
+    {
         return Taken::NoDump;
     }
     if signal::stepped_aside() {
         signal::give_back(&info);
         return Taken::NoDump;
+    }
+    if signal::from_program(&info) {
+        return Taken::Own(info);
     }
     Taken::Dump(info)
 }

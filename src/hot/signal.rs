@@ -29,6 +29,20 @@
 //! **sigwait, signalfd:** a program that waits for the dump signal itself
 //! gets it: heaplive stops taking it (one line says so) and no longer dumps
 //! on it.
+//!
+//! **The program's own signals.** Only a signal from another process
+//! (`kill`/`sigqueue`/`tgkill` with another `si_pid`, or the kernel's
+//! `SI_KERNEL`) is a dump request. One the program sends itself (`si_pid`
+//! is its own pid; or a timer, AIO, message queue or SIGIO it set up) is
+//! the program's, delivered as the kernel would without heaplive
+//! (`deliver_own_here`, `deliver_own`): its handler with the same siginfo,
+//! its sa_mask, SA_NODEFER, SA_RESETHAND; SIG_IGN drops it; SIG_DFL takes
+//! the kernel's default action, so the process ends by that signal
+//! (`die_by`). The wrappers of kill, sigqueue, raise, pthread_kill and
+//! tgkill send such a signal where the kernel would deliver it: to the
+//! calling thread (at once, or pending until it unblocks the signal), to
+//! a thread waiting for it, else to heaplive's thread, which runs the
+//! handler (`send_own`, `to_other_thread`).
 
 use crate::hot::lock::{Rank, SpinLock};
 use crate::hot::real::{self, Sym, call};
@@ -40,6 +54,8 @@ static SIGNAL: AtomicI32 = AtomicI32::new(0);
 /// The program's virtual handler and flags, read by the signal paths.
 static APP_HANDLER: AtomicUsize = AtomicUsize::new(libc::SIG_DFL);
 static APP_FLAGS: AtomicI32 = AtomicI32::new(0);
+/// The program's sa_mask (the kernel's 64 signals), for its own signals.
+static APP_MASK: AtomicU64 = AtomicU64::new(0);
 /// The whole virtual sigaction (mask, restorer), for the program to read
 /// back; its handler and flags are the atomics above.
 static APP_ACTION: SpinLock<Option<libc::sigaction>> = SpinLock::new(Rank::SignalAction, None);
@@ -61,6 +77,11 @@ static LAST_TAKEN_UID: AtomicU32 = AtomicU32::new(0);
 static RERAISED: AtomicU32 = AtomicU32::new(0);
 /// si_value of heaplive's own wake-up signal ("heaplive").
 const WAKE: usize = 0x6865_6170_6c69_7665;
+/// The high half of the si_value that stands for a kill() of the program's
+/// (`SI_USER`, which the kernel lets a thread queue only to itself) when
+/// heaplive's thread hands it to a program thread as `SI_QUEUE`; the low
+/// half is the sender's uid.
+const KILL_TAG: usize = 0x484c_4b49; // "HLKI"
 
 pub fn real_sigaction(sig: c_int, act: *const libc::sigaction, old: *mut libc::sigaction) -> c_int {
     match real::c_fn(Sym::Sigaction) {
@@ -129,10 +150,170 @@ fn chain(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut core::ffi::c_void) {
     }
 }
 
+/// Did the program send `info` itself (not a dump request)? A kill,
+/// sigqueue or tgkill with its own pid as the sender; or a signal it set
+/// up itself: a timer, AIO, a message queue, SIGIO (negative codes but
+/// SI_USER's, SI_QUEUE's and SI_TKILL's; positive ones but SI_KERNEL).
+/// `si_pid` 0 (a sender outside the process's pid namespace) and
+/// SI_KERNEL (a terminal's) come from outside.
+pub fn from_program(info: *const libc::siginfo_t) -> bool {
+    if info.is_null() {
+        return false;
+    }
+    // SAFETY: the kernel's (or our) siginfo for this signal.
+    let q = sys::queued(unsafe { &*info });
+    match q.code {
+        libc::SI_USER | libc::SI_QUEUE | libc::SI_TKILL => q.pid == sys::getpid() as i32,
+        libc::SI_KERNEL => false,
+        _ => true,
+    }
+}
+
+/// A kill() of the program's that heaplive's thread passed on as
+/// SI_QUEUE (`KILL_TAG`) gets its SI_USER siginfo back.
+fn untag(info: &mut libc::siginfo_t) {
+    let q = sys::queued_mut(info);
+    if q.code == libc::SI_QUEUE && q.value >> 32 == KILL_TAG {
+        q.code = libc::SI_USER;
+        q.uid = q.value as u32;
+        q.value = 0;
+    }
+}
+
+/// The siginfo the kernel gives a kill() (`value` None, SI_USER) or a
+/// sigqueue() (SI_QUEUE with `value`) from this process.
+pub fn own_info(value: Option<usize>) -> libc::siginfo_t {
+    // SAFETY: zeroed is a valid siginfo.
+    let mut info: libc::siginfo_t = unsafe { core::mem::zeroed() };
+    let q = sys::queued_mut(&mut info);
+    q.signo = signal();
+    q.code = if value.is_some() {
+        libc::SI_QUEUE
+    } else {
+        libc::SI_USER
+    };
+    q.pid = sys::getpid() as i32;
+    // SAFETY: getuid has no preconditions.
+    q.uid = unsafe { libc::getuid() };
+    q.value = value.unwrap_or(0);
+    info
+}
+
+/// The kernel's default action for `sig` (the program's disposition is
+/// SIG_DFL): nothing for the signals it ignores; otherwise the real
+/// disposition becomes SIG_DFL and the signal is sent to this thread,
+/// unblocked, so the kernel ends the process by it (with a core where it
+/// would make one) or stops it; heaplive's handler comes back after a
+/// stop.
+fn die_by(sig: c_int) {
+    if matches!(
+        sig,
+        libc::SIGCHLD | libc::SIGURG | libc::SIGWINCH | libc::SIGCONT
+    ) {
+        return;
+    }
+    let _errno = sys::ErrnoGuard::save();
+    // SAFETY: zeroed is SIG_DFL with no flags and an empty mask.
+    let dfl: libc::sigaction = unsafe { core::mem::zeroed() };
+    real_sigaction(sig, &dfl, core::ptr::null_mut());
+    let mut old = 0u64;
+    sys::sigmask(libc::SIG_UNBLOCK, Some(sys::sig_bit(sig)), Some(&mut old));
+    // SAFETY: a signal to this thread.
+    unsafe { libc::syscall(libc::SYS_tgkill, sys::getpid() as i32, sys::gettid(), sig) };
+    sys::sigmask(libc::SIG_SETMASK, Some(old), None);
+    real_sigaction(sig, &our_action(), core::ptr::null_mut());
+}
+
+/// Calls the program's handler `h` as installed with `flags`.
+///
+/// # Safety
+/// `h` is the program's handler for `sig`.
+unsafe fn call_handler(
+    h: usize,
+    flags: c_int,
+    sig: c_int,
+    info: *mut libc::siginfo_t,
+    ctx: *mut core::ffi::c_void,
+) {
+    // SAFETY: guaranteed by the caller.
+    unsafe {
+        if flags & libc::SA_SIGINFO != 0 {
+            let f: extern "C" fn(c_int, *mut libc::siginfo_t, *mut core::ffi::c_void) =
+                core::mem::transmute(h);
+            f(sig, info, ctx);
+        } else {
+            let f: extern "C" fn(c_int) = core::mem::transmute(h);
+            f(sig);
+        }
+    }
+}
+
+/// A signal of the program's own on this program thread (in heaplive's
+/// handler, or sent by a wrapper): what the kernel would do with it here.
+/// The handler runs with the program's sa_mask added and the signal
+/// blocked unless SA_NODEFER (the virtual bit says so), a one-shot
+/// handler becomes SIG_DFL first; errno is the thread's own (a handler's
+/// change stays, as without heaplive).
+fn deliver_own_here(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut core::ffi::c_void) {
+    let saved = sys::errno();
+    if !info.is_null() {
+        // SAFETY: the siginfo of this delivery.
+        untag(unsafe { &mut *info });
+    }
+    let h = APP_HANDLER.load(Acquire);
+    if h == libc::SIG_IGN {
+        return;
+    }
+    if h == libc::SIG_DFL {
+        die_by(sig);
+        return;
+    }
+    let flags = APP_FLAGS.load(Acquire);
+    if flags & libc::SA_RESETHAND != 0
+        && APP_HANDLER
+            .compare_exchange(h, libc::SIG_DFL, AcqRel, Acquire)
+            .is_err()
+    {
+        return;
+    }
+    let b = bit();
+    let mask = APP_MASK.load(Acquire);
+    let mut before = 0u64;
+    sys::sigmask(libc::SIG_BLOCK, Some(mask & !b), Some(&mut before));
+    let st = guard::state();
+    // SAFETY: this thread's own state.
+    let was = unsafe { (*st).dump_sig_blocked };
+    let during = was != 0 || flags & libc::SA_NODEFER == 0 || mask & b != 0;
+    // SAFETY: as above.
+    unsafe {
+        if during && was == 0 {
+            (*st).blocked_since = sys::now_nanos();
+        }
+        (*st).dump_sig_blocked = during as u32;
+    }
+    sys::set_errno(saved);
+    // SAFETY: the program installed `h` for this signal with `flags`.
+    unsafe { call_handler(h, flags, sig, info, ctx) };
+    // SAFETY: this thread's own state.
+    unsafe { (*st).dump_sig_blocked = was };
+    sys::sigmask(libc::SIG_SETMASK, Some(before), None);
+    if was == 0 && during {
+        // One the handler sent this thread meanwhile (blocked during the
+        // handler) comes now, as the kernel delivers it after the handler.
+        let_pending_in(b);
+    }
+}
+
 /// The real handler. It runs only on a program thread that really admits
 /// the signal: one waiting with a mask that admits it while the program has
-/// a handler, or inside system(), popen() or an exec.
+/// a handler, or inside system(), popen() or an exec; or one the program
+/// sent itself (raise, kill, sigqueue) that this thread admits.
 extern "C" fn on_signal(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut core::ffi::c_void) {
+    // The program's own signal: no dump, and what the kernel would do.
+    if from_program(info) {
+        deliver_own_here(sig, info, ctx);
+        return;
+    }
     // `heaplive start/stop PID`: a command for heaplive only.
     if crate::hot::trigger::command_from_signal(info) {
         return;
@@ -176,6 +357,7 @@ pub fn install() {
     }
     APP_HANDLER.store(old.sa_sigaction, Release);
     APP_FLAGS.store(old.sa_flags, Release);
+    APP_MASK.store(sys::kmask_of(&old.sa_mask), Release);
     *APP_ACTION.lock() = Some(old);
     if crate::hot::attach::attached() {
         // Loaded by `heaplive attach` into a running program: its threads
@@ -229,6 +411,7 @@ pub fn virtual_sigaction(act: *const libc::sigaction, old: *mut libc::sigaction)
         // SAFETY: the caller gives a valid sigaction.
         let a = unsafe { *act };
         APP_FLAGS.store(a.sa_flags, Release);
+        APP_MASK.store(sys::kmask_of(&a.sa_mask), Release);
         APP_HANDLER.store(a.sa_sigaction, Release);
         *cur = Some(a);
         drop(cur);
@@ -340,6 +523,61 @@ pub fn raise_here(f: &dyn Fn() -> c_int) -> c_int {
     r
 }
 
+/// kill() or sigqueue() of the dump signal to this process (`info` is what
+/// the kernel would give it): the program's own signal. When this thread
+/// admits it, it is delivered here before the call returns (POSIX: the
+/// sending thread gets it); when it blocks it and has no other thread, it
+/// waits here, pending, until unblocked (sigpending shows it); otherwise
+/// (another program thread may admit it) `real` sends it to the process:
+/// a thread waiting for it takes it, or heaplive's thread, which hands it
+/// to the program's handler (`deliver_own`). Returns the call's result.
+pub fn send_own(info: &libc::siginfo_t, real: &dyn Fn() -> c_int) -> c_int {
+    let b = bit();
+    // SAFETY: this thread's own state.
+    let blocked = unsafe { (*guard::state()).dump_sig_blocked } != 0;
+    let others = || {
+        let own = crate::hot::trigger::dumper_running() as u32;
+        crate::hot::forking::num_threads().is_none_or(|n| n > 1 + own)
+    };
+    if b == 0 || (blocked && (WAITERS.load(Acquire) > 0 || others())) {
+        crate::hot::trigger::ensure_dumper();
+        return real();
+    }
+    if !blocked {
+        sys::sigmask(libc::SIG_UNBLOCK, Some(b), None);
+    }
+    // A thread may queue any siginfo to itself; the kernel delivers it on
+    // the way out of this call when it is unblocked.
+    let r = sys::tgsigqueueinfo(sys::gettid(), signal(), info);
+    if !blocked {
+        sys::sigmask(libc::SIG_BLOCK, Some(b), None);
+    }
+    if r != 0 {
+        crate::hot::trigger::ensure_dumper();
+        return real();
+    }
+    0
+}
+
+/// pthread_kill() or tgkill() of the dump signal to another program
+/// thread (`pt` or `tid`): a thread-directed signal of the program's. A
+/// thread waiting with a mask that admits it gets it from `real` (the
+/// kernel's own siginfo); any other really blocks it, so heaplive's
+/// thread gets it (the same siginfo, from tgkill) and runs the handler
+/// at once. Returns 0 or an errno value; None: use `real`.
+pub fn to_other_thread(pt: Option<libc::pthread_t>, tid: Option<i32>) -> Option<c_int> {
+    // Stepped aside, heaplive's thread no longer takes the signal.
+    if STEPPED_ASIDE.load(Acquire) || waiting(pt, tid).is_some() {
+        return None;
+    }
+    crate::hot::trigger::ensure_dumper();
+    let dumper = crate::hot::trigger::dumper_tid()?;
+    let _errno = sys::ErrnoGuard::save();
+    // SAFETY: a signal to heaplive's own thread.
+    let r = unsafe { libc::syscall(libc::SYS_tgkill, sys::getpid() as i32, dumper, signal()) };
+    Some(if r == 0 { 0 } else { sys::errno() })
+}
+
 /// This thread's mask as the program sees it (kernel mask).
 pub fn program_mask() -> u64 {
     let m = sys::current_mask();
@@ -358,6 +596,37 @@ pub fn program_mask() -> u64 {
 pub struct Wait {
     pub mask: libc::sigset_t,
     waiter: bool,
+    slot: usize,
+}
+
+/// Program threads in such a wait, by thread id and pthread_t, so that a
+/// signal the program sends one of them goes to it (`to_other_thread`).
+/// A wait beyond the slots is not found (its signal goes to heaplive's
+/// thread).
+const SLOTS: usize = 16;
+static SLOT_TID: [AtomicI32; SLOTS] = [const { AtomicI32::new(0) }; SLOTS];
+static SLOT_PTHREAD: [AtomicUsize; SLOTS] = [const { AtomicUsize::new(0) }; SLOTS];
+
+fn take_slot(tid: i32) -> usize {
+    for (i, t) in SLOT_TID.iter().enumerate() {
+        if t.compare_exchange(0, tid, AcqRel, Relaxed).is_ok() {
+            // SAFETY: pthread_self has no preconditions.
+            SLOT_PTHREAD[i].store(unsafe { libc::pthread_self() } as usize, Release);
+            return i;
+        }
+    }
+    usize::MAX
+}
+
+/// The thread id of a program thread waiting for the dump signal: the
+/// one with pthread_t `pt`, or thread id `tid`.
+fn waiting(pt: Option<libc::pthread_t>, tid: Option<i32>) -> Option<i32> {
+    (0..SLOTS).find_map(|i| {
+        let t = SLOT_TID[i].load(Acquire);
+        let hit = t != 0
+            && (tid == Some(t) || pt.is_some_and(|p| SLOT_PTHREAD[i].load(Acquire) == p as usize));
+        hit.then_some(t)
+    })
 }
 
 impl Wait {
@@ -370,13 +639,20 @@ impl Wait {
         let b = bit();
         let m = sys::kmask_of(&copy);
         let waiter = b != 0 && m & b == 0 && program_handles() && !STEPPED_ASIDE.load(Acquire);
+        let mut slot = usize::MAX;
         if waiter {
             WAITERS.fetch_add(1, AcqRel);
-            WAITER_TID.store(sys::gettid(), Release);
+            let tid = sys::gettid();
+            WAITER_TID.store(tid, Release);
+            slot = take_slot(tid);
         } else if b != 0 {
             sys::set_kmask(&mut copy, m | b);
         }
-        Wait { mask: copy, waiter }
+        Wait {
+            mask: copy,
+            waiter,
+            slot,
+        }
     }
 
     /// pause(): sigsuspend with this thread's program mask, if the dump
@@ -395,6 +671,10 @@ impl Wait {
 
 impl Drop for Wait {
     fn drop(&mut self) {
+        if let (Some(p), Some(t)) = (SLOT_PTHREAD.get(self.slot), SLOT_TID.get(self.slot)) {
+            p.store(0, Release);
+            t.store(0, Release);
+        }
         if self.waiter {
             let me = sys::gettid();
             let _ = WAITER_TID.compare_exchange(me, 0, AcqRel, Relaxed);
@@ -525,27 +805,55 @@ pub fn deliver_to_program(info: &mut libc::siginfo_t) {
         }
         let _ = FORWARDED.fetch_update(AcqRel, Acquire, |n| n.checked_sub(1));
     }
+    run_here(sig, info);
+}
+
+/// Runs the program's handler on heaplive's thread, and the handler's
+/// re-raises (see `reraise`), a few at most.
+fn run_here(sig: c_int, info: &mut libc::siginfo_t) {
     // SAFETY: getcontext fills a valid context of this thread, which the
     // handler may read as its third argument.
     let mut ctx: libc::ucontext_t = unsafe { core::mem::zeroed() };
     unsafe { libc::getcontext(&mut ctx) };
     chain(sig, info, (&mut ctx as *mut libc::ucontext_t).cast());
-    // Re-raises by the handler (see `reraise`), a few at most.
     for _ in 0..4 {
         if RERAISED.swap(0, AcqRel) == 0 || !program_handles() {
             break;
         }
-        // SAFETY: zeroed is a valid siginfo.
-        let mut again: libc::siginfo_t = unsafe { core::mem::zeroed() };
-        let q = sys::queued_mut(&mut again);
-        q.signo = sig;
-        q.code = libc::SI_USER;
-        q.pid = sys::getpid() as i32;
-        // SAFETY: getuid has no preconditions.
-        q.uid = unsafe { libc::getuid() };
+        let mut again = own_info(None);
         chain(sig, &mut again, (&mut ctx as *mut libc::ucontext_t).cast());
     }
     RERAISED.store(0, Release);
+}
+
+/// heaplive's thread took a signal the program sent itself (`from_program`):
+/// no dump. SIG_IGN drops it, SIG_DFL takes the default action; a handler
+/// runs on a program thread that waits for the signal (a process-directed
+/// one: the kernel would pick that thread) or else here.
+pub fn deliver_own(info: &mut libc::siginfo_t) {
+    let sig = signal();
+    let h = APP_HANDLER.load(Acquire);
+    if h == libc::SIG_IGN {
+        return;
+    }
+    if h == libc::SIG_DFL {
+        die_by(sig);
+        return;
+    }
+    let q = sys::queued(info);
+    let tid = WAITER_TID.load(Acquire);
+    if q.code != libc::SI_TKILL && tid != 0 {
+        let mut i = *info;
+        let q = sys::queued_mut(&mut i);
+        if q.code == libc::SI_USER {
+            q.value = KILL_TAG << 32 | q.uid as usize;
+            q.code = libc::SI_QUEUE;
+        }
+        if sys::tgsigqueueinfo(tid, sig, &i) == 0 {
+            return;
+        }
+    }
+    run_here(sig, info);
 }
 
 /// heaplive stepped aside after taking `info`: give it back to the process

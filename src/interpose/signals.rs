@@ -373,16 +373,13 @@ pub unsafe extern "C" fn signalfd(fd: c_int, mask: *const SigSet, flags: c_int) 
 pub unsafe extern "C" fn raise(sig: c_int) -> c_int {
     let a = nosys!(Raise);
     if is_dump_signal(sig) {
-        crate::hot::trigger::ensure_dumper();
         return signal::raise_here(&|| call!(a, fn(c_int) -> c_int, sig));
     }
     call!(a, fn(c_int) -> c_int, sig)
 }
 
 /// `pthread_kill`: the dump signal to the calling thread is `raise`; to
-/// another program thread (where it is blocked and would wait for ever) it
-/// goes to the process, which heaplive's thread takes and delivers to the
-/// program's handler.
+/// another program thread see `hot::signal::to_other_thread`.
 ///
 /// # Safety
 /// The contract of C's `pthread_kill`.
@@ -396,21 +393,41 @@ pub unsafe extern "C" fn pthread_kill(t: libc::pthread_t, sig: c_int) -> c_int {
     if !is_dump_signal(sig) {
         return real();
     }
-    crate::hot::trigger::ensure_dumper();
     // SAFETY: pthread_self and pthread_equal have no preconditions.
     if unsafe { libc::pthread_equal(t, libc::pthread_self()) } != 0 {
         return signal::raise_here(&real);
     }
-    let _errno = crate::hot::sys::ErrnoGuard::save();
-    // SAFETY: a signal to our own process.
-    if unsafe { libc::kill(crate::hot::sys::getpid() as i32, sig) } == 0 {
-        0
-    } else {
-        crate::hot::sys::errno()
+    signal::to_other_thread(Some(t), None).unwrap_or_else(real)
+}
+
+/// `tgkill`: the dump signal to a thread of this process is `raise` or
+/// `pthread_kill`'s.
+///
+/// # Safety
+/// The contract of C's `tgkill`.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub unsafe extern "C" fn tgkill(tgid: libc::pid_t, tid: libc::pid_t, sig: c_int) -> c_int {
+    let a = nosys!(Tgkill);
+    let real = || call!(a, fn(libc::pid_t, libc::pid_t, c_int) -> c_int, tgid, tid, sig);
+    if !is_dump_signal(sig) || tgid != crate::hot::sys::getpid() as libc::pid_t {
+        return real();
+    }
+    if tid == crate::hot::sys::gettid() {
+        return signal::raise_here(&real);
+    }
+    match signal::to_other_thread(None, Some(tid)) {
+        None => real(),
+        Some(0) => 0,
+        Some(e) => {
+            crate::hot::sys::set_errno(e);
+            -1
+        }
     }
 }
 
-/// `kill`: see `hot::signal::note_kill`.
+/// `kill`: the dump signal to this process is the program's own (see
+/// `hot::signal::send_own`); from heaplive's thread see
+/// `hot::signal::reraise`.
 ///
 /// # Safety
 /// The contract of C's `kill`.
@@ -420,10 +437,33 @@ pub unsafe extern "C" fn kill(pid: libc::pid_t, sig: c_int) -> c_int {
     if signal::reraise(pid, sig) {
         return 0;
     }
-    if is_dump_signal(sig) && (pid == 0 || pid == crate::hot::sys::getpid() as libc::pid_t) {
-        // The program signals itself: heaplive's thread must be there to
-        // take it (it starts lazily).
-        crate::hot::trigger::ensure_dumper();
+    let real = || call!(a, fn(libc::pid_t, c_int) -> c_int, pid, sig);
+    if is_dump_signal(sig) {
+        if pid == crate::hot::sys::getpid() as libc::pid_t {
+            return signal::send_own(&signal::own_info(None), &real);
+        }
+        if pid == 0 || pid < -1 {
+            // Its process group, this process among them: heaplive's
+            // thread takes this process's copy (and hands it to the
+            // program, see `hot::signal::deliver_own`).
+            crate::hot::trigger::ensure_dumper();
+        }
     }
-    call!(a, fn(libc::pid_t, c_int) -> c_int, pid, sig)
+    real()
+}
+
+/// `sigqueue`: the dump signal to this process is the program's own, as
+/// `kill`'s.
+///
+/// # Safety
+/// The contract of C's `sigqueue`.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub unsafe extern "C" fn sigqueue(pid: libc::pid_t, sig: c_int, value: libc::sigval) -> c_int {
+    let a = nosys!(Sigqueue);
+    let real = || call!(a, fn(libc::pid_t, c_int, libc::sigval) -> c_int, pid, sig, value);
+    if is_dump_signal(sig) && pid == crate::hot::sys::getpid() as libc::pid_t {
+        let info = signal::own_info(Some(value.sival_ptr as usize));
+        return signal::send_own(&info, &real);
+    }
+    real()
 }
