@@ -15,6 +15,7 @@ mod heaptrack;
 mod install;
 mod leaks;
 mod limits;
+mod other_allocators;
 mod ownmem;
 mod php_fpm;
 mod php_mode;

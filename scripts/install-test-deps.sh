@@ -21,6 +21,7 @@ have dwz || need+=(dwz)
 have heaptrack || need+=(heaptrack)
 have strace || need+=(strace)
 [ -e /usr/lib/x86_64-linux-gnu/libjemalloc.so.2 ] || need+=(libjemalloc2)
+[ -e /usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4 ] || need+=(libtcmalloc-minimal4)
 have dpkg-source || need+=(dpkg-dev)
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing test dependencies: ${need[*]}"

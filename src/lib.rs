@@ -91,6 +91,9 @@ fn init() {
 #[cfg(not(test))]
 fn start() {
     hot::log::init();
+    if hot::winner::pending() {
+        other_allocator();
+    }
     // The program's own libgcc_s, if it has one, is the unwinder to use.
     hot::unwind::find_system_libgcc();
     // Before any thread: no dlopen may run later from an allocation path.
@@ -109,6 +112,55 @@ fn start() {
         hot::trigger::ensure_dumper();
     }
     hot::sys::at_exit(background::dumper::at_exit);
+}
+
+/// The program binds malloc to another allocator than heaplive
+/// (`hot::winner::find_other_malloc`): a library before heaplive in
+/// `LD_PRELOAD` has its callers' slots redirected to heaplive, which
+/// forwards to it; an executable's own malloc can only be reported. One
+/// line each, unless HEAPLIVE_PROGRAMS leaves this program alone.
+#[cfg(not(test))]
+#[cold]
+#[inline(never)]
+fn other_allocator() {
+    if hot::config::get().unwanted {
+        return;
+    }
+    let pid = hot::sys::getpid();
+    match hot::winner::winner() {
+        hot::winner::Winner::Library => {}
+        hot::winner::Winner::Ours => {
+            if !hot::winner::adopt_other_allocator() {
+                return;
+            }
+            let Some((path, base)) = hot::winner::winner_library() else {
+                return;
+            };
+            let n = background::attach::redirect_from(&interpose::attach::preload_targets(), base);
+            hot::log::line(format_args!(
+                "heaplive[{pid}]: malloc is {}'s, which comes before libheaplive.so in LD_PRELOAD: heaplive redirected {n} call slots of the program's modules to itself and forwards them there (blocks allocated before it started, and by libraries loaded later, are not seen); put libheaplive.so first in LD_PRELOAD to see everything",
+                path.to_string_lossy()
+            ));
+        }
+        hot::winner::Winner::Executable => {
+            let mut buf = [0u8; 512];
+            // SAFETY: a NUL-terminated path and a buffer of its length.
+            let len = unsafe {
+                libc::readlink(
+                    c"/proc/self/exe".as_ptr(),
+                    buf.as_mut_ptr().cast(),
+                    buf.len(),
+                )
+            };
+            let exe = match usize::try_from(len) {
+                Ok(l) if l > 0 && l < buf.len() => String::from_utf8_lossy(&buf[..l]),
+                _ => "the executable".into(),
+            };
+            hot::log::line(format_args!(
+                "heaplive[{pid}]: this program defines its own malloc ({exe}): its allocations never reach heaplive, whatever the order in LD_PRELOAD, so dumps show nothing of them"
+            ));
+        }
+    }
 }
 
 /// Attach mode: the settings from `heaplive attach`, then the start-up.

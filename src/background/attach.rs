@@ -195,8 +195,11 @@ fn slots(m: &Module, targets: &[(&CStr, usize)]) -> Vec<(usize, usize)> {
 }
 
 /// Writes `value` into the slot, through mprotect when it lies in RELRO.
+/// The loader made read-only only the whole pages of the RELRO range (its
+/// end rounded down): a slot in the last, partial page is writable, and
+/// that page must stay so.
 fn write_slot(slot: usize, value: usize, relro: Option<(usize, usize)>) -> bool {
-    let in_relro = relro.is_some_and(|(s, e)| slot >= s && slot < e);
+    let in_relro = relro.is_some_and(|(s, e)| slot >= s && slot < e & !4095);
     let page = slot & !4095;
     if in_relro {
         // SAFETY: a page of a loaded module's RELRO range.
@@ -219,12 +222,38 @@ fn write_slot(slot: usize, value: usize, relro: Option<(usize, usize)>) -> bool 
 /// Redirects the slots of every module not yet done; returns how many
 /// slots were rewritten by this call.
 pub fn patch(targets: &[(&CStr, usize)]) -> usize {
+    patch_where(targets, &skipped)
+}
+
+/// Preloaded after another allocator (`hot::winner::Winner::Library`, whose
+/// load bias is `winner`): redirects every module's allocation slots to
+/// heaplive, whose real functions are that allocator's, as if heaplive
+/// had come first. libc's slots too (its internal calls, `strdup`'s
+/// malloc, went through them to the other allocator, as they would have
+/// gone to heaplive first); not the allocator's own (its internal calls
+/// stay its own, else heaplive's forward would come back to heaplive),
+/// nor heaplive's, the loader's (it allocates through pointers of its own,
+/// set to the first malloc before any constructor) or the vDSO. Returns
+/// how many slots were rewritten.
+pub fn redirect_from(targets: &[(&CStr, usize)], winner: usize) -> usize {
+    patch_where(targets, &|m: &Module| {
+        let n = m.name.as_bytes();
+        let base = n.rsplit(|&b| b == b'/').next().unwrap_or(n);
+        m.is_me
+            || m.dynamic == 0
+            || (m.base == winner && !n.is_empty())
+            || base.starts_with(b"ld-linux")
+            || base.starts_with(b"linux-vdso")
+    })
+}
+
+fn patch_where(targets: &[(&CStr, usize)], skip: &dyn Fn(&Module) -> bool) -> usize {
     let Ok(mut saved) = SAVED.lock() else {
         return 0;
     };
     let mut n = 0;
     for m in modules() {
-        if skipped(&m) || !loaded(&m) {
+        if skip(&m) || !loaded(&m) {
             continue;
         }
         for (slot, to) in slots(&m, targets) {

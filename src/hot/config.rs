@@ -188,7 +188,16 @@ pub fn get() -> &'static Config {
     unsafe { &*CONFIG.0.get() }
 }
 
+#[inline(always)]
 fn env(name: &CStr) -> Option<&'static [u8]> {
+    // Before libc's initialiser ran, `environ` is still null and getenv
+    // finds nothing: with an `LD_AUDIT` module that binds symbols, the
+    // loader calls malloc (and so this, the first time) that early. The
+    // environment is then read where the kernel put it (`initial_stack`).
+    // SAFETY: libc's `environ`, read once.
+    if unsafe { environ }.is_null() {
+        return early_env(name);
+    }
     // SAFETY: name is NUL-terminated; getenv does not allocate. The value
     // is copied or parsed before anything can change the environment.
     let p = unsafe { libc::getenv(name.as_ptr()) };
@@ -197,6 +206,66 @@ fn env(name: &CStr) -> Option<&'static [u8]> {
     }
     // SAFETY: getenv returns a NUL-terminated string.
     Some(unsafe { CStr::from_ptr(p) }.to_bytes())
+}
+
+/// `name`'s value in the environment the kernel passed (`env`).
+#[cold]
+#[inline(never)]
+fn early_env(name: &CStr) -> Option<&'static [u8]> {
+    let mut envp = initial_stack()?.1;
+    envp.find_map(|v| v.strip_prefix(name.to_bytes())?.strip_prefix(b"="))
+}
+
+unsafe extern "C" {
+    static environ: *const *const core::ffi::c_char;
+    /// Set by ld.so before anything runs: where the kernel's argc is, with
+    /// argv, the environment and the auxiliary vector above it.
+    static __libc_stack_end: *const usize;
+}
+
+/// The strings of an array of C strings ending with a null pointer.
+struct CStrings(*const *const core::ffi::c_char);
+
+impl Iterator for CStrings {
+    type Item = &'static [u8];
+    fn next(&mut self) -> Option<&'static [u8]> {
+        // SAFETY: an array of the initial stack, ending with a null.
+        let p = unsafe { *self.0 };
+        if p.is_null() {
+            return None;
+        }
+        // SAFETY: as above; the strings live as long as the process.
+        self.0 = unsafe { self.0.add(1) };
+        Some(unsafe { CStr::from_ptr(p) }.to_bytes())
+    }
+}
+
+/// argv[0] and the environment as the kernel passed them (the process's
+/// initial stack: argc, argv, NULL, envp, NULL), for a read before libc's
+/// initialiser set `environ` and `program_invocation_short_name`. None
+/// when ld.so did not record it or it does not look like one.
+#[cold]
+#[inline(never)]
+fn initial_stack() -> Option<(&'static [u8], CStrings)> {
+    // SAFETY: ld.so's variable; the words above it are the kernel's, and
+    // argv[argc] must be the null that ends argv.
+    unsafe {
+        let sp = __libc_stack_end;
+        if sp.is_null() || *sp > 1 << 20 {
+            return None;
+        }
+        let argc = *sp;
+        let argv = sp.add(1) as *const *const core::ffi::c_char;
+        if !(*argv.add(argc)).is_null() {
+            return None;
+        }
+        let argv0 = if argc == 0 || (*argv).is_null() {
+            &b""[..]
+        } else {
+            CStr::from_ptr(*argv).to_bytes()
+        };
+        Some((argv0, CStrings(argv.add(argc + 1))))
+    }
 }
 
 /// One line on stderr: `heaplive: <variable>='<value>' <why>; using the default <default>`.
@@ -366,14 +435,28 @@ fn short_name() -> &'static [u8] {
     unsafe extern "C" {
         static program_invocation_short_name: *const core::ffi::c_char;
     }
-    // SAFETY: glibc sets this before any constructor runs; it may be null
-    // only in exotic loaders.
+    // SAFETY: glibc's variable, set by its initialiser (before any other
+    // constructor; "" before it, null in exotic loaders).
     let p = unsafe { program_invocation_short_name };
-    if p.is_null() {
-        return b"";
-    }
     // SAFETY: a NUL-terminated string owned by the process for its life.
-    unsafe { core::ffi::CStr::from_ptr(p) }.to_bytes()
+    let name = if p.is_null() {
+        &b""[..]
+    } else {
+        unsafe { core::ffi::CStr::from_ptr(p) }.to_bytes()
+    };
+    if !name.is_empty() {
+        return name;
+    }
+    early_name()
+}
+
+/// Before libc's initialiser (see `env`) the short name is still "":
+/// argv[0]'s base name from the initial stack.
+#[cold]
+#[inline(never)]
+fn early_name() -> &'static [u8] {
+    let argv0 = initial_stack().map_or(&b""[..], |(a, _)| a);
+    argv0.rsplit(|&b| b == b'/').next().unwrap_or(argv0)
 }
 
 /// Parses one variable into `slot` when it is set; a bad value keeps the

@@ -24,3 +24,4 @@ pub mod threads;
 pub mod track;
 pub mod trigger;
 pub mod unwind;
+pub mod winner;

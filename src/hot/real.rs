@@ -168,7 +168,7 @@ impl Sym {
 const COUNT: usize = Sym::DeleteArrSizedAligned as usize + 1;
 
 /// NUL-terminated names, in `Sym` order.
-const NAMES: [&[u8]; COUNT] = [
+pub(crate) const NAMES: [&[u8]; COUNT] = [
     b"malloc\0",
     b"free\0",
     b"calloc\0",
@@ -310,6 +310,10 @@ fn resolve_lazy(s: Sym) -> usize {
     }
     let _busy = Busy::enter();
     let _errno = ErrnoGuard::save();
+    if let Some(a) = crate::hot::winner::lazy(s) {
+        SLOTS[s as usize].store(a, Release);
+        return a;
+    }
     // SAFETY: a valid handle and a NUL-terminated name.
     let p = unsafe { libc::dlsym(h, NAMES[s as usize].as_ptr().cast()) };
     if p.is_null() {
@@ -372,6 +376,9 @@ pub fn resolve_all() {
     if failed {
         clear_dlerror();
     }
+    if handle == libc::RTLD_NEXT {
+        crate::hot::winner::find_other_malloc();
+    }
     HANDLE.store(handle, Release);
     STATE.store(RESOLVED, Release);
     refresh_jumps();
@@ -388,7 +395,7 @@ pub(crate) static MALLOC_JUMP: AtomicPtr<()> = AtomicPtr::new(malloc_forward as 
 pub(crate) static FREE_JUMP: AtomicPtr<()> = AtomicPtr::new(free_forward as *mut ());
 
 /// An unsampled malloc before the real one is known, or with poisoning.
-extern "C" fn malloc_forward(size: usize) -> *mut c_void {
+pub(crate) extern "C" fn malloc_forward(size: usize) -> *mut c_void {
     let p = malloc(size);
     crate::hot::poison::on_alloc(p, size);
     p
@@ -454,6 +461,14 @@ fn resolve_cxx(s: Sym) -> usize {
     } else {
         unsafe { libc::dlsym(libc::RTLD_NEXT, name) }
     };
+    // jemalloc and tcmalloc after heaplive in LD_PRELOAD define the
+    // operators too, and theirs do not call malloc through a slot that
+    // reaches heaplive (libstdc++'s do): with the real malloc in the same
+    // object, libstdc++'s are the real ones, else no `new` would be seen.
+    let next = p;
+    if !p.is_null() && crate::hot::winner::same_object(p, addr(Sym::Malloc) as *const c_void) {
+        p = core::ptr::null_mut();
+    }
     if p.is_null() {
         // SAFETY: RTLD_NOLOAD never loads anything; the handle is released.
         unsafe {
@@ -466,6 +481,9 @@ fn resolve_cxx(s: Sym) -> usize {
                 libc::dlclose(h);
             }
         }
+    }
+    if p.is_null() {
+        p = next;
     }
     clear_dlerror();
     if !p.is_null() {
@@ -564,7 +582,7 @@ struct Dyn {
 
 /// A loaded object's dynamic symbol tables (addresses; 0 = none).
 #[derive(Clone, Copy, Default)]
-struct Object {
+pub(crate) struct Object {
     base: usize,
     /// The dynamic section (0: the object has none).
     dynamic: usize,
@@ -579,7 +597,7 @@ impl Object {
     ///
     /// # Safety
     /// `dynamic` is the dynamic section of a loaded object.
-    unsafe fn new(base: usize, dynamic: usize) -> Object {
+    pub(crate) unsafe fn new(base: usize, dynamic: usize) -> Object {
         const DT_STRTAB: i64 = 5;
         const DT_SYMTAB: i64 = 6;
         const DT_GNU_HASH: i64 = 0x6fff_fef5;
@@ -677,7 +695,7 @@ unsafe fn with_hash(o: &Object, h: u32, mut each: impl FnMut(usize)) -> bool {
 
 /// What a loaded object's GNU hash table says of a name.
 #[derive(PartialEq)]
-enum Lookup {
+pub(crate) enum Lookup {
     /// Not defined there.
     Absent,
     /// A plain function of the default version at this address.
@@ -700,7 +718,7 @@ fn gnu_hash(name: &[u8]) -> u32 {
 /// # Safety
 /// `o` is a loaded object (its dynamic section and tables are mapped and
 /// were relocated by ld.so).
-unsafe fn lookup_in(o: Object, name: &[u8]) -> Lookup {
+pub(crate) unsafe fn lookup_in(o: Object, name: &[u8]) -> Lookup {
     if o.symtab == 0 || o.strtab == 0 {
         return Lookup::Unsure;
     }
@@ -848,7 +866,7 @@ impl NextObject {
 
 /// A failed dlsym leaves a message that the application would read at its
 /// next dlerror(); take it.
-fn clear_dlerror() {
+pub(crate) fn clear_dlerror() {
     // SAFETY: dlerror has no preconditions.
     unsafe { libc::dlerror() };
 }

@@ -80,6 +80,17 @@ fn targets() -> [(&'static CStr, usize); 31] {
     out
 }
 
+/// The same for a preloaded heaplive that another allocator came before
+/// (`hot::winner::Winner::Library`): every entry point but `dlopen`, whose
+/// slots already hold heaplive's (the other allocator defines none).
+pub fn preload_targets() -> [(&'static CStr, usize); 31] {
+    let mut t = targets();
+    for e in t.iter_mut().filter(|(n, _)| n.to_bytes() == b"dlopen") {
+        e.1 = 0;
+    }
+    t
+}
+
 /// `int heaplive_attach(const char *settings)`: applies the settings
 /// (lines `HEAPLIVE_NAME=value`), starts heaplive and redirects every
 /// loaded module's allocation slots. The number of slots rewritten, or -1

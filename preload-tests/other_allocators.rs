@@ -1,0 +1,240 @@
+//! Another allocator reached before heaplive (issue 25, item 5) and an
+//! `LD_AUDIT` module that binds symbols (item 6).
+//!
+//! jemalloc or tcmalloc earlier in `LD_PRELOAD` than heaplive: the
+//! program's modules bind malloc to it; heaplive names it in one line with
+//! the fix, redirects the modules' call slots to itself and forwards to
+//! it, so exact mode still gives every call site's bytes. An executable
+//! with its own malloc can only be reported. Under an audit module the
+//! loader calls malloc before libc's initialiser: the settings and the
+//! program's name are still read.
+
+use crate::common::*;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const JEMALLOC: &str = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2";
+const TCMALLOC: &str = "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4";
+
+fn present(path: &str, package: &str) {
+    assert!(
+        Path::new(path).exists(),
+        "{path} is missing: scripts/install-test-deps.sh installs {package}"
+    );
+}
+
+/// `bin` in `dir` with `env` and nothing of heaplive's (the reference run).
+fn run_with(dir: &Path, bin: &Path, env: &[(&str, &str)]) -> Output {
+    let mut c = Command::new(bin);
+    c.current_dir(dir).env_remove("LD_PRELOAD");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().expect("run the program")
+}
+
+fn assert_same(what: &str, reference: &Output, pre: &Output) {
+    assert!(
+        reference.status.code() == pre.status.code() && reference.stdout == pre.stdout,
+        "{what}: heaplive changed the program's behaviour\n===== without heaplive =====\n{}\n===== with heaplive =====\n{}",
+        show(reference),
+        show(pre)
+    );
+}
+
+/// The lines of heaplive's stderr that contain `needle`.
+fn lines_with<'a>(err: &'a str, needle: &str) -> Vec<&'a str> {
+    err.lines().filter(|l| l.contains(needle)).collect()
+}
+
+/// other_alloc.cpp's call sites and their exact live bytes (leaf frame).
+const SITES: [(&str, u64); 11] = [
+    ("site_malloc", 10001),
+    ("site_calloc", 7 * 1429),
+    ("site_realloc", 20011),
+    ("rg_origin", 0),
+    ("site_posix_memalign", 10007),
+    ("site_aligned_alloc", 10496),
+    ("site_new", 4001),
+    ("site_new_array", 3003),
+    ("site_malloc_freed", 0),
+    ("site_new_freed", 0),
+    // libc's strdup calls malloc through libc's own slot.
+    ("__strdup", 100),
+];
+
+fn assert_sites(what: &str, stacks: &[Stack], pre: &Output) {
+    let by_leaf = bytes_by_leaf(stacks);
+    assert_sites_by(what, stacks, pre, &|leaf| match leaf {
+        // libc's strdup is the leaf, under site_strdup.
+        "__strdup" => stacks
+            .iter()
+            .filter(|s| s.leaf() == "__strdup" && s.has("site_strdup"))
+            .map(|s| s.bytes)
+            .sum(),
+        _ => by_leaf.get(leaf).copied().unwrap_or(0),
+    });
+}
+
+/// The same with `bytes(site)` for each site's bytes.
+fn assert_sites_by(what: &str, stacks: &[Stack], pre: &Output, bytes: &dyn Fn(&str) -> u64) {
+    let bad: Vec<String> = SITES
+        .iter()
+        .filter_map(|&(leaf, want)| {
+            let got = bytes(leaf);
+            (got != want).then(|| format!("{leaf}: expected {want} live bytes, profile says {got}"))
+        })
+        .collect();
+    assert!(
+        bad.is_empty(),
+        "{what} (exact live bytes per call site):\n  {}\n{:#?}\n{}",
+        bad.join("\n  "),
+        stacks,
+        show(pre)
+    );
+}
+
+fn other_alloc(dir: &Path) -> PathBuf {
+    compile("other_alloc.cpp", "other_alloc", dir, &[])
+}
+
+/// `allocator` first in LD_PRELOAD, heaplive second, exact mode.
+fn allocator_first(allocator: &str, package: &str) {
+    present(allocator, package);
+    let dir = tempdir("other-alloc");
+    let bin = other_alloc(&dir);
+    let reference = run_with(&dir, &bin, &[("LD_PRELOAD", allocator)]);
+    assert_eq!(reference.status.code(), Some(3), "{}", show(&reference));
+    let lib = lib();
+    let order = format!("{allocator} {}", lib.display());
+    let pre = run_preloaded(
+        &dir,
+        &bin,
+        &[],
+        &[("LD_PRELOAD", &order), ("HEAPLIVE_SAMPLE_INTERVAL", "1")],
+    );
+    assert_same(allocator, &reference, &pre);
+    let err = stderr(&pre);
+    let said = lines_with(&err, "LD_PRELOAD");
+    assert_eq!(said.len(), 1, "one line about the order:\n{err}");
+    assert!(
+        said[0].contains(&format!("malloc is {allocator}'s"))
+            && said[0].contains("put libheaplive.so first in LD_PRELOAD"),
+        "the line names the allocator and the fix:\n{}",
+        said[0]
+    );
+    assert_sites(allocator, &only_folded(&dir), &pre);
+
+    // In the right order nothing is said, and the profile is the same.
+    let dir = tempdir("other-alloc-after");
+    let bin = other_alloc(&dir);
+    let order = format!("{} {allocator}", lib.display());
+    let pre = run_preloaded(
+        &dir,
+        &bin,
+        &[],
+        &[("LD_PRELOAD", &order), ("HEAPLIVE_SAMPLE_INTERVAL", "1")],
+    );
+    assert_same(allocator, &reference, &pre);
+    let err = stderr(&pre);
+    assert!(lines_with(&err, "malloc is").is_empty(), "{err}");
+    assert_sites(allocator, &only_folded(&dir), &pre);
+}
+
+#[test]
+fn jemalloc_first_in_ld_preload_is_named_and_profiled_through_it() {
+    allocator_first(JEMALLOC, "libjemalloc2");
+}
+
+#[test]
+fn tcmalloc_first_in_ld_preload_is_named_and_profiled_through_it() {
+    allocator_first(TCMALLOC, "libtcmalloc-minimal4");
+}
+
+#[test]
+fn an_executable_with_its_own_malloc_is_reported_in_one_line() {
+    let dir = tempdir("own-malloc");
+    let bin = compile("own_malloc.c", "own_malloc", &dir, &[]);
+    let reference = run_with(&dir, &bin, &[]);
+    assert_eq!(reference.status.code(), Some(7), "{}", show(&reference));
+    let pre = run_preloaded(&dir, &bin, &[], &[("HEAPLIVE_SAMPLE_INTERVAL", "1")]);
+    assert_same("own_malloc", &reference, &pre);
+    let err = stderr(&pre);
+    let said = lines_with(&err, "its own malloc");
+    assert_eq!(said.len(), 1, "one line about the program's malloc:\n{err}");
+    assert!(
+        said[0].contains(&format!("({})", bin.display())),
+        "the line names the executable:\n{}",
+        said[0]
+    );
+}
+
+#[test]
+fn settings_and_program_name_are_read_under_an_audit_module() {
+    let dir = tempdir("audit");
+    let bin = other_alloc(&dir);
+    let audit = compile("audit_bind.c", "audit_bind.so", &dir, &["-shared", "-fPIC"]);
+    let audit = audit.to_str().expect("utf-8 temp path");
+    let reference = run_with(&dir, &bin, &[("LD_AUDIT", audit)]);
+    assert_eq!(reference.status.code(), Some(3), "{}", show(&reference));
+    let pre = run_preloaded(
+        &dir,
+        &bin,
+        &[],
+        &[("LD_AUDIT", audit), ("HEAPLIVE_SAMPLE_INTERVAL", "1")],
+    );
+    assert_same("LD_AUDIT", &reference, &pre);
+    // The template's %e is the program's name.
+    let files = folded_files(&dir);
+    assert!(
+        files.len() == 1
+            && files[0]
+                .file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("heaplive.other_alloc.")),
+        "one dump named after the program: {files:?}\n{}",
+        show(&pre)
+    );
+    // HEAPLIVE_SAMPLE_INTERVAL=1 was read: exact bytes per call site.
+    assert_sites("LD_AUDIT", &parse_folded(&files[0]), &pre);
+}
+
+#[test]
+fn a_wrapper_that_forwards_to_the_next_malloc_is_left_alone() {
+    // fwd_wrapper.so before heaplive forwards every call to heaplive's
+    // malloc (RTLD_NEXT): heaplive is reached and must forward to libc, not
+    // back to the wrapper (that would never end), and say nothing.
+    let dir = tempdir("fwd-wrapper");
+    let bin = other_alloc(&dir);
+    let wrapper = compile(
+        "fwd_wrapper.c",
+        "fwd_wrapper.so",
+        &dir,
+        &["-shared", "-fPIC"],
+    );
+    let wrapper = wrapper.to_str().expect("utf-8 temp path");
+    let reference = run_with(&dir, &bin, &[("LD_PRELOAD", wrapper)]);
+    assert_eq!(reference.status.code(), Some(3), "{}", show(&reference));
+    let order = format!("{wrapper} {}", lib().display());
+    let pre = run_preloaded(
+        &dir,
+        &bin,
+        &[],
+        &[("LD_PRELOAD", &order), ("HEAPLIVE_SAMPLE_INTERVAL", "1")],
+    );
+    assert_same("a forwarding wrapper first", &reference, &pre);
+    let err = stderr(&pre);
+    assert!(lines_with(&err, "malloc is").is_empty(), "{err}");
+    // The wrapper's own malloc is the leaf: each site's bytes are those of
+    // the stacks through it (strdup's under site_strdup).
+    let stacks = only_folded(&dir);
+    assert_sites_by(
+        "a forwarding wrapper first",
+        &stacks,
+        &pre,
+        &|site| match site {
+            "__strdup" => bytes_under(&stacks, "site_strdup"),
+            s => bytes_under(&stacks, s),
+        },
+    );
+}
