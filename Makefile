@@ -26,7 +26,7 @@ INSTALLED := $(BINDIR)/heaplive $(LIBDIR)/libheaplive.so \
 	$(MANDIR)/heaplive.1 $(BASHDIR)/heaplive $(ZSHDIR)/_heaplive \
 	$(FISHDIR)/heaplive.fish
 
-.PHONY: all build demo test test-deps lint bench clean install uninstall
+.PHONY: all build demo test test-deps lint bench bench-php clean install uninstall
 
 all: build
 
@@ -52,6 +52,11 @@ test-deps:
 
 bench: build
 	@bash bench/run.sh
+
+# PHP mode at production cost (issue 26): php-parser, a CPU-bound script
+# and php-fpm, with and without the preload (never fails a build).
+bench-php: build
+	@bash bench/php.sh
 
 clean:
 	$(CARGO) clean

@@ -36,11 +36,16 @@
 //! ever held a sample, resident one 4 KiB page per 256 KiB of addresses
 //! whose samples set a bit there. A count of set bits per leaf, kept in its
 //! L3 node, lets [`prune`] give an empty leaf's pages back to the kernel
-//! (MADV_DONTNEED), so in a long run whose sampled addresses move around,
-//! resident leaf memory is bounded by the regions that hold live samples
-//! now, at most 4 KiB per page-sized window of 256 KiB holding one: with N
-//! live samples, at most N * 4 KiB, plus the 76 bytes per leaf ever made
-//! (pointer, count, page summary) in the L3 nodes.
+//! (MADV_DONTNEED) once it was found empty by [`KEEP_PRUNES`] prunes in a
+//! row (about that many seconds), so in a long run whose sampled addresses
+//! move around, resident leaf memory is bounded by the regions that held
+//! live samples in the last few seconds, at most 4 KiB per page-sized window
+//! of 256 KiB holding one: with N such samples, at most N * 4 KiB, plus the
+//! 76 bytes per leaf ever made (pointer, count, page summary) in the L3
+//! nodes. The wait is what keeps a region whose samples come and go (a PHP
+//! worker's ZendMM chunks, emptied at every request's end and sampled again
+//! in the next) from having its pages given back and faulted in again, as
+//! zeroed pages, over and over.
 
 use core::ptr::null_mut;
 use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering::*};
@@ -57,11 +62,19 @@ const LEAF_WORDS: usize = 1 << (LEAF_SHIFT - GRAIN - 6);
 const LEAF_BYTES: usize = LEAF_WORDS * 8;
 // (page summaries: see L3::pages)
 
-/// Leaf count word: the number of set bits, plus LOCKED (a setter, a
-/// clearer tidying a page summary, or the pruner is at work on this leaf:
-/// the others wait) and DIRTY (the leaf has pages to give back).
+/// Leaf count word: the number of set bits (at most 2^18), plus AGE (how
+/// many prunes in a row found the leaf empty and dirty; reset by a set),
+/// LOCKED (a setter, a clearer tidying a page summary, or the pruner is at
+/// work on this leaf: the others wait) and DIRTY (the leaf has pages to
+/// give back).
 const LOCKED: u32 = 1 << 30;
 const DIRTY: u32 = 1 << 31;
+const AGE_SHIFT: u32 = 24;
+const AGE_ONE: u32 = 1 << AGE_SHIFT;
+const AGE_MASK: u32 = 0x3f << AGE_SHIFT;
+/// An empty leaf's pages are given back at the KEEP_PRUNES-th prune in a
+/// row that finds it empty (prunes come once a second).
+pub const KEEP_PRUNES: u32 = 8;
 #[cfg(test)]
 const COUNT_MASK: u32 = LOCKED - 1;
 
@@ -75,7 +88,7 @@ fn lock_leaf(count: &AtomicU32, add: u32) -> u32 {
             continue;
         }
         let new = if add > 0 {
-            (c + add) | DIRTY | LOCKED
+            ((c & !AGE_MASK) + add) | DIRTY | LOCKED
         } else {
             c | LOCKED
         };
@@ -392,9 +405,11 @@ pub fn prune_if_due() {
     }
 }
 
-/// Gives the pages of empty leaves back to the kernel. Runs on the
-/// background thread (or without one, [`prune_if_due`]); concurrent `set`s
-/// on a leaf being pruned wait, a concurrent `prune` skips it.
+/// Gives the pages of leaves found empty by [`KEEP_PRUNES`] prunes in a row
+/// back to the kernel (returns how many), and tidies the page summaries.
+/// Runs on the background thread (or without one, [`prune_if_due`]);
+/// concurrent `set`s on a leaf being pruned wait, a concurrent `prune`
+/// skips it.
 pub fn prune() -> usize {
     let mut pruned = 0;
     each_l3(|l3, _base| {
@@ -411,8 +426,16 @@ pub fn prune() -> usize {
                 continue;
             }
             let leaf = l3.leaves[i].load(Acquire);
-            if c == DIRTY {
-                // Empty: give its pages back and forget every summary bit.
+            if c & !AGE_MASK == DIRTY && (c & AGE_MASK) >> AGE_SHIFT < KEEP_PRUNES - 1 {
+                // Empty, but not for long enough: older by one prune (the
+                // store unlocks). Its page summaries were tidied by the
+                // clears that emptied it (under the leaf lock).
+                count.store(c + AGE_ONE, Release);
+                continue;
+            }
+            if c & !AGE_MASK == DIRTY {
+                // Empty for KEEP_PRUNES prunes: give its pages back and
+                // forget every summary bit.
                 if !leaf.is_null() {
                     // SAFETY: the count is zero and LOCKED keeps setters
                     // out, so no bit is set or will be until we finish.
@@ -635,7 +658,7 @@ pub(crate) mod tests {
                 prune();
             }
         }
-        prune();
+        prune_fully();
         assert!(leaves_made() - before >= 4000);
         assert!(
             resident_leaves() <= live_window,
@@ -651,7 +674,7 @@ pub(crate) mod tests {
         for i in 4000 - live_window..4000 {
             clear(base + i * (2 << 20) + 64);
         }
-        prune();
+        prune_fully();
         assert_eq!(resident_leaves(), 0);
     }
 
@@ -663,7 +686,7 @@ pub(crate) mod tests {
         let _s = SERIAL.lock().unwrap();
         let a = 0x7200_0000_0000usize + 64;
         NEXT_PRUNE_NS.store(0, Relaxed);
-        prune();
+        prune_fully();
         assert_eq!(resident_leaves(), 0);
         assert!(set(a));
         clear(a);
@@ -676,9 +699,62 @@ pub(crate) mod tests {
         NEXT_PRUNE_NS.store(1, Relaxed);
         let t1 = crate::hot::sys::now_nanos();
         prune_if_due();
-        assert_eq!(resident_leaves(), 0, "a due call prunes");
         assert!(NEXT_PRUNE_NS.load(Relaxed) >= t1 + PRUNE_EVERY_NS);
+        assert_eq!(
+            resident_leaves(),
+            1,
+            "a due call prunes: one of KEEP_PRUNES"
+        );
+        for _ in 1..KEEP_PRUNES {
+            prune();
+        }
+        assert_eq!(resident_leaves(), 0, "pruned KEEP_PRUNES times");
         assert!(!test(a));
+    }
+
+    /// Prunes until every empty leaf has given its pages back.
+    fn prune_fully() -> usize {
+        (0..KEEP_PRUNES).map(|_| prune()).sum()
+    }
+
+    /// Whether the leaf of `addr` may hold resident pages (DIRTY).
+    fn dirty(addr: usize) -> bool {
+        let (r, i2, i3, _, _) = split(addr);
+        let l3 = unsafe { (*l2_of(r)).l3[i2].load(Acquire) };
+        !l3.is_null() && unsafe { (*l3).counts[i3].load(Acquire) } & DIRTY != 0
+    }
+
+    /// A region whose only sample comes and goes (a PHP worker's ZendMM
+    /// chunk: its request's samples dropped at the end, new ones in the
+    /// next request) keeps its leaf's pages across prunes, instead of
+    /// having them given back and faulted in again, zeroed, each time; a
+    /// leaf left empty for KEEP_PRUNES prunes in a row gives them back.
+    #[test]
+    fn a_leaf_emptied_and_used_again_keeps_its_pages() {
+        let _s = SERIAL.lock().unwrap();
+        let a = 0x7300_0000_0000usize + 64;
+        prune_fully();
+        for _request in 0..5 {
+            assert!(set(a));
+            assert!(test(a));
+            clear(a);
+            assert!(!test(a));
+            for k in 1..KEEP_PRUNES {
+                assert_eq!(prune(), 0);
+                assert!(
+                    dirty(a),
+                    "pages given back after {k} prunes of an empty spell"
+                );
+            }
+        }
+        assert_eq!(resident_leaves(), 1);
+        assert_eq!(prune(), 1, "empty for KEEP_PRUNES prunes: given back");
+        assert!(!dirty(a));
+        assert_eq!(resident_leaves(), 0);
+        assert!(set(a));
+        assert!(test(a) && dirty(a));
+        clear(a);
+        prune_fully();
     }
 
     /// Page summaries: a page whose samples are all gone stops sending frees
