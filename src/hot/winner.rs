@@ -19,11 +19,12 @@ use crate::hot::sys::ErrnoGuard;
 use core::ffi::{CStr, c_char, c_void};
 use core::sync::atomic::{AtomicPtr, AtomicU8, Ordering::*};
 
-/// Whose malloc the program's modules call (decided once, in
-/// [`resolve_all`], preloaded only).
+/// Whose malloc the program's modules call (found by the resolver,
+/// preloaded only; a library is adopted by the constructor).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Winner {
-    /// heaplive's: it comes first in the lookup order, as it should.
+    /// heaplive's: it comes first in the lookup order, as it should (or
+    /// a wrapper's that forwards to heaplive's).
     Ours,
     /// A library loaded before heaplive (jemalloc or tcmalloc earlier in
     /// `LD_PRELOAD`): the program binds its calls there, and heaplive's
@@ -95,7 +96,7 @@ fn object_at(p: *const c_void) -> Option<(*mut LinkMap, bool)> {
             RTLD_DL_LINKMAP,
         )
     };
-    (ok != 0 && !map.is_null()).then_some((map, info.dli_saddr as *const c_void == p))
+    (ok != 0 && !map.is_null()).then_some((map, core::ptr::eq(info.dli_saddr, p)))
 }
 
 /// Finds the malloc that the program's modules bind to (the first
@@ -166,9 +167,10 @@ pub fn adopt_other_allocator() -> bool {
         }
     }
     if own {
-        for i in Sym::Malloc as usize..=Sym::MallocUsableSize as usize {
+        let alloc = Sym::Malloc as usize..=Sym::MallocUsableSize as usize;
+        for (i, slot) in SLOTS.iter().enumerate().filter(|(i, _)| alloc.contains(i)) {
             if let Some(a) = Sym::from_index(i).and_then(winner_lookup) {
-                SLOTS[i].store(a, Release);
+                slot.store(a, Release);
             }
         }
         WINNER.store(W_LIBRARY, Release);
