@@ -1603,6 +1603,48 @@ mod tests {
     }
 
     #[test]
+    fn the_name_cache_keys_by_function_opline_words_and_generation() {
+        assert!(!CACHE.busy.swap(true, Acquire));
+        let mut f = Fast {
+            chunks: [0; MAX_CHUNKS],
+            n: 1,
+            generation: 7,
+            slots: CACHE.slots.get(),
+        };
+        f.chunks[0] = 0x7f00_0000_0000;
+        // In a chunk: past the header, not across its end, aligned.
+        assert!(f.in_chunk(0x7f00_0000_0040, EX_SIZE));
+        assert!(!f.in_chunk(0x7f00_0000_0008, EX_SIZE));
+        assert!(!f.in_chunk(0x7f00_0000_0000 + CHUNK - 8, EX_SIZE));
+        assert!(!f.in_chunk(0x7f00_0000_0044, EX_SIZE));
+        assert!(!f.in_chunk(0x7f00_0020_0040, EX_SIZE));
+        f.put(0x1000, 0x2000, 5, 42);
+        assert_eq!(f.get(0x1000, 0x2000, 5), Some(42));
+        // Other words of the function (an op_array reused), another line.
+        assert_eq!(f.get(0x1000, 0x2000, 6), None);
+        assert_eq!(f.get(0x1000, 0x2020, 5), None);
+        // Two keys of one pair of slots both stay.
+        let i = Fast::index(0x1000, 0x2000);
+        let other = (1..1_000_000usize)
+            .map(|k| 0x1000 + k * 8)
+            .find(|&g| Fast::index(g, 0x2000) & !1 == i & !1)
+            .unwrap();
+        f.put(other, 0x2000, 5, 43);
+        assert_eq!(f.get(0x1000, 0x2000, 5), Some(42));
+        assert_eq!(f.get(other, 0x2000, 5), Some(43));
+        // The next request: nothing cached.
+        f.generation = 8;
+        assert_eq!(f.get(0x1000, 0x2000, 5), None);
+        drop(f);
+        assert!(!CACHE.busy.load(Acquire));
+        // Oplines: only one of the function's own.
+        assert_eq!(own_opline(0x5040, 0x5000, 4), 0x5040);
+        assert_eq!(own_opline(0x5080, 0x5000, 4), 0);
+        assert_eq!(own_opline(0x5044, 0x5000, 4), 0);
+        assert_eq!(own_opline(0x4fe0, 0x5000, 4), 0);
+    }
+
+    #[test]
     fn request_list_drains_and_compacts() {
         let _s = crate::hot::shadow::tests::SERIAL
             .lock()
