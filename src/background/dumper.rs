@@ -519,6 +519,15 @@ pub extern "C" fn at_exit(_: *mut core::ffi::c_void) {
             UNWIND_DIFFERED.load(Relaxed),
             UNWIND_FELL_BACK.load(Relaxed)
         ));
+        let php = crate::hot::php::PHP_COMPARED.load(Relaxed);
+        if php > 0 {
+            crate::hot::log::line(format_args!(
+                "heaplive[{}]: php frames check: {} walks compared, {} differed",
+                sys::getpid(),
+                php,
+                crate::hot::php::PHP_DIFFERED.load(Relaxed)
+            ));
+        }
     }
     output::remove_status(sys::getpid());
 }

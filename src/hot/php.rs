@@ -174,7 +174,44 @@ static HEAP: AtomicUsize = AtomicUsize::new(0);
 static BLOCK_SIZE: AtomicUsize = AtomicUsize::new(0);
 
 pub fn set_executor_globals(eg: usize) {
+    let (start, end) = segment_of(eg);
+    STATIC_START.store(start, Relaxed);
+    STATIC_END.store(end, Relaxed);
     EG.store(eg, Release);
+}
+
+/// [start, end) of the loaded segment (PT_LOAD, with its bss) holding
+/// `addr`; (0, 0) if none does. Start-up only (dl_iterate_phdr).
+fn segment_of(addr: usize) -> (usize, usize) {
+    let mut found = (addr, 0usize);
+    unsafe extern "C" fn visit(
+        info: *mut libc::dl_phdr_info,
+        _size: usize,
+        data: *mut libc::c_void,
+    ) -> libc::c_int {
+        // SAFETY: dl_iterate_phdr passes a valid info with `dlpi_phnum`
+        // program headers; `data` is `found`.
+        unsafe {
+            let found = &mut *(data as *mut (usize, usize));
+            let info = &*info;
+            for i in 0..info.dlpi_phnum as usize {
+                let ph = &*info.dlpi_phdr.add(i);
+                if ph.p_type != libc::PT_LOAD {
+                    continue;
+                }
+                let start = info.dlpi_addr as usize + ph.p_vaddr as usize;
+                let end = start + ph.p_memsz as usize;
+                if found.0 >= start && found.0 < end {
+                    *found = (start, end);
+                    return 1;
+                }
+            }
+            0
+        }
+    }
+    // SAFETY: the callback only reads the headers it is given.
+    unsafe { libc::dl_iterate_phdr(Some(visit), (&mut found as *mut (usize, usize)).cast()) };
+    if found.1 == 0 { (0, 0) } else { found }
 }
 
 pub fn set_execute_ex(start: usize, end: usize) {
@@ -521,6 +558,10 @@ pub const MAX_PHP_FRAMES: usize = 64;
 /// The PHP frames of the running code, innermost first, as pseudo frames;
 /// the number written. A frame that cannot be read ends the walk with
 /// `[php?]`.
+///
+/// During a request on a ZendMM heap (`begin_request_frames`), frames are
+/// read in place where that is known to be safe (`Fast`), and their names
+/// come from a cache; anything else is read with process_vm_readv.
 fn walk(o: &Offsets, out: &mut [usize; MAX_PHP_FRAMES]) -> usize {
     let eg = EG.load(Acquire);
     if eg == 0 {
@@ -528,17 +569,90 @@ fn walk(o: &Offsets, out: &mut [usize; MAX_PHP_FRAMES]) -> usize {
     }
     // SAFETY: executor_globals is a global of the executable, always
     // mapped; a word-sized aligned read.
-    let mut ex = unsafe { ((eg + EG_CURRENT_EXECUTE_DATA) as *const usize).read_volatile() };
+    let ex = unsafe { ((eg + EG_CURRENT_EXECUTE_DATA) as *const usize).read_volatile() };
     if ex == 0 {
         return 0;
     }
-    let pid = crate::hot::sys::getpid() as i32;
+    let mut pid = Pid(0);
+    let Some(mut fast) = Fast::enter() else {
+        return walk_from(o, &mut pid, ex, out, None);
+    };
+    let n = walk_from(o, &mut pid, ex, out, Some(&mut fast));
+    drop(fast);
+    if crate::hot::config::get().unwind != heaplive_format::grammar::Unwind::Check {
+        return n;
+    }
+    // HEAPLIVE_UNWIND=check: the walk again with process_vm_readv and no
+    // cache; its frames are kept, a difference is said (the first ten) and
+    // counted.
+    let mut safe = [0usize; MAX_PHP_FRAMES];
+    let m = walk_from(o, &mut pid, ex, &mut safe, None);
+    PHP_COMPARED.fetch_add(1, Relaxed);
+    if out[..n] != safe[..m] {
+        let k = PHP_DIFFERED.fetch_add(1, Relaxed);
+        if k < 10 {
+            let at = (0..n.min(m))
+                .find(|&i| out[i] != safe[i])
+                .unwrap_or(n.min(m));
+            let show = |f: Option<&usize>| {
+                f.and_then(|&f| names::text(f))
+                    .map_or("(none)", |t| core::str::from_utf8(t).unwrap_or("?"))
+            };
+            crate::hot::log::line(format_args!(
+                "heaplive[{}]: php frames check: frames read in place differ at frame {}: {} vs {} ({} vs {} frames)",
+                pid.get(),
+                at,
+                show(out[..n].get(at)),
+                show(safe[..m].get(at)),
+                n,
+                m
+            ));
+        }
+    }
+    *out = safe;
+    m
+}
+
+/// HEAPLIVE_UNWIND=check: PHP walks made both ways, and how many differed.
+pub static PHP_COMPARED: AtomicU64 = AtomicU64::new(0);
+pub static PHP_DIFFERED: AtomicU64 = AtomicU64::new(0);
+
+/// This process's pid for process_vm_readv, asked (a system call) only
+/// when a read needs it.
+struct Pid(i32);
+
+impl Pid {
+    fn get(&mut self) -> i32 {
+        if self.0 == 0 {
+            self.0 = crate::hot::sys::getpid() as i32;
+        }
+        self.0
+    }
+}
+
+/// The walk from the frame `ex` outwards.
+fn walk_from(
+    o: &Offsets,
+    pid: &mut Pid,
+    mut ex: usize,
+    out: &mut [usize; MAX_PHP_FRAMES],
+    mut fast: Option<&mut Fast>,
+) -> usize {
     let mut n = 0;
     let mut steps = 0;
     while ex != 0 && n < MAX_PHP_FRAMES && steps < 4 * MAX_PHP_FRAMES {
         steps += 1;
         let mut e = [0u8; EX_SIZE];
-        if read(pid, ex, &mut e) < EX_SIZE {
+        let in_place = match fast.as_deref() {
+            Some(f) if f.in_chunk(ex, EX_SIZE) => {
+                // SAFETY: [ex, ex + EX_SIZE) lies in a chunk of the running
+                // request's ZendMM heap, mapped while the request runs.
+                unsafe { core::ptr::copy_nonoverlapping(ex as *const u8, e.as_mut_ptr(), EX_SIZE) };
+                true
+            }
+            _ => false,
+        };
+        if !in_place && read(pid.get(), ex, &mut e) < EX_SIZE {
             out[n] = names::php_bad();
             n += 1;
             break;
@@ -547,7 +661,13 @@ fn walk(o: &Offsets, out: &mut [usize; MAX_PHP_FRAMES]) -> usize {
         // A NULL func is a generator's placeholder frame (`yield from`):
         // nothing to show; the chain goes on through prev.
         if func != 0 {
-            match frame_name(pid, o, func, word(&e, EX_OPLINE), word32(&e, EX_CALL_INFO)) {
+            let opline = word(&e, EX_OPLINE);
+            let call_info = word32(&e, EX_CALL_INFO);
+            let name = match fast.as_deref_mut() {
+                Some(f) => f.frame_name(o, pid, func, opline, call_info),
+                None => frame_name(pid.get(), o, func, opline, call_info),
+            };
+            match name {
                 Some(0) => {}
                 Some(f) => {
                     out[n] = f;
@@ -567,6 +687,313 @@ fn walk(o: &Offsets, out: &mut [usize; MAX_PHP_FRAMES]) -> usize {
         ex = prev;
     }
     n
+}
+
+// ---------------------------------------------------------------------------
+// Frames read in place, names cached.
+//
+// While a request runs on a ZendMM heap, the sample is taken on the PHP
+// thread between two engine operations, where the executor's frames are
+// consistent; every `zend_execute_data` (the VM stacks, a fiber's stack, a
+// generator's frame) is ZendMM memory. A frame is read in place when it
+// lies in one of the heap's chunks (2 MiB, listed from the main chunk,
+// which holds the heap), else with process_vm_readv.
+//
+// A frame's name is the same for the same function and opline for as long
+// as the function lives, so it is cached, keyed by (function, opline or 0
+// for an internal function, the ZEND_CALL_TOP bit), in a table of the PHP
+// thread with a generation bumped at every request start and end (a
+// request's own op_arrays are freed at its end, opcache resets between
+// requests). A function whose memory can be freed and reused within a
+// request (ZendMM memory: op_arrays of included files without opcache,
+// closures; and the trampoline in executor_globals, renamed per call) is
+// read in place and its words checked against the cached ones; any other
+// (opcache's shared memory, internal functions: stable for the request) is
+// used by address, without a read. A miss reads with process_vm_readv.
+
+const CHUNK: usize = 2 << 20;
+const MAX_CHUNKS: usize = 64;
+/// How much of a `zend_function` is read (the largest offset read is
+/// `op_line_start` + 4 <= 180).
+const FN_READ: usize = 192;
+
+/// The heap whose chunks may be read in place (0 = no request running on
+/// a ZendMM heap), and the cache's generation.
+static FAST_HEAP: AtomicUsize = AtomicUsize::new(0);
+static GENERATION: AtomicU64 = AtomicU64::new(1);
+/// The executable's writable segment holding executor_globals: [start,
+/// end), always mapped.
+static STATIC_START: AtomicUsize = AtomicUsize::new(0);
+static STATIC_END: AtomicUsize = AtomicUsize::new(0);
+
+/// A request starts on `heap`, a ZendMM heap (`is_zend_mm()`): its chunks
+/// may be read in place from now on, and cached names of the last request
+/// are forgotten.
+pub fn begin_request_frames(heap: usize) {
+    GENERATION.fetch_add(1, Relaxed);
+    // The heap lives in its main chunk, after the chunk's 64-byte header
+    // whose first word points back to it.
+    let main = heap & !(CHUNK - 1);
+    let mut w = [0u8; 8];
+    let ok = heap & (CHUNK - 1) == 64
+        && SAFE_READS.load(Relaxed)
+        && read(crate::hot::sys::getpid() as i32, main, &mut w) == 8
+        && word(&w, 0) == heap;
+    FAST_HEAP.store(if ok { heap } else { 0 }, Release);
+}
+
+/// The request ends: no more reads in place, cached names forgotten.
+pub fn end_request_frames() {
+    FAST_HEAP.store(0, Release);
+    GENERATION.fetch_add(1, Relaxed);
+}
+
+#[derive(Clone, Copy)]
+struct Slot {
+    generation: u64,
+    func: usize,
+    key: usize,
+    sig: u64,
+    val: usize,
+}
+
+const EMPTY: Slot = Slot {
+    generation: 0,
+    func: 0,
+    key: 0,
+    sig: 0,
+    val: 0,
+};
+const CACHE_LEN: usize = 4096;
+/// A slot's key for a function's own entry (kind, opcodes, last): no
+/// opline has all bits set.
+const FUNC_INFO: usize = usize::MAX;
+
+struct Cache {
+    busy: AtomicBool,
+    slots: core::cell::UnsafeCell<[Slot; CACHE_LEN]>,
+}
+
+// SAFETY: `slots` is only touched by the holder of `busy`.
+unsafe impl Sync for Cache {}
+
+static CACHE: Cache = Cache {
+    busy: AtomicBool::new(false),
+    slots: core::cell::UnsafeCell::new([EMPTY; CACHE_LEN]),
+};
+
+/// One walk's view of the fast path: the heap's chunks, and the cache
+/// (held until dropped).
+struct Fast {
+    chunks: [usize; MAX_CHUNKS],
+    n: usize,
+    generation: u64,
+    slots: *mut [Slot; CACHE_LEN],
+}
+
+impl Drop for Fast {
+    fn drop(&mut self) {
+        CACHE.busy.store(false, Release);
+    }
+}
+
+#[inline(always)]
+fn mix(a: u64, b: u64) -> u64 {
+    (a ^ b.rotate_left(29)).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+}
+
+impl Fast {
+    /// The fast path, when a request runs on a ZendMM heap and no other
+    /// walk holds the cache.
+    fn enter() -> Option<Fast> {
+        let heap = FAST_HEAP.load(Acquire);
+        if heap == 0 || CACHE.busy.swap(true, Acquire) {
+            return None;
+        }
+        let mut f = Fast {
+            chunks: [0; MAX_CHUNKS],
+            n: 0,
+            generation: GENERATION.load(Relaxed),
+            slots: CACHE.slots.get(),
+        };
+        // The heap's chunks: a ring from the main chunk through `next` (the
+        // second word of a chunk's header). The PHP thread is outside ZendMM
+        // here, so the ring is consistent; each chunk must point back to the
+        // heap, else the rest is not used.
+        let main = heap & !(CHUNK - 1);
+        let mut c = main;
+        loop {
+            // SAFETY: `c` is the main chunk (holding the heap, checked at
+            // request start) or a chunk of the heap's ring: mapped.
+            let (owner, next) =
+                unsafe { ((c as *const usize).read(), ((c + 8) as *const usize).read()) };
+            if owner != heap {
+                break;
+            }
+            f.chunks[f.n] = c;
+            f.n += 1;
+            if next == main || next == 0 || next & (CHUNK - 1) != 0 || f.n == MAX_CHUNKS {
+                break;
+            }
+            c = next;
+        }
+        Some(f)
+    }
+
+    /// Is [addr, addr + len) in one of the heap's chunks (and aligned)?
+    #[inline(always)]
+    fn in_chunk(&self, addr: usize, len: usize) -> bool {
+        let base = addr & !(CHUNK - 1);
+        addr & 7 == 0
+            && addr - base >= 64
+            && addr - base <= CHUNK - len
+            && self.chunks[..self.n].contains(&base)
+    }
+
+    fn in_static(addr: usize, len: usize) -> bool {
+        let s = STATIC_START.load(Relaxed);
+        s != 0 && addr >= s && addr & 7 == 0 && addr.saturating_add(len) <= STATIC_END.load(Relaxed)
+    }
+
+    #[inline(always)]
+    fn index(func: usize, key: usize) -> usize {
+        (mix(func as u64, key as u64) >> 52) as usize & (CACHE_LEN - 1)
+    }
+
+    /// The cached slot of (func, key), if any.
+    #[inline(always)]
+    fn slot(&self, func: usize, key: usize) -> Option<Slot> {
+        let i = Self::index(func, key);
+        // SAFETY: we hold the cache (`enter`); i, i ^ 1 < CACHE_LEN.
+        let slots = unsafe { &*self.slots };
+        [slots[i], slots[i ^ 1]]
+            .into_iter()
+            .find(|s| s.generation == self.generation && s.func == func && s.key == key)
+    }
+
+    /// The cached value for (func, key, sig), if any.
+    #[inline(always)]
+    fn get(&self, func: usize, key: usize, sig: u64) -> Option<usize> {
+        self.slot(func, key).filter(|s| s.sig == sig).map(|s| s.val)
+    }
+
+    fn put(&mut self, func: usize, key: usize, sig: u64, val: usize) {
+        let i = Self::index(func, key);
+        // SAFETY: as in `get`.
+        let slots = unsafe { &mut *self.slots };
+        // The first slot of the pair unless it holds a live entry and the
+        // second does not; the second moves to the first on a conflict.
+        let j = if slots[i].generation == self.generation
+            && slots[i ^ 1].generation != self.generation
+        {
+            i ^ 1
+        } else {
+            slots[i ^ 1] = slots[i];
+            i
+        };
+        slots[j] = Slot {
+            generation: self.generation,
+            func,
+            key,
+            sig,
+            val,
+        };
+    }
+
+    /// `frame_name`, cached.
+    fn frame_name(
+        &mut self,
+        o: &Offsets,
+        pid: &mut Pid,
+        func: usize,
+        opline: usize,
+        call_info: u32,
+    ) -> Option<usize> {
+        let top = (call_info & ZEND_CALL_TOP != 0) as usize;
+        // What the name depends on: the key (the opline within the function,
+        // or none; the TOP bit), and for a function read in place the words
+        // it is made of (sig).
+        let (key, sig) = if self.in_chunk(func, FN_READ) || Self::in_static(func, FN_READ) {
+            let mut f = [0u8; FN_READ];
+            // SAFETY: [func, func + FN_READ) is in a chunk of the running
+            // request's heap or in the executable's data: mapped.
+            unsafe { core::ptr::copy_nonoverlapping(func as *const u8, f.as_mut_ptr(), FN_READ) };
+            let kind = f[FN_TYPE];
+            let mut sig = mix(kind as u64, word(&f, FN_NAME) as u64);
+            sig = mix(sig, word(&f, FN_SCOPE) as u64);
+            let key = if kind == ZEND_USER_FUNCTION {
+                let opcodes = word(&f, o.op_opcodes);
+                let last = word32(&f, o.op_last);
+                sig = mix(sig, opcodes as u64);
+                sig = mix(sig, word(&f, o.op_filename) as u64);
+                sig = mix(
+                    sig,
+                    (last as u64) << 32 | word32(&f, o.op_line_start) as u64,
+                );
+                own_opline(opline, opcodes, last as usize) | top
+            } else {
+                0
+            };
+            (key, sig | 1)
+        } else {
+            // Stable for the request: the function's kind and opcodes by
+            // address, cached too (val: opcodes, 0 for an internal
+            // function; sig: last).
+            let (opcodes, last) = match self.slot(func, FUNC_INFO) {
+                Some(s) => (s.val, s.sig as usize),
+                None => {
+                    let (opcodes, last) = func_info(pid.get(), o, func)?;
+                    self.put(func, FUNC_INFO, last as u64, opcodes);
+                    (opcodes, last)
+                }
+            };
+            let key = if opcodes == 0 {
+                0
+            } else {
+                own_opline(opline, opcodes, last) | top
+            };
+            (key, 0)
+        };
+        if let Some(v) = self.get(func, key, sig) {
+            return Some(v);
+        }
+        let v = frame_name(pid.get(), o, func, opline, call_info)?;
+        self.put(func, key, sig, v);
+        Some(v)
+    }
+}
+
+/// A function's opcodes and their number (0, 0 for an internal function),
+/// read with process_vm_readv; None if it cannot be read or is neither.
+fn func_info(pid: i32, o: &Offsets, func: usize) -> Option<(usize, usize)> {
+    let mut f = [0u8; FN_READ];
+    let got = read(pid, func, &mut f);
+    if got < FN_SCOPE + 8 {
+        return None;
+    }
+    match f[FN_TYPE] {
+        ZEND_INTERNAL_FUNCTION => Some((0, 0)),
+        ZEND_USER_FUNCTION if got >= o.op_line_start + 4 => {
+            let opcodes = word(&f, o.op_opcodes);
+            // 0 opcodes would read as internal: no opline is then its own.
+            Some((opcodes.max(1), word32(&f, o.op_last) as usize))
+        }
+        _ => None,
+    }
+}
+
+/// `opline` if it is one of the opcodes at `opcodes` (`last` of them),
+/// else 0.
+#[inline(always)]
+fn own_opline(opline: usize, opcodes: usize, last: usize) -> usize {
+    if opline >= opcodes
+        && opline < opcodes.wrapping_add(last.saturating_mul(OP_SIZE))
+        && (opline - opcodes).is_multiple_of(OP_SIZE)
+    {
+        opline
+    } else {
+        0
+    }
 }
 
 fn in_execute_ex(ip: usize) -> bool {
@@ -1173,6 +1600,48 @@ mod tests {
         g[FN_NAME..FN_NAME + 8].copy_from_slice(&0x18usize.to_ne_bytes());
         assert!(frame_name(pid, o, g.as_ptr() as usize, 0, 0).is_none());
         assert!(frame_name(pid, o, 0x20, 0, 0).is_none());
+    }
+
+    #[test]
+    fn the_name_cache_keys_by_function_opline_words_and_generation() {
+        assert!(!CACHE.busy.swap(true, Acquire));
+        let mut f = Fast {
+            chunks: [0; MAX_CHUNKS],
+            n: 1,
+            generation: 7,
+            slots: CACHE.slots.get(),
+        };
+        f.chunks[0] = 0x7f00_0000_0000;
+        // In a chunk: past the header, not across its end, aligned.
+        assert!(f.in_chunk(0x7f00_0000_0040, EX_SIZE));
+        assert!(!f.in_chunk(0x7f00_0000_0008, EX_SIZE));
+        assert!(!f.in_chunk(0x7f00_0000_0000 + CHUNK - 8, EX_SIZE));
+        assert!(!f.in_chunk(0x7f00_0000_0044, EX_SIZE));
+        assert!(!f.in_chunk(0x7f00_0020_0040, EX_SIZE));
+        f.put(0x1000, 0x2000, 5, 42);
+        assert_eq!(f.get(0x1000, 0x2000, 5), Some(42));
+        // Other words of the function (an op_array reused), another line.
+        assert_eq!(f.get(0x1000, 0x2000, 6), None);
+        assert_eq!(f.get(0x1000, 0x2020, 5), None);
+        // Two keys of one pair of slots both stay.
+        let i = Fast::index(0x1000, 0x2000);
+        let other = (1..1_000_000usize)
+            .map(|k| 0x1000 + k * 8)
+            .find(|&g| Fast::index(g, 0x2000) & !1 == i & !1)
+            .unwrap();
+        f.put(other, 0x2000, 5, 43);
+        assert_eq!(f.get(0x1000, 0x2000, 5), Some(42));
+        assert_eq!(f.get(other, 0x2000, 5), Some(43));
+        // The next request: nothing cached.
+        f.generation = 8;
+        assert_eq!(f.get(0x1000, 0x2000, 5), None);
+        drop(f);
+        assert!(!CACHE.busy.load(Acquire));
+        // Oplines: only one of the function's own.
+        assert_eq!(own_opline(0x5040, 0x5000, 4), 0x5040);
+        assert_eq!(own_opline(0x5080, 0x5000, 4), 0);
+        assert_eq!(own_opline(0x5044, 0x5000, 4), 0);
+        assert_eq!(own_opline(0x4fe0, 0x5000, 4), 0);
     }
 
     #[test]

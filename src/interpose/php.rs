@@ -487,6 +487,7 @@ extern "C" fn request_startup(_type: c_int, _number: c_int) -> c_int {
     let zend_mm = c!(S.is_zend_mm.load(Relaxed), fn() -> bool,);
     if zend_mm {
         php::set_heap(heap, S.mm_block_size.load(Relaxed));
+        php::begin_request_frames(heap);
         INSTALLED.store(true, Relaxed);
         set_handlers(
             heap,
@@ -499,6 +500,7 @@ extern "C" fn request_startup(_type: c_int, _number: c_int) -> c_int {
     if alloc_handler(heap) == zm_alloc as *const () as usize {
         // Ours, from a request whose RSHUTDOWN did not run.
         php::set_heap(heap, S.mm_block_size.load(Relaxed));
+        php::begin_request_frames(heap);
         INSTALLED.store(true, Relaxed);
         return 0;
     }
@@ -554,6 +556,7 @@ extern "C" fn post_deactivate() -> c_int {
 /// any efree.
 fn end_request() {
     let _errno = sys::ErrnoGuard::save();
+    php::end_request_frames();
     if let Some(peak) = php::finish_request_peak()
         && let Some(s) = crate::hot::services::get()
     {
