@@ -399,7 +399,7 @@ fn release_reserve(len: usize) -> bool {
 /// Maps the dump's reserve ([`RESERVE`], or less down to [`RESERVE_MIN`]);
 /// false when the kernel refuses even that (the dump is not started). One
 /// dump at a time (the dump lock).
-pub fn take_reserve() -> bool {
+fn take_reserve() -> bool {
     put_back_reserve();
     RESERVE_LOW_NOW.store(false, Relaxed);
     let mut len = RESERVE;
@@ -429,7 +429,7 @@ pub fn take_reserve() -> bool {
 }
 
 /// Unmaps what is left of the reserve (the dump's end).
-pub fn put_back_reserve() {
+fn put_back_reserve() {
     let left = RESERVE_LEN.swap(0, AcqRel);
     let base = RESERVE_BASE.load(Acquire);
     if left != 0 && base != 0 {
@@ -720,6 +720,28 @@ mod tests {
 
     fn lay(size: usize, align: usize) -> Layout {
         Layout::from_size_align(size, align).unwrap()
+    }
+
+    /// The reserve gives its tail away as asked and is put back when
+    /// dropped; a nested one is the outer one. (Not down to RESERVE_LOW:
+    /// that turns `low()` on, which the symbolizer's tests, running
+    /// meanwhile, read; the preload test `limits` sweeps it.)
+    #[test]
+    fn the_reserve_gives_back_its_tail_and_is_put_back() {
+        let r = Reserve::take().expect("an unlimited test maps the reserve");
+        let whole = RESERVE_LEN.load(Relaxed);
+        assert_eq!(whole, RESERVE);
+        {
+            let _nested = Reserve::take().unwrap();
+        }
+        assert_eq!(RESERVE_LEN.load(Relaxed), whole, "the nested one kept it");
+        assert!(release_reserve(1 << 20));
+        assert!(release_reserve(1));
+        assert_eq!(RESERVE_LEN.load(Relaxed), whole - (1 << 20) - PAGE);
+        assert!(!reserve_low());
+        drop(r);
+        assert_eq!(RESERVE_LEN.load(Relaxed), 0, "put back when dropped");
+        assert!(!release_reserve(1), "nothing to give once put back");
     }
 
     /// The heaps are global and the tests check its counters before and
