@@ -167,3 +167,77 @@ fn the_programs_own_write_into_a_dead_pipe_still_gets_sigpipe() {
     assert!(stderr(&o).contains("dump -1 32\n"), "{}", show(&o));
     assert_eq!(o.status.signal(), Some(13), "SIGPIPE; {}", show(&o));
 }
+
+/// lim_mem under RLIMIT_`res` = `limit`, plain: (failed mallocs, status).
+fn lim_mem_plain(dir: &Path, bin: &Path, res: &str, limit: u64) -> (u64, Option<i32>) {
+    let o = run_plain(dir, bin, &[res, &limit.to_string()]);
+    let failed = stdout(&o)
+        .strip_prefix("done ")
+        .and_then(|s| s.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no count of failed mallocs: {}", show(&o)));
+    (failed, o.status.code())
+}
+
+/// What a line of heaplive's is about: its text after `heaplive[PID]: `
+/// up to the first `:` or `(` (`exit dump failed`, `cannot map memory
+/// for its tables `, `exit dump /path/file.folded`).
+fn line_class(line: &str) -> &str {
+    let text = line.split_once("]: ").map_or(line, |(_, t)| t);
+    text.split([':', '(']).next().unwrap_or(text)
+}
+
+/// Exact mode under RLIMIT_DATA and RLIMIT_AS swept from the program's
+/// own need upwards in 512 KiB steps (where heaplive's library, tables
+/// and dumps cross the limit, at some limits and not their neighbours):
+/// with heaplive_dump(), a signal dump and the exit dump, the program
+/// always exits with the status it has without heaplive at the same
+/// limit, heaplive's allocations never abort it ("memory allocation of N
+/// bytes failed", 134), and heaplive says each thing it gave up once.
+/// Before the fix: 134 at RLIMIT_DATA 17.0 and 17.5 MiB (the program
+/// needs 7.5 MiB here), in the symbolizer.
+#[test]
+fn exact_mode_under_a_memory_limit_never_aborts_the_program() {
+    let dir = tempdir("limits-mem");
+    let bin = compile("lim_mem.c", "lim_mem", &dir, &[]);
+    const STEP: u64 = 512 << 10;
+    for res in ["data", "as"] {
+        let mut need = 1u64 << 20;
+        while lim_mem_plain(&dir, &bin, res, need).0 != 0 {
+            need += STEP / 2;
+            assert!(need < 1 << 30, "lim_mem never ran plain under RLIMIT_{res}");
+        }
+        let limits: Vec<u64> = (0..88).map(|i| need + i * STEP).collect();
+        let check = |limit: u64| {
+            let (_, plain) = lim_mem_plain(&dir, &bin, res, limit);
+            let log = dir.join(format!("heaplive.{res}.{limit}.log"));
+            let o = run_preloaded(
+                &dir,
+                &bin,
+                &[res, &limit.to_string()],
+                &[
+                    ("HEAPLIVE_SAMPLE_INTERVAL", "1"),
+                    ("HEAPLIVE_LOG", log.to_str().unwrap()),
+                ],
+            );
+            let lines = std::fs::read_to_string(&log).unwrap_or_default();
+            let what = format!("RLIMIT_{res} {limit}: {}\n--- log ---\n{lines}", show(&o));
+            assert_eq!(o.status.code(), plain, "{what}");
+            assert!(!stderr(&o).contains("memory allocation"), "{what}");
+            let mut seen = std::collections::BTreeMap::new();
+            for l in lines.lines() {
+                *seen.entry(line_class(l)).or_insert(0) += 1;
+            }
+            for (class, n) in seen {
+                assert!(n <= 1, "{n} lines of `{class}`; {what}");
+            }
+        };
+        std::thread::scope(|s| {
+            let (a, b) = limits.split_at(limits.len() / 2);
+            let check = &check;
+            let t = s.spawn(move || a.iter().for_each(|&l| check(l)));
+            b.iter().for_each(|&l| check(l));
+            t.join().unwrap();
+        });
+    }
+}

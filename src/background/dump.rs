@@ -277,6 +277,11 @@ fn build_profile(st: &mut DumpState, which: Which) -> std::io::Result<(Profile, 
     sym.prefetch(&wanted, &mut poll);
     drop(wanted);
     for (id, v) in ids {
+        // The kernel refused memory and the dump lives on its reserve
+        // (`hot::ownheap`): give up before it runs out.
+        if ownheap::reserve_low() {
+            return Err(no_memory());
+        }
         let locs = stacks::frames(id)
             .iter()
             .map(|&ip| {
@@ -433,6 +438,10 @@ pub fn write_view(
     why: &str,
     note: &dyn Fn(u64, &Profile) -> String,
 ) -> std::io::Result<Written> {
+    // Memory the kernel cannot refuse the dump midway (`hot::ownheap`).
+    let Some(_reserve) = ownheap::Reserve::take() else {
+        return Err(no_memory());
+    };
     let live_view = matches!(which, Which::Live(_));
     let t0 = sys::now_nanos();
     let cfg = config::get();
@@ -466,6 +475,9 @@ pub fn write_view(
     // enough for a request to end).
     let (rss, smaps) = crate::background::rss::describe();
     let (profile, variance) = build_profile(st, which)?;
+    if ownheap::reserve_low() {
+        return Err(no_memory());
+    }
     crate::background::dumper::poll_signals(&mut st.queued);
     let total = profile.total_bytes();
     let note = note(total, &profile);
@@ -610,6 +622,14 @@ pub fn write_peak(live_file: &Path, live_now: u64) -> Option<PathBuf> {
     }
     let _busy = crate::hot::guard::Busy::enter();
     let mut st = DUMP.lock();
+    let Some(_reserve) = ownheap::Reserve::take() else {
+        log::line(format_args!(
+            "heaplive[{}]: peak file failed: {}",
+            sys::getpid(),
+            no_memory()
+        ));
+        return None;
+    };
     let (profile, _) = match build_profile(&mut st, Which::Peak) {
         Ok(p) => p,
         Err(e) => {

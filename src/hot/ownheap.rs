@@ -106,7 +106,7 @@ impl OomHandler for Regions {
         // Room for the block, its alignment and talc's tags.
         let need = round_page(layout.size() + layout.align() + 64);
         let len = need.max(g.next_chunk);
-        let mut base = sys::map_heap(len) as usize;
+        let mut base = map_heap(len) as usize;
         let mut len = len;
         if base == 0 {
             // The kernel refuses (RLIMIT_AS, vm.max_map_count, ENOMEM).
@@ -323,11 +323,165 @@ pub fn retry_memory() -> bool {
     true
 }
 
+// ---------------------------------------------------------------------------
+// The dump's reserve.
+//
+// A dump allocates as it goes (the symbolizer's debug information, the
+// profile, the writers' buffers), and a Rust allocation that fails aborts
+// the process (`handle_alloc_error`). Under RLIMIT_AS or RLIMIT_DATA a
+// little above the program's need, or vm.max_map_count, the kernel may
+// refuse heaplive a mapping in the middle of a dump. So a dump first maps a
+// reserve: address space that is never touched (no resident memory) but
+// counts against the limits. When the kernel then refuses a mapping, the
+// reserve gives back what is asked (its tail is unmapped and the mapping
+// tried again). Once less than [`RESERVE_LOW`] is left, [`reserve_low`]
+// turns true, the symbolizer reads no more debug information ([`low`])
+// and the dump gives up with one line at its next check; at the dump's
+// end what is left is unmapped. A dump that cannot map its reserve is not
+// started.
+
+/// What a dump reserves. The largest stretch of a dump between two of its
+/// checks of [`reserve_low`] is one module's debug information, read
+/// sparsely (a few MiB for libc with libc6-dbg).
+pub const RESERVE: usize = 32 << 20;
+/// The least reserve a dump starts with (a process at its limit).
+pub const RESERVE_MIN: usize = 8 << 20;
+/// Left of the reserve when the dump gives up: for the stretch to its next
+/// check (a section being decompressed is allocated fallibly).
+pub const RESERVE_LOW: usize = 4 << 20;
+
+/// The reserve's base address (0: none) and the length left from it.
+static RESERVE_BASE: AtomicUsize = AtomicUsize::new(0);
+static RESERVE_LEN: AtomicUsize = AtomicUsize::new(0);
+/// Less than [`RESERVE_LOW`] is left of the reserve.
+static RESERVE_LOW_NOW: AtomicBool = AtomicBool::new(false);
+
+/// `sys::map_heap`, drawing on the dump's reserve when the kernel refuses.
+pub fn map_heap(len: usize) -> *mut u8 {
+    loop {
+        let p = sys::map_heap(len);
+        if !p.is_null() || !release_reserve(len) {
+            return p;
+        }
+    }
+}
+
+/// Unmaps `len` bytes (rounded up to pages) from the reserve's tail, so
+/// that the kernel grants them to a mapping of ours. False when the
+/// reserve is empty. Lock-free: runs with the heap's lock held.
+fn release_reserve(len: usize) -> bool {
+    let want = round_page(len.max(1));
+    let mut left = RESERVE_LEN.load(Acquire);
+    loop {
+        if left == 0 {
+            return false;
+        }
+        let take = want.min(left);
+        match RESERVE_LEN.compare_exchange(left, left - take, AcqRel, Acquire) {
+            Ok(_) => {
+                let base = RESERVE_BASE.load(Acquire);
+                if left - take < RESERVE_LOW {
+                    RESERVE_LOW_NOW.store(true, Relaxed);
+                    LOW.store(true, Relaxed);
+                }
+                let saved = sys::errno();
+                // SAFETY: `[base + left - take, base + left)` is the tail
+                // of the reserve, untouched, and ours alone (the CAS).
+                unsafe { libc::munmap((base + left - take) as *mut libc::c_void, take) };
+                sys::set_errno(saved);
+                return true;
+            }
+            Err(now) => left = now,
+        }
+    }
+}
+
+/// Maps the dump's reserve ([`RESERVE`], or less down to [`RESERVE_MIN`]);
+/// false when the kernel refuses even that (the dump is not started). One
+/// dump at a time (the dump lock).
+fn take_reserve() -> bool {
+    put_back_reserve();
+    RESERVE_LOW_NOW.store(false, Relaxed);
+    let mut len = RESERVE;
+    while len >= RESERVE_MIN {
+        let saved = sys::errno();
+        // SAFETY: an anonymous private mapping with no address hint
+        // touches no existing memory. Never touched: no resident memory.
+        let p = unsafe {
+            libc::mmap(
+                core::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        sys::set_errno(saved);
+        if p != libc::MAP_FAILED {
+            RESERVE_BASE.store(p as usize, Release);
+            RESERVE_LEN.store(len, Release);
+            return true;
+        }
+        len /= 2;
+    }
+    false
+}
+
+/// Unmaps what is left of the reserve (the dump's end).
+fn put_back_reserve() {
+    let left = RESERVE_LEN.swap(0, AcqRel);
+    let base = RESERVE_BASE.load(Acquire);
+    if left != 0 && base != 0 {
+        let saved = sys::errno();
+        // SAFETY: the reserve's untouched remainder, ours alone (the swap).
+        unsafe { libc::munmap(base as *mut libc::c_void, left) };
+        sys::set_errno(saved);
+    }
+}
+
+/// Whether the kernel refused heaplive memory during this dump until less
+/// than [`RESERVE_LOW`] is left of its reserve: the dump gives up.
+pub fn reserve_low() -> bool {
+    RESERVE_LOW_NOW.load(Relaxed)
+}
+
+/// The dump's reserve for as long as it lives (the outermost one, when
+/// nested: the peak file written in the exit dump's course).
+pub struct Reserve(bool);
+
+/// A [`Reserve`] is alive.
+static HELD: AtomicBool = AtomicBool::new(false);
+
+impl Reserve {
+    /// None when the kernel refuses even [`RESERVE_MIN`].
+    pub fn take() -> Option<Reserve> {
+        if HELD.swap(true, AcqRel) {
+            return Some(Reserve(false));
+        }
+        if take_reserve() {
+            Some(Reserve(true))
+        } else {
+            HELD.store(false, Release);
+            None
+        }
+    }
+}
+
+impl Drop for Reserve {
+    fn drop(&mut self) {
+        if self.0 {
+            put_back_reserve();
+            HELD.store(false, Release);
+        }
+    }
+}
+
 fn alloc_large(size: usize) -> *mut u8 {
     let Some(len) = size.checked_add(HEADER + PAGE - 1).map(|n| n & !(PAGE - 1)) else {
         return core::ptr::null_mut();
     };
-    let base = sys::map_heap(len);
+    let base = map_heap(len);
     if base.is_null() {
         LOW.store(true, Relaxed);
         return base;
@@ -445,7 +599,11 @@ pub unsafe fn realloc(p: *mut u8, l: Layout, new: usize) -> *mut u8 {
             return core::ptr::null_mut();
         };
         // SAFETY: our own mapping (`map_heap`); the block moves with it.
-        let q = unsafe { remap_heap(base as *mut u8, len, new_len) };
+        let mut q = unsafe { remap_heap(base as *mut u8, len, new_len) };
+        while q.is_null() && new_len > len && release_reserve(new_len - len) {
+            // SAFETY: as above.
+            q = unsafe { remap_heap(base as *mut u8, len, new_len) };
+        }
         if q.is_null() {
             LOW.store(true, Relaxed);
             // Below: allocate (maybe from the small-block heap) and copy.
@@ -562,6 +720,28 @@ mod tests {
 
     fn lay(size: usize, align: usize) -> Layout {
         Layout::from_size_align(size, align).unwrap()
+    }
+
+    /// The reserve gives its tail away as asked and is put back when
+    /// dropped; a nested one is the outer one. (Not down to RESERVE_LOW:
+    /// that turns `low()` on, which the symbolizer's tests, running
+    /// meanwhile, read; the preload test `limits` sweeps it.)
+    #[test]
+    fn the_reserve_gives_back_its_tail_and_is_put_back() {
+        let r = Reserve::take().expect("an unlimited test maps the reserve");
+        let whole = RESERVE_LEN.load(Relaxed);
+        assert_eq!(whole, RESERVE);
+        {
+            let _nested = Reserve::take().unwrap();
+        }
+        assert_eq!(RESERVE_LEN.load(Relaxed), whole, "the nested one kept it");
+        assert!(release_reserve(1 << 20));
+        assert!(release_reserve(1));
+        assert_eq!(RESERVE_LEN.load(Relaxed), whole - (1 << 20) - PAGE);
+        assert!(!reserve_low());
+        drop(r);
+        assert_eq!(RESERVE_LEN.load(Relaxed), 0, "put back when dropped");
+        assert!(!release_reserve(1), "nothing to give once put back");
     }
 
     /// The heaps are global and the tests check its counters before and

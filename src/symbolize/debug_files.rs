@@ -79,6 +79,9 @@ impl Dwarf {
         opened: &mut usize,
         poll: &mut dyn FnMut(),
     ) -> Option<Dwarf> {
+        if crate::hot::ownheap::low() {
+            return None;
+        }
         let main = Mapped::open(path, opened)?;
         let sup = match sup {
             Some(p) => Some(Mapped::open(p, opened)?),
@@ -101,7 +104,9 @@ impl Dwarf {
              -> Slice {
                 poll();
                 let data: &[u8] = match o.section_by_name(id.name()) {
-                    _ if skip || unread(id) => &[],
+                    // The kernel refused heaplive memory: the dump lives
+                    // on its reserve (`hot::ownheap`) and reads no more.
+                    _ if skip || unread(id) || crate::hot::ownheap::low() => &[],
                     Some(s) if !is_nobits(&s) => match uncompressed_data(&s) {
                         Some(std::borrow::Cow::Borrowed(b)) => b,
                         Some(std::borrow::Cow::Owned(v)) => {
@@ -163,6 +168,11 @@ impl Dwarf {
                 dwarf.debug_line = line.into();
             }
             poll();
+            // Parsing every unit's header takes memory too: not once the
+            // dump's reserve runs low (`hot::ownheap`).
+            if crate::hot::ownheap::low() {
+                return None;
+            }
             let ctx = addr2line::Context::from_dwarf(dwarf).ok()?;
             // What the lookups need of the files' pages reads in again;
             // the rest (compressed sections, already decompressed) need

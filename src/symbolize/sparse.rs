@@ -114,7 +114,9 @@ pub(super) fn build(
             line_programs: Vec::new(),
         });
     }
-    let ptr = sys::map_heap(len);
+    // Virtual (untouched but for the kept units), yet counted against
+    // RLIMIT_AS and RLIMIT_DATA: drawn on the dump's reserve if need be.
+    let ptr = crate::hot::ownheap::map_heap(len);
     if ptr.is_null() {
         return None;
     }
@@ -232,7 +234,7 @@ pub(super) fn build_lines(
         ptr: if len == 0 {
             core::ptr::null_mut()
         } else {
-            sys::map_heap(len)
+            crate::hot::ownheap::map_heap(len)
         },
         len,
         kept: starts.len(),
