@@ -215,3 +215,204 @@ fn endless_inputs_are_one_error_line() {
         show(&o)
     );
 }
+
+/// Item 8: something another user planted at `/tmp/heaplive-0` (a file, a
+/// symlink, a directory of theirs) made every root `heaplive dump` wait
+/// for a status file that was never written and report failure although
+/// the dump was written. The library now keeps its status in a
+/// `/tmp/heaplive-0.XXXXXX` of its own, where `heaplive dump` finds it.
+#[test]
+fn dump_succeeds_past_a_planted_status_directory() {
+    let (m, t) = crate::security::in_private_tmp(
+        r#"
+wait_usr2() {
+  for i in $(seq 500); do
+    m=$(awk '/^SigCgt:/ {print $2}' /proc/$1/status 2>/dev/null)
+    [ -n "$m" ] && [ $(( 0x$m & (1 << 11) )) -ne 0 ] && grep -q libheaplive /proc/$1/maps && return 0
+    sleep 0.02
+  done
+  return 1
+}
+mkdir -p /tmp/out && cd /tmp/out
+for plant in file symlink dir; do
+  rm -rf /tmp/heaplive-0 /tmp/heaplive-0.*
+  case $plant in
+    file) runuser -u $EVIL -- sh -c 'echo x > /tmp/heaplive-0' ;;
+    symlink) runuser -u $EVIL -- ln -s /tmp/elsewhere /tmp/heaplive-0 ;;
+    dir) runuser -u $EVIL -- mkdir -m 700 /tmp/heaplive-0 ;;
+  esac
+  LD_PRELOAD=$LIB HEAPLIVE_SAMPLE_INTERVAL=1 sleep 30 2>/tmp/err.$plant &
+  pid=$!
+  wait_usr2 $pid || echo "NOLIB_$plant=1"
+  out=$($HEAPLIVE dump --timeout 10 $pid 2>/tmp/dumperr.$plant)
+  echo "RC_$plant=$?"
+  echo "OUT_$plant=$out"
+  [ -n "$out" ] && [ -f "$out" ] && echo "FILE_$plant=1"
+  echo "WARN_$plant=$(grep -c 'using /tmp/heaplive-0\.' /tmp/err.$plant)"
+  echo "ERR_$plant=$(tr '\n' '|' < /tmp/dumperr.$plant)"
+  kill $pid; wait $pid 2>/dev/null
+  echo "PLANT_$plant=$(stat -c %U:%F /tmp/heaplive-0)"
+done
+"#,
+    );
+    for plant in ["file", "symlink", "dir"] {
+        let k = |key: &str| format!("{key}_{plant}");
+        assert!(!m.contains_key(&k("NOLIB")), "{t}");
+        assert_eq!(crate::security::get(&m, &k("RC"), &t), "0", "{plant}: {t}");
+        assert!(
+            crate::security::get(&m, &k("OUT"), &t).starts_with("/tmp/out/heaplive.sleep."),
+            "{plant}: {t}"
+        );
+        assert_eq!(
+            crate::security::get(&m, &k("FILE"), &t),
+            "1",
+            "{plant}: {t}"
+        );
+        assert_eq!(
+            crate::security::get(&m, &k("WARN"), &t),
+            "1",
+            "{plant}: {t}"
+        );
+        assert!(
+            crate::security::get(&m, &k("PLANT"), &t).starts_with(crate::security::EVIL),
+            "{plant}: the planted entry is left alone: {t}"
+        );
+    }
+}
+
+/// Item 8: `heaplive run` listed the files another process wrote into the
+/// same directory in the same second, and its count line counted dumps
+/// while it named their views too.
+#[test]
+fn run_lists_only_files_of_its_program_and_counts_them() {
+    let dir = tempdir("run-own-files");
+    // Another process's dump, written just before (the same second).
+    let other = dir.file("heaplive.other.999.1.folded", b"main 1\n");
+    let o = crate::cli::run_with_lib(&dir, &["run", "--", "bash", "-c", "exit 0"], &[]);
+    assert!(o.status.success(), "{}", show(&o));
+    let err = stderr(&o);
+    let listed: Vec<&str> = err.lines().filter_map(|l| l.strip_prefix("  ")).collect();
+    let mut want: Vec<String> = std::fs::read_dir(dir.path())
+        .expect("list the directory")
+        .flatten()
+        .map(|e| e.path().to_string_lossy().into_owned())
+        .filter(|p| *p != other && !p.ends_with(".peak.folded"))
+        .collect();
+    want.sort();
+    let mut got: Vec<String> = listed.iter().map(|s| s.to_string()).collect();
+    got.sort();
+    assert_eq!(got, want, "{err}");
+    assert!(want.len() >= 2, "a dump and its samples view: {err}");
+    let count = err
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("heaplive: ")?
+                .split_once(' ')?
+                .0
+                .parse::<usize>()
+                .ok()
+        })
+        .expect("a count line");
+    assert_eq!(
+        count,
+        listed.len(),
+        "the count line counts the files listed: {err}"
+    );
+}
+
+/// Item 8: attach said "try again" when no thread could ever be borrowed
+/// (every thread blocks or ignores SIGSEGV, which attach needs).
+#[test]
+fn attach_says_when_trying_again_cannot_help() {
+    let dir = tempdir("attach-segv");
+    let prog = spawn(
+        "sh",
+        &["-c", "trap '' SEGV; exec sleep 30"],
+        false,
+        &[],
+        &dir,
+    );
+    let pid = prog.0.id();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while std::fs::read_to_string(format!("/proc/{pid}/comm")).map_or(true, |c| c.trim() != "sleep")
+    {
+        assert!(std::time::Instant::now() < deadline, "sleep never started");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let o = heaplive_command(&["attach", &pid.to_string()])
+        .env("HEAPLIVE_LIB", lib())
+        .output()
+        .expect("run heaplive");
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{}", show(&o));
+    assert!(
+        err.starts_with(&format!(
+            "heaplive: every thread of process {pid} blocks or ignores SIGSEGV"
+        )),
+        "{err}"
+    );
+    assert!(!err.contains("try again"), "{err}");
+}
+
+/// Item 8: a process of the same user that is not dumpable (here one that
+/// called `prctl(PR_SET_DUMPABLE, 0)`) was answered with "run as its user
+/// or root"; the user is its user: only root can read it.
+#[test]
+fn dump_of_a_process_that_is_not_dumpable_says_why() {
+    let (m, t) = crate::security::in_private_tmp(
+        r#"
+as_evil() { setpriv --reuid=$EVIL --regid=$EVIL --clear-groups "$@"; }
+setpriv --reuid=$EVIL --regid=$EVIL --clear-groups perl -e 'syscall(157, 4, 0) == 0 or die "prctl: $!"; sleep 30' &
+P=$!
+for i in $(seq 200); do
+  as_evil cat /proc/$P/maps >/dev/null 2>&1 || break
+  sleep 0.05
+done
+as_evil $HEAPLIVE dump $P 2>/tmp/err
+echo "RC=$?"
+echo "ERR=$(head -1 /tmp/err)"
+echo "LINES=$(wc -l < /tmp/err)"
+kill $P; wait $P 2>/dev/null
+true
+"#,
+    );
+    assert_eq!(crate::security::get(&m, "RC", &t), "1", "{t}");
+    let err = crate::security::get(&m, "ERR", &t);
+    assert!(
+        err.contains("Permission denied (it is not dumpable: a setuid or setgid program, or one that called prctl(PR_SET_DUMPABLE, 0); run heaplive dump as root)"),
+        "{t}"
+    );
+    assert!(!err.contains("its user"), "{t}");
+    assert_eq!(crate::security::get(&m, "LINES", &t), "1", "{t}");
+}
+
+/// Item 8: a refused write named its path twice ("cannot write P (P: is a
+/// directory)"); now once, with the reason.
+#[test]
+fn a_refused_dump_names_its_path_once() {
+    let dir = tempdir("refused-once");
+    let target = dir.join("d.folded");
+    std::fs::create_dir(&target).expect("mkdir d.folded");
+    let target = target.to_str().expect("utf-8");
+    let o = run_preloaded(
+        &dir,
+        std::path::Path::new("/bin/bash"),
+        &["-c", "exit 0"],
+        &[
+            ("HEAPLIVE_OUTPUT", target),
+            ("HEAPLIVE_SAMPLE_INTERVAL", "1"),
+        ],
+    );
+    let err = stderr(&o);
+    let line = err
+        .lines()
+        .find(|l| l.contains("dump failed"))
+        .unwrap_or_else(|| panic!("no failed dump line: {err}"));
+    assert!(
+        line.ends_with(&format!(
+            "exit dump failed: cannot write {target} (is a directory)"
+        )),
+        "{err}"
+    );
+    assert_eq!(line.matches(target).count(), 1, "{err}");
+}

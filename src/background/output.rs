@@ -5,7 +5,7 @@
 use heaplive_format::status;
 use std::ffi::CString;
 use std::io::{self, Write};
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 
 pub use heaplive_format::template::expand;
@@ -374,7 +374,7 @@ pub fn write_with_fallback(
                         "heaplive[{}]: cannot write {} ({}); wrote {} instead",
                         crate::hot::sys::getpid(),
                         path.display(),
-                        e,
+                        why(path, &e),
                         alt.display()
                     ));
                     Ok(alt)
@@ -386,9 +386,9 @@ pub fn write_with_fallback(
                         format!(
                             "cannot write {} ({}) nor {} ({})",
                             path.display(),
-                            e,
+                            why(path, &e),
                             alt.display(),
-                            e2
+                            why(&alt, &e2)
                         ),
                     ),
                 )),
@@ -398,9 +398,20 @@ pub fn write_with_fallback(
             e.kind(),
             Refused(
                 errno_of(&e),
-                format!("cannot write {} ({})", path.display(), e),
+                format!("cannot write {} ({})", path.display(), why(path, &e)),
             ),
         )),
+    }
+}
+
+/// Why writing `path` failed, without the path when the error names it
+/// already (a refusal: "PATH: is a directory"), so a message names it once.
+fn why(path: &Path, e: &io::Error) -> String {
+    let text = e.to_string();
+    let shown = path.display().to_string();
+    match text.strip_prefix(&shown).and_then(|r| r.strip_prefix(": ")) {
+        Some(rest) => rest.to_string(),
+        None => text,
     }
 }
 
@@ -416,7 +427,7 @@ pub fn write_explicit(
             e.kind(),
             Refused(
                 errno_of(&e),
-                format!("cannot write {} ({})", path.display(), e),
+                format!("cannot write {} ({})", path.display(), why(path, &e)),
             ),
         )),
     }
@@ -449,16 +460,114 @@ fn status_dir(create: bool) -> Option<PathBuf> {
     match verdict {
         Ok(()) => Some(dir),
         Err(why) => {
+            let alt = fallback_status_dir(uid, create);
             if !WARNED.swap(true, Relaxed) {
-                crate::hot::log::line(format_args!(
-                    "heaplive[{}]: status directory {} {}; not used (`heaplive dump` cannot follow this process's dumps)",
-                    crate::hot::sys::getpid(),
-                    dir.display(),
-                    why
-                ));
+                match &alt {
+                    Some(alt) => crate::hot::log::line(format_args!(
+                        "heaplive[{}]: status directory {} {}; using {} instead (remove {} to use it again)",
+                        crate::hot::sys::getpid(),
+                        dir.display(),
+                        why,
+                        alt.display(),
+                        dir.display()
+                    )),
+                    None if create => crate::hot::log::line(format_args!(
+                        "heaplive[{}]: status directory {} {}, and no other could be made; not used (`heaplive dump` cannot follow this process's dumps; remove {})",
+                        crate::hot::sys::getpid(),
+                        dir.display(),
+                        why,
+                        dir.display()
+                    )),
+                    None => {}
+                }
             }
-            None
+            alt
         }
+    }
+}
+
+/// The fallback status directory (`status::fallback_prefix`): the one this
+/// process found or made before (for the same uid), else the first
+/// `/tmp/heaplive-<uid>.*` that passes the check, else (when `create`) a
+/// new one from `mkdtemp` (mode 0700).
+fn fallback_status_dir(uid: u32, create: bool) -> Option<PathBuf> {
+    static FOUND: std::sync::Mutex<Option<(u32, PathBuf)>> = std::sync::Mutex::new(None);
+    // try_lock: a child forked while another thread held it looks again.
+    let mut found = FOUND.try_lock().ok()?;
+    let trusted = |d: &Path| {
+        lstat(d).is_ok_and(|st| {
+            status::check_dir(
+                kind(&st) == libc::S_IFDIR,
+                kind(&st) == libc::S_IFLNK,
+                st.st_uid,
+                st.st_mode,
+                uid,
+            )
+            .is_ok()
+        })
+    };
+    if let Some((u, d)) = found.as_ref()
+        && *u == uid
+        && trusted(d)
+    {
+        return Some(d.clone());
+    }
+    let parent = status::dir(uid);
+    let parent = parent.parent().unwrap_or(Path::new("/tmp"));
+    let prefix = status::fallback_prefix(uid);
+    let names = crate::background::dir::names_where(parent, |b| b.starts_with(prefix.as_bytes()))
+        .unwrap_or_default();
+    let mut pick = names
+        .iter()
+        .map(|n| parent.join(n))
+        .filter(|d| trusted(d))
+        .min();
+    if pick.is_none() && create {
+        let mut t = parent
+            .join(format!("{prefix}XXXXXX"))
+            .into_os_string()
+            .into_vec();
+        t.push(0);
+        // SAFETY: a NUL-terminated, writable template; mkdtemp makes the
+        // directory mode 0700 and never follows a symlink.
+        let made = unsafe { !libc::mkdtemp(t.as_mut_ptr().cast()).is_null() };
+        t.pop();
+        let d = PathBuf::from(std::ffi::OsString::from_vec(t));
+        if made && trusted(&d) {
+            pick = Some(d);
+        }
+    }
+    if let Some(d) = &pick {
+        *found = Some((uid, d.clone()));
+    }
+    pick
+}
+
+/// Whether the status directory `/tmp/heaplive-<euid>` is not ours (so a
+/// status file may be in a fallback): one lstat of a path formatted on the
+/// stack, nothing allocated.
+fn primary_status_dir_refused() -> bool {
+    let uid = euid();
+    let mut b = crate::hot::sys::StackBuf::<64>::new();
+    b.push_bytes(status::DIR_PREFIX.as_bytes());
+    b.push_dec(uid.into());
+    b.push_bytes(b"\0");
+    // SAFETY: a NUL-terminated path (checked) and a zeroed out-struct.
+    unsafe {
+        let mut st: libc::stat = core::mem::zeroed();
+        if b.as_bytes().last() != Some(&0)
+            || libc::lstat(b.as_bytes().as_ptr().cast(), &mut st) != 0
+        {
+            return crate::hot::sys::errno() != libc::ENOENT;
+        }
+        status::check_dir(
+            kind(&st) == libc::S_IFDIR,
+            kind(&st) == libc::S_IFLNK,
+            st.st_uid,
+            st.st_mode,
+            uid,
+        )
+        .is_err()
     }
 }
 
@@ -548,7 +657,7 @@ pub fn remove_status(pid: u32) {
             && libc::lstat(b.as_bytes().as_ptr().cast(), &mut st) != 0
             && crate::hot::sys::errno() == libc::ENOENT
     };
-    if absent {
+    if absent && !primary_status_dir_refused() {
         return;
     }
     if let Some(dir) = status_dir(false) {

@@ -300,6 +300,9 @@ fn borrow_thread(pid: i32, maps: &[Map]) -> Res<Stopped> {
         })
     };
     let mut last = String::from("no thread found");
+    // Whether a thread was ever a candidate (not blocking SIGSEGV): when
+    // none was, trying again cannot help.
+    let mut candidate = false;
     for round in 0..400 {
         let mut ts = threads(pid);
         if ts.is_empty() {
@@ -311,6 +314,7 @@ fn borrow_thread(pid: i32, maps: &[Map]) -> Res<Stopped> {
             if segv_masked(pid, tid) {
                 continue;
             }
+            candidate = true;
             let s = match Stopped::stop(pid, tid) {
                 Ok(s) => s,
                 Err(e) => {
@@ -333,8 +337,13 @@ fn borrow_thread(pid: i32, maps: &[Map]) -> Res<Stopped> {
         }
         std::thread::sleep(Duration::from_millis(2));
     }
+    if !candidate {
+        return error(format!(
+            "every thread of process {pid} blocks or ignores SIGSEGV (see SigBlk and SigIgn in /proc/{pid}/task/*/status), which attach needs to get the thread back: this process cannot be attached; start it under heaplive run instead"
+        ));
+    }
     error(format!(
-        "no thread of process {pid} could be borrowed safely ({last}); try again"
+        "no thread of process {pid} could be borrowed safely in 400 tries ({last}); try again when it is less busy, or start it under heaplive run"
     ))
 }
 

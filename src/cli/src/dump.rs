@@ -77,10 +77,13 @@ pub fn main(a: DumpArgs) -> Res<()> {
                     )),
                 },
                 _ if !was_alive => fail(format!(
-                    "pid {} ({}): exited before writing a dump (did {} kill it?)",
+                    "pid {} ({}): {} before writing a dump",
                     t.pid,
                     t.proc.comm,
-                    Name(t.signal)
+                    std::fs::read_to_string(format!("/proc/{}/stat", t.pid))
+                        .ok()
+                        .and_then(|s| how_it_ended(&s, t.signal))
+                        .unwrap_or_else(|| "exited".to_string())
                 )),
                 _ if Instant::now() >= deadline => {
                     fail(format!("pid {}: no dump after {timeout} s", t.pid))
@@ -121,6 +124,32 @@ impl Proc {
         };
         parse_stat(&stat).ok_or_else(|| format!("pid {pid}: cannot parse /proc/{pid}/stat"))
     }
+}
+
+/// How a zombie ended, from its `/proc/PID/stat` (field 52, the status
+/// `waitpid` will report; readable until its parent reaps it): "exited
+/// with status 0 (a worker recycled ...)" or "was killed by SIGUSR2 ...".
+/// None when the process is not a zombie or the field is not there.
+fn how_it_ended(stat: &str, dump_signal: i32) -> Option<String> {
+    let close = stat.rfind(')')?;
+    let fields: Vec<&str> = stat[close + 1..].split_whitespace().collect();
+    if !matches!(fields.first(), Some(&"Z")) {
+        return None;
+    }
+    let code: i32 = fields.get(49)?.parse().ok()?;
+    let (sig, status) = (code & 0x7f, (code >> 8) & 0xff);
+    Some(if sig == 0 {
+        format!(
+            "exited with status {status} (it ended on its own meanwhile, like a worker that is recycled; dump one that stays)"
+        )
+    } else if sig == dump_signal {
+        format!(
+            "was killed by {} (its handler was not installed: library not initialised yet, or the handler was replaced)",
+            Name(sig)
+        )
+    } else {
+        format!("was killed by {}", Name(sig))
+    })
 }
 
 /// `pid (comm) S ppid ... starttime ...`; comm may hold spaces and `)`.
@@ -258,9 +287,7 @@ fn read_status_of(
     uid: u32,
     started: Option<SystemTime>,
 ) -> Result<Option<Status>, String> {
-    use std::io::Read;
     use std::os::unix::fs::MetadataExt;
-    use std::os::unix::fs::OpenOptionsExt;
     if let Some(root) = &view.root {
         // The process's /tmp itself must be a directory: a symlink there
         // would lead the lookup out of its files into ours.
@@ -271,18 +298,61 @@ fn read_status_of(
         }
     }
     let dir = std::path::PathBuf::from(view.outside(&status::dir(uid).to_string_lossy()));
-    let m = match std::fs::symlink_metadata(&dir) {
-        Ok(m) => m,
-        Err(_) => return Ok(None),
+    let trusted = |dir: &std::path::Path| match std::fs::symlink_metadata(dir) {
+        Ok(m) => status::check_dir(
+            m.is_dir(),
+            m.file_type().is_symlink(),
+            m.uid(),
+            m.mode(),
+            uid,
+        )
+        .map(|()| true)
+        .map_err(|why| format!("{} {why}", dir.display())),
+        Err(_) => Ok(false),
     };
-    status::check_dir(
-        m.is_dir(),
-        m.file_type().is_symlink(),
-        m.uid(),
-        m.mode(),
-        uid,
-    )
-    .map_err(|why| format!("{} {why}", dir.display()))?;
+    let primary = trusted(&dir);
+    if primary == Ok(true)
+        && let Some(s) = read_status_file(&dir, view, uid, started)?
+    {
+        return Ok(Some(s));
+    }
+    // The library's fallbacks when the directory is not its own (another
+    // user planted something there): /tmp/heaplive-<uid>.XXXXXX.
+    let parent = dir.parent().unwrap_or(std::path::Path::new("/tmp"));
+    let prefix = status::fallback_prefix(uid);
+    let mut alts: Vec<std::path::PathBuf> = std::fs::read_dir(parent)
+        .map(|rd| {
+            rd.flatten()
+                .filter(|e| {
+                    e.file_name()
+                        .as_encoded_bytes()
+                        .starts_with(prefix.as_bytes())
+                })
+                .map(|e| e.path())
+                .collect()
+        })
+        .unwrap_or_default();
+    alts.sort();
+    for alt in alts {
+        if trusted(&alt) == Ok(true)
+            && let Some(s) = read_status_file(&alt, view, uid, started)?
+        {
+            return Ok(Some(s));
+        }
+    }
+    primary.map(|_| None)
+}
+
+/// The status file of the process in the trusted directory `dir`.
+fn read_status_file(
+    dir: &std::path::Path,
+    view: &View,
+    uid: u32,
+    started: Option<SystemTime>,
+) -> Result<Option<Status>, String> {
+    use std::io::Read;
+    use std::os::unix::fs::MetadataExt;
+    use std::os::unix::fs::OpenOptionsExt;
     let path = dir.join(view.nspid.to_string());
     let f = match std::fs::OpenOptions::new()
         .read(true)
@@ -370,8 +440,9 @@ fn prepare(pid: i32) -> Result<Target, String> {
         }
         Err(e) => {
             return Err(format!(
-                "{who}: cannot read {maps_path}: {} (run as its user or root)",
-                io_msg(&e)
+                "{who}: cannot read {maps_path}: {}{}",
+                io_msg(&e),
+                unreadable_why(pid, &e)
             ));
         }
     };
@@ -410,6 +481,26 @@ fn prepare(pid: i32) -> Result<Target, String> {
         signal,
         before,
     })
+}
+
+/// Why /proc/PID/maps was refused, and what to do, for the error line.
+fn unreadable_why(pid: i32, e: &std::io::Error) -> String {
+    if e.kind() != std::io::ErrorKind::PermissionDenied {
+        return String::new();
+    }
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    let theirs = uids_of(pid);
+    if me == 0 {
+        " (a security module, AppArmor or SELinux, forbids it even to root)".to_string()
+    } else if theirs.first().is_some_and(|&u| u != me) {
+        format!(
+            " (it runs as uid {}: run heaplive dump as that user or as root)",
+            theirs[0]
+        )
+    } else {
+        " (it is not dumpable: a setuid or setgid program, or one that called prctl(PR_SET_DUMPABLE, 0); run heaplive dump as root)".to_string()
+    }
 }
 
 /// Whether `pid` has a handler for `sig`, from SigCgt in /proc/PID/status.
@@ -513,6 +604,33 @@ fn send(t: &Target) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A zombie's stat line with `exit_code` (field 52) set.
+    fn zombie(exit_code: i32) -> String {
+        let mut f: Vec<String> = (4..=52).map(|_| "0".to_string()).collect();
+        f[52 - 4] = exit_code.to_string();
+        format!("42 (php-fpm: pool www) Z {}", f.join(" "))
+    }
+
+    /// Issue 25, item 8: a worker that exited with status 0 was reported
+    /// as "did SIGUSR2 kill it?".
+    #[test]
+    fn how_a_zombie_ended() {
+        let usr2 = libc::SIGUSR2;
+        let s = how_it_ended(&zombie(0), usr2).unwrap();
+        assert!(s.starts_with("exited with status 0 ("), "{s}");
+        assert!(!s.contains("SIGUSR2"), "{s}");
+        let s = how_it_ended(&zombie(3 << 8), usr2).unwrap();
+        assert!(s.starts_with("exited with status 3 ("), "{s}");
+        let s = how_it_ended(&zombie(usr2), usr2).unwrap();
+        assert!(s.starts_with("was killed by SIGUSR2 (its handler"), "{s}");
+        assert_eq!(
+            how_it_ended(&zombie(libc::SIGKILL), usr2).unwrap(),
+            "was killed by SIGKILL"
+        );
+        let running = zombie(0).replace(") Z ", ") S ");
+        assert_eq!(how_it_ended(&running, usr2), None);
+    }
 
     #[test]
     fn stat() {

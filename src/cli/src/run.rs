@@ -11,7 +11,7 @@ use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicI32, Ordering};
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 /// The pid of the running child, for the forwarding signal handler.
 static CHILD: AtomicI32 = AtomicI32::new(0);
@@ -75,12 +75,16 @@ pub fn main(a: RunArgs) -> Res<()> {
         })
         .unwrap_or_else(|| template::DEFAULT.to_string());
     let start_dir = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
-    let started = SystemTime::now();
+    let before = if quiet {
+        Seen::new()
+    } else {
+        files_before(&template, &start_dir)
+    };
 
     let code = run_child(&command, &preload, &vars, quiet)?;
 
     if !quiet {
-        report_files(&template, &start_dir, started);
+        report_files(&template, &start_dir, &before);
     }
     if code == 0 {
         Ok(())
@@ -226,34 +230,42 @@ pub fn find_library() -> Res<PathBuf> {
     Ok(lib)
 }
 
-/// Lists, on stderr, the files matching the template that were modified
-/// since the child started, in the template's directory and the library's
-/// fallback directories.
-fn report_files(template: &str, start_dir: &Path, started: SystemTime) {
+/// What a file was when the program started: a file that is the same
+/// afterwards (same inode, size and time) is not the program's.
+type Seen = std::collections::HashMap<PathBuf, (u64, u64, Option<SystemTime>)>;
+
+fn identity(m: &std::fs::Metadata) -> (u64, u64, Option<SystemTime>) {
+    use std::os::unix::fs::MetadataExt;
+    (m.ino(), m.len(), m.modified().ok())
+}
+
+/// The directories where the dumps of `template` (relative to
+/// `start_dir`) go: the template's directory and the library's fallback
+/// directories; None when the directory itself has `%` in it.
+fn dump_dirs(template: &str, start_dir: &Path) -> Option<(Vec<PathBuf>, String)> {
     let path = start_dir.join(template);
     let (dir, name) = match (path.parent(), path.file_name().and_then(|n| n.to_str())) {
         (Some(d), Some(n)) => (d.to_path_buf(), n.to_string()),
-        _ => return,
+        _ => return None,
     };
     if dir.to_string_lossy().contains('%') {
-        say!("heaplive: dump files go to {}", path.display());
-        return;
+        return None;
     }
-    let since = started
-        .checked_sub(Duration::from_secs(1))
-        .unwrap_or(started);
     let mut dirs = vec![dir];
     if let Some(t) = std::env::var_os("TMPDIR").filter(|t| !t.is_empty()) {
         dirs.push(PathBuf::from(t));
     }
     dirs.push(PathBuf::from("/tmp"));
     let mut seen = std::collections::HashSet::new();
-    let mut found: Vec<(SystemTime, PathBuf)> = Vec::new();
-    for d in &dirs {
-        let canon = std::fs::canonicalize(d).unwrap_or_else(|_| d.clone());
-        if !seen.insert(canon) {
-            continue;
-        }
+    dirs.retain(|d| seen.insert(std::fs::canonicalize(d).unwrap_or_else(|_| d.clone())));
+    Some((dirs, name))
+}
+
+/// The regular files in `dirs` whose names fit the template's name, and
+/// the views next to them.
+fn dump_files(dirs: &[PathBuf], name: &str) -> Seen {
+    let mut out = Seen::new();
+    for d in dirs {
         let Ok(entries) = std::fs::read_dir(d) else {
             continue;
         };
@@ -262,44 +274,109 @@ fn report_files(template: &str, start_dir: &Path, started: SystemTime) {
             let Some(fname) = fname.to_str() else {
                 continue;
             };
-            if !template::matches_dump_file(&name, fname) {
+            if !template::matches_dump_file(name, fname) {
                 continue;
             }
             let Ok(meta) = e.metadata() else { continue };
-            match meta.modified() {
-                Ok(m) if meta.is_file() && m >= since => found.push((m, e.path())),
-                _ => {}
+            if !meta.is_file() {
+                continue;
+            }
+            out.insert(e.path(), identity(&meta));
+            let Some(stem) = fname.strip_suffix(".folded") else {
+                continue;
+            };
+            for view in ["alloc", "samples", "peak"] {
+                let v = d.join(format!("{stem}.{view}.folded"));
+                if let Ok(m) = std::fs::symlink_metadata(&v)
+                    && m.is_file()
+                {
+                    out.insert(v, identity(&m));
+                }
             }
         }
     }
+    out
+}
+
+/// The dump files there before the program starts (see `report_files`).
+fn files_before(template: &str, start_dir: &Path) -> Seen {
+    match dump_dirs(template, start_dir) {
+        Some((dirs, name)) => dump_files(&dirs, &name),
+        None => Seen::new(),
+    }
+}
+
+/// Lists, on stderr, the files matching the template (and their views)
+/// that appeared or changed while the program ran, in the template's
+/// directory and the library's fallback directories. A file that was
+/// there unchanged before is another process's, however recent.
+fn report_files(template: &str, start_dir: &Path, before: &Seen) {
+    let Some((dirs, name)) = dump_dirs(template, start_dir) else {
+        say!(
+            "heaplive: dump files go to {}",
+            start_dir.join(template).display()
+        );
+        return;
+    };
+    let mut found: Vec<(Option<SystemTime>, PathBuf)> = dump_files(&dirs, &name)
+        .into_iter()
+        .filter(|(p, id)| before.get(p) != Some(id))
+        .map(|(p, id)| (id.2, p))
+        .collect();
     found.sort();
-    if found.is_empty() {
+    let is_view = |p: &Path| {
+        let n = p.to_string_lossy();
+        [".alloc.folded", ".samples.folded", ".peak.folded"]
+            .iter()
+            .any(|v| n.ends_with(v))
+    };
+    let dumps: Vec<&PathBuf> = found.iter().map(|f| &f.1).filter(|p| !is_view(p)).collect();
+    if dumps.is_empty() {
         say!(
             "heaplive: no dump files matching {} were written (a process killed by a signal writes no exit dump)",
-            path.display()
+            start_dir.join(template).display()
         );
         return;
     }
-    let n = found.len();
-    say!(
-        "heaplive: {n} dump file{} written:",
-        if n == 1 { "" } else { "s" }
-    );
-    for (_, p) in &found {
-        say!("  {}", p.display());
-        // The views written next to it (HEAPLIVE_VIEWS).
-        let Some(stem) = p.to_str().and_then(|s| s.strip_suffix(".folded")) else {
+    // Each dump, then the views written next to it (HEAPLIVE_VIEWS); the
+    // peak's stacks are named on their own line.
+    let mut listed = Vec::new();
+    let mut peaks = Vec::new();
+    for d in &dumps {
+        listed.push(d.to_string_lossy().into_owned());
+        let stem = d.to_string_lossy();
+        let Some(stem) = stem.strip_suffix(".folded") else {
             continue;
         };
         for view in ["alloc", "samples"] {
             let v = format!("{stem}.{view}.folded");
-            if Path::new(&v).is_file() {
-                say!("  {v}");
+            if found.iter().any(|f| f.1 == Path::new(&v)) {
+                listed.push(v);
             }
         }
         let peak = format!("{stem}.peak.folded");
-        if let Some(bytes) = crate::folded::read_regular(&peak) {
-            let total = heaplive_format::folded::parse(&peak, &bytes).map_or(0, |s| s.total());
+        if found.iter().any(|f| f.1 == Path::new(&peak)) {
+            peaks.push(peak);
+        }
+    }
+    let (n, nd) = (listed.len(), dumps.len());
+    let plural = |k: usize| if k == 1 { "" } else { "s" };
+    if n == nd {
+        say!("heaplive: {n} dump file{} written:", plural(n));
+    } else {
+        say!(
+            "heaplive: {n} files written ({nd} dump{} and {} view{}):",
+            plural(nd),
+            n - nd,
+            plural(n - nd)
+        );
+    }
+    for p in &listed {
+        say!("  {p}");
+    }
+    for peak in &peaks {
+        if let Some(bytes) = crate::folded::read_regular(peak) {
+            let total = heaplive_format::folded::parse(peak, &bytes).map_or(0, |s| s.total());
             say!(
                 "heaplive: peak: {} live at the highest peak (above the exit total), stacks in {peak}",
                 heaplive_format::units::human(total)

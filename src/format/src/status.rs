@@ -19,6 +19,16 @@ pub fn dir(uid: u32) -> PathBuf {
     PathBuf::from(format!("{DIR_PREFIX}{uid}"))
 }
 
+/// When `/tmp/heaplive-<uid>` cannot be trusted (another user planted a
+/// file, a symlink or a directory there), the library uses a directory of
+/// its own made with `mkdtemp` next to it, `/tmp/heaplive-<uid>.XXXXXX`
+/// (the first such one that passes [`check_dir`]), and `heaplive dump`
+/// looks in those too: nobody else can make a directory that is owned by
+/// `uid`, so a planted name blocks only itself. This is the name's start.
+pub fn fallback_prefix(uid: u32) -> String {
+    format!("heaplive-{uid}.")
+}
+
 /// The status file of process `pid` running as `uid`.
 pub fn path(uid: u32, pid: u32) -> PathBuf {
     dir(uid).join(pid.to_string())
