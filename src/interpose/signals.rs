@@ -408,7 +408,15 @@ pub unsafe extern "C" fn pthread_kill(t: libc::pthread_t, sig: c_int) -> c_int {
 #[cfg_attr(not(test), unsafe(no_mangle))]
 pub unsafe extern "C" fn tgkill(tgid: libc::pid_t, tid: libc::pid_t, sig: c_int) -> c_int {
     let a = nosys!(Tgkill);
-    let real = || call!(a, fn(libc::pid_t, libc::pid_t, c_int) -> c_int, tgid, tid, sig);
+    let real = || {
+        call!(
+            a,
+            fn(libc::pid_t, libc::pid_t, c_int) -> c_int,
+            tgid,
+            tid,
+            sig
+        )
+    };
     if !is_dump_signal(sig) || tgid != crate::hot::sys::getpid() as libc::pid_t {
         return real();
     }
@@ -460,7 +468,15 @@ pub unsafe extern "C" fn kill(pid: libc::pid_t, sig: c_int) -> c_int {
 #[cfg_attr(not(test), unsafe(no_mangle))]
 pub unsafe extern "C" fn sigqueue(pid: libc::pid_t, sig: c_int, value: libc::sigval) -> c_int {
     let a = nosys!(Sigqueue);
-    let real = || call!(a, fn(libc::pid_t, c_int, libc::sigval) -> c_int, pid, sig, value);
+    let real = || {
+        call!(
+            a,
+            fn(libc::pid_t, c_int, libc::sigval) -> c_int,
+            pid,
+            sig,
+            value
+        )
+    };
     if is_dump_signal(sig) && pid == crate::hot::sys::getpid() as libc::pid_t {
         let info = signal::own_info(Some(value.sival_ptr as usize));
         return signal::send_own(&info, &real);
