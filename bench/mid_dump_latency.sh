@@ -2,7 +2,7 @@
 # How long after a dump signal its snapshot is taken when the signal
 # arrives while heaplive's thread is building another dump (the first dump
 # of a program with N call sites: libc's debug information and N stacks to
-# symbolize). preload-tests/progs/sig_mid_dump.c sends itself signal 1,
+# symbolize). preload-tests/progs/sig_mid_dump.c has a child send it signal 1,
 # then signal 2 after a random delay of 0-400 ms, and measures the time
 # from signal 2 to its own handler, which heaplive runs right after the
 # snapshot. Prints each run's latency and dump 1's time, then min / median

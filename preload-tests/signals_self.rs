@@ -100,3 +100,29 @@ fn another_dump_signal_sent_to_itself_is_the_programs() {
         &[("HEAPLIVE_SIGNAL", "RTMIN+3")],
     );
 }
+
+/// A dump request's re-raise is not the program's: Zend's signal layer
+/// (php-fpm workers, whose own disposition is SIG_DFL) defers the signal
+/// its handler got and re-raises it later with the default action on the
+/// PHP thread; heaplive takes that as the dump request's and the process
+/// lives (`sig_deferred.c`).
+#[test]
+fn a_deferred_reraise_of_a_dump_request_does_not_end_the_process() {
+    let dir = tempdir("sig_deferred");
+    let prog = compile("sig_deferred.c", "sig_deferred", dir.path(), &[]);
+    for interval in ["1", "524288"] {
+        let o = run_preloaded(
+            dir.path(),
+            &prog,
+            &[],
+            &[("HEAPLIVE_SAMPLE_INTERVAL", interval)],
+        );
+        assert!(o.status.success(), "interval {interval}\n{}", show(&o));
+        assert_eq!(
+            stdout(&o),
+            "handler 1, survived the re-raise, dumped 1\n",
+            "interval {interval}\n{}",
+            show(&o)
+        );
+    }
+}

@@ -21,6 +21,7 @@
  * an optional argument delays signal 2 by that many microseconds). */
 #include "sig_common.h"
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 
 #include "sig_mid_dump_sites.h"
@@ -72,11 +73,15 @@ static void wait_ack(void) {
     }
 }
 
+/* When the child sent the signal (a shared page). */
+static volatile long *sent_at;
+
 static void dump_signal_from_outside(void) {
     /* From another process, as kill(1): a signal the program sent itself
      * would be its own, not a dump request. */
     pid_t me = getpid(), c = fork();
     if (c == 0) {
+        *sent_at = now_ns();
         syscall(SYS_kill, me, SIGUSR2);
         _exit(0);
     }
@@ -93,6 +98,8 @@ int main(int argc, char **argv) {
      * (how far into dump 1 it lands). */
     long delay_us = argc > 1 ? atol(argv[1]) : 0;
     if (pipe(ack_pipe) != 0) return 2;
+    sent_at = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (sent_at == MAP_FAILED) return 2;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_dump_signal;
@@ -106,8 +113,8 @@ int main(int argc, char **argv) {
     free(a);
     void *b = keep_b(2000000);
     if (delay_us > 0) sleep_ms(delay_us / 1000);
-    long sent = now_ns();
     dump_signal_from_outside();
+    long sent = *sent_at;
     int conclusive = status_dumps_raw() == 0;
     wait_ack();
     free(b);

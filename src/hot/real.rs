@@ -94,8 +94,6 @@ pub enum Sym {
     Setgroups,
     Initgroups,
     Kill,
-    Sigqueue,
-    Tgkill,
     // C++: resolved lazily.
     New,
     NewArr,
@@ -228,8 +226,6 @@ pub(crate) const NAMES: [&[u8]; COUNT] = [
     b"setgroups\0",
     b"initgroups\0",
     b"kill\0",
-    b"sigqueue\0",
-    b"tgkill\0",
     b"_Znwm\0",
     b"_Znam\0",
     b"_ZnwmRKSt9nothrow_t\0",

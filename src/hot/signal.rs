@@ -75,6 +75,15 @@ static LAST_TAKEN_UID: AtomicU32 = AtomicU32::new(0);
 /// heaplive's thread (Zend's handler re-raises with the default action):
 /// they reach the program's handler but ask for no dump of their own.
 static RERAISED: AtomicU32 = AtomicU32::new(0);
+/// When the program's handler last got a dump request (0: not since the
+/// last re-raise taken). Zend's signal layer may defer that signal and
+/// re-raise it later on the PHP thread with the default action
+/// (`kill(getpid())` after setting SIG_DFL): that re-raise is the dump
+/// request's, not the program's, and must not end the process.
+static OWED_NS: AtomicU64 = AtomicU64::new(0);
+/// How long after a dump request reached the program's handler a SIG_DFL
+/// signal of the program's own counts as that request's re-raise.
+const OWED_FOR_NS: u64 = 1_000_000_000;
 /// si_value of heaplive's own wake-up signal ("heaplive").
 const WAKE: usize = 0x6865_6170_6c69_7665;
 /// The high half of the si_value that stands for a kill() of the program's
@@ -206,6 +215,12 @@ pub fn own_info(value: Option<usize>) -> libc::siginfo_t {
 /// would make one) or stops it; heaplive's handler comes back after a
 /// stop.
 fn die_by(sig: c_int) {
+    let owed = OWED_NS.swap(0, AcqRel);
+    if owed != 0 && sys::now_nanos().saturating_sub(owed) < OWED_FOR_NS {
+        // The re-raise of a dump request the handler deferred (see
+        // `OWED_NS`): a dump request never ends the process.
+        return;
+    }
     if matches!(
         sig,
         libc::SIGCHLD | libc::SIGURG | libc::SIGWINCH | libc::SIGCONT
@@ -324,6 +339,9 @@ extern "C" fn on_signal(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut core::
         .is_ok();
     if !forwarded && !STEPPED_ASIDE.load(Acquire) {
         crate::hot::trigger::request_from_signal();
+    }
+    if program_handles() {
+        OWED_NS.store(sys::now_nanos(), Release);
     }
     chain(sig, info, ctx);
     sys::set_errno(saved);
@@ -796,6 +814,7 @@ pub fn deliver_to_program(info: &mut libc::siginfo_t) {
     if !program_handles() {
         return;
     }
+    OWED_NS.store(sys::now_nanos(), Release);
     let sig = signal();
     let tid = WAITER_TID.load(Acquire);
     if tid != 0 {

@@ -407,8 +407,9 @@ pub unsafe extern "C" fn pthread_kill(t: libc::pthread_t, sig: c_int) -> c_int {
 /// The contract of C's `tgkill`.
 #[cfg_attr(not(test), unsafe(no_mangle))]
 pub unsafe extern "C" fn tgkill(tgid: libc::pid_t, tid: libc::pid_t, sig: c_int) -> c_int {
-    let a = nosys!(Tgkill);
-    let real = || call!(a, fn(libc::pid_t, libc::pid_t, c_int) -> c_int, tgid, tid, sig);
+    // glibc's tgkill is the system call alone.
+    // SAFETY: the caller's arguments, passed on.
+    let real = || unsafe { libc::syscall(libc::SYS_tgkill, tgid, tid, sig) as c_int };
     if !is_dump_signal(sig) || tgid != crate::hot::sys::getpid() as libc::pid_t {
         return real();
     }
@@ -459,10 +460,20 @@ pub unsafe extern "C" fn kill(pid: libc::pid_t, sig: c_int) -> c_int {
 /// The contract of C's `sigqueue`.
 #[cfg_attr(not(test), unsafe(no_mangle))]
 pub unsafe extern "C" fn sigqueue(pid: libc::pid_t, sig: c_int, value: libc::sigval) -> c_int {
-    let a = nosys!(Sigqueue);
-    let real = || call!(a, fn(libc::pid_t, c_int, libc::sigval) -> c_int, pid, sig, value);
+    // glibc's sigqueue: this siginfo and the system call.
+    let mut info = signal::own_info(Some(value.sival_ptr as usize));
+    // SAFETY: a siginfo_t starts with si_signo.
+    unsafe { *(&mut info as *mut libc::siginfo_t as *mut c_int) = sig };
+    // SAFETY: a valid siginfo.
+    let real = || unsafe {
+        libc::syscall(
+            libc::SYS_rt_sigqueueinfo,
+            pid,
+            sig,
+            &info as *const libc::siginfo_t,
+        ) as c_int
+    };
     if is_dump_signal(sig) && pid == crate::hot::sys::getpid() as libc::pid_t {
-        let info = signal::own_info(Some(value.sival_ptr as usize));
         return signal::send_own(&info, &real);
     }
     real()
