@@ -40,10 +40,11 @@
 #                           change it)
 #   PHPB_LABEL=TEXT         a label for the report's heading ("before", ...)
 #   PHPB_RESULTS=bench/RESULTS.md  where the report is appended
+#   PHPB_OUT=bench/out/php  where runs, logs and raw data go
 set -u
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
-OUT=$HERE/out/php
+OUT=${PHPB_OUT:-$HERE/out/php}
 SRC=$HERE/src
 mkdir -p "$OUT/tmp" "$OUT/logs"
 ROUNDS=${PHPB_ROUNDS:-7}
@@ -130,7 +131,8 @@ if [[ " $ONLY " == *" callgrind "* ]]; then
             env "${ENV[@]}" valgrind --tool=callgrind --callgrind-out-file="$f" "${CMD[@]}" \
                 > "$OUT/logs/cg.$w.$c.out" 2> "$OUT/logs/cg.$w.$c.err"
             # Total instructions, and the calls of track::record (one per
-            # sample taken; its mangled name holds "5track6record").
+            # sample taken; "heaplive::hot::track::record" as valgrind
+            # demangles it, "5track6record" mangled).
             $PY - "$f" "$w" "$c" >> "$OUT/callgrind-$STAMP.tsv" <<'EOF'
 import re, sys
 f, w, c = sys.argv[1:4]
@@ -139,14 +141,15 @@ try:
     for line in open(f, errors="replace"):
         if line.startswith(("summary:", "totals:")):
             total = max(total, int(line.split()[1]))
-        m = re.match(r"cfn=\((\d+)\)(?: (.*))?", line)
+        m = re.match(r"(c?)fn=\((\d+)\)(?: (.*))?", line)
         if m:
-            if m.group(2):
-                names[m.group(1)] = m.group(2)
-            cur = names.get(m.group(1), "")
+            if m.group(3):
+                names[m.group(2)] = m.group(3)
+            if m.group(1):
+                cur = names.get(m.group(2), "")
             continue
         if line.startswith("calls=") and cur is not None:
-            if "5track6record" in cur:
+            if "track::record" in cur or "5track6record" in cur:
                 calls += int(line[6:].split()[0])
             cur = None
 except OSError:

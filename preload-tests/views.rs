@@ -490,3 +490,69 @@ fn a_command_pending_at_exit_is_not_a_dump() {
     assert!(text.contains(" exit dump "), "{text}");
     assert!(!text.contains(" signal dump "), "{text}");
 }
+
+/// The exit line's "at S s after start" (and, if given, the time of the
+/// peak file's stacks, "(X live at T s, ...)").
+fn peak_times(err: &str) -> (f64, Option<f64>) {
+    let line = err
+        .lines()
+        .find(|l| l.contains("]: peak "))
+        .unwrap_or_else(|| panic!("no peak line: {err}"));
+    let at = line
+        .split(" at ")
+        .nth(1)
+        .and_then(|t| t.split(" s after start").next())
+        .and_then(|t| t.parse().ok())
+        .unwrap_or_else(|| panic!("cannot read the peak line: {line}"));
+    let copy = line
+        .split(" live at ")
+        .nth(1)
+        .and_then(|t| t.split(" s, within").next())
+        .map(|t| t.parse().unwrap_or_else(|_| panic!("{line}")));
+    (at, copy)
+}
+
+/// A heap that peaks at once and then sleeps 1.5 s: the exit line times
+/// the peak within the first second, in exact and in sampled mode, and
+/// names no other moment for its stacks.
+#[test]
+fn exit_line_times_a_peak_reached_at_once() {
+    let dir = common::tempdir("views-peak-time");
+    let p = common::compile("peak_then_sleep.c", "peak_then_sleep", &dir, &[]);
+    for interval in ["1", "512K"] {
+        let o = common::run_preloaded(
+            &dir,
+            &p,
+            &["once"],
+            &[("HEAPLIVE_SAMPLE_INTERVAL", interval)],
+        );
+        assert!(o.status.success(), "{}", show(&o));
+        let err = common::stderr(&o);
+        let (at, copy) = peak_times(&err);
+        assert!(
+            at < 1.0,
+            "interval {interval}: the peak came at once, not at {at} s: {err}"
+        );
+        assert_eq!(copy, None, "interval {interval}: {err}");
+    }
+}
+
+/// Exact mode, a second maximum 1.5 s later and less than 1/64 above the
+/// first: the peak is the second (its time is after the sleep), and the
+/// peak file's stacks, copied at the first (they are not copied again for
+/// so little), are said to be from the first second.
+#[test]
+fn exit_line_says_when_the_peak_files_stacks_are_from() {
+    let dir = common::tempdir("views-peak-copy-time");
+    let p = common::compile("peak_then_sleep.c", "peak_then_sleep", &dir, &[]);
+    let o = common::run_preloaded(&dir, &p, &["again"], &[("HEAPLIVE_SAMPLE_INTERVAL", "1")]);
+    assert!(o.status.success(), "{}", show(&o));
+    let err = common::stderr(&o);
+    assert!(err.contains("peak 64.5 MiB live (exact)"), "{err}");
+    let (at, copy) = peak_times(&err);
+    assert!(at >= 1.4, "the second maximum is the peak: {err}");
+    let copy = copy.unwrap_or_else(|| panic!("the line names the stacks' moment: {err}"));
+    assert!(copy < 1.0, "the stacks are from the first maximum: {err}");
+    let peak = by_leaf(&one(common::view_files(&dir, "peak")));
+    assert_eq!(peak.values().sum::<u64>(), 1024 * 64 * 1024, "{peak:?}");
+}

@@ -543,6 +543,23 @@ fn peak_summary(written: Option<&crate::background::dump::Written>) {
     let started = STARTED_NS.load(Relaxed);
     let secs = at.saturating_sub(started) as f64 / 1e9;
     let file = written.and_then(|w| crate::background::dump::write_peak(&w.path, w.total));
+    // The stacks file holds the copy taken at the first decline after a
+    // maximum that was over 1/64 above the last copy: a later maximum that
+    // was not (a program whose heap peaks again and again at nearly the
+    // same height, PHP's persistent memory creeping up between its
+    // requests' peaks) moves the peak's time but not the copy. Say when
+    // the copy was, then, so that the time of the stacks is not taken for
+    // the time of the peak.
+    let (copied, copied_at) = crate::hot::peak::copied();
+    let copy_note = if copied < peak && copied_at != 0 {
+        format!(
+            " ({} live at {:.3} s, within 1/64 of the peak)",
+            log::human_bytes(copied as f64),
+            copied_at.saturating_sub(started) as f64 / 1e9
+        )
+    } else {
+        String::new()
+    };
     let kind = if config::get().interval > 1 {
         "estimate"
     } else {
@@ -555,7 +572,7 @@ fn peak_summary(written: Option<&crate::background::dump::Written>) {
         kind,
         secs,
         match file {
-            Some(f) => format!("; stacks at the peak: {}", f.display()),
+            Some(f) => format!("; stacks at the peak{copy_note}: {}", f.display()),
             None => String::new(),
         }
     ));
