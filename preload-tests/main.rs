@@ -12,6 +12,7 @@ mod core_exact;
 mod glibc;
 mod heaptrack;
 mod install;
+mod intervals;
 mod leaks;
 mod ownmem;
 mod php_fpm;

@@ -317,8 +317,16 @@ fn top_shows_sample_counts_and_error_bars() {
     assert!(n > 50, "{n} samples");
     // The dump's line gives the total's error.
     assert!(common::stderr(&o).contains("% (95%)"), "{}", show(&o));
+    // And the variance of each stack's estimate, from its samples' weights.
+    let variances = common::bytes_by_leaf(&common::parse_folded(&PathBuf::from(
+        live.to_str()
+            .unwrap()
+            .replace(".folded", ".variance.folded"),
+    )));
+    let v = *variances.get("site_keep").expect("variance of site_keep") as f64;
     let text = common::ok(common::heaplive(&[
         "top",
+        "--bytes",
         "-w",
         "0",
         live.to_str().unwrap(),
@@ -328,10 +336,17 @@ fn top_shows_sample_counts_and_error_bars() {
         .find(|l| l.contains("site_keep"))
         .unwrap_or_else(|| panic!("{text}"));
     let f: Vec<&str> = row.split_whitespace().collect();
-    // LIVE (2 words: number and unit), SHARE, SAMPLES, 95%.
-    assert_eq!(f[3], n.to_string(), "{row}");
-    let want = format!("±{:.0}%", 196.0 / (n as f64).sqrt());
-    assert_eq!(f[4], want, "{row}");
+    // LIVE, SHARE, SAMPLES, 95% INTERVAL (with --bytes, one word each).
+    assert_eq!(f[2], n.to_string(), "{row}");
+    let est: f64 = f[0].parse().unwrap();
+    let (lo, hi) = heaplive_format::stats::interval95(est, v);
+    assert_eq!(f[3], format!("{}..{}", lo.round(), hi.round()), "{row}");
+    // Small blocks: about R^2 of variance per sample.
+    let r = 256.0 * 1024.0;
+    assert!(
+        (v / (n as f64 * r * r) - 1.0).abs() < 1e-3,
+        "variance {v} for {n} samples"
+    );
 }
 
 /// Sampled mode (default interval R = 512 KiB): the peak holds site_big's

@@ -46,7 +46,7 @@ enum Job {
         request: String,
     },
     Peak {
-        stacks: Vec<(stacks::StackId, i64, i64)>,
+        stacks: Vec<(stacks::StackId, i64, i64, i64)>,
         request: String,
         peak: i64,
     },
@@ -177,7 +177,12 @@ pub fn request_peak(request: &[u8], peak: i64) {
         if let Some(s) = stacks::slot(id) {
             let b = s.request_peak_bytes.load(Relaxed);
             if b > 0 {
-                v.push((id, b, s.request_peak_milliblocks.load(Relaxed)));
+                v.push((
+                    id,
+                    b,
+                    s.request_peak_milliblocks.load(Relaxed),
+                    s.request_peak_variance.load(Relaxed),
+                ));
             }
         }
     }
