@@ -358,6 +358,28 @@ fn merged_dumps_have_the_intervals_of_the_sum() {
         hi.round()
     );
     assert!(text.contains(&want), "{want:?} not in\n{text}");
+    // diff of the two dumps: each change's ±95% is 1.96 sqrt(v_old + v_new).
+    let diff = common::ok(common::heaplive(&[
+        "diff", "--bytes", "-w", "0", names[0], names[1],
+    ]));
+    let var_of = |live: &PathBuf| {
+        common::bytes_by_leaf(&common::parse_folded(&PathBuf::from(
+            live.to_str()
+                .unwrap()
+                .replace(".folded", ".variance.folded"),
+        )))
+    };
+    let (v0, v1) = (var_of(&lives[0]), var_of(&lives[1]));
+    let row = diff
+        .lines()
+        .find(|l| l.contains(" site_many "))
+        .unwrap_or_else(|| panic!("{diff}"));
+    let want = (stats::Z95 * ((v0["site_many"] + v1["site_many"]) as f64).sqrt()).round();
+    assert_eq!(
+        row.split_whitespace().nth(1),
+        Some(format!("±{want}").as_str()),
+        "{diff}"
+    );
     // And the last line bounds what stacks with no sample hold.
     let last = text.lines().last().unwrap();
     assert!(

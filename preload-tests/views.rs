@@ -505,3 +505,72 @@ fn a_command_pending_at_exit_is_not_a_dump() {
     assert!(text.contains(" exit dump "), "{text}");
     assert!(!text.contains(" signal dump "), "{text}");
 }
+
+/// The pprof file carries the variances as sibling sample types
+/// (`alloc_space_variance`, `inuse_space_variance`), the same as the
+/// variance files: summed over all samples, equal up to the rounding of
+/// each stack's value.
+#[test]
+fn sampled_pprof_carries_the_variances() {
+    let dir = common::tempdir("views-pprof-variance");
+    run(
+        &dir,
+        &["churn"],
+        &[
+            ("HEAPLIVE_SAMPLE_INTERVAL", "256K"),
+            ("HEAPLIVE_SEED", "3"),
+            ("HEAPLIVE_VIEWS", "live,alloc,samples"),
+            ("HEAPLIVE_FORMAT", "folded,pprof"),
+        ],
+    );
+    let live = one(common::folded_files(&dir));
+    let companion = |suffix: &str| {
+        let p = PathBuf::from(live.to_str().unwrap().replace(".folded", suffix));
+        common::total(&common::parse_folded(&p)) as f64
+    };
+    let (inuse, alloc) = (
+        companion(".variance.folded"),
+        companion(".alloc.variance.folded"),
+    );
+    assert!(inuse > 0.0 && alloc > inuse, "{inuse} {alloc}");
+    let pb = PathBuf::from(live.to_str().unwrap().replace(".folded", ".pb.gz"));
+    let home = dir.join("gohome");
+    std::fs::create_dir_all(&home).unwrap();
+    let o = Command::new(go())
+        .args(["tool", "pprof", "-raw"])
+        .arg(&pb)
+        .current_dir(&dir)
+        .env("HOME", &home)
+        .env("GOCACHE", home.join("cache"))
+        .env("GOTOOLCHAIN", "local")
+        .output()
+        .expect("go tool pprof");
+    assert!(o.status.success(), "{}", show(&o));
+    let raw = common::stdout(&o);
+    let lines: Vec<&str> = raw.lines().collect();
+    let header = lines
+        .iter()
+        .position(|l| l.contains("inuse_space_variance/bytes_squared"))
+        .unwrap_or_else(|| panic!("no variance sample type:\n{raw}"));
+    let types: Vec<&str> = lines[header].split_whitespace().collect();
+    let col = |name: &str| types.iter().position(|t| t.starts_with(name)).unwrap();
+    let (ci, ca) = (col("inuse_space_variance/"), col("alloc_space_variance/"));
+    let (mut si, mut sa, mut stacks) = (0.0, 0.0, 0.0);
+    for l in &lines[header + 1..] {
+        let Some((values, _)) = l.split_once(':') else {
+            break;
+        };
+        let v: Vec<f64> = values
+            .split_whitespace()
+            .map(|x| x.parse().unwrap())
+            .collect();
+        if v.len() != types.len() {
+            break;
+        }
+        si += v[ci];
+        sa += v[ca];
+        stacks += 1.0;
+    }
+    assert!((si - inuse).abs() <= stacks, "pprof {si} vs file {inuse}");
+    assert!((sa - alloc).abs() <= stacks, "pprof {sa} vs file {alloc}");
+}
