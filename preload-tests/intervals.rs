@@ -388,3 +388,65 @@ fn merged_dumps_have_the_intervals_of_the_sum() {
         "{text}"
     );
 }
+
+/// PHP mode: the ZendMM stacks (`[zend_mm]` leaf) of a memory_limit dump
+/// get their variance and interval like any other: php-cli fills a 32 MiB
+/// memory_limit with 4 KB strings from `fill_report`, sampled at 64 KiB.
+/// The estimate of what that stack holds (nearly all of the limit) rests on
+/// about 500 samples: its printed interval is about ±9% and lies within the
+/// limit's neighbourhood.
+#[test]
+fn php_zend_mm_stacks_get_intervals() {
+    let dir = common::tempdir("intervals-php");
+    let php = dir.join("report.php");
+    std::fs::write(
+        &php,
+        "<?php\nfunction fill_report() {\n    $rows = [];\n    for ($i = 0; ; $i++) {\n        $rows[] = str_repeat('r', 4000) . $i;\n    }\n}\nfill_report();\n",
+    )
+    .unwrap();
+    let o = common::run_preloaded(
+        &dir,
+        Path::new("/usr/bin/php"),
+        &["-d", "memory_limit=32M", php.to_str().unwrap()],
+        &[("HEAPLIVE_SAMPLE_INTERVAL", "64K"), ("HEAPLIVE_SEED", "5")],
+    );
+    let ctx = show(&o);
+    let line = common::stderr(&o)
+        .lines()
+        .find(|l| l.contains("]: memory_limit dump "))
+        .unwrap_or_else(|| panic!("no memory_limit dump\n{ctx}"))
+        .to_string();
+    // The line says the estimate's interval.
+    assert!(line.contains("% (95%)"), "{line}");
+    let path = line
+        .split_once("memory_limit dump ")
+        .and_then(|(_, r)| r.split_once(": "))
+        .map(|(p, _)| PathBuf::from(p.split(" and ").next().unwrap()))
+        .unwrap();
+    let text = common::ok(common::heaplive(&[
+        "top",
+        "--php",
+        "--bytes",
+        "-w",
+        "0",
+        path.to_str().unwrap(),
+    ]));
+    let row = text
+        .lines()
+        .find(|l| l.contains("[zend_mm] <- fill_report (report.php:5)"))
+        .unwrap_or_else(|| panic!("no ZendMM row for fill_report\n{text}\n{ctx}"));
+    let f: Vec<&str> = row.split_whitespace().collect();
+    let est: f64 = f[0].parse().unwrap();
+    let n: f64 = f[2].replace(',', "").parse().unwrap();
+    let (lo, hi) = f[3].split_once("..").unwrap();
+    let (lo, hi): (f64, f64) = (lo.parse().unwrap(), hi.parse().unwrap());
+    assert!(n > 200.0, "{row}");
+    // Small blocks: the interval is the Poisson one, ±1.96/sqrt(n).
+    let half = (hi - lo) / 2.0 / est;
+    assert!(
+        (half / (1.96 / n.sqrt()) - 1.0).abs() < 0.1,
+        "half-width {half} for {n} samples: {row}"
+    );
+    let limit = 32.0 * 1024.0 * 1024.0;
+    assert!(lo < limit * 1.05 && hi > limit * 0.7, "{row}\n{text}");
+}
