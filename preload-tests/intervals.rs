@@ -416,8 +416,34 @@ fn php_zend_mm_stacks_get_intervals() {
         .find(|l| l.contains("]: memory_limit dump "))
         .unwrap_or_else(|| panic!("no memory_limit dump\n{ctx}"))
         .to_string();
-    // The line says the estimate's interval.
+    // The line says the estimate's interval, and the ZendMM estimate's
+    // against the limit (sampling error when above it).
     assert!(line.contains("% (95%)"), "{line}");
+    let zend = line
+        .split_once("; ZendMM ")
+        .and_then(|(_, r)| r.split_once("; "))
+        .map(|(z, _)| z)
+        .unwrap_or_else(|| panic!("no ZendMM estimate in {line}"));
+    let parse_mib = |t: &str| -> f64 {
+        let (v, unit) = t.trim().split_once(' ').unwrap();
+        let v: f64 = v.parse().unwrap();
+        v * match unit {
+            "MiB" => 1048576.0,
+            "KiB" => 1024.0,
+            u => panic!("unit {u} in {line}"),
+        }
+    };
+    let (est, rest) = zend.split_once(" (estimate, 95% ").unwrap();
+    let (lo, rest) = rest.split_once("..").unwrap();
+    let hi = rest.split(')').next().unwrap();
+    let (est, zlo, zhi) = (parse_mib(est), parse_mib(lo), parse_mib(hi));
+    assert!(zlo < est && est < zhi, "{line}");
+    let limit = 32.0 * 1024.0 * 1024.0;
+    assert_eq!(
+        zend.contains("above the limit by sampling error"),
+        est > limit && zlo <= limit,
+        "{line}"
+    );
     let path = line
         .split_once("memory_limit dump ")
         .and_then(|(_, r)| r.split_once(": "))
