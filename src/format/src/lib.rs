@@ -23,6 +23,7 @@ pub mod pprof;
 pub mod profile;
 pub mod settings;
 pub mod signal;
+pub mod stats;
 pub mod status;
 pub mod template;
 pub mod units;
