@@ -13,6 +13,7 @@ mod glibc;
 mod heaptrack;
 mod install;
 mod leaks;
+mod links;
 mod ownmem;
 mod php_fpm;
 mod php_mode;
