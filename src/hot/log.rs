@@ -86,6 +86,9 @@ fn log_fd() -> Option<i32> {
 /// device, a FIFO, or a regular file owned by our euid (with one link in a
 /// sticky world-writable directory), not of /proc or /sys. The caller's
 /// errno is kept.
+// A Refusal holds its message's directory name and cannot be boxed here
+// (nothing may allocate).
+#[allow(clippy::result_large_err)]
 fn open_log(path: &[u8; 4097], len: usize) -> Result<i32, safe_path::Refusal> {
     let p = path.get(..len).unwrap_or(&[]);
     let t = safe_path::open_target(p)?;

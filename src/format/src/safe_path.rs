@@ -22,6 +22,10 @@
 //! crate that does I/O: the library and the command must refuse the same
 //! paths.
 
+// A Refusal carries the directory's name for the message (200 bytes) and
+// cannot be boxed: nothing here may allocate.
+#![allow(clippy::result_large_err)]
+
 use core::fmt;
 
 /// The longest path walked (PATH_MAX), after links are substituted.
@@ -366,6 +370,10 @@ pub struct Target {
     pub magic: bool,
 }
 
+/// The last name of a walk: the name, what is there, whether it is a
+/// magic link.
+type Last = (Name, Option<libc::stat>, bool);
+
 struct Walk {
     buf: [u8; PATH_MAX],
     len: usize,
@@ -499,10 +507,7 @@ impl Walk {
 
     /// Walks to the last component (`want_target`) or through every
     /// component (a directory).
-    fn run(
-        mut self,
-        want_target: bool,
-    ) -> Result<(Dir, Option<(Name, Option<libc::stat>, bool)>), Refusal> {
+    fn run(mut self, want_target: bool) -> Result<(Dir, Option<Last>), Refusal> {
         let mut pos = 0;
         loop {
             while self.buf.get(pos) == Some(&b'/') && pos < self.len {
