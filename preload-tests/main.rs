@@ -17,6 +17,7 @@ mod intervals;
 mod leaks;
 mod limits;
 mod other_allocators;
+mod links;
 mod ownmem;
 mod php_fpm;
 mod php_mode;

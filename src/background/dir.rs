@@ -42,6 +42,20 @@ pub fn names_where(dir: &Path, keep: impl Fn(&[u8]) -> bool) -> Option<Vec<OsStr
     if fd < 0 {
         return None;
     }
+    Some(names_of_fd(fd, keep))
+}
+
+/// The names `keep` accepts in a directory a checked walk reached
+/// (`safe_path`), or None if it cannot be listed.
+pub fn names_in(
+    dir: &heaplive_format::safe_path::Dir,
+    keep: impl Fn(&[u8]) -> bool,
+) -> Option<Vec<OsString>> {
+    Some(names_of_fd(dir.open_for_listing()?, keep))
+}
+
+/// Reads the names of the directory open at `fd`, and closes it.
+fn names_of_fd(fd: i32, keep: impl Fn(&[u8]) -> bool) -> Vec<OsString> {
     let mut buf = vec![0u8; BUF];
     let mut out = Vec::new();
     loop {
@@ -65,7 +79,7 @@ pub fn names_where(dir: &Path, keep: impl Fn(&[u8]) -> bool) -> Option<Vec<OsStr
     }
     // SAFETY: our descriptor, closed once.
     unsafe { libc::close(fd) };
-    Some(out)
+    out
 }
 
 /// Calls `each` with the name of every `linux_dirent64` record in `buf`:

@@ -2,7 +2,7 @@
 //! renaming when complete, the fallback directory, and the status file that
 //! `heaplive dump` reads.
 
-use heaplive_format::status;
+use heaplive_format::{safe_path, status};
 use std::ffi::CString;
 use std::io::{self, Write};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
@@ -31,17 +31,6 @@ fn lstat(p: &Path) -> io::Result<libc::stat> {
     unsafe {
         let mut st: libc::stat = std::mem::zeroed();
         if libc::lstat(c.as_ptr(), &mut st) != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(st)
-    }
-}
-
-fn fstat(fd: i32) -> io::Result<libc::stat> {
-    // SAFETY: zeroed out-struct; a bad fd is an error.
-    unsafe {
-        let mut st: libc::stat = std::mem::zeroed();
-        if libc::fstat(fd, &mut st) != 0 {
             return Err(io::Error::last_os_error());
         }
         Ok(st)
@@ -86,6 +75,7 @@ pub fn errno_of(e: &io::Error) -> i32 {
 /// no glob for dumps (`*.folded`, `heaplive.*`) ever matches it.
 const TMP_TAG: &str = ".heaplive-tmp.";
 
+#[cfg(test)]
 fn temp_name(path: &Path, pid: u32) -> PathBuf {
     let name = path.file_name().unwrap_or_default();
     let mut t = std::ffi::OsString::from(".");
@@ -118,12 +108,24 @@ fn clean_dead_temps_once(dir: &Path) {
 }
 
 /// Removes the temporary files that processes which died mid-dump (SIGKILL)
-/// left in `dir`: ours (same owner), regular, of a pid that is gone.
+/// left in `dir`: ours (same owner), regular, of a pid that is gone. Only in
+/// a directory the checked walk reaches, through its descriptor.
 pub fn clean_dead_temps(dir: &Path) {
+    let d = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    if let Ok(d) = safe_path::open_dir(d.as_os_str().as_bytes()) {
+        clean_dead_temps_in(&d);
+    }
+}
+
+fn clean_dead_temps_in(dir: &safe_path::Dir) {
     // Not std::fs::read_dir: opendir allocates with glibc's malloc. Only
     // the dot files that look like ours are copied out of the listing.
     let ours = |b: &[u8]| b.first() == Some(&b'.') && find(b, TMP_TAG.as_bytes()).is_some();
-    let Some(entries) = crate::background::dir::names_where(dir, ours) else {
+    let Some(entries) = crate::background::dir::names_in(dir, ours) else {
         return;
     };
     let me = crate::hot::sys::getpid();
@@ -147,13 +149,32 @@ pub fn clean_dead_temps(dir: &Path) {
         if !gone {
             continue;
         }
-        let p = dir.join(&name);
-        if let Ok(st) = lstat(&p)
+        if let Ok(st) = lstat_at(dir, &name)
             && kind(&st) == libc::S_IFREG
             && st.st_uid == euid()
         {
-            let _ = std::fs::remove_file(&p);
+            unlink_at(dir, &name);
         }
+    }
+}
+
+fn lstat_at(dir: &safe_path::Dir, name: &std::ffi::OsStr) -> io::Result<libc::stat> {
+    let c =
+        CString::new(name.as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: NUL-terminated name, zeroed out-struct.
+    unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        if libc::fstatat(dir.fd(), c.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(st)
+    }
+}
+
+fn unlink_at(dir: &safe_path::Dir, name: &std::ffi::OsStr) {
+    if let Ok(c) = CString::new(name.as_bytes()) {
+        // SAFETY: NUL-terminated name in a directory descriptor of ours.
+        unsafe { libc::unlinkat(dir.fd(), c.as_ptr(), 0) };
     }
 }
 
@@ -161,35 +182,30 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).position(|w| w == needle)
 }
 
-/// Whether `dir` is sticky and world-writable (like /tmp), where a symlink
-/// may have been planted by anyone.
-fn sticky_world_writable(dir: &Path) -> bool {
-    let d = if dir.as_os_str().is_empty() {
-        Path::new(".")
-    } else {
-        dir
-    };
-    match std::fs::metadata(d) {
-        Ok(m) => {
-            use std::os::unix::fs::MetadataExt;
-            m.mode() & 0o1002 == 0o1002
-        }
-        Err(_) => false,
+/// The error of a walk `safe_path` refused: a failed system call as std
+/// shows it, a refusal with its reason (the caller names the path).
+fn walk_error(r: &safe_path::Refusal) -> io::Error {
+    let e = io::Error::from_raw_os_error(r.errno);
+    if r.is_errno() {
+        return e;
     }
+    io::Error::new(e.kind(), Refused(r.errno, r.to_string()))
 }
 
-/// Writes `fill`'s bytes at `path`, never replacing what is there unless it
-/// is a regular file of ours:
+/// Writes `fill`'s bytes at `path`, reached by `safe_path`'s checked walk
+/// (no directory on the way that another user can write unless sticky, no
+/// symlink that is not ours or root's; see the README's security model),
+/// never replacing what is there unless it is a regular file of ours:
 /// - nothing there, or a regular file owned by our euid: write a hidden
-///   temporary sibling (0600, `O_EXCL|O_NOFOLLOW`) and rename it into place
-///   (when nothing was there, refusing to replace what appeared meanwhile);
-/// - a character device or a FIFO: write into it (`O_NONBLOCK` open, so a
-///   FIFO without a reader fails with ENXIO instead of blocking);
-/// - a symlink: refused in a sticky world-writable directory (as
-///   `fs.protected_symlinks` would); elsewhere written through when it leads
-///   to a character device, a FIFO or a regular file of ours;
+///   temporary sibling (0600, `O_EXCL|O_NOFOLLOW`, in the checked
+///   directory's descriptor) and rename it into place within that
+///   directory (when nothing was there, refusing to replace what appeared
+///   meanwhile);
+/// - a character device, a FIFO, or the kernel's link to an open file
+///   (`/dev/stdout`): write into it (`O_NONBLOCK` open, so a FIFO without a
+///   reader fails with ENXIO instead of blocking);
 /// - anything else (a directory, a block device, a socket, another user's
-///   file): refused, with the errno in the error.
+///   file, a file of /proc or /sys): refused, with the errno in the error.
 pub fn write_atomic(
     path: &Path,
     fill: &mut dyn FnMut(&mut dyn Write) -> io::Result<()>,
@@ -198,39 +214,28 @@ pub fn write_atomic(
     // fails (EPIPE, EFBIG) and the temporary is removed; the host gets no
     // SIGPIPE or SIGXFSZ.
     let _quiet = crate::hot::sys::QuietWrites::new();
-    if path.as_os_str().as_bytes().ends_with(b"/") || path.file_name().is_none() {
-        return Err(refused(path, libc::EISDIR, "names a directory"));
+    let t = safe_path::open_target(path.as_os_str().as_bytes()).map_err(|r| walk_error(&r))?;
+    let st = t.st;
+    if t.magic {
+        return write_into(&t, fill);
     }
-    let st = match lstat(path) {
-        Ok(st) => Some(st),
-        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => None,
-        Err(e) => return Err(e),
-    };
     match st.as_ref().map(kind) {
-        None => replace(path, false, fill),
+        None | Some(libc::S_IFREG) if t.dir.pseudo => {
+            Err(walk_error(&safe_path::Refusal::pseudo()))
+        }
+        None => replace(&t, false, fill),
         Some(libc::S_IFREG) => {
-            let st = st.as_ref().map_or(0, |s| s.st_uid);
-            if st != euid() {
+            let owner = st.as_ref().map_or(0, |s| s.st_uid);
+            if owner != euid() {
                 return Err(refused(
                     path,
                     libc::EEXIST,
-                    &format!("exists and belongs to uid {st}; not replaced"),
+                    &format!("exists and belongs to uid {owner}; not replaced"),
                 ));
             }
-            replace(path, true, fill)
+            replace(&t, true, fill)
         }
-        Some(libc::S_IFCHR | libc::S_IFIFO) => write_into(path, false, fill),
-        Some(libc::S_IFLNK) => {
-            let parent = path.parent().unwrap_or(Path::new("."));
-            if sticky_world_writable(parent) {
-                return Err(refused(
-                    path,
-                    libc::ELOOP,
-                    "is a symlink in a sticky world-writable directory; not followed",
-                ));
-            }
-            write_into(path, true, fill)
-        }
+        Some(libc::S_IFCHR | libc::S_IFIFO) => write_into(&t, fill),
         Some(libc::S_IFDIR) => Err(refused(path, libc::EISDIR, "is a directory")),
         Some(_) => Err(refused(
             path,
@@ -240,42 +245,18 @@ pub fn write_atomic(
     }
 }
 
-/// Writes into what is at `path` (a device, a FIFO with a reader, or, through
-/// a symlink, a regular file of ours), without replacing it.
+/// Writes into what `t` names (a device, a FIFO with a reader, or, through
+/// the kernel's link to an open file, a regular file of ours), without
+/// replacing it.
 fn write_into(
-    path: &Path,
-    follow: bool,
+    t: &safe_path::Target,
     fill: &mut dyn FnMut(&mut dyn Write) -> io::Result<()>,
 ) -> io::Result<()> {
-    let c = cpath(path)?;
-    let mut flags = libc::O_WRONLY | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC;
-    if !follow {
-        flags |= libc::O_NOFOLLOW;
-    }
-    // SAFETY: NUL-terminated path.
-    let fd = unsafe { libc::open(c.as_ptr(), flags) };
-    if fd < 0 {
-        let e = io::Error::last_os_error();
-        if e.raw_os_error() == Some(libc::ENXIO) {
-            return Err(refused(path, libc::ENXIO, "is a FIFO with no reader"));
-        }
-        return Err(e);
-    }
+    let (fd, st) = safe_path::open_into(t, libc::O_WRONLY, 0).map_err(|r| walk_error(&r))?;
     // SAFETY: fd is ours.
     let file = unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fd) };
-    let st = fstat(fd)?;
-    match kind(&st) {
-        libc::S_IFCHR | libc::S_IFIFO => {}
-        libc::S_IFREG if st.st_uid == euid() => {
-            file.set_len(0)?;
-        }
-        _ => {
-            return Err(refused(
-                path,
-                libc::EEXIST,
-                "leads to something that is not a character device, a FIFO or a regular file of ours; not written",
-            ));
-        }
+    if kind(&st) == libc::S_IFREG {
+        file.set_len(0)?;
     }
     // Blocking writes from here on: a reader is there.
     // SAFETY: fcntl on our descriptor.
@@ -289,18 +270,29 @@ fn write_into(
     fill(&mut w).and_then(|_| w.flush())
 }
 
-/// Writes the hidden temporary sibling and renames it over `path`.
+/// The hidden temporary sibling of `name`, NUL-terminated.
+fn temp_name_c(name: &[u8], pid: u32) -> io::Result<CString> {
+    let mut t = Vec::with_capacity(name.len() + 32);
+    t.push(b'.');
+    t.extend_from_slice(name);
+    t.extend_from_slice(format!("{TMP_TAG}{pid}").as_bytes());
+    CString::new(t).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
+}
+
+/// Writes the hidden temporary sibling in `t`'s directory and renames it
+/// over `t`'s name there.
 fn replace(
-    path: &Path,
+    t: &safe_path::Target,
     existed: bool,
     fill: &mut dyn FnMut(&mut dyn Write) -> io::Result<()>,
 ) -> io::Result<()> {
-    let tmp = temp_name(path, crate::hot::sys::getpid());
-    let c = cpath(&tmp)?;
-    // SAFETY: NUL-terminated path.
+    let dir = t.dir.fd();
+    let tmp = temp_name_c(t.name.bytes(), crate::hot::sys::getpid())?;
+    // SAFETY: NUL-terminated name, dir a directory descriptor of ours.
     let fd = unsafe {
-        libc::open(
-            c.as_ptr(),
+        libc::openat(
+            dir,
+            tmp.as_ptr(),
             libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC,
             0o600,
         )
@@ -313,30 +305,23 @@ fn replace(
     let mut w = io::BufWriter::with_capacity(1 << 16, file);
     let result = fill(&mut w).and_then(|_| w.flush());
     drop(w);
-    match result.and_then(|_| rename(&tmp, path, existed)) {
+    match result.and_then(|_| rename_at(dir, &tmp, t.name.ptr(), existed)) {
         Ok(()) => Ok(()),
         Err(e) => {
-            let _ = std::fs::remove_file(&tmp);
+            // SAFETY: NUL-terminated name in our directory descriptor.
+            unsafe { libc::unlinkat(dir, tmp.as_ptr(), 0) };
             Err(e)
         }
     }
 }
 
-/// Renames; when nothing was at `to`, refuses to replace what appeared
-/// there since (RENAME_NOREPLACE, where the filesystem has it).
-fn rename(from: &Path, to: &Path, existed: bool) -> io::Result<()> {
+/// Renames within the directory `dir`; when nothing was at `to`, refuses
+/// to replace what appeared there since (RENAME_NOREPLACE, where the
+/// filesystem has it).
+fn rename_at(dir: i32, from: &CString, to: *const libc::c_char, existed: bool) -> io::Result<()> {
     if !existed {
-        let (f, t) = (cpath(from)?, cpath(to)?);
-        // SAFETY: NUL-terminated paths.
-        let r = unsafe {
-            libc::renameat2(
-                libc::AT_FDCWD,
-                f.as_ptr(),
-                libc::AT_FDCWD,
-                t.as_ptr(),
-                libc::RENAME_NOREPLACE,
-            )
-        };
+        // SAFETY: NUL-terminated names, dir a directory descriptor.
+        let r = unsafe { libc::renameat2(dir, from.as_ptr(), dir, to, libc::RENAME_NOREPLACE) };
         if r == 0 {
             return Ok(());
         }
@@ -345,7 +330,11 @@ fn rename(from: &Path, to: &Path, existed: bool) -> io::Result<()> {
             return Err(e);
         }
     }
-    std::fs::rename(from, to)
+    // SAFETY: NUL-terminated names, dir a directory descriptor.
+    if unsafe { libc::renameat(dir, from.as_ptr(), dir, to) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// Writes `path`, or when its directory refuses us (a worker that switched
@@ -357,48 +346,52 @@ pub fn write_with_fallback(
     fill: &mut dyn FnMut(&mut dyn Write) -> io::Result<()>,
 ) -> io::Result<PathBuf> {
     clean_dead_temps_once(path.parent().unwrap_or(Path::new(".")));
-    match write_atomic(path, fill) {
-        Ok(()) => Ok(path.to_path_buf()),
-        Err(e)
-            if matches!(
-                e.raw_os_error(),
-                Some(libc::EACCES | libc::EPERM | libc::EROFS | libc::ENOENT)
-            ) =>
-        {
-            let cfg = crate::hot::config::get();
-            let name = path.file_name().unwrap_or(path.as_os_str());
-            let alt = Path::new(cfg.tmpdir.as_str()).join(name);
-            match write_atomic(&alt, fill) {
-                Ok(()) => {
-                    crate::hot::log::line(format_args!(
-                        "heaplive[{}]: cannot write {} ({}); wrote {} instead",
-                        crate::hot::sys::getpid(),
-                        path.display(),
-                        why(path, &e),
-                        alt.display()
-                    ));
-                    Ok(alt)
-                }
-                Err(e2) => Err(io::Error::new(
-                    e2.kind(),
-                    Refused(
-                        errno_of(&e),
-                        format!(
-                            "cannot write {} ({}) nor {} ({})",
-                            path.display(),
-                            why(path, &e),
-                            alt.display(),
-                            why(&alt, &e2)
-                        ),
-                    ),
-                )),
-            }
-        }
-        Err(e) => Err(io::Error::new(
+    let e = match write_atomic(path, fill) {
+        Ok(()) => return Ok(path.to_path_buf()),
+        Err(e) => e,
+    };
+    let cfg = crate::hot::config::get();
+    let name = path.file_name().unwrap_or(path.as_os_str());
+    let alt = Path::new(cfg.tmpdir.as_str()).join(name);
+    // Refused by the directory (permissions, read-only, gone, another
+    // user could write it) or by what is there (another user's link or
+    // file): the fallback. Not a FIFO without a reader (ENXIO), a
+    // directory, a full disk.
+    let falls_back = matches!(
+        errno_of(&e),
+        libc::EACCES | libc::EPERM | libc::EROFS | libc::ENOENT | libc::ELOOP | libc::EEXIST
+    );
+    if !falls_back || alt == path {
+        return Err(io::Error::new(
             e.kind(),
             Refused(
                 errno_of(&e),
                 format!("cannot write {} ({})", path.display(), why(path, &e)),
+            ),
+        ));
+    }
+    match write_atomic(&alt, fill) {
+        Ok(()) => {
+            crate::hot::log::line(format_args!(
+                "heaplive[{}]: cannot write {} ({}); wrote {} instead",
+                crate::hot::sys::getpid(),
+                path.display(),
+                why(path, &e),
+                alt.display()
+            ));
+            Ok(alt)
+        }
+        Err(e2) => Err(io::Error::new(
+            e2.kind(),
+            Refused(
+                errno_of(&e),
+                format!(
+                    "cannot write {} ({}) nor {} ({})",
+                    path.display(),
+                    why(path, &e),
+                    alt.display(),
+                    why(&alt, &e2)
+                ),
             ),
         )),
     }
@@ -612,9 +605,12 @@ pub fn write_start_status(pid: u32, signal: i32) {
 /// Status files (and temporaries) of processes that died without removing
 /// theirs (SIGKILL).
 fn clean_dead_status(dir: &Path) {
-    clean_dead_temps(dir);
+    let Ok(d) = safe_path::open_dir(dir.as_os_str().as_bytes()) else {
+        return;
+    };
+    clean_dead_temps_in(&d);
     let pid_like = |b: &[u8]| !b.is_empty() && b.iter().all(u8::is_ascii_digit);
-    let Some(entries) = crate::background::dir::names_where(dir, pid_like) else {
+    let Some(entries) = crate::background::dir::names_in(&d, pid_like) else {
         return;
     };
     for name in entries {
@@ -626,7 +622,7 @@ fn clean_dead_status(dir: &Path) {
             && unsafe { libc::kill(pid, 0) } != 0
             && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
         {
-            let _ = std::fs::remove_file(dir.join(&name));
+            unlink_at(&d, &name);
         }
     }
 }
@@ -660,8 +656,10 @@ pub fn remove_status(pid: u32) {
     if absent && !primary_status_dir_refused() {
         return;
     }
-    if let Some(dir) = status_dir(false) {
-        let _ = std::fs::remove_file(dir.join(pid.to_string()));
+    if let Some(dir) = status_dir(false)
+        && let Ok(d) = safe_path::open_dir(dir.as_os_str().as_bytes())
+    {
+        unlink_at(&d, std::ffi::OsStr::new(&pid.to_string()));
     }
 }
 

@@ -10,6 +10,7 @@
 use crate::hot::sys::{self, StackBuf};
 use core::fmt::Write;
 use core::sync::atomic::{AtomicI32, Ordering::*};
+use heaplive_format::safe_path;
 
 /// The file stderr was at load.
 static STDERR: sys::FdIdentity = sys::FdIdentity::new();
@@ -55,14 +56,13 @@ fn log_fd() -> Option<i32> {
     path[..cfg.log.as_bytes().len()].copy_from_slice(cfg.log.as_bytes());
     let fd = match open_log(&path, cfg.log.as_bytes().len()) {
         Ok(fd) => fd,
-        Err((err, why)) => {
+        Err(why) => {
             LOG_STATE.store(2, Release);
             let mut b = StackBuf::<600>::new();
             let _ = writeln!(
                 b,
-                "heaplive: cannot open HEAPLIVE_LOG='{}' ({}{}); using stderr",
+                "heaplive: cannot open HEAPLIVE_LOG='{}' ({}); using stderr",
                 cfg.log.as_str(),
-                sys::errno_text(err),
                 why
             );
             write_stderr(b.as_bytes());
@@ -78,92 +78,23 @@ fn log_fd() -> Option<i32> {
     LOG.get()
 }
 
-/// Whether the directory of `path` (NUL-terminated, `len` bytes) is sticky
-/// and world-writable (like /tmp), where anyone may have planted a symlink
-/// or a hard link.
-fn dir_is_sticky_world_writable(path: &[u8; 4097], len: usize) -> bool {
-    let mut dir = [0u8; 4097];
-    match path[..len].iter().rposition(|&b| b == b'/') {
-        Some(0) => dir[0] = b'/',
-        Some(i) => dir[..i].copy_from_slice(&path[..i]),
-        None => dir[0] = b'.',
-    }
-    // SAFETY: NUL-terminated path, st a valid out-pointer.
-    let mut st: libc::stat = unsafe { core::mem::zeroed() };
-    let ok = unsafe { libc::stat(dir.as_ptr().cast(), &mut st) } == 0;
-    ok && st.st_mode & 0o1002 == 0o1002
-}
-
-/// Opens HEAPLIVE_LOG for appending with the rules of the README's security
-/// model: never blocks (a FIFO with no reader fails with ENXIO), never
-/// follows a symlink in a sticky world-writable directory (as
-/// `fs.protected_symlinks` would, but also where the kernel's rule lets it
-/// through), and appends only to a character device, a FIFO or a regular
-/// file owned by our euid (with one link when its directory is sticky and
-/// world-writable). Err: the errno and a note for the message.
-fn open_log(path: &[u8; 4097], len: usize) -> Result<i32, (i32, &'static str)> {
-    let saved = sys::errno();
-    let result = open_log_checked(path, len);
-    sys::set_errno(saved);
-    result
-}
-
-fn open_log_checked(path: &[u8; 4097], len: usize) -> Result<i32, (i32, &'static str)> {
-    let sticky = dir_is_sticky_world_writable(path, len);
-    // SAFETY: NUL-terminated path, st a valid out-pointer.
-    let mut st: libc::stat = unsafe { core::mem::zeroed() };
-    let is_link = unsafe { libc::lstat(path.as_ptr().cast(), &mut st) } == 0
-        && st.st_mode & libc::S_IFMT == libc::S_IFLNK;
-    if is_link && sticky {
-        return Err((
-            libc::ELOOP,
-            ": a symlink in a sticky world-writable directory; not followed",
-        ));
-    }
-    // O_NONBLOCK: a FIFO with no reader fails with ENXIO instead of
-    // blocking the program in open() forever; the writes poll. O_NOFOLLOW
-    // unless the path was a symlink where following one is allowed: a
-    // symlink that appears after the lstat is refused.
-    let mut flags = libc::O_WRONLY
-        | libc::O_APPEND
-        | libc::O_CREAT
-        | libc::O_CLOEXEC
-        | libc::O_NOCTTY
-        | libc::O_NONBLOCK;
-    if !is_link {
-        flags |= libc::O_NOFOLLOW;
-    }
-    // SAFETY: NUL-terminated path.
-    let fd = unsafe { libc::open(path.as_ptr().cast(), flags, 0o644 as libc::c_uint) };
-    if fd < 0 {
-        let err = sys::errno();
-        let why = match err {
-            libc::ENXIO => ": a FIFO with no reader",
-            libc::ELOOP => ": a symlink; not followed",
-            _ => "",
-        };
-        return Err((err, why));
-    }
-    // SAFETY: fd is ours, st a valid out-pointer.
-    let ok = unsafe { libc::fstat(fd, &mut st) } == 0;
-    // SAFETY: geteuid has no preconditions.
-    let euid = unsafe { libc::geteuid() };
-    let why = match st.st_mode & libc::S_IFMT {
-        _ if !ok => Some(""),
-        libc::S_IFCHR | libc::S_IFIFO => None,
-        libc::S_IFREG if st.st_uid != euid => Some(": a file of another user; not appended to"),
-        libc::S_IFREG if sticky && st.st_nlink > 1 => {
-            Some(": a hard link in a sticky world-writable directory; not appended to")
-        }
-        libc::S_IFREG => None,
-        _ => Some(": not a regular file, a character device or a FIFO"),
-    };
-    if let Some(why) = why {
-        // SAFETY: our descriptor, not published.
-        unsafe { libc::close(fd) };
-        return Err((libc::EPERM, why));
-    }
-    Ok(fd)
+/// Opens HEAPLIVE_LOG (or `heaplive.<euid>.log`) for appending with the
+/// rules of the README's security model (`safe_path`, allocation-free):
+/// reached by a checked walk (no directory on the way that another user
+/// can write unless sticky, no symlink that is not ours or root's), opened
+/// `O_APPEND|O_CREAT|O_NOFOLLOW|O_NONBLOCK` (a FIFO with no reader fails
+/// with ENXIO instead of blocking), and kept only when it is a character
+/// device, a FIFO, or a regular file owned by our euid (with one link in a
+/// sticky world-writable directory), not of /proc or /sys. The caller's
+/// errno is kept.
+// A Refusal holds its message's directory name and cannot be boxed here
+// (nothing may allocate).
+#[allow(clippy::result_large_err)]
+fn open_log(path: &[u8; 4097], len: usize) -> Result<i32, safe_path::Refusal> {
+    let p = path.get(..len).unwrap_or(&[]);
+    let t = safe_path::open_target(p)?;
+    let flags = libc::O_WRONLY | libc::O_APPEND | libc::O_CREAT;
+    safe_path::open_into(&t, flags, 0o644).map(|(fd, _)| fd)
 }
 
 fn write_stderr(b: &[u8]) {

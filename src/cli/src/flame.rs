@@ -29,12 +29,7 @@ pub fn main(a: FlameArgs) -> Res<()> {
     let title = title.unwrap_or_else(|| default_title(&files));
     let svg = render(&profile, &title)?;
     match output {
-        Some(path) => {
-            if let Err(e) = std::fs::write(&path, &svg) {
-                return error(format!("{path}: {}", io_msg(&e)));
-            }
-            Ok(())
-        }
+        Some(path) => write_output(&path, &svg),
         None => {
             let mut out = io::stdout().lock();
             match out.write_all(&svg).and_then(|()| out.flush()) {
@@ -44,6 +39,58 @@ pub fn main(a: FlameArgs) -> Res<()> {
                 _ => Ok(()),
             }
         }
+    }
+}
+
+/// Writes `-o FILE` with the library's rules for the files it writes
+/// (`safe_path`): reached without a directory on the way that another user
+/// can write (unless sticky) or a symlink that is not ours or root's, and
+/// written into only when it is new, a regular file of ours (truncated),
+/// a character device or a FIFO (`-o /dev/stdout`).
+fn write_output(path: &str, svg: &[u8]) -> Res<()> {
+    use heaplive_format::safe_path;
+    use std::os::fd::FromRawFd;
+    let refused = |r: safe_path::Refusal| {
+        if r.is_errno() {
+            error(format!(
+                "{path}: {}",
+                io_msg(&io::Error::from_raw_os_error(r.errno))
+            ))
+        } else {
+            error(format!("{path}: {r}"))
+        }
+    };
+    let t = match safe_path::open_target(path.as_bytes()) {
+        Ok(t) => t,
+        Err(r) => return refused(r),
+    };
+    let (fd, st) = match safe_path::open_into(&t, libc::O_WRONLY | libc::O_CREAT, 0o666) {
+        Ok(x) => x,
+        Err(r) => return refused(r),
+    };
+    // SAFETY: a descriptor of ours, owned by the File from here on.
+    let mut file = unsafe { std::fs::File::from_raw_fd(fd) };
+    let blocking = || {
+        // SAFETY: fcntl on our descriptor: writes may wait for a reader.
+        unsafe {
+            let fl = libc::fcntl(fd, libc::F_GETFL);
+            if fl >= 0 {
+                libc::fcntl(fd, libc::F_SETFL, fl & !libc::O_NONBLOCK);
+            }
+        }
+    };
+    blocking();
+    let r = if st.st_mode & libc::S_IFMT == libc::S_IFREG {
+        file.set_len(0)
+    } else {
+        Ok(())
+    };
+    match r
+        .and_then(|()| file.write_all(svg))
+        .and_then(|()| file.flush())
+    {
+        Ok(()) => Ok(()),
+        Err(e) => error(format!("{path}: {}", io_msg(&e))),
     }
 }
 

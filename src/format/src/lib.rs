@@ -11,8 +11,11 @@
 //! | [`folded`] | the folded format: write, parse, the frame escaping rule |
 //! | [`units`] | byte formatting for people |
 //! | [`profile`], [`pprof`] | the profile a dump builds, and its pprof writer |
+//! | [`safe_path`] | how the library and the command reach a file they write: no link or directory another user could have planted |
 //!
-//! Pure: no global state, no I/O besides the writers' `Write`. The library
+//! Pure: no global state, no I/O besides the writers' `Write`, except
+//! [`safe_path`] (system calls on stack buffers, shared so that the library
+//! and the command refuse the same paths). The library
 //! calls the grammar functions before malloc works, so those take `&[u8]`,
 //! return plain values or `&'static str` reasons, never allocate and never
 //! panic on any input (the library is built with panic=abort).
@@ -21,6 +24,7 @@ pub mod folded;
 pub mod grammar;
 pub mod pprof;
 pub mod profile;
+pub mod safe_path;
 pub mod settings;
 pub mod signal;
 pub mod stats;

@@ -1,0 +1,337 @@
+//! Issue 25, item 1: root never writes through a link another user
+//! planted. As root, in a private mount namespace with its own /tmp (and
+//! its own UTS namespace, so that the domain name, the /proc/sys file the
+//! links aim at, is this test's own: a write there would change nothing
+//! outside), the second user `heaplive-evil` plants symlinks named like
+//! the next files heaplive writes: every file of a dump (folded, alloc,
+//! samples, pprof, peak), a `%p` template, a fixed HEAPLIVE_OUTPUT,
+//! `heaplive_dump(path)`, HEAPLIVE_LOG, `heaplive.<euid>.log`, a temporary,
+//! `heaplive flamegraph -o`; they point at a root-only file, at
+//! /proc/sys/kernel/domainname, at /proc/sys/kernel/core_pattern (bind-
+//! mounted read-only here first, so that nothing can write it) and at
+//! /proc/self/fd/1 (the program's stdout). Also a directory on the way
+//! that the other user can write (theirs; mode 0777). The targets stay as
+//! they were, the program prints what it prints and exits with its status,
+//! one line names each refused path and why, and template names land in
+//! $TMPDIR (/tmp).
+
+use crate::common::*;
+use crate::security::{get, in_private_tmp};
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+fn progs() -> &'static PathBuf {
+    static P: OnceLock<PathBuf> = OnceLock::new();
+    P.get_or_init(|| {
+        let d = build_dir().join(format!("links-progs.{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        compile("links_prog.c", "links_prog", &d, &[]);
+        d
+    })
+}
+
+/// The shell functions every scenario uses: the victim (a root-only file),
+/// the other user's directory /tmp/pool, root's sticky /tmp/shared, and
+/// `plant LINK TARGET` as the other user.
+const SETUP: &str = r#"
+[ "$(readlink /proc/self/ns/uts)" != "$OUTER_UTS" ] || { echo "not in a private UTS namespace"; exit 95; }
+mount --bind /proc/sys/kernel/core_pattern /proc/sys/kernel/core_pattern || exit 93
+mount -o remount,bind,ro /proc/sys/kernel/core_pattern || exit 93
+findmnt -n -o OPTIONS /proc/sys/kernel/core_pattern | grep -q '^ro' || exit 94
+CORE=$(cat /proc/sys/kernel/core_pattern)
+DOMAIN=$(cat /proc/sys/kernel/domainname)
+mkdir -m 700 /tmp/secret
+echo keep > /tmp/secret/victim
+chmod 600 /tmp/secret/victim
+runuser -u $EVIL -- mkdir -m 755 /tmp/pool
+mkdir -m 1777 /tmp/shared
+plant() { runuser -u $EVIL -- ln -s "$2" "$1"; }
+intact() {
+    echo "VICTIM=$(tr '\n' ' ' < /tmp/secret/victim)"
+    echo "SECRET=$(ls -A /tmp/secret | tr '\n' ' ')"
+    [ "$(cat /proc/sys/kernel/domainname)" = "$DOMAIN" ] && echo "DOMAIN=same"
+    [ "$(cat /proc/sys/kernel/core_pattern)" = "$CORE" ] && echo "CORE=same"
+    echo "TEMPS=$(find /tmp -name '*heaplive-tmp*' ! -user $EVIL | wc -l)"
+}
+"#;
+
+fn run(script: &str) -> (std::collections::BTreeMap<String, String>, String) {
+    // SAFETY: our own namespace link, read only.
+    let uts = std::fs::read_link("/proc/self/ns/uts").unwrap();
+    let full = format!(
+        "OUTER_UTS='{}'\nexport LINKPROGS='{}'\n{SETUP}\n{script}\nintact\n",
+        uts.display(),
+        progs().display()
+    );
+    in_private_tmp(&full)
+}
+
+fn assert_intact(m: &std::collections::BTreeMap<String, String>, t: &str) {
+    assert_eq!(get(m, "VICTIM", t), "keep ", "the root-only file\n{t}");
+    assert_eq!(
+        get(m, "SECRET", t),
+        "victim ",
+        "nothing new in /tmp/secret\n{t}"
+    );
+    assert_eq!(
+        get(m, "DOMAIN", t),
+        "same",
+        "/proc/sys/kernel/domainname\n{t}"
+    );
+    assert_eq!(get(m, "CORE", t), "same", "{t}");
+    assert_eq!(get(m, "TEMPS", t), "0", "no temporaries left\n{t}");
+}
+
+/// The dump files of the default template (`%p` in it) in a directory the
+/// other user owns (a php-fpm pool's working directory), and a fixed
+/// HEAPLIVE_OUTPUT there, and HEAPLIVE_LOG and `heaplive.0.log` there:
+/// every link is planted, none is followed, the directory is refused as a
+/// whole, and everything lands in /tmp.
+#[test]
+fn links_in_a_directory_of_another_user_are_not_followed() {
+    let (m, t) = run(r#"
+cd /tmp/pool
+export HEAPLIVE_SAMPLE_INTERVAL=4096 HEAPLIVE_FORMAT=folded,pprof HEAPLIVE_VIEWS=live,alloc,peak,samples
+# The default template (heaplive.%e.%p.%n.folded, in the working
+# directory): the number skips a name that exists, so the links are at
+# the names of the other files of dump 1; then a %p template.
+sh -c 'P=$$
+for s in alloc.folded samples.folded pb.gz peak.folded; do
+    runuser -u $EVIL -- ln -s /tmp/secret/victim /tmp/pool/heaplive.links_prog.$P.1.$s
+done
+exec env LD_PRELOAD=$LIB $LINKPROGS/links_prog > /tmp/a.out 2> /tmp/a.err'
+echo "RC=$?"
+sed 's/^/a.err: /' /tmp/a.err
+P=$(ls /tmp | sed -n 's/^heaplive\.links_prog\.\([0-9]*\)\.1\.folded$/\1/p')
+echo "P=$P"
+echo "OUT=$(tr '\n' ' ' < /tmp/a.out)"
+echo "FALLBACK=$(cd /tmp && ls heaplive.links_prog.$P.1.* 2>/dev/null | tr '\n' ' ')"
+echo "SAID=$(grep -c "cannot write /tmp/pool/heaplive.links_prog.$P.1.folded (directory /tmp/pool on the way belongs to uid $(id -u $EVIL), who could plant links in it; not used); wrote /tmp/heaplive.links_prog.$P.1.folded instead" /tmp/a.err)"
+echo "LINES=$(grep -c 'cannot write /tmp/pool/' /tmp/a.err)"
+sh -c 'P=$$
+for s in folded alloc.folded samples.folded pb.gz peak.folded; do
+    runuser -u $EVIL -- ln -s /tmp/secret/victim /tmp/pool/p.$P.$s
+done
+exec env LD_PRELOAD=$LIB HEAPLIVE_OUTPUT=/tmp/pool/p.%p.folded $LINKPROGS/links_prog > /tmp/p.out 2> /tmp/p.err'
+echo "P_RC=$?"
+echo "P_OUT=$(tr '\n' ' ' < /tmp/p.out)"
+echo "P_FALLBACK=$(cd /tmp && ls p.*.* 2>/dev/null | sed 's/^p\.[0-9]*\.//' | tr '\n' ' ')"
+echo "P_LINES=$(grep -c 'cannot write /tmp/pool/p\..*directory /tmp/pool on the way belongs to uid' /tmp/p.err)"
+
+plant /tmp/pool/fixed.folded /tmp/secret/victim
+LD_PRELOAD=$LIB HEAPLIVE_OUTPUT=/tmp/pool/fixed.folded $LINKPROGS/links_prog > /dev/null 2> /tmp/b.err
+echo "FIXED_RC=$?"
+echo "FIXED=$(grep -c links_big /tmp/fixed.folded)"
+echo "FIXED_SAID=$(grep -c 'cannot write /tmp/pool/fixed.folded (directory /tmp/pool on the way' /tmp/b.err)"
+
+plant /tmp/pool/h.log /tmp/secret/victim
+LD_PRELOAD=$LIB HEAPLIVE_LOG=/tmp/pool/h.log HEAPLIVE_OUTPUT=/tmp/out.%n.folded $LINKPROGS/links_prog > /dev/null 2> /tmp/c.err
+echo "LOG_RC=$?"
+echo "LOG_SAID=$(grep -c "cannot open HEAPLIVE_LOG='/tmp/pool/h.log' (directory /tmp/pool on the way belongs to uid .*); using stderr" /tmp/c.err)"
+echo "LOG_STDERR=$(grep -c 'exit dump' /tmp/c.err)"
+
+plant /tmp/pool/heaplive.0.log /tmp/secret/victim
+LD_PRELOAD=$LIB $LINKPROGS/links_prog > /dev/null 2> /dev/null
+echo "NEAR_RC=$?"
+echo "NEAR=$(grep -c 'exit dump' /tmp/heaplive.0.log)"
+"#);
+    assert_intact(&m, &t);
+    assert_eq!(get(&m, "RC", &t), "5", "the program's exit status\n{t}");
+    assert_eq!(get(&m, "OUT", &t), "program output ", "{t}");
+    let p = get(&m, "P", &t);
+    assert!(!p.is_empty(), "no dump in /tmp\n{t}");
+    let want: String = [
+        "alloc.folded",
+        "folded",
+        "pb.gz",
+        "peak.folded",
+        "samples.folded",
+    ]
+    .iter()
+    .map(|s| format!("heaplive.links_prog.{p}.1.{s} "))
+    .collect();
+    assert_eq!(get(&m, "FALLBACK", &t), want, "every file in /tmp\n{t}");
+    assert_eq!(
+        get(&m, "SAID", &t),
+        "1",
+        "one line names the path and why\n{t}"
+    );
+    // The views are named after the live file, in /tmp by then.
+    assert_eq!(get(&m, "LINES", &t), "2", "one line per file refused\n{t}");
+    assert_eq!(get(&m, "P_RC", &t), "5", "{t}");
+    assert_eq!(get(&m, "P_OUT", &t), "program output ", "{t}");
+    assert_eq!(
+        get(&m, "P_FALLBACK", &t),
+        "alloc.folded folded pb.gz peak.folded samples.folded ",
+        "{t}"
+    );
+    assert_eq!(get(&m, "P_LINES", &t), "2", "{t}");
+    assert_eq!(get(&m, "FIXED_RC", &t), "5", "{t}");
+    assert_eq!(
+        get(&m, "FIXED", &t),
+        "1",
+        "the fixed name's dump is in /tmp\n{t}"
+    );
+    assert_eq!(get(&m, "FIXED_SAID", &t), "1", "{t}");
+    assert_eq!(get(&m, "LOG_RC", &t), "5", "{t}");
+    assert_eq!(get(&m, "LOG_SAID", &t), "1", "{t}");
+    assert_eq!(
+        get(&m, "LOG_STDERR", &t),
+        "1",
+        "the log went to stderr\n{t}"
+    );
+    assert_eq!(get(&m, "NEAR_RC", &t), "5", "{t}");
+    assert_eq!(get(&m, "NEAR", &t), "1", "heaplive.0.log went to /tmp\n{t}");
+}
+
+/// In root's sticky /tmp/shared the other user may add names: their links
+/// at the dump files' names, at a temporary's name and at
+/// `heaplive.0.log` are refused (the link is theirs) and the files land in
+/// /tmp; `heaplive_dump(path)` through their links to /proc/sys files, to
+/// the program's stdout (/proc/self/fd/1) and into their directory fails
+/// with an errno; root's own link to a /proc/sys file is refused too
+/// (a kernel file), while `heaplive_dump("/dev/stdout")` still works.
+#[test]
+fn links_of_another_user_in_a_sticky_directory_are_not_followed() {
+    let (m, t) = run(r#"
+export HEAPLIVE_SAMPLE_INTERVAL=4096 HEAPLIVE_VIEWS=live,alloc,peak,samples
+sh -c 'P=$$
+for s in folded alloc.folded samples.folded peak.folded; do
+    runuser -u $EVIL -- ln -s /tmp/secret/victim /tmp/shared/h.$P.$s
+done
+runuser -u $EVIL -- ln -s /tmp/secret/victim /tmp/shared/heaplive.0.log
+exec env LD_PRELOAD=$LIB HEAPLIVE_OUTPUT=/tmp/shared/h.%p.folded $LINKPROGS/links_prog > /tmp/a.out 2> /tmp/a.err'
+echo "RC=$?"
+sed 's/^/a.err: /' /tmp/a.err
+P=$(ls /tmp | sed -n 's/^h\.\([0-9]*\)\.folded$/\1/p')
+echo "P=$P"
+echo "FALLBACK=$(cd /tmp && ls h.$P.* 2>/dev/null | tr '\n' ' ')"
+echo "SAID=$(grep -c "cannot write /tmp/shared/h.$P.folded (/tmp/shared/h.$P.folded is a symlink owned by uid $(id -u $EVIL), not by uid 0 or root; not followed); wrote /tmp/h.$P.folded instead" /tmp/a.err)"
+echo "LINES=$(grep -c 'cannot write /tmp/shared/' /tmp/a.err)"
+
+sh -c 'P=$$
+runuser -u $EVIL -- ln -s /tmp/secret/victim /tmp/shared/.t.folded.heaplive-tmp.$P
+exec env LD_PRELOAD=$LIB HEAPLIVE_OUTPUT=/tmp/shared/t.folded $LINKPROGS/links_prog > /dev/null 2> /tmp/t.err'
+echo "TEMP_RC=$?"
+echo "TEMP=$(grep -c links_big /tmp/t.folded)"
+echo "TEMP_SAID=$(grep -c 'cannot write /tmp/shared/t.folded (File exists (os error 17)); wrote /tmp/t.folded instead' /tmp/t.err)"
+
+LD_PRELOAD=$LIB HEAPLIVE_OUTPUT=/tmp/shared/n.%n.folded $LINKPROGS/links_prog > /dev/null 2> /dev/null
+echo "NEAR_RC=$?"
+echo "NEAR=$(grep -c 'exit dump' /tmp/heaplive.0.log)"
+
+plant /tmp/shared/domain.folded /proc/sys/kernel/domainname
+plant /tmp/shared/core.folded /proc/sys/kernel/core_pattern
+plant /tmp/shared/fd1.folded /proc/self/fd/1
+plant /tmp/shared/v.folded /tmp/secret/victim
+plant /tmp/pool/x.folded /tmp/secret/victim
+ln -s /proc/sys/kernel/domainname /tmp/shared/mine.folded
+LD_PRELOAD=$LIB HEAPLIVE_DUMP_AT_EXIT=0 $LINKPROGS/links_prog /tmp/shared/domain.folded /tmp/shared/core.folded /tmp/shared/fd1.folded /tmp/shared/v.folded /tmp/pool/x.folded /tmp/shared/mine.folded > /tmp/e.out 2> /tmp/e.err
+echo "E_RC=$?"
+while read -r path rc err; do echo "R:$path=$rc $err"; done < /tmp/e.out
+echo "E_OUT=$(grep -vc ' -1 ' /tmp/e.out)"
+echo "E_SAID=$(grep -c 'is a symlink owned by uid' /tmp/e.err)"
+echo "E_KERNEL=$(grep -c 'mine.folded.*kernel filesystem' /tmp/e.err)"
+echo "STDOUT=$(LD_PRELOAD=$LIB HEAPLIVE_DUMP_AT_EXIT=0 $LINKPROGS/links_prog /dev/stdout | grep -c 'links_big')"
+"#);
+    assert_intact(&m, &t);
+    assert_eq!(get(&m, "RC", &t), "5", "{t}");
+    let p = get(&m, "P", &t);
+    let want: String = ["alloc.folded", "folded", "peak.folded", "samples.folded"]
+        .iter()
+        .map(|s| format!("h.{p}.{s} "))
+        .collect();
+    assert_eq!(get(&m, "FALLBACK", &t), want, "every file in /tmp\n{t}");
+    assert_eq!(get(&m, "SAID", &t), "1", "{t}");
+    // The views are named after the live file, in /tmp by then.
+    assert_eq!(get(&m, "LINES", &t), "1", "{t}");
+    assert_eq!(get(&m, "TEMP_RC", &t), "5", "{t}");
+    assert_eq!(get(&m, "TEMP", &t), "1", "{t}");
+    assert_eq!(get(&m, "TEMP_SAID", &t), "1", "{t}");
+    assert_eq!(get(&m, "NEAR_RC", &t), "5", "{t}");
+    assert_eq!(get(&m, "NEAR", &t), "1", "{t}");
+    assert_eq!(get(&m, "E_RC", &t), "5", "{t}");
+    let (eloop, eacces, eperm) = (libc::ELOOP, libc::EACCES, libc::EPERM);
+    for (path, want) in [
+        ("/tmp/shared/domain.folded", eloop),
+        ("/tmp/shared/core.folded", eloop),
+        ("/tmp/shared/fd1.folded", eloop),
+        ("/tmp/shared/v.folded", eloop),
+        ("/tmp/pool/x.folded", eacces),
+        ("/tmp/shared/mine.folded", eperm),
+    ] {
+        assert_eq!(
+            get(&m, &format!("R:{path}"), &t),
+            format!("-1 {want}"),
+            "{path}\n{t}"
+        );
+    }
+    assert_eq!(
+        get(&m, "E_OUT", &t),
+        "1",
+        "stdout holds the program's own line only\n{t}"
+    );
+    assert_eq!(get(&m, "E_SAID", &t), "4", "{t}");
+    assert_eq!(get(&m, "E_KERNEL", &t), "1", "{t}");
+    assert_eq!(
+        get(&m, "STDOUT", &t),
+        "1",
+        "heaplive_dump(\"/dev/stdout\")\n{t}"
+    );
+}
+
+/// A directory on the way that the other user can write (mode 0777, not
+/// sticky) holding root's dump directory: they could swap the dump
+/// directory for a link to /tmp/secret. Refused whether or not they did;
+/// the dumps land in /tmp.
+#[test]
+fn a_directory_on_the_way_that_another_user_can_write_is_refused() {
+    let (m, t) = run(r#"
+export HEAPLIVE_SAMPLE_INTERVAL=1
+mkdir -m 777 /tmp/open /tmp/open2
+mkdir -m 755 /tmp/open/dumps /tmp/open2/dumps
+runuser -u $EVIL -- sh -c 'mv /tmp/open/dumps /tmp/open/old && ln -s /tmp/secret /tmp/open/dumps'
+LD_PRELOAD=$LIB HEAPLIVE_OUTPUT=/tmp/open/dumps/g.%n.folded $LINKPROGS/links_prog > /tmp/a.out 2> /tmp/a.err
+echo "RC=$?"
+echo "G=$(grep -c links_big /tmp/g.1.folded)"
+echo "SAID=$(grep -c 'cannot write /tmp/open/dumps/g.1.folded (directory /tmp/open on the way is writable by other users (mode 0777, not sticky); not used); wrote /tmp/g.1.folded instead' /tmp/a.err)"
+LD_PRELOAD=$LIB HEAPLIVE_OUTPUT=/tmp/open2/dumps/k.%n.folded $LINKPROGS/links_prog > /dev/null 2> /tmp/b.err
+echo "K=$(grep -c links_big /tmp/k.1.folded)"
+echo "K_IN_DUMPS=$(ls /tmp/open2/dumps | wc -l)"
+echo "K_SAID=$(grep -c 'directory /tmp/open2 on the way is writable by other users' /tmp/b.err)"
+"#);
+    assert_intact(&m, &t);
+    assert_eq!(get(&m, "RC", &t), "5", "{t}");
+    assert_eq!(get(&m, "G", &t), "1", "{t}");
+    assert_eq!(get(&m, "SAID", &t), "1", "{t}");
+    assert_eq!(get(&m, "K", &t), "1", "{t}");
+    assert_eq!(get(&m, "K_IN_DUMPS", &t), "0", "{t}");
+    assert_eq!(get(&m, "K_SAID", &t), "1", "{t}");
+}
+
+/// `heaplive flamegraph -o` follows the same rules: a link the other user
+/// planted (in their directory, in a sticky one) is refused with one line
+/// and status 1; `-o /dev/stdout` and a new file of root's work.
+#[test]
+fn flamegraph_output_through_a_planted_link_is_refused() {
+    let (m, t) = run(r#"
+printf 'main;links_big 1000\n' > /tmp/in.folded
+plant /tmp/pool/g.svg /tmp/secret/victim
+plant /tmp/shared/g.svg /tmp/secret/victim
+$HEAPLIVE flamegraph /tmp/in.folded -o /tmp/pool/g.svg > /dev/null 2> /tmp/a.err
+echo "A_RC=$?"
+echo "A_SAID=$(grep -c '^heaplive: /tmp/pool/g.svg: directory /tmp/pool on the way belongs to uid' /tmp/a.err)"
+$HEAPLIVE flamegraph /tmp/in.folded -o /tmp/shared/g.svg > /dev/null 2> /tmp/b.err
+echo "B_RC=$?"
+echo "B_SAID=$(grep -c '^heaplive: /tmp/shared/g.svg: /tmp/shared/g.svg is a symlink owned by uid' /tmp/b.err)"
+$HEAPLIVE flamegraph /tmp/in.folded -o /dev/stdout | grep -q 'links_big' && echo "STDOUT=1"
+$HEAPLIVE flamegraph /tmp/in.folded -o /tmp/shared/mine.svg && grep -q 'links_big' /tmp/shared/mine.svg && echo "MINE=1"
+"#);
+    assert_intact(&m, &t);
+    assert_eq!(get(&m, "A_RC", &t), "1", "{t}");
+    assert_eq!(get(&m, "A_SAID", &t), "1", "{t}");
+    assert_eq!(get(&m, "B_RC", &t), "1", "{t}");
+    assert_eq!(get(&m, "B_SAID", &t), "1", "{t}");
+    assert_eq!(get(&m, "STDOUT", &t), "1", "{t}");
+    assert_eq!(get(&m, "MINE", &t), "1", "{t}");
+}
