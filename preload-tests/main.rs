@@ -13,7 +13,6 @@ mod core_exact;
 mod glibc;
 mod heaptrack;
 mod install;
-mod intervals;
 mod leaks;
 mod limits;
 mod other_allocators;
