@@ -227,7 +227,9 @@ fn application_handler_installed_with_signal_still_runs() {
 fn sig_ign_and_sig_dfl_are_virtual() {
     let dir = tempdir("sig-ign-dfl");
     let prog = compile("sig_ign_dfl.c", "sig_ign_dfl", &dir, &[]);
-    let o = run_preloaded(&dir, &prog, &[], &[]);
+    // Exact mode: the first malloc starts heaplive's thread, which takes
+    // the signals from outside at once.
+    let o = run_preloaded(&dir, &prog, &[], &[("HEAPLIVE_SAMPLE_INTERVAL", "1")]);
     assert_ok(&o, "SIG_IGN/SIG_DFL");
     let out = stdout(&o);
     for l in [
@@ -461,7 +463,15 @@ fn heaplive_signal_rtmin_plus_2() {
 fn heaplive_signal_kill_warns_and_keeps_usr2() {
     let dir = tempdir("sig-kill");
     let prog = compile("sig_custom.c", "sig_custom", &dir, &[]);
-    let o = run_preloaded(&dir, &prog, &["USR2"], &[("HEAPLIVE_SIGNAL", "KILL")]);
+    // Exact mode: the first malloc is sampled and starts heaplive's thread,
+    // which takes the signal from outside (before a first sample it would
+    // wait, pending, until one).
+    let o = run_preloaded(
+        &dir,
+        &prog,
+        &["USR2"],
+        &[("HEAPLIVE_SIGNAL", "KILL"), ("HEAPLIVE_SAMPLE_INTERVAL", "1")],
+    );
     assert_ok(&o, "HEAPLIVE_SIGNAL=KILL");
     let err = stderr(&o);
     let warn: Vec<_> = err

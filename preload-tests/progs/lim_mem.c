@@ -11,6 +11,9 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/wait.h>
+#include <errno.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,7 +66,15 @@ int main(int argc, char **argv) {
     int (*dump)(const char *) = (int (*)(const char *))dlsym(RTLD_DEFAULT, "heaplive_dump");
     if (dump) {
         dump(NULL);
-        raise(SIGUSR2);
+        /* From another process: a signal the program sent itself would be
+         * its own (issue 32), not a dump request. */
+        pid_t me = getpid(), c = fork();
+        if (c == 0) {
+            kill(me, SIGUSR2);
+            _exit(0);
+        }
+        while (c > 0 && waitpid(c, NULL, 0) < 0 && errno == EINTR) {
+        }
         struct timespec ts = {0, 5000000};
         for (int i = 0; i < 1000 && !signal_dump_logged(); i++)
             nanosleep(&ts, NULL);

@@ -76,16 +76,37 @@ static void wait_ack(void) {
 /* When the child sent the signal (a shared page). */
 static volatile long *sent_at;
 
-static void dump_signal_from_outside(void) {
-    /* From another process, as kill(1): a signal the program sent itself
-     * would be its own, not a dump request. */
+/* A child forked at the start sends the dump signal when told (one byte
+ * on `order`) and answers on `done` once it has: from another process, as
+ * kill(1) does (a signal the program sent itself would be its own, not a
+ * dump request). Forked before any dump: a fork while dump 1 is being
+ * built would wait for it (heaplive's fork handlers take its locks). */
+static int order[2], done[2];
+
+static void start_signaller(void) {
+    if (pipe(order) != 0 || pipe(done) != 0) exit(2);
     pid_t me = getpid(), c = fork();
+    if (c < 0) exit(2);
     if (c == 0) {
-        *sent_at = now_ns();
-        syscall(SYS_kill, me, SIGUSR2);
+        close(order[1]);
+        close(done[0]);
+        char b;
+        while (read(order[0], &b, 1) == 1) {
+            *sent_at = now_ns();
+            syscall(SYS_kill, me, SIGUSR2);
+            if (write(done[1], &b, 1) != 1) _exit(1);
+        }
         _exit(0);
     }
-    while (c > 0 && waitpid(c, NULL, 0) < 0 && errno == EINTR) {
+    close(order[0]);
+    close(done[1]);
+}
+
+static void dump_signal_from_outside(void) {
+    char b = 's';
+    if (write(order[1], &b, 1) != 1) exit(4);
+    while (read(done[0], &b, 1) != 1) {
+        if (errno != EINTR) exit(4);
     }
 }
 
@@ -104,6 +125,7 @@ int main(int argc, char **argv) {
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_dump_signal;
     sigaction(SIGUSR2, &sa, NULL);
+    start_signaller();
 
     hold_all_sites();
     void *a = keep_a(1000000);
@@ -123,5 +145,8 @@ int main(int argc, char **argv) {
     printf("conclusive=%d dumps_at_ack2=%d latency_us=%ld\n", conclusive, dumps_seen_by_handler,
            (handler_ns - sent) / 1000);
     free(c);
+    close(order[1]);
+    while (wait(NULL) < 0 && errno == EINTR) {
+    }
     return 0;
 }
