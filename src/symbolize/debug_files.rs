@@ -38,6 +38,10 @@ pub(super) struct Dwarf {
     /// section was loaded whole. Read by tests.
     #[cfg_attr(not(test), allow(dead_code))]
     pub(super) units: (usize, usize),
+    /// Bytes of `.debug_info` never decompressed (`sparse`: past the last
+    /// unit a probe needs). Read by tests.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(super) unread: usize,
 }
 
 const PAGE: usize = 4096;
@@ -185,6 +189,7 @@ impl Dwarf {
         let mut maps = vec![main.map];
         maps.extend(sup.map(|s| s.map));
         let units = sparse.as_ref().map_or((0, 0), |s| (s.kept, s.hidden));
+        let unread = sparse.as_ref().map_or(0, |s| s.unread);
         Some(Dwarf {
             ctx,
             _owned: owned,
@@ -192,6 +197,7 @@ impl Dwarf {
             _sparse_lines: sparse_lines,
             _maps: maps,
             units,
+            unread,
         })
     }
 

@@ -56,6 +56,9 @@ pub(super) struct SparseInfo {
     /// Units kept and hidden, for tests and the bench notes.
     pub(super) kept: usize,
     pub(super) hidden: usize,
+    /// Bytes of the section never read (decompressed): past the last unit
+    /// that can be needed ([`last_needed`]).
+    pub(super) unread: usize,
     /// `.debug_line` offsets of the kept units' line programs.
     pub(super) line_programs: Vec<usize>,
 }
@@ -105,12 +108,14 @@ pub(super) fn build(
         return None;
     }
     let (aranged, aranges_hit) = aranges(dwarf, probes)?;
+    let stop_after = last_needed(dwarf, probes, &aranges_hit);
     if len == 0 {
         return Some(SparseInfo {
             ptr: core::ptr::null_mut(),
             len: 0,
             kept: 0,
             hidden: 0,
+            unread: 0,
             line_programs: Vec::new(),
         });
     }
@@ -125,6 +130,7 @@ pub(super) fn build(
         len,
         kept: 0,
         hidden: 0,
+        unread: 0,
         line_programs: Vec::new(),
     };
     let mut filled = 0;
@@ -190,6 +196,24 @@ pub(super) fn build(
                     }
                 }
                 next = end;
+                // Past the last unit `.debug_aranges` names for a probe:
+                // the rest becomes one hidden run, never decompressed.
+                let s = run.map_or(next, |(s, _)| s);
+                if stop_after.is_some_and(|x| next > x)
+                    && len - next >= FAKE_HEADER
+                    && len - s <= MAX_RUN
+                {
+                    run = Some((s, len));
+                    let from = round_up(s + FAKE_HEADER).max(discarded);
+                    let to = round_up(filled).min(len) & !(PAGE - 1);
+                    if to > from {
+                        discards.push((from, to));
+                        discarded = to;
+                    }
+                    out.unread = len - filled;
+                    next = len;
+                    break;
+                }
                 if next >= filled {
                     break;
                 }
@@ -239,6 +263,7 @@ pub(super) fn build_lines(
         len,
         kept: starts.len(),
         hidden: 0,
+        unread: 0,
         line_programs: Vec::new(),
     };
     if len != 0 && out.ptr.is_null() {
@@ -661,6 +686,41 @@ fn aranges(
         }
     }
     Some((named, hit))
+}
+
+/// The offset of the last unit that can answer a probe, when
+/// `.debug_aranges` names a unit for every probe (`hit`: those units):
+/// the units after it need not be read at all. addr2line finds a probe's
+/// units by their ranges; another unit that could answer a probe already
+/// covered by a named unit would be a second compilation unit claiming the
+/// same code. `None` (read every unit) when a probe is in no set: it may
+/// be in a unit `.debug_aranges` does not name (clang emits no such
+/// section by default) or whose ranges say more than its set.
+fn last_needed(dwarf: &gimli::Dwarf<Slice>, probes: &[u64], hit: &HashSet<usize>) -> Option<usize> {
+    if probes.is_empty() {
+        return None;
+    }
+    let mut covered = vec![false; probes.len()];
+    let mut headers = dwarf.debug_aranges.headers();
+    while let Some(h) = headers.next().ok()? {
+        let mut entries = h.entries();
+        while let Ok(Some(e)) = entries.next() {
+            let r = e.range();
+            let i = probes.partition_point(|&p| p < r.begin);
+            for (c, _) in covered[i..]
+                .iter_mut()
+                .zip(&probes[i..])
+                .take_while(|(_, p)| **p < r.end)
+            {
+                *c = true;
+            }
+        }
+    }
+    if covered.iter().all(|&c| c) {
+        hit.iter().copied().max()
+    } else {
+        None
+    }
 }
 
 /// Does the abbreviation table at `offset` use a form that refers to
