@@ -76,10 +76,18 @@ fn make_install_into_a_prefix_then_a_new_user_runs_heaplive_from_it() {
     let work = dir.path().join("work");
     std::fs::create_dir_all(&work).unwrap();
     let prog = compile("sec_dump.c", "sec_dump", &work, &[]);
+    // The install readable by all; the work directory the user's own (a
+    // directory on the way that others could write is not written into).
     Command::new("chmod")
         .arg("-R")
-        .arg("a+rwX")
+        .arg("a+rX")
         .arg(dir.path())
+        .status()
+        .unwrap();
+    Command::new("chown")
+        .arg("-R")
+        .arg(EVIL)
+        .arg(&work)
         .status()
         .unwrap();
     let mut c = Command::new("runuser");
