@@ -470,7 +470,10 @@ fn heaplive_signal_kill_warns_and_keeps_usr2() {
         &dir,
         &prog,
         &["USR2"],
-        &[("HEAPLIVE_SIGNAL", "KILL"), ("HEAPLIVE_SAMPLE_INTERVAL", "1")],
+        &[
+            ("HEAPLIVE_SIGNAL", "KILL"),
+            ("HEAPLIVE_SAMPLE_INTERVAL", "1"),
+        ],
     );
     assert_ok(&o, "HEAPLIVE_SIGNAL=KILL");
     let err = stderr(&o);
