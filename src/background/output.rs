@@ -487,18 +487,7 @@ fn fallback_status_dir(uid: u32, create: bool) -> Option<PathBuf> {
     static FOUND: std::sync::Mutex<Option<(u32, PathBuf)>> = std::sync::Mutex::new(None);
     // try_lock: a child forked while another thread held it looks again.
     let mut found = FOUND.try_lock().ok()?;
-    let trusted = |d: &Path| {
-        lstat(d).is_ok_and(|st| {
-            status::check_dir(
-                kind(&st) == libc::S_IFDIR,
-                kind(&st) == libc::S_IFLNK,
-                st.st_uid,
-                st.st_mode,
-                uid,
-            )
-            .is_ok()
-        })
-    };
+    let trusted = |d: &Path| lstat(d).is_ok_and(|st| status_dir_passes(&st, uid));
     if let Some((u, d)) = found.as_ref()
         && *u == uid
         && trusted(d)
@@ -553,15 +542,21 @@ fn primary_status_dir_refused() -> bool {
         {
             return crate::hot::sys::errno() != libc::ENOENT;
         }
-        status::check_dir(
-            kind(&st) == libc::S_IFDIR,
-            kind(&st) == libc::S_IFLNK,
-            st.st_uid,
-            st.st_mode,
-            uid,
-        )
-        .is_err()
+        !status_dir_passes(&st, uid)
     }
+}
+
+/// Does what `lstat` said of a status directory pass `status::check_dir`
+/// (a directory, not a link, owned by `uid`, mode 0700)?
+fn status_dir_passes(st: &libc::stat, uid: u32) -> bool {
+    status::check_dir(
+        kind(st) == libc::S_IFDIR,
+        kind(st) == libc::S_IFLNK,
+        st.st_uid,
+        st.st_mode,
+        uid,
+    )
+    .is_ok()
 }
 
 /// Records the number of dumps, the last file and the dump signal, so that

@@ -147,16 +147,7 @@ fn chain(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut core::ffi::c_void) {
     }
     // SAFETY: the program installed this function for this signal with
     // these flags.
-    unsafe {
-        if flags & libc::SA_SIGINFO != 0 {
-            let f: extern "C" fn(c_int, *mut libc::siginfo_t, *mut core::ffi::c_void) =
-                core::mem::transmute(h);
-            f(sig, info, ctx);
-        } else {
-            let f: extern "C" fn(c_int) = core::mem::transmute(h);
-            f(sig);
-        }
-    }
+    unsafe { call_handler(h, flags, sig, info, ctx) };
 }
 
 /// Did the program send `info` itself (not a dump request)? A kill,
