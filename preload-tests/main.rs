@@ -13,6 +13,7 @@ mod core_exact;
 mod glibc;
 mod heaptrack;
 mod install;
+mod intervals;
 mod leaks;
 mod limits;
 mod links;

@@ -317,8 +317,16 @@ fn top_shows_sample_counts_and_error_bars() {
     assert!(n > 50, "{n} samples");
     // The dump's line gives the total's error.
     assert!(common::stderr(&o).contains("% (95%)"), "{}", show(&o));
+    // And the variance of each stack's estimate, from its samples' weights.
+    let variances = common::bytes_by_leaf(&common::parse_folded(&PathBuf::from(
+        live.to_str()
+            .unwrap()
+            .replace(".folded", ".variance.folded"),
+    )));
+    let v = *variances.get("site_keep").expect("variance of site_keep") as f64;
     let text = common::ok(common::heaplive(&[
         "top",
+        "--bytes",
         "-w",
         "0",
         live.to_str().unwrap(),
@@ -328,10 +336,17 @@ fn top_shows_sample_counts_and_error_bars() {
         .find(|l| l.contains("site_keep"))
         .unwrap_or_else(|| panic!("{text}"));
     let f: Vec<&str> = row.split_whitespace().collect();
-    // LIVE (2 words: number and unit), SHARE, SAMPLES, 95%.
-    assert_eq!(f[3], n.to_string(), "{row}");
-    let want = format!("±{:.0}%", 196.0 / (n as f64).sqrt());
-    assert_eq!(f[4], want, "{row}");
+    // LIVE, SHARE, SAMPLES, 95% INTERVAL (with --bytes, one word each).
+    assert_eq!(f[2], n.to_string(), "{row}");
+    let est: f64 = f[0].parse().unwrap();
+    let (lo, hi) = heaplive_format::stats::interval95(est, v);
+    assert_eq!(f[3], format!("{}..{}", lo.round(), hi.round()), "{row}");
+    // Small blocks: about R^2 of variance per sample.
+    let r = 256.0 * 1024.0;
+    assert!(
+        (v / (n as f64 * r * r) - 1.0).abs() < 1e-3,
+        "variance {v} for {n} samples"
+    );
 }
 
 /// Sampled mode (default interval R = 512 KiB): the peak holds site_big's
@@ -555,4 +570,73 @@ fn exit_line_says_when_the_peak_files_stacks_are_from() {
     assert!(copy < 1.0, "the stacks are from the first maximum: {err}");
     let peak = by_leaf(&one(common::view_files(&dir, "peak")));
     assert_eq!(peak.values().sum::<u64>(), 1024 * 64 * 1024, "{peak:?}");
+}
+
+/// The pprof file carries the variances as sibling sample types
+/// (`alloc_space_variance`, `inuse_space_variance`), the same as the
+/// variance files: summed over all samples, equal up to the rounding of
+/// each stack's value.
+#[test]
+fn sampled_pprof_carries_the_variances() {
+    let dir = common::tempdir("views-pprof-variance");
+    run(
+        &dir,
+        &["churn"],
+        &[
+            ("HEAPLIVE_SAMPLE_INTERVAL", "256K"),
+            ("HEAPLIVE_SEED", "3"),
+            ("HEAPLIVE_VIEWS", "live,alloc,samples"),
+            ("HEAPLIVE_FORMAT", "folded,pprof"),
+        ],
+    );
+    let live = one(common::folded_files(&dir));
+    let companion = |suffix: &str| {
+        let p = PathBuf::from(live.to_str().unwrap().replace(".folded", suffix));
+        common::total(&common::parse_folded(&p)) as f64
+    };
+    let (inuse, alloc) = (
+        companion(".variance.folded"),
+        companion(".alloc.variance.folded"),
+    );
+    assert!(inuse > 0.0 && alloc > inuse, "{inuse} {alloc}");
+    let pb = PathBuf::from(live.to_str().unwrap().replace(".folded", ".pb.gz"));
+    let home = dir.join("gohome");
+    std::fs::create_dir_all(&home).unwrap();
+    let o = Command::new(go())
+        .args(["tool", "pprof", "-raw"])
+        .arg(&pb)
+        .current_dir(&dir)
+        .env("HOME", &home)
+        .env("GOCACHE", home.join("cache"))
+        .env("GOTOOLCHAIN", "local")
+        .output()
+        .expect("go tool pprof");
+    assert!(o.status.success(), "{}", show(&o));
+    let raw = common::stdout(&o);
+    let lines: Vec<&str> = raw.lines().collect();
+    let header = lines
+        .iter()
+        .position(|l| l.contains("inuse_space_variance/bytes_squared"))
+        .unwrap_or_else(|| panic!("no variance sample type:\n{raw}"));
+    let types: Vec<&str> = lines[header].split_whitespace().collect();
+    let col = |name: &str| types.iter().position(|t| t.starts_with(name)).unwrap();
+    let (ci, ca) = (col("inuse_space_variance/"), col("alloc_space_variance/"));
+    let (mut si, mut sa, mut stacks) = (0.0, 0.0, 0.0);
+    for l in &lines[header + 1..] {
+        let Some((values, _)) = l.split_once(':') else {
+            break;
+        };
+        let v: Vec<f64> = values
+            .split_whitespace()
+            .map(|x| x.parse().unwrap())
+            .collect();
+        if v.len() != types.len() {
+            break;
+        }
+        si += v[ci];
+        sa += v[ca];
+        stacks += 1.0;
+    }
+    assert!((si - inuse).abs() <= stacks, "pprof {si} vs file {inuse}");
+    assert!((sa - alloc).abs() <= stacks, "pprof {sa} vs file {alloc}");
 }

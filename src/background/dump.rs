@@ -178,6 +178,9 @@ struct Vals {
     alloc_bytes: u64,
     alloc_blocks: u64,
     samples: u64,
+    /// Estimated variances of `bytes` and `alloc_bytes` (bytes squared).
+    variance: f64,
+    alloc_variance: f64,
 }
 
 /// What a dump shows: the stacks live now (with their allocation view), or
@@ -187,9 +190,9 @@ pub enum Which<'a> {
     /// The snapshot's sums, per stack id.
     Live(&'a [live::StackSum]),
     Peak,
-    /// Amounts per stack (bytes, milli-blocks) copied elsewhere: the stacks
-    /// at a PHP request's peak.
-    Stacks(&'a [(stacks::StackId, i64, i64)]),
+    /// Amounts per stack (bytes, milli-blocks, variance units) copied
+    /// elsewhere: the stacks at a PHP request's peak.
+    Stacks(&'a [(stacks::StackId, i64, i64, i64)]),
 }
 
 /// Builds the profile of what is live now (and allocated since start), or
@@ -215,6 +218,7 @@ fn build_profile(st: &mut DumpState, which: Which) -> std::io::Result<(Profile, 
                 a.bytes = s.bytes;
                 a.blocks = s.blocks;
                 a.samples = s.samples;
+                a.variance = s.variance;
                 variance += s.variance;
             }
             for id in 1..stacks::count() {
@@ -224,6 +228,10 @@ fn build_profile(st: &mut DumpState, which: Which) -> std::io::Result<(Profile, 
                         let a = per_stack.entry(id).or_default();
                         a.alloc_bytes = b;
                         a.alloc_blocks = (s.alloc_milliblocks.load(Relaxed) + 500) / 1000;
+                        a.alloc_variance = crate::hot::sampler::variance_of_units(
+                            s.alloc_variance.load(Relaxed) as f64,
+                            cfg.interval,
+                        );
                     }
                 }
             }
@@ -236,16 +244,23 @@ fn build_profile(st: &mut DumpState, which: Which) -> std::io::Result<(Profile, 
                         let a = per_stack.entry(id).or_default();
                         a.bytes = b as f64;
                         a.blocks = s.peak_milliblocks.load(Relaxed).max(0) as f64 / 1000.0;
+                        a.variance = crate::hot::sampler::variance_of_units(
+                            s.peak_variance.load(Relaxed) as f64,
+                            cfg.interval,
+                        );
+                        variance += a.variance;
                     }
                 }
             }
         }
         Which::Stacks(v) => {
-            for &(id, b, m) in v {
+            for &(id, b, m, var) in v {
                 if b > 0 {
                     let a = per_stack.entry(id).or_default();
                     a.bytes = b as f64;
                     a.blocks = m.max(0) as f64 / 1000.0;
+                    a.variance = crate::hot::sampler::variance_of_units(var as f64, cfg.interval);
+                    variance += a.variance;
                 }
             }
         }
@@ -322,6 +337,8 @@ fn build_profile(st: &mut DumpState, which: Which) -> std::io::Result<(Profile, 
             alloc_bytes: v.alloc_bytes,
             alloc_blocks: v.alloc_blocks,
             samples: v.samples,
+            variance: v.variance,
+            alloc_variance: v.alloc_variance,
         });
     }
     let started = STARTED_NS.load(Relaxed);
@@ -499,10 +516,17 @@ pub fn write_view(
             })?;
             also += &format!(" and {}", p.display());
         }
-        if cfg.views.samples && cfg.interval > 1 && live_view {
-            output::write_with_fallback(&view_path(&live_file, "samples"), &mut |w| {
-                crate::background::folded::write_folded_by(&profile, |s| s.samples, w)
-            })?;
+        if cfg.views.samples && cfg.interval > 1 {
+            // The error bars of each file written: its variance per stack.
+            write_variance(&live_file, "variance", &profile, |s| s.variance)?;
+            if live_view {
+                output::write_with_fallback(&view_path(&live_file, "samples"), &mut |w| {
+                    crate::background::folded::write_folded_by(&profile, |s| s.samples, w)
+                })?;
+                if cfg.views.alloc {
+                    write_variance(&live_file, "alloc.variance", &profile, |s| s.alloc_variance)?;
+                }
+            }
         }
     }
     if cfg.pprof {
@@ -558,7 +582,11 @@ pub fn write_view(
         note,
         log::human_bytes(total as f64),
         if cfg.interval > 1 && live_view {
-            format!(" (estimate{})", error_text(total as f64, variance))
+            format!(
+                " (estimate{}; a stack with no sample holds under {})",
+                error_text(total as f64, variance),
+                log::human_bytes(heaplive_format::stats::unseen_bound(cfg.interval as f64))
+            )
         } else if cfg.interval > 1 {
             " (estimate)".to_string()
         } else {
@@ -579,6 +607,23 @@ pub fn write_view(
     Ok(Written {
         path: written,
         total,
+    })
+}
+
+/// Writes the variance companion `view` (`NAME.variance.folded` beside
+/// `NAME.folded`, `NAME.alloc.variance.folded` beside
+/// `NAME.alloc.folded`...) of `live_file`: per stack, the estimated
+/// variance of its bytes, in bytes squared (stacks whose estimate is exact
+/// have no line).
+fn write_variance(
+    live_file: &Path,
+    view: &str,
+    profile: &Profile,
+    value: fn(&Sample) -> f64,
+) -> std::io::Result<PathBuf> {
+    output::write_with_fallback(&view_path(live_file, view), &mut |w| {
+        // Rounded to whole bytes squared; `as` saturates past u64.
+        crate::background::folded::write_folded_by(profile, |s| value(s).round() as u64, w)
     })
 }
 
@@ -641,9 +686,16 @@ pub fn write_peak(live_file: &Path, live_now: u64) -> Option<PathBuf> {
             return None;
         }
     };
-    match output::write_with_fallback(&view_path(live_file, "peak"), &mut |w| {
+    let written = output::write_with_fallback(&view_path(live_file, "peak"), &mut |w| {
         crate::background::folded::write_folded(&profile, w)
-    }) {
+    })
+    .and_then(|p| {
+        if cfg.views.samples && cfg.interval > 1 {
+            write_variance(live_file, "peak.variance", &profile, |s| s.variance)?;
+        }
+        Ok(p)
+    });
+    match written {
         Ok(p) => Some(p),
         Err(e) => {
             log::line(format_args!(

@@ -46,7 +46,7 @@ enum Job {
         request: String,
     },
     Peak {
-        stacks: Vec<(stacks::StackId, i64, i64)>,
+        stacks: Vec<(stacks::StackId, i64, i64, i64)>,
         request: String,
         peak: i64,
     },
@@ -177,7 +177,12 @@ pub fn request_peak(request: &[u8], peak: i64) {
         if let Some(s) = stacks::slot(id) {
             let b = s.request_peak_bytes.load(Relaxed);
             if b > 0 {
-                v.push((id, b, s.request_peak_milliblocks.load(Relaxed)));
+                v.push((
+                    id,
+                    b,
+                    s.request_peak_milliblocks.load(Relaxed),
+                    s.request_peak_variance.load(Relaxed),
+                ));
             }
         }
     }
@@ -223,6 +228,55 @@ fn kind() -> &'static str {
     }
 }
 
+/// The memory_limit line's words on the ZendMM estimate: its 95% interval,
+/// and whether an estimate above the limit is sampling error (the limit
+/// inside the interval). Empty in exact mode or with no ZendMM stack.
+fn zend_mm_against_limit(p: &crate::background::profile::Profile, message: &str) -> String {
+    if config::get().interval <= 1 {
+        return String::new();
+    }
+    let (mut bytes, mut variance) = (0.0, 0.0);
+    for s in &p.samples {
+        let leaf = s
+            .locations
+            .first()
+            .and_then(|&i| p.locations.get(i))
+            .and_then(|l| l.frames.last());
+        if leaf.is_some_and(|f| f.function == "[zend_mm]") {
+            bytes += s.bytes as f64;
+            variance += s.variance;
+        }
+    }
+    if bytes <= 0.0 {
+        return String::new();
+    }
+    let (lo, hi) = heaplive_format::stats::interval95(bytes, variance);
+    let limit = limit_of(message);
+    let verdict = match limit {
+        Some(l) if bytes > l as f64 && lo <= l as f64 => {
+            " (above the limit by sampling error: the limit is inside the interval)"
+        }
+        _ => "",
+    };
+    format!(
+        "ZendMM {} (estimate, 95% {}..{}){verdict}; ",
+        log::human_bytes(bytes),
+        log::human_bytes(lo),
+        log::human_bytes(hi)
+    )
+}
+
+/// The limit in PHP's message "Allowed memory size of N bytes exhausted".
+fn limit_of(message: &str) -> Option<u64> {
+    message
+        .split_once("Allowed memory size of ")?
+        .1
+        .split_once(' ')?
+        .0
+        .parse()
+        .ok()
+}
+
 fn write_job(job: Job) {
     let _busy = guard::Busy::enter();
     let pid = sys::getpid();
@@ -248,7 +302,7 @@ fn write_job(job: Job) {
             &|_, p| {
                 let (top, frames) = top_stack(p);
                 format!(
-                    "PHP \"{}\" in {}:{}{}; top stack {}: {}; ",
+                    "PHP \"{}\" in {}:{}{}; top stack {}: {}; {}",
                     message,
                     file,
                     line,
@@ -259,6 +313,7 @@ fn write_job(job: Job) {
                     },
                     log::human_bytes(top as f64),
                     if frames.is_empty() { "-" } else { &frames },
+                    zend_mm_against_limit(p, message),
                 )
             },
         ),

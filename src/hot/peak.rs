@@ -80,6 +80,8 @@ pub fn shrinking(bytes: i64) {
                 s.peak_bytes.store(s.live_bytes.load(Relaxed), Relaxed);
                 s.peak_milliblocks
                     .store(s.live_milliblocks.load(Relaxed), Relaxed);
+                s.peak_variance
+                    .store(s.live_variance.load(Relaxed), Relaxed);
             }
         }
         COPIED.store(peak, Relaxed);

@@ -1300,6 +1300,8 @@ fn copy_request_peak(force: bool) {
                 .store(s.live_bytes.load(Relaxed), Relaxed);
             s.request_peak_milliblocks
                 .store(s.live_milliblocks.load(Relaxed), Relaxed);
+            s.request_peak_variance
+                .store(s.live_variance.load(Relaxed), Relaxed);
         }
     }
     REQ_COPIED.store(peak, Relaxed);

@@ -49,6 +49,38 @@ pub fn weight_blocks(size: u64, interval: u64) -> f64 {
     if p <= 0.0 { 0.0 } else { 1.0 / p }
 }
 
+/// The fixed point of variance terms kept in the stack records: units of
+/// `R^2 / 2^VARIANCE_SHIFT`. A sample's term `s^2 (1 - p) / p^2` is at most
+/// `R^2` (it is `R^2 (x/2 / sinh(x/2))^2` with `x = s/R`), so one sample
+/// adds at most 2^32 units, and a record's i64 holds 2^31 samples' worth.
+pub const VARIANCE_SHIFT: i32 = 32;
+
+/// The Horvitz-Thompson variance term of one sample of `size` bytes,
+/// `s^2 (1 - p) / p^2` (the variance of its weight), in units of
+/// `R^2 / 2^32`: 0 in exact mode and for blocks sampled with certainty
+/// (`p == 1` in doubles: 37 R and more).
+pub fn variance_units(size: u64, interval: u64) -> i64 {
+    if interval <= 1 {
+        return 0;
+    }
+    let p = sample_probability(size, interval);
+    if p <= 0.0 {
+        return 0;
+    }
+    let x = size as f64 / interval as f64;
+    let t = x * x * (1.0 - p) / (p * p);
+    (t * (1u64 << VARIANCE_SHIFT) as f64).round() as i64
+}
+
+/// Variance units (`variance_units`) as bytes squared.
+pub fn variance_of_units(units: f64, interval: u64) -> f64 {
+    if interval <= 1 || units <= 0.0 {
+        return 0.0;
+    }
+    let r = interval as f64;
+    units * r * r / (1u64 << VARIANCE_SHIFT) as f64
+}
+
 /// `1 - exp(-s/R)`, computed with expm1 so small sizes keep their digits.
 pub fn sample_probability(size: u64, interval: u64) -> f64 {
     // libm's (pure Rust): the system libm need not be loaded at start.
@@ -143,6 +175,25 @@ mod tests {
         assert!((weight_bytes(big, r) - big as f64).abs() < 1.0);
         // A tiny block stands for about R bytes.
         assert!((weight_bytes(1, r) - r as f64).abs() < 1.0);
+    }
+
+    #[test]
+    fn variance_units_follow_the_formula() {
+        let r = 512 * 1024u64;
+        assert_eq!(variance_units(1000, 1), 0);
+        // Always sampled: exactly 0.
+        assert_eq!(variance_units(64 * r, r), 0);
+        for s in [1u64, 64, 4096, r / 2, r, 3 * r, 10 * r] {
+            let p = 1.0 - (-(s as f64) / r as f64).exp();
+            let w = s as f64 / p;
+            let want = w * w * (1.0 - p);
+            let got = variance_of_units(variance_units(s, r) as f64, r);
+            assert!(
+                (got - want).abs() <= 1e-6 * want + 1.0,
+                "size {s}: {got} vs {want}"
+            );
+            assert!(variance_units(s, r) <= 1 << VARIANCE_SHIFT);
+        }
     }
 
     /// The mean gap is R and the coefficient of variation is 1 (exponential).

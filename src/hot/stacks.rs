@@ -66,7 +66,13 @@ pub struct Slot {
     /// PHP mode: `live_*` at the running request's peak (`hot::php`).
     pub request_peak_bytes: AtomicI64,
     pub request_peak_milliblocks: AtomicI64,
-    _pad: [u64; 1],
+    /// The estimated variance of `live_bytes`, `alloc_bytes`, `peak_bytes`
+    /// and `request_peak_bytes`: the sums of their samples' variance terms
+    /// (`sampler::variance_units`, units of R^2 / 2^32; 0 in exact mode).
+    pub live_variance: AtomicI64,
+    pub alloc_variance: AtomicU64,
+    pub peak_variance: AtomicI64,
+    pub request_peak_variance: AtomicI64,
 }
 
 const CHUNK_BYTES: usize = CHUNK_SLOTS * core::mem::size_of::<Slot>();
@@ -272,8 +278,9 @@ pub fn count() -> StackId {
 }
 
 /// Counts a new sample into a stack's allocation view.
-pub fn account_alloc(id: StackId, bytes: i64, milliblocks: i64) {
+pub fn account_alloc(id: StackId, bytes: i64, milliblocks: i64, variance: i64) {
     if let Some(s) = slot(id) {
+        s.alloc_variance.fetch_add(variance.max(0) as u64, Relaxed);
         s.alloc_bytes.fetch_add(bytes.max(0) as u64, Relaxed);
         s.alloc_milliblocks
             .fetch_add(milliblocks.max(0) as u64, Relaxed);
@@ -286,9 +293,13 @@ pub fn arena_alloc(len: usize) -> *mut u8 {
     ARENA.alloc(len)
 }
 
-/// Adds (or with negative amounts removes) live memory to a stack.
-pub fn account(id: StackId, bytes: i64, milliblocks: i64) -> Option<(i64, i64)> {
+/// Adds (or with negative amounts removes) live memory to a stack, with
+/// the variance terms of its samples (`sampler::variance_units`).
+pub fn account(id: StackId, bytes: i64, milliblocks: i64, variance: i64) -> Option<(i64, i64)> {
     let s = slot(id)?;
+    if variance != 0 {
+        s.live_variance.fetch_add(variance, Relaxed);
+    }
     let b = s.live_bytes.fetch_add(bytes, Relaxed) + bytes;
     let m = s.live_milliblocks.fetch_add(milliblocks, Relaxed) + milliblocks;
     Some((b, m))

@@ -246,8 +246,8 @@ fn record(addr: usize, size: usize, interval: u64, kind: u32) {
     // The allocation view counts each sample once, when it is taken (a
     // realloc's new block is a new allocation; a sample put back after a
     // failed realloc is not).
-    let (b, m) = amounts(&e, interval);
-    stacks::account_alloc(id, b, m);
+    let (b, m, v) = amounts(&e, interval);
+    stacks::account_alloc(id, b, m, v);
     keep_sample(e, interval);
 }
 
@@ -341,21 +341,24 @@ fn out_of_memory() {
     }
 }
 
-fn amounts(e: &Entry, interval: u64) -> (i64, i64) {
+/// A sample's bytes, milli-blocks and variance term (units of
+/// `sampler::variance_units`).
+fn amounts(e: &Entry, interval: u64) -> (i64, i64, i64) {
     if interval <= 1 {
         // Exact mode: a block is its size, one block.
-        return (e.size().min(i64::MAX as usize) as i64, 1000);
+        return (e.size().min(i64::MAX as usize) as i64, 1000, 0);
     }
     let blocks = sampler::weight_blocks(e.size() as u64, interval);
     (
         e.weight(interval).round() as i64,
         (blocks * 1000.0).round() as i64,
+        sampler::variance_units(e.size() as u64, interval),
     )
 }
 
 fn account(e: &Entry, interval: u64) {
-    let (b, m) = amounts(e, interval);
-    if let Some((live_b, live_m)) = stacks::account(e.stack(), b, m) {
+    let (b, m, v) = amounts(e, interval);
+    if let Some((live_b, live_m)) = stacks::account(e.stack(), b, m, v) {
         crate::hot::peak::grew(b);
         if e.kind() == live::ZEND_MM {
             php::request_grew(b);
@@ -370,14 +373,14 @@ fn account(e: &Entry, interval: u64) {
 }
 
 fn unaccount(e: &Entry, interval: u64) {
-    let (b, m) = amounts(e, interval);
+    let (b, m, v) = amounts(e, interval);
     if stacks::slot(e.stack()).is_some() {
         crate::hot::peak::shrinking(b);
         if e.kind() == live::ZEND_MM {
             php::request_shrinking(b);
         }
     }
-    stacks::account(e.stack(), -b, -m);
+    stacks::account(e.stack(), -b, -m, -v);
 }
 
 /// realloc's first half: takes `p`'s sample out (if any) before the real

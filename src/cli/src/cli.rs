@@ -269,16 +269,20 @@ pub struct TableArgs {
     long_about = "The stacks holding the most live bytes. Several files are summed (e.g. the
 dumps of all php-fpm workers taken at one moment). '-' reads standard input;
 a directory stands for the dumps in it (its *.folded files, less the
-.alloc, .samples and .peak views).
+.alloc, .samples, .peak and .variance views).
 
 Stacks are shown leaf first: 'xmlStrdup <- xmlNewNode <- main'.
 
-Error bars: in sampled mode the library writes NAME.samples.folded next to
-each NAME.folded (the number of live samples per stack). When it is there,
-top shows per stack the number of samples n and the 95% interval of the
-estimate, ±1.96/sqrt(n) (relative standard error 1/sqrt(n); smaller for
-blocks near or above the sample interval, which are sampled almost surely).
-Exact mode has no error bars.",
+Error bars: in sampled mode the library writes NAME.samples.folded (live
+samples per stack) and NAME.variance.folded (the estimated variance of each
+stack's bytes, from its samples' weights) next to each NAME.folded, and
+NAME.alloc.variance.folded, NAME.peak.variance.folded next to those views.
+When they are there, top shows per stack the number of samples and the 95%
+interval of the estimate (exact Poisson-based for few samples; zero width
+for blocks sampled with certainty, 37 times the sample interval and more),
+the total's interval, and as its last line a bound on what stacks with no
+sample can hold. Several files: the variances add. Exact mode has no error
+bars.",
     override_usage = "heaplive top FILE|DIR... [-n N] [--inclusive] [--php] [--endpoints] [--bytes] [--width W]",
     after_help = "\
 Examples:
@@ -345,15 +349,25 @@ pub struct DiffArgs {
     about = "sum several folded files into one (to stdout)",
     long_about = "Sums identical stacks of several folded files and writes one folded file,
 sorted by stack, to standard output. '-' reads standard input; a directory
-stands for the dumps in it (its *.folded files, less the .alloc, .samples and
-.peak views).",
-    override_usage = "heaplive merge FILE|DIR... > all.folded",
+stands for the dumps in it (its *.folded files, less the .alloc, .samples,
+.peak and .variance views).
+
+Error bars: with --variance, merge sums the files' variance companions
+(NAME.variance.folded beside each NAME.folded) instead: variances of
+independent samples add, so 'heaplive top all.folded' then shows the 95%
+intervals of the sum.",
+    override_usage = "heaplive merge [--variance] FILE|DIR... > all.folded",
     after_help = "\
 Example:
-  heaplive merge heaplive.php-fpm8.2.*.2.folded > pool.folded",
+  heaplive merge heaplive.php-fpm8.2.*.2.folded > pool.folded
+  heaplive merge --variance heaplive.php-fpm8.2.*.2.folded > pool.variance.folded",
     help_template = TEMPLATE
 )]
 pub struct MergeArgs {
+    /// sum the files' variance companions (NAME.variance.folded for
+    /// NAME.folded), for the intervals of the sum
+    #[arg(long)]
+    pub variance: bool,
     #[arg(value_name = "FILE", required = true, num_args = 1..)]
     pub files: Vec<String>,
 }

@@ -14,7 +14,11 @@ pub fn main(a: DiffArgs) -> Res<()> {
     if a.folded {
         return emit(|out| write_two_column(&old, &new, out));
     }
-    let text = diff_report(&old, &new, &t);
+    // The variance files of both dumps, when both have them.
+    let variances = crate::top::companions_of(std::slice::from_ref(&a.old), "variance").zip(
+        crate::top::companions_of(std::slice::from_ref(&a.new), "variance"),
+    );
+    let text = diff_report(&old, &new, &t, variances.as_ref());
     emit(|out| out.write_all(text.as_bytes()))
 }
 
@@ -62,7 +66,22 @@ fn delta(r: &DiffRow) -> i128 {
     r.2.unwrap_or(0) as i128 - r.1.unwrap_or(0) as i128
 }
 
-fn diff_report(old: &Profile, new: &Profile, t: &Table) -> String {
+/// The half-width of the 95% interval of a stack's change, from the two
+/// dumps' variances: `1.96 sqrt(v_old + v_new)`. Dumps of one process
+/// share the samples of blocks live in both, which makes the two estimates
+/// positively correlated and the change's variance smaller than the sum:
+/// the interval is then conservative.
+fn change_error(vars: &(Profile, Profile), stack: &str) -> f64 {
+    let v = |p: &Profile| p.stacks.get(stack).copied().unwrap_or(0) as f64;
+    heaplive_format::stats::Z95 * (v(&vars.0) + v(&vars.1)).sqrt()
+}
+
+fn diff_report(
+    old: &Profile,
+    new: &Profile,
+    t: &Table,
+    variances: Option<&(Profile, Profile)>,
+) -> String {
     let (to, tn) = (old.total(), new.total());
     let change = tn as i128 - to as i128;
     let rel = if to == 0 {
@@ -87,7 +106,14 @@ fn diff_report(old: &Profile, new: &Profile, t: &Table) -> String {
         new.stacks.iter().map(|(s, &c)| (s.as_str(), c as u128)),
     );
     out += "\nper stack (leaf first):\n";
-    out += &diff_table(&stacks, t, "STACK", true);
+    let err = variances.map(|v| move |stack: &str| change_error(v, stack));
+    out += &diff_table(
+        &stacks,
+        t,
+        "STACK",
+        true,
+        err.as_ref().map(|f| f as &dyn Fn(&str) -> f64),
+    );
 
     let fo = function_totals(old);
     let fnew = function_totals(new);
@@ -96,11 +122,19 @@ fn diff_report(old: &Profile, new: &Profile, t: &Table) -> String {
         fnew.iter().filter(|v| v.1.1 > 0).map(|(k, v)| (*k, v.1)),
     );
     out += "\nper function (exclusive: bytes allocated directly in it, the leaf):\n";
-    out += &diff_table(&funcs, t, "FUNCTION", false);
+    out += &diff_table(&funcs, t, "FUNCTION", false, None);
     out
 }
 
-fn diff_table(rows: &[DiffRow], t: &Table, what: &str, stacks: bool) -> String {
+/// `err`: the half-width of a row's 95% interval of the change (a column
+/// `±95%` when given).
+fn diff_table(
+    rows: &[DiffRow],
+    t: &Table,
+    what: &str,
+    stacks: bool,
+    err: Option<&dyn Fn(&str) -> f64>,
+) -> String {
     let changed: Vec<&DiffRow> = rows.iter().filter(|r| delta(r) != 0).collect();
     let unchanged = rows.len() - changed.len();
     if changed.is_empty() {
@@ -119,15 +153,38 @@ fn diff_table(rows: &[DiffRow], t: &Table, what: &str, stacks: bool) -> String {
         .chain([10])
         .max()
         .unwrap_or(10);
-    let mut out = format!("{:>w$}  {:>w$}  {:>w$}  {what}\n", "CHANGE", "OLD", "NEW");
-    for (r, [d, a, b]) in changed[..shown].iter().zip(&cells) {
-        let room = t.room(3 * w + 6);
+    let errs: Vec<String> = match err {
+        Some(f) => changed[..shown]
+            .iter()
+            .map(|r| format!("±{}", t.size(f(r.0).round() as u128)))
+            .collect(),
+        None => Vec::new(),
+    };
+    let ew = errs
+        .iter()
+        .map(|e| e.chars().count())
+        .chain([5])
+        .max()
+        .unwrap_or(5);
+    let mut out = if err.is_some() {
+        format!(
+            "{:>w$}  {:>ew$}  {:>w$}  {:>w$}  {what}\n",
+            "CHANGE", "±95%", "OLD", "NEW"
+        )
+    } else {
+        format!("{:>w$}  {:>w$}  {:>w$}  {what}\n", "CHANGE", "OLD", "NEW")
+    };
+    for (i, (r, [d, a, b])) in changed[..shown].iter().zip(&cells).enumerate() {
+        let room = t.room(3 * w + 6 + if err.is_some() { ew + 2 } else { 0 });
         let name = if stacks {
             abbreviate_stack(r.0, room)
         } else {
             shorten_frame(r.0, room)
         };
-        out += &format!("{d:>w$}  {a:>w$}  {b:>w$}  {name}\n");
+        match errs.get(i) {
+            Some(e) => out += &format!("{d:>w$}  {e:>ew$}  {a:>w$}  {b:>w$}  {name}\n"),
+            None => out += &format!("{d:>w$}  {a:>w$}  {b:>w$}  {name}\n"),
+        }
     }
     let more = changed.len() - shown;
     let notes: Vec<String> = [(more, "more changed"), (unchanged, "unchanged")]

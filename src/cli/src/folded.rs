@@ -132,7 +132,8 @@ pub fn load(path: &str) -> Res<Profile> {
 /// The files that the arguments name: a directory stands for its dumps,
 /// the `*.folded` files in it (sorted by name), less hidden ones (a dump
 /// being written), the companion views `NAME.alloc.folded`,
-/// `NAME.samples.folded` and `NAME.peak.folded`, and empty files: the dump
+/// `NAME.samples.folded`, `NAME.peak.folded` and the variance files
+/// `*.variance.folded`, and empty files: the dump
 /// of a process that never sampled (nothing live to add).
 pub fn expand(paths: &[String]) -> Res<Vec<String>> {
     let mut out = Vec::new();
@@ -177,9 +178,14 @@ pub fn expand(paths: &[String]) -> Res<Vec<String>> {
 pub fn is_dump_name(n: &str) -> bool {
     n.ends_with(".folded")
         && !n.starts_with('.')
-        && ![".alloc.folded", ".samples.folded", ".peak.folded"]
-            .iter()
-            .any(|v| n.ends_with(v))
+        && ![
+            ".alloc.folded",
+            ".samples.folded",
+            ".peak.folded",
+            ".variance.folded",
+        ]
+        .iter()
+        .any(|v| n.ends_with(v))
 }
 
 /// Reads several files (a directory: its dumps) and sums them.

@@ -3,8 +3,9 @@
 use crate::cli::TopArgs;
 use crate::folded::{self, Profile};
 use crate::table::{Table, abbreviate_stack, emit, function_totals, shorten_frame};
-use crate::units::{grouped, percent};
+use crate::units::{grouped, human, percent};
 use crate::{Res, error};
+use heaplive_format::stats;
 
 pub fn main(mut a: TopArgs) -> Res<()> {
     let t = Table::from_args(&a.table);
@@ -20,21 +21,28 @@ pub fn main(mut a: TopArgs) -> Res<()> {
     let text = if a.inclusive {
         top_functions(&profile, &t)
     } else {
-        // With --php the sample counts fold the same way as the bytes.
-        let samples = samples_of(&a.files).map(|s| if a.php { php_frames_only(&s) } else { s });
-        top_stacks(&profile, &t, a.files.len(), samples)
+        // With --php the sample counts and variances fold the same way as
+        // the bytes (variances add).
+        let fold = |s: Profile| if a.php { php_frames_only(&s) } else { s };
+        let samples = companions_of(&a.files, "samples").map(fold);
+        let variances = companions_of(&a.files, "variance").map(fold);
+        top_stacks(&profile, &t, a.files.len(), samples, variances)
     };
     emit(|out| out.write_all(text.as_bytes()))
 }
 
-/// The sample counts that go with the files: each `NAME.folded`'s
-/// `NAME.samples.folded` (written by the library in sampled mode). None
-/// when any is missing (exact mode, or HEAPLIVE_VIEWS without samples).
-fn samples_of(files: &[String]) -> Option<Profile> {
+/// The companions of kind `what` that go with the files, summed: each
+/// `NAME.folded`'s `NAME.samples.folded` (live samples per stack) or
+/// `NAME.variance.folded` (the variance of each stack's estimate, bytes
+/// squared; a stack without a line is exact), and the same for the views
+/// (`NAME.alloc.folded`'s `NAME.alloc.variance.folded`). Written by the
+/// library in sampled mode. None when any is missing (exact mode,
+/// HEAPLIVE_VIEWS without samples, dumps older than the variance files).
+pub fn companions_of(files: &[String], what: &str) -> Option<Profile> {
     let mut sum = Profile::default();
     for f in files {
         let base = f.strip_suffix(".folded")?;
-        let companion = format!("{base}.samples.folded");
+        let companion = format!("{base}.{what}.folded");
         let bytes = folded::read_regular(&companion)?;
         if bytes.iter().all(u8::is_ascii_whitespace) {
             continue;
@@ -44,26 +52,51 @@ fn samples_of(files: &[String]) -> Option<Profile> {
     Some(sum)
 }
 
-/// The half-width of the 95% interval of an estimate resting on `n`
-/// samples, relative: 1.96 / sqrt(n). Each small sample stands for about R
-/// bytes and the count of samples is Poisson, so the relative standard
-/// error is 1/sqrt(n) (for blocks near or above R it is smaller: such
-/// blocks are sampled almost surely; this is then an upper bound).
-pub fn rel_error_95(n: u64) -> f64 {
-    if n == 0 {
-        f64::INFINITY
-    } else {
-        1.96 / (n as f64).sqrt()
+/// The 95% interval of a stack's estimate of `bytes`: from its variance
+/// when the variance files are there (exact, zero width, when the variance
+/// is 0), else from its count of samples (Garwood's interval on the count
+/// scaled by the mean weight: right for small blocks, too wide for blocks
+/// near or above the sample interval), else none.
+pub fn interval_of(bytes: u64, n: Option<u64>, variance: Option<u64>) -> Option<(f64, f64)> {
+    match (variance, n) {
+        (Some(v), _) => Some(stats::interval95(bytes as f64, v as f64)),
+        (None, Some(n)) => Some(stats::interval95_from_count(bytes as f64, n)),
+        (None, None) => None,
     }
 }
 
-fn error_cell(n: u64) -> String {
-    let e = rel_error_95(n) * 100.0;
-    if e.is_finite() {
-        format!("±{e:.0}%")
-    } else {
-        "?".into()
+fn interval_cell(t: &Table, iv: Option<(f64, f64)>) -> String {
+    match iv {
+        Some((lo, hi)) if hi.is_finite() => format!(
+            "{}..{}",
+            t.size(lo.round() as u128),
+            t.size(hi.round() as u128)
+        ),
+        _ => "?".into(),
     }
+}
+
+/// The last line of `top` in sampled mode: what may sit in stacks that
+/// have no sample. A stack of L bytes goes unsampled with probability at
+/// most exp(-L/R), so at 95% it holds under 3.0 R; R is bounded above by
+/// the smallest mean weight of a sample (a sample weighs s/p >= R).
+fn unseen_line(p: &Profile, samples: &Profile) -> Option<String> {
+    let r = p
+        .stacks
+        .iter()
+        .filter_map(|(stack, &bytes)| {
+            let n = *samples.stacks.get(stack)?;
+            (n > 0 && bytes > 0).then(|| bytes as f64 / n as f64)
+        })
+        .fold(f64::INFINITY, f64::min);
+    if !r.is_finite() {
+        return None;
+    }
+    Some(format!(
+        "not seen: a stack with no sample holds under {} at 95% (3.0 x the sample interval, at most {} here); the total's interval includes such stacks",
+        human(stats::unseen_bound(r).round() as u128),
+        human(r.round() as u128)
+    ))
 }
 
 /// Is `frame` a PHP request's root frame, `[GET /api/report]` or `[cli
@@ -195,7 +228,13 @@ fn top_endpoints(files: &[String], t: &Table) -> Res<String> {
     Ok(out)
 }
 
-fn top_stacks(p: &Profile, t: &Table, nfiles: usize, samples: Option<Profile>) -> String {
+fn top_stacks(
+    p: &Profile,
+    t: &Table,
+    nfiles: usize,
+    samples: Option<Profile>,
+    variances: Option<Profile>,
+) -> String {
     let total = p.total();
     let mut rows: Vec<(&String, u64)> = p.stacks.iter().map(|(s, &c)| (s, c)).collect();
     rows.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
@@ -207,24 +246,48 @@ fn top_stacks(p: &Profile, t: &Table, nfiles: usize, samples: Option<Profile>) -
         .chain([t.size(total).len(), 10])
         .max()
         .unwrap_or(10);
-    let extra = if samples.is_some() { 17 } else { 0 };
-    let mut out = match samples {
-        Some(_) => format!(
-            "{:>w$}  {:>6}  {:>7}  {:>6}  STACK (leaf first)\n",
-            "LIVE", "SHARE", "SAMPLES", "95%"
-        ),
-        None => format!("{:>w$}  {:>6}  STACK (leaf first)\n", "LIVE", "SHARE"),
+    let bars = samples.is_some() || variances.is_some();
+    let interval = |stack: &str, bytes: u64| {
+        interval_of(
+            bytes,
+            samples
+                .as_ref()
+                .map(|s| s.stacks.get(stack).copied().unwrap_or(0)),
+            variances
+                .as_ref()
+                .map(|v| v.stacks.get(stack).copied().unwrap_or(0)),
+        )
+    };
+    let cells: Vec<String> = rows[..shown]
+        .iter()
+        .map(|(stack, count)| interval_cell(t, interval(stack, *count)))
+        .collect();
+    let iw = cells
+        .iter()
+        .map(|c| c.chars().count())
+        .chain([12])
+        .max()
+        .unwrap_or(12);
+    let extra = if bars { 11 + iw } else { 0 };
+    let mut out = if bars {
+        format!(
+            "{:>w$}  {:>6}  {:>7}  {:>iw$}  STACK (leaf first)\n",
+            "LIVE", "SHARE", "SAMPLES", "95% INTERVAL"
+        )
+    } else {
+        format!("{:>w$}  {:>6}  STACK (leaf first)\n", "LIVE", "SHARE")
     };
     let mut shown_bytes = 0u128;
-    for ((stack, count), size) in rows[..shown].iter().zip(&sizes) {
+    for (((stack, count), size), cell) in rows[..shown].iter().zip(&sizes).zip(&cells) {
         shown_bytes += *count as u128;
         let line = abbreviate_stack(stack, t.room(w + 10 + extra));
-        let bars = match &samples {
-            Some(sp) => {
-                let n = sp.stacks.get(*stack).copied().unwrap_or(0);
-                format!("{:>7}  {:>6}  ", grouped(n as u128), error_cell(n))
-            }
-            None => String::new(),
+        let bars = if bars {
+            let n = samples.as_ref().map_or("-".to_string(), |sp| {
+                grouped(sp.stacks.get(*stack).copied().unwrap_or(0) as u128)
+            });
+            format!("{n:>7}  {cell:>iw$}  ")
+        } else {
+            String::new()
         };
         out += &format!(
             "{size:>w$}  {:>6}  {bars}{line}\n",
@@ -245,13 +308,25 @@ fn top_stacks(p: &Profile, t: &Table, nfiles: usize, samples: Option<Profile>) -
     } else {
         format!(" from {nfiles} files")
     };
+    // The total's interval: variances add over stacks.
+    let total_interval = match &variances {
+        Some(v) => format!(
+            ", 95% interval {}",
+            interval_cell(t, Some(stats::interval95(total as f64, v.total() as f64)))
+        ),
+        None => String::new(),
+    };
     out += &format!(
-        "{:>w$}  {:>6}  total: {} bytes in {} stacks{files}\n",
+        "{:>w$}  {:>6}  total: {} bytes in {} stacks{files}{total_interval}\n",
         t.size(total),
         percent(total, total),
         total,
         grouped(rows.len() as u128),
     );
+    if let Some(line) = samples.as_ref().and_then(|s| unseen_line(p, s)) {
+        out += &line;
+        out.push('\n');
+    }
     out
 }
 

@@ -27,6 +27,7 @@ pub mod profile;
 pub mod safe_path;
 pub mod settings;
 pub mod signal;
+pub mod stats;
 pub mod status;
 pub mod template;
 pub mod units;

@@ -4,7 +4,12 @@
 //!
 //! Four sample types, as Go's heap profiles: `alloc_objects/count`,
 //! `alloc_space/bytes`, `inuse_objects/count` and `inuse_space/bytes` (the
-//! default); the period is `space/bytes`, the sample interval. The protobuf is
+//! default), and two siblings for error bars: `alloc_space_variance` and
+//! `inuse_space_variance` (unit `bytes_squared`), the estimated variance of
+//! the space values (0 when exact). Variances add up as pprof adds samples
+//! (per function, per node), so the interval of any node's value follows
+//! from the two (`stats::interval95`). The period is `space/bytes`, the
+//! sample interval. The protobuf is
 //! encoded by hand: only varints and length-delimited fields are needed.
 //!
 //! Top-level fields of a protobuf message may come in any order and repeated
@@ -74,11 +79,13 @@ const FLUSH_BYTES: usize = 64 * 1024;
 
 /// The sample types, in the order of each sample's values (Go's heap
 /// profiles have the same four; the default is `inuse_space`).
-pub const SAMPLE_TYPES: [(&str, &str); 4] = [
+pub const SAMPLE_TYPES: [(&str, &str); 6] = [
     ("alloc_objects", "count"),
     ("alloc_space", "bytes"),
     ("inuse_objects", "count"),
     ("inuse_space", "bytes"),
+    ("alloc_space_variance", "bytes_squared"),
+    ("inuse_space_variance", "bytes_squared"),
 ];
 
 /// Writes `p` as a gzip'd pprof protobuf. Ids are 1-based positions: mapping
@@ -109,7 +116,17 @@ pub fn write_pprof(p: &Profile, out: &mut impl Write) -> io::Result<()> {
             .filter(|&&i| i < p.locations.len())
             .map(|&i| id(i));
         // An int64 is encoded as the varint of its two's complement.
-        let values = [s.alloc_blocks, s.alloc_bytes, s.blocks, s.bytes].map(|v| saturate(v) as u64);
+        // A variance past u64 saturates with the `as` conversion, then to
+        // i64::MAX.
+        let values = [
+            s.alloc_blocks,
+            s.alloc_bytes,
+            s.blocks,
+            s.bytes,
+            s.alloc_variance.round() as u64,
+            s.variance.round() as u64,
+        ]
+        .map(|v| saturate(v) as u64);
         pb.message(PROFILE_SAMPLE, |m| {
             m.packed(SAMPLE_LOCATION_ID, ids);
             m.packed(SAMPLE_VALUE, values);
@@ -398,6 +415,7 @@ mod tests {
                     alloc_bytes: 5_000_000,
                     alloc_blocks: 5,
                     samples: 3,
+                    ..Sample::default()
                 },
                 Sample {
                     locations: vec![2, 3, 1],
@@ -406,6 +424,8 @@ mod tests {
                     alloc_bytes: 1_000_000,
                     alloc_blocks: 1000,
                     samples: 2,
+                    variance: 5_000_000.0,
+                    alloc_variance: 7_000_000.0,
                 },
                 Sample {
                     locations: vec![4],
@@ -414,6 +434,7 @@ mod tests {
                     alloc_bytes: 48,
                     alloc_blocks: 2,
                     samples: 1,
+                    ..Sample::default()
                 },
             ],
             sample_interval: 524288,
@@ -606,9 +627,12 @@ mod tests {
         assert_eq!(
             samples,
             [
-                (vec![1, 2], vec![5, 5_000_000, 3, 3_000_000]),
-                (vec![3, 4, 2], vec![1000, 1_000_000, 1000, 1_000_000]),
-                (vec![5], vec![2, 48, 1, 24]),
+                (vec![1, 2], vec![5, 5_000_000, 3, 3_000_000, 0, 0]),
+                (
+                    vec![3, 4, 2],
+                    vec![1000, 1_000_000, 1000, 1_000_000, 7_000_000, 5_000_000]
+                ),
+                (vec![5], vec![2, 48, 1, 24, 0, 0]),
             ]
         );
 
@@ -740,7 +764,7 @@ mod tests {
         );
         assert_eq!(
             repeated(&samples[0], SAMPLE_VALUE),
-            [0, 0, 0, i64::MAX as u64]
+            [0, 0, 0, i64::MAX as u64, 0, 0]
         );
         assert_eq!(repeated(&samples[1], SAMPLE_LOCATION_ID), Vec::<u64>::new());
         assert_eq!(scalar(&fs, PROFILE_PERIOD), i64::MAX as u64);
@@ -772,6 +796,9 @@ mod tests {
                 "bytes",
                 "inuse_objects",
                 "inuse_space",
+                "alloc_space_variance",
+                "bytes_squared",
+                "inuse_space_variance",
                 "space"
             ]
         );
@@ -895,11 +922,12 @@ mod tests {
         for expected in [
             "PeriodType: space bytes",
             "Period: 524288",
-            "alloc_objects/count alloc_space/bytes inuse_objects/count inuse_space/bytes[dflt]",
-            // alloc blocks, alloc bytes, blocks, bytes: location ids, leaf first
-            "5 5000000 3 3000000: 1 2",
-            "1000 1000000 1000 1000000: 3 4 2",
-            "2 48 1 24: 5",
+            "alloc_objects/count alloc_space/bytes inuse_objects/count inuse_space/bytes[dflt] alloc_space_variance/bytes_squared inuse_space_variance/bytes_squared",
+            // alloc blocks, alloc bytes, blocks, bytes, their variances:
+            // location ids, leaf first
+            "5 5000000 3 3000000 0 0: 1 2",
+            "1000 1000000 1000 1000000 7000000 5000000: 3 4 2",
+            "2 48 1 24 0 0: 5",
             "1: 0x401010 M=1 inlined_helper src/app.c:10 s=0",
             "alloc_node src/app.c:25 s=0",
             "3: 0x7f0000001234 M=2 libfoo.so+0x1234 :0 s=0",

@@ -57,6 +57,12 @@ pub struct Sample {
     pub alloc_blocks: u64,
     /// The number of live samples behind `bytes` (error bars).
     pub samples: u64,
+    /// The estimated variance of `bytes` (bytes squared; 0 when exact:
+    /// exact mode, or blocks sampled with certainty): the sum over its
+    /// samples of `s^2 (1 - p) / p^2` (see `stats`).
+    pub variance: f64,
+    /// The estimated variance of `alloc_bytes`, the same way.
+    pub alloc_variance: f64,
 }
 
 #[derive(Clone, Debug, Default)]

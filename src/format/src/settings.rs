@@ -179,7 +179,7 @@ setting!(
     c"HEAPLIVE_VIEWS",
     "live,peak,samples",
     Views,
-    "what a dump writes: live (NAME.folded), alloc (bytes allocated since start, NAME.alloc.folded), peak (at exit, the stacks at the highest live total, NAME.peak.folded), samples (live samples per stack for heaplive top's error bars, NAME.samples.folded, sampled mode only)"
+    "what a dump writes: live (NAME.folded), alloc (bytes allocated since start, NAME.alloc.folded), peak (at exit, the stacks at the highest live total, NAME.peak.folded), samples (for heaplive top's 95% intervals: live samples per stack, NAME.samples.folded, and the variance of each stack's estimate beside each view, NAME.variance.folded, NAME.alloc.variance.folded, NAME.peak.variance.folded; sampled mode only)"
 );
 setting!(
     PEAK_GROWTH,
