@@ -103,7 +103,7 @@ fn one_run(bin: &Path, seed: u64, dir: &Path) -> Rows {
         &[
             ("HEAPLIVE_SAMPLE_INTERVAL", "64K"),
             ("HEAPLIVE_SEED", &seed.to_string()),
-            ("HEAPLIVE_VIEWS", "live,alloc,peak,samples"),
+            ("HEAPLIVE_VIEWS", "live,alloc,peak,samples,variance"),
         ],
     );
     assert!(o.status.success(), "seed {seed}: {}", show(&o));
@@ -275,6 +275,7 @@ fn merged_dumps_have_the_intervals_of_the_sum() {
             &[
                 ("HEAPLIVE_SAMPLE_INTERVAL", "64K"),
                 ("HEAPLIVE_SEED", &seed.to_string()),
+                ("HEAPLIVE_VIEWS", "live,peak,samples,variance"),
             ],
         );
         assert!(o.status.success(), "{}", show(&o));
@@ -408,7 +409,11 @@ fn php_zend_mm_stacks_get_intervals() {
         &dir,
         Path::new("/usr/bin/php"),
         &["-d", "memory_limit=32M", php.to_str().unwrap()],
-        &[("HEAPLIVE_SAMPLE_INTERVAL", "64K"), ("HEAPLIVE_SEED", "5")],
+        &[
+            ("HEAPLIVE_SAMPLE_INTERVAL", "64K"),
+            ("HEAPLIVE_SEED", "5"),
+            ("HEAPLIVE_VIEWS", "live,peak,samples,variance"),
+        ],
     );
     let ctx = show(&o);
     let line = common::stderr(&o)

@@ -307,7 +307,11 @@ fn top_shows_sample_counts_and_error_bars() {
     let o = run(
         &dir,
         &["churn"],
-        &[("HEAPLIVE_SAMPLE_INTERVAL", "256K"), ("HEAPLIVE_SEED", "7")],
+        &[
+            ("HEAPLIVE_SAMPLE_INTERVAL", "256K"),
+            ("HEAPLIVE_SEED", "7"),
+            ("HEAPLIVE_VIEWS", "live,peak,samples,variance"),
+        ],
     );
     let live = one(common::folded_files(&dir));
     let samples = common::bytes_by_leaf(&common::parse_folded(&one(common::view_files(
@@ -585,7 +589,7 @@ fn sampled_pprof_carries_the_variances() {
         &[
             ("HEAPLIVE_SAMPLE_INTERVAL", "256K"),
             ("HEAPLIVE_SEED", "3"),
-            ("HEAPLIVE_VIEWS", "live,alloc,samples"),
+            ("HEAPLIVE_VIEWS", "live,alloc,samples,variance"),
             ("HEAPLIVE_FORMAT", "folded,pprof"),
         ],
     );

@@ -516,17 +516,17 @@ pub fn write_view(
             })?;
             also += &format!(" and {}", p.display());
         }
-        if cfg.views.samples && cfg.interval > 1 {
+        if cfg.views.variance && cfg.interval > 1 {
             // The error bars of each file written: its variance per stack.
             write_variance(&live_file, "variance", &profile, |s| s.variance)?;
-            if live_view {
-                output::write_with_fallback(&view_path(&live_file, "samples"), &mut |w| {
-                    crate::background::folded::write_folded_by(&profile, |s| s.samples, w)
-                })?;
-                if cfg.views.alloc {
-                    write_variance(&live_file, "alloc.variance", &profile, |s| s.alloc_variance)?;
-                }
+            if live_view && cfg.views.alloc {
+                write_variance(&live_file, "alloc.variance", &profile, |s| s.alloc_variance)?;
             }
+        }
+        if cfg.views.samples && cfg.interval > 1 && live_view {
+            output::write_with_fallback(&view_path(&live_file, "samples"), &mut |w| {
+                crate::background::folded::write_folded_by(&profile, |s| s.samples, w)
+            })?;
         }
     }
     if cfg.pprof {
@@ -690,7 +690,7 @@ pub fn write_peak(live_file: &Path, live_now: u64) -> Option<PathBuf> {
         crate::background::folded::write_folded(&profile, w)
     })
     .and_then(|p| {
-        if cfg.views.samples && cfg.interval > 1 {
+        if cfg.views.variance && cfg.interval > 1 {
             write_variance(live_file, "peak.variance", &profile, |s| s.variance)?;
         }
         Ok(p)

@@ -144,6 +144,7 @@ impl Config {
                 alloc: false,
                 peak: true,
                 samples: true,
+                variance: false,
             },
             peak_growth: 0.0,
             start: true,

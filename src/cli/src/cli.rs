@@ -274,9 +274,10 @@ a directory stands for the dumps in it (its *.folded files, less the
 Stacks are shown leaf first: 'xmlStrdup <- xmlNewNode <- main'.
 
 Error bars: in sampled mode the library writes NAME.samples.folded (live
-samples per stack) and NAME.variance.folded (the estimated variance of each
-stack's bytes, from its samples' weights) next to each NAME.folded, and
-NAME.alloc.variance.folded, NAME.peak.variance.folded next to those views.
+samples per stack) and, with HEAPLIVE_VIEWS=...,variance, NAME.variance.folded
+(the estimated variance of each stack's bytes, from its samples' weights)
+next to each NAME.folded, and NAME.alloc.variance.folded,
+NAME.peak.variance.folded next to those views.
 When they are there, top shows per stack the number of samples and the 95%
 interval of the estimate (exact Poisson-based for few samples; zero width
 for blocks sampled with certainty, 37 times the sample interval and more),

@@ -209,15 +209,23 @@ pub struct Views {
     /// The number of live samples per stack, for `heaplive top`'s error
     /// bars: `NAME.samples.folded` (sampled mode only).
     pub samples: bool,
+    /// The variance of each stack's estimate beside each view written, for
+    /// `heaplive top`'s 95% intervals from the samples' own weights:
+    /// `NAME.variance.folded`, `NAME.alloc.variance.folded`,
+    /// `NAME.peak.variance.folded` (sampled mode only; off by default:
+    /// without them the intervals come from the sample counts).
+    pub variance: bool,
 }
 
-/// `live`, `alloc`, `peak`, `samples`, comma-separated, in any order.
+/// `live`, `alloc`, `peak`, `samples`, `variance`, comma-separated, in any
+/// order.
 pub fn parse_views(v: &[u8]) -> Option<Views> {
     let mut f = Views {
         live: false,
         alloc: false,
         peak: false,
         samples: false,
+        variance: false,
     };
     for part in trim(v).split(|&b| b == b',') {
         match trim(part) {
@@ -225,6 +233,7 @@ pub fn parse_views(v: &[u8]) -> Option<Views> {
             s if s.eq_ignore_ascii_case(b"alloc") => f.alloc = true,
             s if s.eq_ignore_ascii_case(b"peak") => f.peak = true,
             s if s.eq_ignore_ascii_case(b"samples") => f.samples = true,
+            s if s.eq_ignore_ascii_case(b"variance") => f.variance = true,
             _ => return None,
         }
     }
@@ -233,7 +242,8 @@ pub fn parse_views(v: &[u8]) -> Option<Views> {
 
 /// `HEAPLIVE_VIEWS`.
 pub fn views(v: &[u8]) -> Result<Views, &'static str> {
-    parse_views(v).ok_or("is not a list of live, alloc, peak, samples (example: live,alloc,peak)")
+    parse_views(v)
+        .ok_or("is not a list of live, alloc, peak, samples, variance (example: live,alloc,peak)")
 }
 
 /// `HEAPLIVE_PEAK_GROWTH`; 0 = off, else a factor above 1.
@@ -536,6 +546,9 @@ mod tests {
         let v = views(b"live, alloc").unwrap();
         assert!(v.live && v.alloc && !v.peak);
         assert!(views(b"peak").unwrap().peak);
+        let v = views(b"live,samples,variance").unwrap();
+        assert!(v.samples && v.variance && !v.alloc);
+        assert!(!views(b"live,samples").unwrap().variance);
         assert!(views(b"live,heap").is_err());
         assert_eq!(peak_growth(b"0"), Ok(0.0));
         assert_eq!(peak_growth(b"1.5"), Ok(1.5));

@@ -179,7 +179,7 @@ setting!(
     c"HEAPLIVE_VIEWS",
     "live,peak,samples",
     Views,
-    "what a dump writes: live (NAME.folded), alloc (bytes allocated since start, NAME.alloc.folded), peak (at exit, the stacks at the highest live total, NAME.peak.folded), samples (for heaplive top's 95% intervals: live samples per stack, NAME.samples.folded, and the variance of each stack's estimate beside each view, NAME.variance.folded, NAME.alloc.variance.folded, NAME.peak.variance.folded; sampled mode only)"
+    "what a dump writes: live (NAME.folded), alloc (bytes allocated since start, NAME.alloc.folded), peak (at exit, the stacks at the highest live total, NAME.peak.folded), samples (live samples per stack, NAME.samples.folded, for heaplive top's 95% intervals; sampled mode only), variance (the variance of each stack's estimate beside each view, NAME.variance.folded, NAME.alloc.variance.folded, NAME.peak.variance.folded: heaplive top's intervals from the samples' own weights, zero for blocks that are always sampled; sampled mode only)"
 );
 setting!(
     PEAK_GROWTH,
