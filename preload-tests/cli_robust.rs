@@ -334,7 +334,11 @@ fn attach_says_when_trying_again_cannot_help() {
     );
     let pid = prog.0.id();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    // sleep runs and its loader has mapped libc (comm changes at exec,
+    // before the loader maps anything).
     while std::fs::read_to_string(format!("/proc/{pid}/comm")).map_or(true, |c| c.trim() != "sleep")
+        || !std::fs::read_to_string(format!("/proc/{pid}/maps"))
+            .is_ok_and(|m| m.contains("libc.so.6"))
     {
         assert!(std::time::Instant::now() < deadline, "sleep never started");
         std::thread::sleep(std::time::Duration::from_millis(10));

@@ -15,20 +15,7 @@
 //! one line names each refused path and why, and template names land in
 //! $TMPDIR (/tmp).
 
-use crate::common::*;
 use crate::security::{get, in_private_tmp};
-use std::path::PathBuf;
-use std::sync::OnceLock;
-
-fn progs() -> &'static PathBuf {
-    static P: OnceLock<PathBuf> = OnceLock::new();
-    P.get_or_init(|| {
-        let d = build_dir().join(format!("links-progs.{}", std::process::id()));
-        std::fs::create_dir_all(&d).unwrap();
-        compile("links_prog.c", "links_prog", &d, &[]);
-        d
-    })
-}
 
 /// The shell functions every scenario uses: the victim (a root-only file),
 /// the other user's directory /tmp/pool, root's sticky /tmp/shared, and
@@ -58,10 +45,10 @@ intact() {
 fn run(script: &str) -> (std::collections::BTreeMap<String, String>, String) {
     // SAFETY: our own namespace link, read only.
     let uts = std::fs::read_link("/proc/self/ns/uts").unwrap();
+    // The program is security.rs's ($PROGS), copied out of /tmp.
     let full = format!(
-        "OUTER_UTS='{}'\nexport LINKPROGS='{}'\n{SETUP}\n{script}\nintact\n",
-        uts.display(),
-        progs().display()
+        "OUTER_UTS='{}'\nexport LINKPROGS=\"$PROGS\"\n{SETUP}\n{script}\nintact\n",
+        uts.display()
     );
     in_private_tmp(&full)
 }

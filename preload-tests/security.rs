@@ -22,6 +22,9 @@ fn progs() -> &'static PathBuf {
         compile("sec_dump.c", "sec_dump", &d, &[]);
         compile("sec_after_exit.c", "sec_after_exit", &d, &[]);
         compile("sym_jit.c", "sym_jit", &d, &[]);
+        // links.rs's program: in_private_tmp copies this directory out of
+        // /tmp (where the checkout may be) before the tmpfs hides it.
+        compile("links_prog.c", "links_prog", &d, &[]);
         d
     })
 }
