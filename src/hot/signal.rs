@@ -254,6 +254,20 @@ unsafe fn call_handler(
     }
 }
 
+/// The program's handler for a signal of its own, or None when there is
+/// nothing to run: SIG_IGN drops it, SIG_DFL takes the default action
+/// (`die_by`) first.
+fn own_handler(sig: c_int) -> Option<usize> {
+    match APP_HANDLER.load(Acquire) {
+        libc::SIG_IGN => None,
+        libc::SIG_DFL => {
+            die_by(sig);
+            None
+        }
+        h => Some(h),
+    }
+}
+
 /// A signal of the program's own on this program thread (in heaplive's
 /// handler, or sent by a wrapper): what the kernel would do with it here.
 /// The handler runs with the program's sa_mask added and the signal
@@ -266,14 +280,9 @@ fn deliver_own_here(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut core::ffi:
         // SAFETY: the siginfo of this delivery.
         untag(unsafe { &mut *info });
     }
-    let h = APP_HANDLER.load(Acquire);
-    if h == libc::SIG_IGN {
+    let Some(h) = own_handler(sig) else {
         return;
-    }
-    if h == libc::SIG_DFL {
-        die_by(sig);
-        return;
-    }
+    };
     let flags = APP_FLAGS.load(Acquire);
     if flags & libc::SA_RESETHAND != 0
         && APP_HANDLER
@@ -842,12 +851,7 @@ fn run_here(sig: c_int, info: &mut libc::siginfo_t) {
 /// one: the kernel would pick that thread) or else here.
 pub fn deliver_own(info: &mut libc::siginfo_t) {
     let sig = signal();
-    let h = APP_HANDLER.load(Acquire);
-    if h == libc::SIG_IGN {
-        return;
-    }
-    if h == libc::SIG_DFL {
-        die_by(sig);
+    if own_handler(sig).is_none() {
         return;
     }
     let q = sys::queued(info);
