@@ -261,7 +261,7 @@ fn lines_stderr_would_lose_go_next_to_the_dumps() {
     assert!(!dir.path().join("kept/heaplive.0.log").exists());
 }
 
-/// The systemd drop-in of the README (`examples/systemd/...`): systemd
+/// The systemd drop-in of the README (`scripts/systemd/...`): systemd
 /// reads it without a complaint, and php-fpm started as the unit starts it
 /// (working directory `/`, the drop-in's environment with `%%` read as
 /// `%`, its `ExecStartPre`, workers as www-data with stderr on /dev/null)
@@ -276,7 +276,7 @@ fn lines_stderr_would_lose_go_next_to_the_dumps() {
 #[test]
 fn systemd_drop_in_example_puts_every_file_in_its_directory() {
     crate::php_fpm::require_fpm();
-    let dropin = root().join("examples/systemd/php8.2-fpm.service.d/heaplive.conf");
+    let dropin = root().join("scripts/systemd/php8.2-fpm.service.d/heaplive.conf");
     // systemd's own reading of the unit with the drop-in.
     let units = tempdir("systemd-units");
     std::fs::copy(

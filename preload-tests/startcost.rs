@@ -1,6 +1,6 @@
 //! The start of a process that never samples (issue #13, target 4):
 //! nothing is loaded and nothing is started that the first sample does not
-//! need. libgcc's unwinder is linked into the library (build.rs), so
+//! need. libgcc's unwinder is linked into the library (src/build.rs), so
 //! libgcc_s.so.1 is not loaded into a program that does not load it itself,
 //! and heaplive's start makes no lookup that fails (a failed dlsym
 //! allocates its message and starts glibc's malloc). The costs themselves
@@ -229,7 +229,7 @@ fn library_layout() -> (Extents, Extents) {
 #[test]
 fn start_up_code_and_variables_are_grouped() {
     // What a process that never samples touches in the library is laid
-    // out together (layout.ld): page faults, not instructions, are most of
+    // out together (src/layout.ld): page faults, not instructions, are most of
     // the start cost (bench/RESULTS.md).
     let (syms, secs) = library_layout();
     let sec = |name: &str| {

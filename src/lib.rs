@@ -230,4 +230,37 @@ mod layering {
     fn symbolize_imports_only_hot_primitives() {
         check("symbolize", &["hot"]);
     }
+
+    /// The top level is the layout the project fixed (Cargo.toml, src,
+    /// preload-tests, scripts, bench, Makefile, README.md) plus Cargo.lock
+    /// and dotfiles (.ci/, .cargo/, .gitignore): the build script, the
+    /// linker script and the systemd example live under src/ and scripts/.
+    #[test]
+    fn top_level_is_the_fixed_layout() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let out = std::process::Command::new("git")
+            .args(["ls-files", "--cached"])
+            .current_dir(root)
+            .output()
+            .expect("git ls-files");
+        assert!(out.status.success(), "git ls-files failed");
+        let mut top: Vec<String> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| l.split('/').next().map(str::to_string))
+            .filter(|n| !n.starts_with('.'))
+            .collect();
+        top.sort();
+        top.dedup();
+        let fixed = [
+            "Cargo.lock",
+            "Cargo.toml",
+            "Makefile",
+            "README.md",
+            "bench",
+            "preload-tests",
+            "scripts",
+            "src",
+        ];
+        assert_eq!(top, fixed, "top-level entries beyond the fixed layout");
+    }
 }

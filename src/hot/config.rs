@@ -464,7 +464,7 @@ fn early_name() -> &'static [u8] {
 /// default and says so in one line. `parse` is a function pointer, not a
 /// generic closure: the parsers run only for variables that are set, so
 /// they stay out of `load`'s code, which every process runs at start and
-/// which must fit the start-up window (layout.ld) with one small copy of
+/// which must fit the start-up window (src/layout.ld) with one small copy of
 /// this function per slot type (inlined parsers made `load_with` 10 KiB,
 /// placed outside the window: a page fault more at every start).
 #[inline(never)]

@@ -689,7 +689,7 @@ pub unsafe fn unlock_after_fork() {
     }
 }
 
-/// Out of `hot::sys` (whose code lies in the start-up window, layout.ld):
+/// Out of `hot::sys` (whose code lies in the start-up window, src/layout.ld):
 /// only a large block's realloc needs it.
 /// Resizes (and maybe moves) a mapping of heaplive's heap from
 /// [`sys::map_heap`], keeping its contents (`mremap` with `MREMAP_MAYMOVE`).

@@ -89,7 +89,7 @@ const LEN_BITS: u32 = 27;
 /// The first slots, beside the other small variables the start writes
 /// (the one mapping a process makes at start, heaplive's heap, goes there):
 /// listing it touches no page of its own. The rest (128 KiB) lies with the
-/// big tables (layout.ld), as do the counters of unlisted mappings, and is
+/// big tables (src/layout.ld), as do the counters of unlisted mappings, and is
 /// touched only when used: the start is 6 page faults cheaper than with
 /// one list among the big tables.
 const FIRST: usize = 2;

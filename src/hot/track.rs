@@ -231,7 +231,7 @@ fn alloc_slow(p: *mut c_void, size: usize, exposure: usize, kind: u32) {
 }
 
 /// Takes a sample. Out of line: `alloc_slow` runs at every thread's first
-/// allocation and stays small, in the start-up code's window (layout.ld);
+/// allocation and stays small, in the start-up code's window (src/layout.ld);
 /// the stack capture, with the unwinder inlined, is here.
 #[inline(never)]
 fn record(addr: usize, size: usize, interval: u64, kind: u32) {

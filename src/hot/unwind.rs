@@ -13,7 +13,7 @@
 //! holds).
 //!
 //! "libgcc" here is the process's own libgcc_s when it has loaded one, else
-//! the copy of libgcc's unwinder linked into this library (build.rs), so
+//! the copy of libgcc's unwinder linked into this library (src/build.rs), so
 //! that libgcc_s.so.1 is not loaded into programs that do not need it.
 //!
 //! A miss asks libgcc for the FDE of that one address (`_Unwind_Find_FDE`,
@@ -238,7 +238,7 @@ type Backtrace = unsafe extern "C" fn(TraceFn, *mut c_void) -> c_int;
 type GetIp = unsafe extern "C" fn(*mut c_void) -> usize;
 
 unsafe extern "C" {
-    // libgcc's unwinder, linked in from libgcc_eh.a (build.rs): hidden,
+    // libgcc's unwinder, linked in from libgcc_eh.a (src/build.rs): hidden,
     // never exported, so libgcc_s.so.1 is not NEEDED.
     /// The FDE lookup (what `_Unwind_Backtrace` does for each frame).
     fn _Unwind_Find_FDE(pc: *const c_void, bases: *mut DwarfEhBases) -> *const u8;

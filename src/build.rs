@@ -18,16 +18,16 @@ use std::process::Command;
 const MEMBERS: [&str; 2] = ["unwind-dw2.o", "unwind-dw2-fde-dip.o"];
 
 fn main() {
-    println!("cargo:rerun-if-changed=build.rs");
+    println!("cargo:rerun-if-changed=src/build.rs");
     println!("cargo:rerun-if-env-changed=CC");
     let target = std::env::var("TARGET").unwrap_or_default();
     if !target.starts_with("x86_64-") || !target.contains("linux-gnu") {
         return;
     }
-    // The start-up layout (layout.ld: the code and variables a process that
+    // The start-up layout (src/layout.ld: the code and variables a process that
     // never samples touches, grouped).
-    let layout =
-        PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap_or_default()).join("layout.ld");
+    let layout = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap_or_default())
+        .join("src/layout.ld");
     println!("cargo:rerun-if-changed={}", layout.display());
     println!("cargo:rustc-cdylib-link-arg=-Wl,-T,{}", layout.display());
     match static_unwinder() {
