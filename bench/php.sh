@@ -26,7 +26,7 @@
 #              configuration, interleaved batches, php-parser and Twig
 #              endpoints)
 # and bench/php_report.py appends the section with the verdict per target of
-# issue 26 to bench/RESULTS.md.
+# issue 26 to a new file in bench/history/.
 #
 # Knobs (environment):
 #   PHPB_ROUNDS=7           interleaved rounds of the fast configurations
@@ -39,7 +39,7 @@
 #                           copied first, so that a rebuild meanwhile does not
 #                           change it)
 #   PHPB_LABEL=TEXT         a label for the report's heading ("before", ...)
-#   PHPB_RESULTS=bench/RESULTS.md  where the report is appended
+#   PHPB_RESULTS=bench/history/DATE-HHMM-php.md  where the report is appended
 #   PHPB_OUT=bench/out/php  where runs, logs and raw data go
 set -u
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -53,7 +53,7 @@ FPM_ROUNDS=${PHPB_FPM_ROUNDS:-7}
 FPM_BATCH=${PHPB_FPM_BATCH:-120}
 FPM_CONFIGS=${PHPB_FPM_CONFIGS:-none php}
 ONLY=${PHPB_ONLY:-callgrind time fpm}
-RESULTS=${PHPB_RESULTS:-$HERE/RESULTS.md}
+RESULTS=${PHPB_RESULTS:-$HERE/history/$(date -u +%Y-%m-%d-%H%M)-php.md}
 PY=/usr/bin/python3
 [ -x $PY ] || PY=python3
 START=$(date +%s)

@@ -367,10 +367,7 @@ if cmds_cfg and workloads:
 new = not os.path.exists(results)
 with open(results, "a") as f:
     if new:
-        f.write("# heaplive benchmark results\n\nAppended by `make bench` (`bench/run.sh`); newest session last. "
-                "Each session records the machine, the date, the exact reproduce command of each table and the targets.\n\n"
-                "How to run: `make bench` (about 5 minutes on 2 cores), or `bash bench/run.sh` with the knobs listed at the top of it "
-                "(`BENCH_ROUNDS`, `BENCH_SLOW_ROUNDS`, `BENCH_SWEEP_ROUNDS`, `BENCH_ONLY`, `BENCH_WORKLOADS`, `BENCH_CONFIGS`, `BENCH_RESULTS`). "
-                "Everything builds into `bench/out/`; raw per-run data stays there as `results-*.tsv`.\n")
+        f.write("# bench/run.sh session\n\nOne session of `make bench` (`bench/run.sh`): the machine, the date, the exact reproduce command of each table and the targets. "
+                "bench/RESULTS.md holds the current figure of each target (updated by hand from files like this one).\n")
     f.write("\n".join(L) + "\n")
 print("\n".join(L))

@@ -6,7 +6,7 @@
 # rotated every round, A B C / B C A / ..., then the slow ones in the first
 # BENCH_SLOW_ROUNDS rounds), records one TSV line per run
 # (wall, user, sys, peak RSS) and appends medians, ratios and the targets to
-# bench/RESULTS.md. Measures and records only: it never fails the build.
+# a new file in bench/history/. Measures and records only: it never fails the build.
 #
 # Knobs (environment):
 #   BENCH_ROUNDS=9        interleaved rounds of the fast configurations
@@ -38,7 +38,9 @@
 #   BENCH_OLD_LIB=FILE    another libheaplive.so (a build before a change):
 #                         configs old-heaplive, old-heaplive-dormant,
 #                         old-heaplive-exact run it, interleaved with the rest
-#   BENCH_RESULTS=bench/RESULTS.md  where the report is appended
+#   BENCH_RESULTS=bench/history/DATE-HHMM-run.md  where the report is
+#                         appended (bench/RESULTS.md is the page of current
+#                         figures, updated by hand)
 #   BENCH_NO_BUILD=1      do not run cargo build (use target/release as is)
 #   CARGO_TARGET_DIR      where cargo builds, as for cargo (default target/)
 set -u
@@ -57,7 +59,7 @@ OPS_ROUNDS=${BENCH_OPS_ROUNDS:-5}
 OWNMEM_ROUNDS=${BENCH_OWNMEM_ROUNDS:-2}
 WORKLOADS=${BENCH_WORKLOADS:-churn cxxchurn sqlite3 jq python3 gcc}
 CONFIGS=${BENCH_CONFIGS:-none null heaplive heaplive-exact heaptrack heaptrack-raw jemalloc jemalloc-prof}
-RESULTS=${BENCH_RESULTS:-$HERE/RESULTS.md}
+RESULTS=${BENCH_RESULTS:-$HERE/history/$(date -u +%Y-%m-%d-%H%M)-run.md}
 PY=/usr/bin/python3
 [ -x $PY ] || PY=python3
 JE=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2
