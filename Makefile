@@ -26,7 +26,7 @@ INSTALLED := $(BINDIR)/heaplive $(LIBDIR)/libheaplive.so \
 	$(MANDIR)/heaplive.1 $(BASHDIR)/heaplive $(ZSHDIR)/_heaplive \
 	$(FISHDIR)/heaplive.fish
 
-.PHONY: all build demo test test-deps lint bench bench-php clean install uninstall
+.PHONY: all build demo test test-deps lint doc bench bench-php clean install uninstall
 
 all: build
 
@@ -46,6 +46,11 @@ test: test-deps build lint
 
 lint:
 	$(CARGO) clippy --release --workspace --all-targets -- -D warnings
+
+# The library's and the contract crate's documentation, warnings as errors
+# (the command is documented by `heaplive help` and `heaplive man`).
+doc:
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps
 
 test-deps:
 	@bash scripts/install-test-deps.sh
