@@ -277,6 +277,8 @@ fn start_up_code_and_variables_are_grouped() {
         // The settings, read at every start (outside the window they
         // cost a fault more: the merge of session 6 moved them out).
         "heaplive::hot::config::load_with",
+        "heaplive::hot::config::parse",
+        "heaplive::hot::config::apply",
         "heaplive::hot::config::load_var",
         "heaplive::background::dumper::take_signal",
     ] {

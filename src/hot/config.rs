@@ -17,10 +17,9 @@ use core::fmt::Write;
 use heaplive_format::grammar;
 use heaplive_format::settings::{self as s, Setting};
 
-pub const DEFAULT_INTERVAL: u64 = 512 * 1024;
+/// The typed defaults: the contract crate's, written once there.
+const D: s::Defaults = s::DEFAULTS;
 pub const DEFAULT_OUTPUT: &str = heaplive_format::template::DEFAULT;
-pub const DEFAULT_WARN_BYTES: u64 = 256 << 20;
-pub const DEFAULT_WARN_GROWTH: f64 = 2.0;
 
 /// A string in a fixed buffer (no allocation). Longer values are refused.
 /// The length comes first, so a short value touches one page.
@@ -129,38 +128,34 @@ pub struct Config {
 }
 
 impl Config {
+    /// The settings' defaults ([`s::DEFAULTS`]), and the process's
+    /// surroundings not read yet.
     pub const fn defaults() -> Config {
         Config {
-            interval: DEFAULT_INTERVAL,
-            seed: 0,
+            interval: D.sample_interval,
+            seed: D.seed,
             output: FixedStr::new(),
-            dump_at_exit: true,
-            signal: libc::SIGUSR2,
-            dump_every_ms: 0,
-            folded: true,
-            pprof: false,
-            views: grammar::Views {
-                live: true,
-                alloc: false,
-                peak: true,
-                samples: true,
-                variance: false,
-            },
-            peak_growth: 0.0,
-            start: true,
+            dump_at_exit: D.dump_at_exit,
+            signal: D.signal,
+            dump_every_ms: D.dump_every_ms,
+            folded: D.format.folded,
+            pprof: D.format.pprof,
+            views: D.views,
+            peak_growth: D.peak_growth,
+            start: D.start,
             unwanted: false,
-            warn_bytes: DEFAULT_WARN_BYTES,
-            warn_blocks: 0,
-            warn_growth: DEFAULT_WARN_GROWTH,
+            warn_bytes: D.warn_bytes,
+            warn_blocks: D.warn_blocks,
+            warn_growth: D.warn_growth,
             log: FixedStr::new(),
             debug_dirs: FixedStr::new(),
-            lines: false,
-            demangle: true,
-            php: PhpMode::Auto,
-            php_oom_dump: true,
-            php_request_frame: true,
-            php_peak_bytes: 0,
-            unwind: grammar::Unwind::Cached,
+            lines: D.lines,
+            demangle: D.demangle,
+            php: D.php,
+            php_oom_dump: D.php_oom_dump,
+            php_request_frame: D.php_request_frame,
+            php_peak_bytes: D.php_peak_bytes,
+            unwind: D.unwind,
             start_dir: FixedStr::new(),
             // In the library's data: a process without $TMPDIR writes
             // nothing here at start (a page fault less).
@@ -303,7 +298,33 @@ type Source<'a> = &'a dyn Fn(&CStr) -> Option<&'a [u8]>;
 fn load_with(env: Source) {
     // SAFETY: see `Cell`: we are the one loading thread.
     let c = unsafe { &mut *CONFIG.0.get() };
+    let effects = parse(env, c);
+    apply(c, &effects);
+}
 
+/// What loading changes outside the [`Config`], decided by [`parse`] and
+/// done by [`apply`].
+#[derive(Debug, PartialEq)]
+struct Effects {
+    /// HEAPLIVE_PEAK_GROWTH as read (before HEAPLIVE_PROGRAMS may turn the
+    /// process dormant), for the peak-dump trigger.
+    peak_growth: f64,
+    /// HEAPLIVE_POISON.
+    poison: grammar::Poison,
+}
+
+/// The other modules' state that the settings set: the peak-dump trigger,
+/// whether sampling is on, the poison fills.
+fn apply(c: &Config, e: &Effects) {
+    crate::hot::peak::arm_peak_dump(0, e.peak_growth);
+    crate::hot::track::set_active(c.start, false);
+    crate::hot::poison::set(e.poison);
+}
+
+/// Reads every variable from `env` into `c` (a bad value: one warning
+/// line, the default kept) and the process's surroundings (start
+/// directory, $TMPDIR, program name); changes nothing else.
+fn parse(env: Source, c: &mut Config) -> Effects {
     load_var(
         env,
         &s::SAMPLE_INTERVAL,
@@ -346,9 +367,8 @@ fn load_with(env: Source) {
         &mut c.peak_growth,
         grammar::peak_growth,
     );
-    crate::hot::peak::arm_peak_dump(0, c.peak_growth);
+    let peak_growth = c.peak_growth;
     load_var(env, &s::START, &mut c.start, grammar::boolean);
-    crate::hot::track::set_active(c.start, false);
     load_var(env, &s::WARN_BYTES, &mut c.warn_bytes, grammar::warn_bytes);
     load_var(
         env,
@@ -391,9 +411,8 @@ fn load_with(env: Source) {
         grammar::warn_bytes,
     );
     load_var(env, &s::UNWIND, &mut c.unwind, grammar::unwind);
-    let mut poison = grammar::Poison::default();
+    let mut poison = D.poison;
     load_var(env, &s::POISON, &mut poison, grammar::poison);
-    crate::hot::poison::set(poison);
 
     // The environment and the process around it, as they are at start.
     let mut cwd = [0u8; 4096];
@@ -416,7 +435,6 @@ fn load_with(env: Source) {
             Ok(()) if !grammar::programs_match(v, short_name()) => {
                 c.unwanted = true;
                 c.start = false;
-                crate::hot::track::set_active(false, false);
                 c.dump_at_exit = false;
                 c.dump_every_ms = 0;
                 c.peak_growth = 0.0;
@@ -428,6 +446,10 @@ fn load_with(env: Source) {
             Ok(()) => {}
             Err(why) => warn_bad(s::PROGRAMS.name(), v, why, s::PROGRAMS.default),
         }
+    }
+    Effects {
+        peak_growth,
+        poison,
     }
 }
 
@@ -499,3 +521,7 @@ fn exe_name() -> StackBuf<256> {
     }
     out
 }
+
+#[cfg(test)]
+#[path = "config_tests.rs"]
+mod tests;

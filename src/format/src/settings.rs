@@ -1,8 +1,12 @@
 //! The table of `HEAPLIVE_*` settings: name, the default as a warning
-//! names it, the grammar, and one line of doc. The library reads each one
-//! with the grammar named here; `heaplive run` checks its options with the
-//! same grammar and takes its help text from `doc`; a test checks the
-//! README's settings table against this table.
+//! names it, the grammar, and one line of doc, and the defaults as values
+//! ([`DEFAULTS`], the one place they are typed). The library reads each one
+//! with the grammar named here and starts from [`DEFAULTS`]; `heaplive run`
+//! checks its options with the same grammar and takes its help text from
+//! `doc`. Tests tie the three: each setting's default text parses to its
+//! value in [`DEFAULTS`] (here), the README's settings table says what this
+//! table says (`src/cli/tests/contract.rs`), and the library's starting
+//! values are [`DEFAULTS`] (`hot::config`'s tests).
 
 use core::ffi::CStr;
 
@@ -302,6 +306,71 @@ setting!(
     true
 );
 
+/// The defaults of the settings that have a value, typed once: the
+/// library's starting configuration (`hot::config::Config::defaults`) is
+/// built from these, and each setting's `default` text parses to the value
+/// here (`defaults_are_what_the_texts_say`). Settings without a typed value
+/// (the output template, [`crate::template::DEFAULT`]; paths and program
+/// patterns, whose default is "unset") are not here.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Defaults {
+    pub sample_interval: u64,
+    pub seed: u64,
+    pub dump_at_exit: bool,
+    pub signal: i32,
+    pub dump_every_ms: u64,
+    pub format: crate::grammar::Formats,
+    pub views: crate::grammar::Views,
+    pub peak_growth: f64,
+    pub start: bool,
+    pub warn_bytes: u64,
+    pub warn_blocks: u64,
+    pub warn_growth: f64,
+    pub lines: bool,
+    pub demangle: bool,
+    pub php: crate::grammar::PhpMode,
+    pub php_oom_dump: bool,
+    pub php_request_frame: bool,
+    pub php_peak_bytes: u64,
+    pub unwind: crate::grammar::Unwind,
+    pub poison: crate::grammar::Poison,
+}
+
+pub const DEFAULTS: Defaults = Defaults {
+    sample_interval: 512 * 1024,
+    seed: 0,
+    dump_at_exit: true,
+    signal: libc::SIGUSR2,
+    dump_every_ms: 0,
+    format: crate::grammar::Formats {
+        folded: true,
+        pprof: false,
+    },
+    views: crate::grammar::Views {
+        live: true,
+        alloc: false,
+        peak: true,
+        samples: true,
+        variance: false,
+    },
+    peak_growth: 0.0,
+    start: true,
+    warn_bytes: 256 << 20,
+    warn_blocks: 0,
+    warn_growth: 2.0,
+    lines: false,
+    demangle: true,
+    php: crate::grammar::PhpMode::Auto,
+    php_oom_dump: true,
+    php_request_frame: true,
+    php_peak_bytes: 0,
+    unwind: crate::grammar::Unwind::Cached,
+    poison: crate::grammar::Poison {
+        alloc: false,
+        free: false,
+    },
+};
+
 /// Every setting, in the README's order.
 pub const ALL: &[&Setting] = &[
     &SAMPLE_INTERVAL,
@@ -361,5 +430,41 @@ mod tests {
             SIGNAL.grammar.check(b"SEGV").unwrap_err().to_string(),
             "reports faults and cannot carry dump requests"
         );
+    }
+
+    /// Each setting's default text (the README's and the warnings'), read
+    /// with the setting's own parser, is the typed default the library
+    /// starts from.
+    #[test]
+    fn defaults_are_what_the_texts_say() {
+        use crate::grammar as g;
+        fn text(s: &Setting) -> &'static [u8] {
+            s.default.split(" (").next().unwrap_or("").as_bytes()
+        }
+        let d = DEFAULTS;
+        let parsed = Defaults {
+            sample_interval: g::sample_interval(text(&SAMPLE_INTERVAL)).unwrap(),
+            seed: g::seed(text(&SEED)).unwrap(),
+            dump_at_exit: g::boolean(text(&DUMP_AT_EXIT)).unwrap(),
+            signal: crate::signal::parse(text(&SIGNAL)).unwrap(),
+            dump_every_ms: g::dump_every(text(&DUMP_EVERY)).unwrap(),
+            format: g::format(text(&FORMAT)).unwrap(),
+            views: g::views(text(&VIEWS)).unwrap(),
+            peak_growth: g::peak_growth(text(&PEAK_GROWTH)).unwrap(),
+            start: g::boolean(text(&START)).unwrap(),
+            warn_bytes: g::warn_bytes(text(&WARN_BYTES)).unwrap(),
+            warn_blocks: g::warn_blocks(text(&WARN_BLOCKS)).unwrap(),
+            warn_growth: g::warn_growth(text(&WARN_GROWTH)).unwrap(),
+            lines: g::boolean(text(&LINES)).unwrap(),
+            demangle: g::boolean(text(&DEMANGLE)).unwrap(),
+            php: g::php_mode(text(&PHP)).unwrap(),
+            php_oom_dump: g::boolean(text(&PHP_OOM_DUMP)).unwrap(),
+            php_request_frame: g::boolean(text(&PHP_REQUEST_FRAME)).unwrap(),
+            php_peak_bytes: g::warn_bytes(text(&PHP_PEAK_BYTES)).unwrap(),
+            unwind: g::unwind(text(&UNWIND)).unwrap(),
+            poison: g::poison(text(&POISON)).unwrap(),
+        };
+        assert_eq!(parsed, d);
+        assert_eq!(OUTPUT.default, crate::template::DEFAULT);
     }
 }
