@@ -15,7 +15,7 @@
 #   callgrind  instructions (valgrind --tool=callgrind: deterministic but for
 #              the sampling's random draws; the stable figure) of none,
 #              native, php512 and php64, and the number of samples taken
-#              (calls of heaplive's `track::record`, one per sample)
+#              (calls of heaplive's `api::record`, one per sample)
 #   time       interleaved rounds of wall and CPU time (runit), the fast
 #              configurations in an order rotated every round, exact in the
 #              first PHPB_EXACT_ROUNDS rounds; what each run printed
@@ -130,9 +130,9 @@ if [[ " $ONLY " == *" callgrind "* ]]; then
             rm -f "$f"
             env "${ENV[@]}" valgrind --tool=callgrind --callgrind-out-file="$f" "${CMD[@]}" \
                 > "$OUT/logs/cg.$w.$c.out" 2> "$OUT/logs/cg.$w.$c.err"
-            # Total instructions, and the calls of track::record (one per
-            # sample taken; "heaplive::hot::track::record" as valgrind
-            # demangles it, "5track6record" mangled).
+            # Total instructions, and the calls of api::record (one per
+            # sample taken; "heaplive::hot::api::record" as valgrind
+            # demangles it, "3api6record" mangled; track::record before).
             $PY - "$f" "$w" "$c" >> "$OUT/callgrind-$STAMP.tsv" <<'EOF'
 import re, sys
 f, w, c = sys.argv[1:4]
@@ -149,7 +149,7 @@ try:
                 cur = names.get(m.group(2), "")
             continue
         if line.startswith("calls=") and cur is not None:
-            if "track::record" in cur or "5track6record" in cur:
+            if any(k in cur for k in ("api::record", "3api6record", "track::record", "5track6record")):
                 calls += int(line[6:].split()[0])
             cur = None
 except OSError:

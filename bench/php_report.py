@@ -65,7 +65,7 @@ if os.path.exists(cgf):
 if cg:
     L.append("### Instructions (callgrind)")
     L.append("")
-    L.append("`valgrind --tool=callgrind`, whole process; samples = calls of heaplive's `track::record` (one per sample taken, "
+    L.append("`valgrind --tool=callgrind`, whole process; samples = calls of heaplive's `api::record` (`track::record` before) (one per sample taken, "
              "malloc and ZendMM); instructions per extra sample = (php64 - php512) / (samples at 64 KiB - at 512 KiB).")
     L.append("")
     L.append("| workload | config | instructions | vs none | samples | instructions per extra sample |")

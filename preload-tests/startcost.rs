@@ -272,7 +272,7 @@ fn start_up_code_and_variables_are_grouped() {
         "heaplive::hot::attach::detect",
         "heaplive::interpose::php::init",
         "heaplive::hot::unwind::find_system_libgcc",
-        "heaplive::hot::track::alloc_slow",
+        "heaplive::hot::api::alloc_slow",
         "heaplive::hot::sampler::seed_thread",
         // The settings, read at every start (outside the window they
         // cost a fault more: the merge of session 6 moved them out).
@@ -303,11 +303,11 @@ fn start_up_code_and_variables_are_grouped() {
         "heaplive::hot::real::SLOTS",
         "heaplive::hot::real::STATE",
         "heaplive::hot::services::SERVICES",
-        "heaplive::hot::ownheap::HEAP",
+        "heaplive::hot::prim::ownheap::HEAP",
         // The list of heaplive's mappings: what the start writes.
-        "heaplive::hot::sys::FIRST_SLOTS",
-        "heaplive::hot::sys::HINT",
-        "heaplive::hot::sys::TAKEN",
+        "heaplive::hot::prim::sys::FIRST_SLOTS",
+        "heaplive::hot::prim::sys::HINT",
+        "heaplive::hot::prim::sys::TAKEN",
         "std::sys::args::unix::imp::ARGC",
     ] {
         let s = sym(v);
@@ -318,11 +318,11 @@ fn start_up_code_and_variables_are_grouped() {
     }
     for big in [
         "heaplive::hot::real::BOOT",
-        "heaplive::hot::shadow::LOW",
+        "heaplive::hot::tables::shadow::LOW",
         "heaplive::hot::config::CONFIG",
-        "heaplive::hot::live::SHARDS_",
+        "heaplive::hot::tables::live::SHARDS_",
         "heaplive::hot::leak_check::QUEUE",
-        "heaplive::hot::sys::MORE_SLOTS",
+        "heaplive::hot::prim::sys::MORE_SLOTS",
     ] {
         let s = sym(big);
         assert!(

@@ -178,22 +178,152 @@ fn attach_start(settings: &[u8]) {
 #[cfg(test)]
 mod layering {
     //! Imports flow `interpose -> hot <- background -> symbolize`
-    //! (src/README.md); this fails on any import against the arrows.
-    use std::path::Path;
+    //! (src/README.md); this fails on any import against the arrows, in
+    //! any file's production code. Also: every file under src/ is named in
+    //! the map of the source, and the top level is the fixed layout.
+    use std::path::{Path, PathBuf};
 
-    fn uses(dir: &str) -> Vec<(String, String)> {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src").join(dir);
+    const LAYERS: [&str; 4] = ["interpose", "hot", "background", "symbolize"];
+    /// What `symbolize` may use of `hot`: its primitives (`hot/prim/`).
+    const PRIMITIVES: [&str; 7] = ["arena", "elf", "guard", "lock", "log", "ownheap", "sys"];
+
+    fn src() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+    }
+
+    /// Every file under `dir`, recursively, sorted.
+    fn files(dir: &Path) -> Vec<PathBuf> {
         let mut out = Vec::new();
-        for entry in std::fs::read_dir(&root).expect("layer folder") {
-            let path = entry.expect("entry").path();
-            let text = std::fs::read_to_string(&path).expect("source");
-            // Only the code before the file's unit tests.
-            let code = text.split("#[cfg(test)]").next().unwrap_or("");
-            for layer in ["interpose", "hot", "background", "symbolize"] {
-                for pat in [format!("crate::{layer}::"), format!("crate::{layer};")] {
-                    if code.contains(&pat) {
-                        out.push((path.display().to_string(), layer.to_string()));
+        let mut todo = vec![dir.to_path_buf()];
+        while let Some(d) = todo.pop() {
+            for entry in std::fs::read_dir(&d).expect("source folder") {
+                let path = entry.expect("entry").path();
+                if path.is_dir() {
+                    todo.push(path);
+                } else {
+                    out.push(path);
+                }
+            }
+        }
+        out.sort();
+        out
+    }
+
+    /// A file of unit tests only (`#[path = "x_tests.rs"] mod tests;`).
+    fn is_test_file(p: &Path) -> bool {
+        let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        name == "tests.rs" || name.ends_with("_tests.rs")
+    }
+
+    /// A file's production code: up to its unit tests (`mod tests`), with
+    /// line comments taken out.
+    fn production(text: &str) -> String {
+        let code = text.split("mod tests").next().unwrap_or("");
+        code.lines()
+            .map(|l| l.split("//").next().unwrap_or(""))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    fn ident(s: &str) -> &str {
+        let s = s.trim_start();
+        let end = s
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(s.len());
+        &s[..end]
+    }
+
+    /// The text between the `{` at `open` and its matching `}`.
+    fn group(s: &str, open: usize) -> &str {
+        let mut depth = 0;
+        for (i, c) in s[open..].char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        return &s[open + 1..open + i];
                     }
+                }
+                _ => {}
+            }
+        }
+        &s[open + 1..]
+    }
+
+    /// Splits a group at its top-level commas.
+    fn items(g: &str) -> Vec<&str> {
+        let (mut out, mut depth, mut start) = (Vec::new(), 0, 0);
+        for (i, c) in g.char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' => depth -= 1,
+                ',' if depth == 0 => {
+                    out.push(&g[start..i]);
+                    start = i + 1;
+                }
+                _ => {}
+            }
+        }
+        out.push(&g[start..]);
+        out.into_iter().filter(|i| !i.trim().is_empty()).collect()
+    }
+
+    /// `(module, item)` for a path after `crate::`: `hot::sys::x` gives
+    /// ("hot", "sys"); `hot::{sys, lock}` one pair per item; `hot;` or
+    /// `hot as h` ("hot", "").
+    fn heads(path: &str, out: &mut Vec<(String, String)>) {
+        let first = ident(path);
+        let rest = path.trim_start()[first.len()..].trim_start();
+        let Some(rest) = rest.strip_prefix("::") else {
+            out.push((first.to_string(), String::new()));
+            return;
+        };
+        let rest = rest.trim_start();
+        if rest.starts_with('{') {
+            for item in items(group(rest, 0)) {
+                out.push((first.to_string(), ident(item).to_string()));
+            }
+        } else {
+            out.push((first.to_string(), ident(rest).to_string()));
+        }
+    }
+
+    /// Every `(module, item)` that `code` names through `crate::`, in
+    /// every form: paths, `use crate::x;` and `use crate::{x::y, z}`.
+    fn named(code: &str) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        let mut from = 0;
+        while let Some(k) = code[from..].find("crate::") {
+            let at = from + k;
+            from = at + "crate::".len();
+            let before = code[..at].chars().next_back();
+            if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_') {
+                continue; // another crate's name ending in "crate"
+            }
+            let rest = code[from..].trim_start();
+            if rest.starts_with('{') {
+                for item in items(group(rest, 0)) {
+                    heads(item, &mut out);
+                }
+            } else {
+                heads(rest, &mut out);
+            }
+        }
+        out
+    }
+
+    /// `(file, module, item)` of every use of another layer from `dir`.
+    fn uses(dir: &str) -> Vec<(String, String, String)> {
+        let mut out = Vec::new();
+        for path in files(&src().join(dir)) {
+            if path.extension().is_none_or(|e| e != "rs") || is_test_file(&path) {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).expect("source");
+            for (m, item) in named(&production(&text)) {
+                if LAYERS.contains(&m.as_str()) && m != dir {
+                    out.push((path.display().to_string(), m, item));
                 }
             }
         }
@@ -203,11 +333,41 @@ mod layering {
     fn check(dir: &str, allowed: &[&str]) {
         let bad: Vec<_> = uses(dir)
             .into_iter()
-            .filter(|(_, l)| l != dir && !allowed.contains(&l.as_str()))
+            .filter(|(_, l, _)| !allowed.contains(&l.as_str()))
             .collect();
         assert!(
             bad.is_empty(),
             "{dir}/ imports against the layering: {bad:?}"
+        );
+    }
+
+    /// The reader sees every import form, and nothing in tests or comments.
+    #[test]
+    fn every_import_form_is_seen() {
+        let code = production(
+            "use crate::{hot::sys::X, background::dump};\n\
+             use crate::hot;\n\
+             let a = crate::symbolize::modules::refresh();\n\
+             use crate::{interpose::{alloc, cxx}};\n\
+             // crate::background::not_code\n\
+             use heaplive_crate::background::other_crate;\n\
+             #[cfg(test)]\nmod tests { use crate::background::in_tests; }",
+        );
+        let pairs = |v: &[(&str, &str)]| -> Vec<(String, String)> {
+            v.iter()
+                .map(|(a, b)| (a.to_string(), b.to_string()))
+                .collect()
+        };
+        assert_eq!(
+            named(&code),
+            pairs(&[
+                ("hot", "sys"),
+                ("background", "dump"),
+                ("hot", ""),
+                ("symbolize", "modules"),
+                ("interpose", "alloc"),
+                ("interpose", "cxx"),
+            ])
         );
     }
 
@@ -229,6 +389,85 @@ mod layering {
     #[test]
     fn symbolize_imports_only_hot_primitives() {
         check("symbolize", &["hot"]);
+        let bad: Vec<_> = uses("symbolize")
+            .into_iter()
+            .filter(|(_, m, item)| m == "hot" && !PRIMITIVES.contains(&item.as_str()))
+            .collect();
+        assert!(
+            bad.is_empty(),
+            "symbolize/ uses more of hot than its primitives: {bad:?}"
+        );
+    }
+
+    /// Whether the map (src/README.md, or a README.md in the file's
+    /// folder or one above it) names the file `rel` (relative to src/): a
+    /// top-level file anywhere in src/README.md; a file of a folder inside
+    /// the paragraph of its top folder (`**`hot/`**`), by its path from
+    /// that folder, or by its name under the bullet of its own folder
+    /// (`**`hot/prim/`**`).
+    fn mapped(rel: &str) -> bool {
+        let parts: Vec<&str> = rel.split('/').collect();
+        let name = parts[parts.len() - 1];
+        for up in (0..parts.len()).rev() {
+            let dir = parts[..up].join("/");
+            let readme = src().join(&dir).join("README.md");
+            let Ok(text) = std::fs::read_to_string(&readme) else {
+                continue;
+            };
+            if up > 0 {
+                // A folder's own README: the path from that folder.
+                if text.contains(&format!("`{}`", parts[up..].join("/"))) {
+                    return true;
+                }
+                continue;
+            }
+            if parts.len() == 1 {
+                return text.contains(&format!("`{name}`"))
+                    || text.contains(&format!("`src/{name}`"));
+            }
+            let top = parts[0];
+            let Some(start) = text.find(&format!("**`{top}/`**")) else {
+                return false;
+            };
+            let section = &text[start..];
+            let section = &section[..section[2..].find("\n**`").map_or(section.len(), |e| e + 2)];
+            let folder = parts[..parts.len() - 1].join("/");
+            if folder != top
+                && let Some(b) = section.find(&format!("**`{folder}/`**"))
+            {
+                let bullet = &section[b..];
+                let bullet = &bullet[..bullet.find("\n- ").unwrap_or(bullet.len())];
+                if bullet.contains(&format!("`{name}`")) {
+                    return true;
+                }
+            }
+            let from_top = parts[1..].join("/");
+            return section.contains(&format!("`{from_top}`"))
+                || (folder == top && section.contains(&format!("`{name}`")));
+        }
+        false
+    }
+
+    #[test]
+    fn every_file_under_src_is_named_in_the_map() {
+        let root = src();
+        let missing: Vec<String> = files(&root)
+            .iter()
+            .map(|p| {
+                p.strip_prefix(&root)
+                    .expect("under src")
+                    .to_string_lossy()
+                    .into_owned()
+            })
+            .filter(|rel| !rel.ends_with("README.md") && !mapped(rel))
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "files under src/ that src/README.md (or their folder's README.md) does not name: {missing:?}"
+        );
+        // The map's reader finds what it should and nothing it should not.
+        assert!(mapped("hot/prim/sys.rs") && mapped("hot/api.rs") && mapped("lib.rs"));
+        assert!(!mapped("hot/prim/no_such_file.rs") && !mapped("background/no_such_file.rs"));
     }
 
     /// The top level is the layout the project fixed (Cargo.toml, src,

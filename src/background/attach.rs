@@ -34,21 +34,6 @@ static SAVED: Mutex<Vec<Saved>> = Mutex::new(Vec::new());
 const R_X86_64_GLOB_DAT: u32 = 6;
 const R_X86_64_JUMP_SLOT: u32 = 7;
 const PT_GNU_RELRO: u32 = 0x6474_e552;
-// Dynamic section tags (elf.h).
-const DT_NULL: i64 = 0;
-const DT_PLTRELSZ: i64 = 2;
-const DT_STRTAB: i64 = 5;
-const DT_SYMTAB: i64 = 6;
-const DT_RELA: i64 = 7;
-const DT_RELASZ: i64 = 8;
-const DT_JMPREL: i64 = 23;
-
-/// `Elf64_Dyn` (elf.h).
-#[repr(C)]
-struct Dyn {
-    tag: i64,
-    val: u64,
-}
 
 /// One loaded module as the loader lists it.
 struct Module {
@@ -142,32 +127,16 @@ fn skipped(m: &Module) -> bool {
 /// Every slot of `m` whose symbol has a replacement: (slot, replacement).
 fn slots(m: &Module, targets: &[(&CStr, usize)]) -> Vec<(usize, usize)> {
     // The loader relocates the pointers in the dynamic section in place
-    // (not for a read-only one, like the vDSO's, which is skipped anyway).
-    let fix = |p: usize| if p < m.base { p + m.base } else { p };
-    let (mut symtab, mut strtab, mut jmprel, mut pltrelsz, mut rela, mut relasz) =
-        (0, 0, 0, 0, 0, 0);
-    let mut d = m.dynamic as *const Dyn;
+    // (not for a read-only one, like the vDSO's, which is skipped anyway):
+    // `hot::elf` reads them as the resolver does.
     // SAFETY: PT_DYNAMIC of a loaded module: entries up to DT_NULL.
-    unsafe {
-        while (*d).tag != DT_NULL {
-            let v = (*d).val as usize;
-            match (*d).tag {
-                DT_SYMTAB => symtab = fix(v),
-                DT_STRTAB => strtab = fix(v),
-                DT_JMPREL => jmprel = fix(v),
-                DT_PLTRELSZ => pltrelsz = v,
-                DT_RELA => rela = fix(v),
-                DT_RELASZ => relasz = v,
-                _ => {}
-            }
-            d = d.add(1);
-        }
-    }
+    let o = unsafe { crate::hot::elf::Object::new(m.base, m.dynamic) };
+    let (symtab, strtab) = (o.symtab, o.strtab);
     let mut out = Vec::new();
     if symtab == 0 || strtab == 0 {
         return out;
     }
-    for (table, size) in [(jmprel, pltrelsz), (rela, relasz)] {
+    for (table, size) in [(o.jmprel, o.pltrelsz), (o.rela, o.relasz)] {
         if table == 0 {
             continue;
         }

@@ -424,3 +424,7 @@ pub fn retrack(e: Entry) {
         live::remove(e.addr);
     }
 }
+
+#[cfg(test)]
+#[path = "api_tests.rs"]
+mod tests;

@@ -1,0 +1,142 @@
+//! `hot::api`'s unit tests: the boundary driven as the exports drive it,
+//! with fake pointers (addresses no allocator gave: the tables only record
+//! them) and this thread's own sampler state.
+
+use super::*;
+use crate::hot::guard;
+
+/// A stack of fake return addresses, interned for these tests.
+fn fake_stack(tag: usize) -> stacks::StackId {
+    stacks::intern(&[
+        0x7100_0000_0000 + tag * 0x100,
+        0x7100_0000_0040,
+        0x7100_0000_0080,
+    ])
+}
+
+fn live_bytes(id: stacks::StackId) -> i64 {
+    stacks::slot(id).expect("interned").live_bytes.load(Relaxed)
+}
+
+/// The malloc fast path counts down this thread's bytes and says "slow
+/// path" for the allocation that would reach zero, without counting it;
+/// inside the library (busy) nothing is counted.
+#[test]
+fn count_alloc_counts_down_to_the_sample() {
+    let t = guard::state();
+    // SAFETY: this thread's own state.
+    unsafe { (*t).bytes_until_sample = 100 };
+    assert!(count_alloc(40));
+    assert_eq!(unsafe { (*t).bytes_until_sample }, 60);
+    assert!(
+        !count_alloc(60),
+        "the allocation that reaches zero is sampled"
+    );
+    assert_eq!(unsafe { (*t).bytes_until_sample }, 60, "not counted");
+    {
+        let _busy = Busy::enter();
+        assert!(count_alloc(1 << 40), "the library's own allocations pass");
+    }
+    assert_eq!(unsafe { (*t).bytes_until_sample }, 60);
+}
+
+/// Before the resolver has run (as in this test process) an allocation
+/// that reaches its sample records nothing and looks again at the next one.
+#[test]
+fn nothing_is_recorded_before_the_real_functions_are_known() {
+    assert!(!crate::hot::real::resolved());
+    let p = 0x7200_0000_0010usize as *mut c_void;
+    let t = guard::state();
+    // SAFETY: this thread's own state.
+    unsafe { (*t).bytes_until_sample = 10 };
+    on_alloc(p, 64);
+    assert_eq!(unsafe { (*t).bytes_until_sample }, 0);
+    assert!(fast_free(p), "no sample: free takes its fast path");
+}
+
+/// A sample kept at a fake address: free's filter sends that address (and
+/// only it) to the slow path, which takes the sample out of the live table
+/// and its stack's total; afterwards the address is unsampled again.
+#[test]
+fn a_sampled_block_is_filtered_and_forgotten_at_free() {
+    let _serial = crate::hot::shadow::tests::SERIAL.lock();
+    let interval = config::get().interval;
+    let id = fake_stack(1);
+    let p = 0x7300_0000_0040usize;
+    let before = live_bytes(id);
+    keep_sample(Entry::new(p, 4096, id, live::MALLOC), interval);
+    assert!(
+        !fast_free(p as *mut c_void),
+        "a sampled address takes the slow path"
+    );
+    assert!(fast_free((p + 16) as *mut c_void), "its neighbour does not");
+    let e = Entry::new(p, 4096, id, live::MALLOC);
+    let (bytes, _, _) = amounts(&e, interval);
+    assert!(bytes > 0);
+    assert_eq!(live_bytes(id) - before, bytes);
+    on_free(p as *mut c_void);
+    assert_eq!(live_bytes(id), before);
+    assert!(fast_free(p as *mut c_void));
+    assert!(live::remove(p).is_none());
+}
+
+/// realloc's two halves: the sample is taken out before the real call and,
+/// when the real realloc fails, put back as it was.
+#[test]
+fn a_failed_realloc_puts_the_sample_back() {
+    let _serial = crate::hot::shadow::tests::SERIAL.lock();
+    let interval = config::get().interval;
+    let id = fake_stack(2);
+    let p = 0x7400_0000_0080usize;
+    let before = live_bytes(id);
+    keep_sample(Entry::new(p, 100, id, live::MALLOC), interval);
+    let during = live_bytes(id);
+    let e = untrack_for_realloc(p as *mut c_void).expect("the sample");
+    assert_eq!((e.addr, e.size(), e.stack()), (p, 100, id));
+    assert_eq!(live_bytes(id), before);
+    assert!(
+        untrack_for_realloc(p as *mut c_void).is_none(),
+        "taken once"
+    );
+    retrack(e);
+    assert_eq!(live_bytes(id), during);
+    assert!(!fast_free(p as *mut c_void));
+    on_free(p as *mut c_void);
+    assert_eq!(live_bytes(id), before);
+}
+
+/// Inside the library (a signal handler's free while this thread holds a
+/// lock of ours, say) a sampled block's free leaves the sample: its bit
+/// stays set, and a later free takes it out.
+#[test]
+fn a_free_inside_the_library_leaves_the_sample_for_later() {
+    let _serial = crate::hot::shadow::tests::SERIAL.lock();
+    let interval = config::get().interval;
+    let id = fake_stack(3);
+    let p = 0x7500_0000_00c0usize;
+    let before = live_bytes(id);
+    keep_sample(Entry::new(p, 32, id, live::MALLOC), interval);
+    {
+        let _busy = Busy::enter();
+        on_free(p as *mut c_void);
+    }
+    assert!(!fast_free(p as *mut c_void));
+    assert!(live_bytes(id) > before);
+    on_free(p as *mut c_void);
+    assert_eq!(live_bytes(id), before);
+}
+
+/// Sampling on and off: the switch the C API and `heaplive start/stop`
+/// use, and the note a signal's change leaves for heaplive's thread.
+#[test]
+fn set_active_reports_the_previous_state_and_signal_changes() {
+    let was = set_active(true, false);
+    assert!(active());
+    let _ = take_signal_change();
+    assert!(set_active(true, true), "already on");
+    assert!(!take_signal_change(), "no change, nothing to report");
+    assert!(set_active(false, true));
+    assert!(take_signal_change());
+    assert!(!take_signal_change(), "reported once");
+    set_active(was, false);
+}
