@@ -103,11 +103,8 @@ fn start() {
     // In a PHP process: hook PHP's start-up (before main runs it).
     interpose::php::init();
     background::dumper::note_start();
-    // heaplive's thread starts only when a feature needs it (`hot::trigger`:
-    // the dump signal, peak dumps, a due leak warning at the first sample
-    // or later; here only periodic dumps): a program that never samples,
-    // or runs with HEAPLIVE_SIGNAL=none and nothing else that needs the
-    // thread, stays single-threaded in glibc's eyes.
+    // heaplive's thread starts only when a feature needs it (the rule:
+    // `hot::trigger`'s doc); at start-up that is only periodic dumps.
     if hot::config::get().dump_every_ms > 0 {
         hot::trigger::ensure_dumper();
     }

@@ -2,6 +2,7 @@
 //! thread: when it is needed, which process and thread it is, and how to
 //! wake it.
 //!
+//! The rule (stated here once; src/README.md and the rest refer to it):
 //! heaplive's thread is started only when a feature that needs it is on or
 //! due, never at load (`thread_wanted`): the dump signal (HEAPLIVE_SIGNAL,
 //! on by default: the signal is blocked in every program thread and taken

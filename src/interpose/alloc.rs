@@ -1,5 +1,5 @@
 //! Every exported allocation symbol, each a few lines: the real call, and
-//! around it `hooks::on_alloc` / `hooks::on_free`.
+//! around it the boundary's calls (`hot::api`: `on_alloc`, `on_free`, ...).
 //!
 //! Exports carry `#[cfg_attr(not(test), unsafe(no_mangle))]` so that unit
 //! tests do not interpose the test runner's own malloc.

@@ -1,4 +1,7 @@
-//! The only code that maps memory or makes raw system calls for the hooks.
+//! The system calls the hooks share: heaplive's mappings, the raw signal
+//! calls, quiet writes, time, owned descriptors. Which code may call the
+//! kernel, and how: src/README.md, "Who makes system calls" (stated there
+//! once).
 //!
 //! Everything here is safe to call from an allocation path: no allocation, no
 //! locks, errno is left as the caller had it.
