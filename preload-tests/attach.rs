@@ -73,15 +73,25 @@ impl Target {
         drop(stdin);
         let mut rest = String::new();
         std::io::Read::read_to_string(&mut self.out, &mut rest).expect("read");
-        let o = self.child.wait_with_output().expect("wait");
-        (
-            self.seen + &rest,
-            String::from_utf8_lossy(&o.stderr).into_owned(),
-            o.status.code(),
-        )
+        let mut err = String::new();
+        if let Some(mut e) = self.child.stderr.take() {
+            std::io::Read::read_to_string(&mut e, &mut err).expect("read");
+        }
+        let status = self.child.wait().expect("wait");
+        (std::mem::take(&mut self.seen) + &rest, err, status.code())
     }
     fn maps(&self) -> String {
         std::fs::read_to_string(format!("/proc/{}/maps", self.child.id())).unwrap_or_default()
+    }
+}
+
+/// A failed assert leaves no target running.
+impl Drop for Target {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+        }
+        let _ = self.child.wait();
     }
 }
 
@@ -391,13 +401,7 @@ fn tasks(pid: &str) -> Vec<String> {
 
 /// Polls until `f` holds (20 s at most, then fails with `what`).
 fn until(what: &str, mut f: impl FnMut() -> bool) {
-    for _ in 0..2000 {
-        if f() {
-            return;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-    panic!("gave up waiting for {what}");
+    wait_until(20, what, || f().then_some(()));
 }
 
 fn usr2_bit(mask: u64) -> bool {
@@ -490,13 +494,13 @@ fn attach_to_a_traced_process_is_refused() {
     let plain = plain_run(&prog, &[], &dir);
     let t = Target::start(&prog, &[], &dir);
     let pid = t.pid();
-    let mut strace = Command::new("strace")
-        .args(["-q", "-o", "/dev/null", "-p", &pid])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("strace (scripts/install-test-deps.sh installs it)");
+    let strace = Running::spawn(
+        Command::new("strace")
+            .args(["-q", "-o", "/dev/null", "-p", &pid])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped()),
+    );
     let tracer = |pid: &str| {
         std::fs::read_to_string(format!("/proc/{pid}/status"))
             .unwrap_or_default()
@@ -505,20 +509,20 @@ fn attach_to_a_traced_process_is_refused() {
             .unwrap_or_default()
     };
     until("strace to attach", || {
-        tracer(&pid) == strace.id().to_string()
+        tracer(&pid) == strace.pid().to_string()
     });
     let o = heaplive(&["attach", &pid]);
     // strace lets go (SIGINT: it detaches and exits) before the program
     // goes on.
-    // SAFETY: kill has no memory-safety preconditions.
-    unsafe { libc::kill(strace.id() as i32, libc::SIGINT) };
-    strace.wait().expect("wait for strace");
+    let strace_pid = strace.pid();
+    strace.signal(libc::SIGINT);
+    let _ = strace.wait();
     until("strace to detach", || tracer(&pid) == "0");
     assert_refused(
         &o,
         t,
         &[
-            &format!("process {pid} is already traced by process {}", strace.id()),
+            &format!("process {pid} is already traced by process {strace_pid}"),
             "detach that first",
         ],
         plain,

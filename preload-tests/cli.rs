@@ -694,31 +694,34 @@ pub(crate) fn spawn(
     Child(c.spawn().expect("spawn test child"))
 }
 
-/// Waits until `pid` has `libheaplive` mapped and, when `sig` is given,
-/// its constructor has installed the handler for it (right after spawn the
-/// dynamic loader may not have run yet).
+/// Waits until `pid` has `libheaplive` mapped and its constructor has run:
+/// when `sig` is given, until the handler for it is installed; without
+/// one, until the program is blocked in a sleep system call (its `main`
+/// runs after every constructor). Right after spawn the dynamic loader
+/// may not have run yet.
 pub(crate) fn wait_for_library(pid: u32, sig: Option<u32>) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < deadline {
-        let mapped = std::fs::read_to_string(format!("/proc/{pid}/maps"))
-            .is_ok_and(|m| m.contains("libheaplive"));
-        let caught = std::fs::read_to_string(format!("/proc/{pid}/status")).is_ok_and(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("SigCgt:"))
-                .and_then(|h| u64::from_str_radix(h.trim(), 16).ok())
-                .is_some_and(|m| sig.is_none_or(|sig| m & (1 << (sig - 1)) != 0))
-        });
-        if mapped && caught {
-            // Mapped is not initialised: the constructor runs after the
-            // loader maps everything; give it a moment when we cannot see it.
-            if sig.is_none() {
-                std::thread::sleep(Duration::from_millis(200));
-            }
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    panic!("pid {pid} never mapped libheaplive and caught signal {sig:?}");
+    crate::common::wait_until(
+        10,
+        &format!("pid {pid} to map libheaplive and catch signal {sig:?} (or sleep)"),
+        || {
+            let mapped = std::fs::read_to_string(format!("/proc/{pid}/maps"))
+                .is_ok_and(|m| m.contains("libheaplive"));
+            let ready = match sig {
+                Some(sig) => {
+                    std::fs::read_to_string(format!("/proc/{pid}/status")).is_ok_and(|s| {
+                        s.lines()
+                            .find_map(|l| l.strip_prefix("SigCgt:"))
+                            .and_then(|h| u64::from_str_radix(h.trim(), 16).ok())
+                            .is_some_and(|m| m & (1 << (sig - 1)) != 0)
+                    })
+                }
+                // nanosleep (35) or clock_nanosleep (230): in main.
+                None => std::fs::read_to_string(format!("/proc/{pid}/syscall"))
+                    .is_ok_and(|s| matches!(s.split(' ').next(), Some("35" | "230"))),
+            };
+            (mapped && ready).then_some(())
+        },
+    );
 }
 
 const SIGUSR1: u32 = libc::SIGUSR1 as u32;

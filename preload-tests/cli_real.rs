@@ -2,50 +2,37 @@
 //! a program of our own driven step by step.
 
 use crate::common::*;
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
 /// A `cli_grow` process under the library in exact mode, driven by lines.
 struct Grower {
-    child: std::process::Child,
-    out: BufReader<std::process::ChildStdout>,
+    p: Running,
 }
 
 impl Grower {
     fn start(dir: &Path) -> Grower {
         let prog = compile("cli_grow.c", "cli_grow", dir, &[]);
-        let mut child = Command::new(prog)
-            .current_dir(dir)
-            .env("LD_PRELOAD", lib())
-            .env("HEAPLIVE_SAMPLE_INTERVAL", "1")
-            .env("HEAPLIVE_OUTPUT", dir.join("heaplive.%e.%p.%n.folded"))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut out = BufReader::new(child.stdout.take().unwrap());
-        let mut l = String::new();
-        out.read_line(&mut l).unwrap();
-        assert_eq!(l, "ready\n");
-        Grower { child, out }
+        let mut p = Running::spawn(
+            Command::new(prog)
+                .current_dir(dir)
+                .env("LD_PRELOAD", lib())
+                .env("HEAPLIVE_SAMPLE_INTERVAL", "1")
+                .env("HEAPLIVE_OUTPUT", dir.join("heaplive.%e.%p.%n.folded"))
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null()),
+        );
+        assert_eq!(p.line().as_deref(), Some("ready"));
+        Grower { p }
     }
     fn say(&mut self, cmd: &str) {
-        writeln!(self.child.stdin.as_mut().unwrap(), "{cmd}").unwrap();
-        let mut l = String::new();
-        self.out.read_line(&mut l).unwrap();
-        assert_eq!(l, "ok\n", "after {cmd}");
+        writeln!(self.p.child().stdin.as_mut().unwrap(), "{cmd}").unwrap();
+        assert_eq!(self.p.line().as_deref(), Some("ok"), "after {cmd}");
     }
     fn pid(&self) -> String {
-        self.child.id().to_string()
-    }
-}
-
-impl Drop for Grower {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.p.pid().to_string()
     }
 }
 
@@ -145,32 +132,33 @@ fn run_passes_settings_to_the_real_library_and_returns_the_status() {
     let dir = tempdir("cli-run-real");
     let prog = compile("cli_grow.c", "cli_grow", &dir, &[]);
     let template = dir.join("h.%e.%p.%n.folded");
-    let mut child = Command::new(heaplive_bin())
-        .args([
-            "run",
-            "--interval",
-            "1",
-            "--signal",
-            "USR1",
-            "--output",
-            template.to_str().unwrap(),
-            "--",
-        ])
-        .arg(&prog)
-        .env("HEAPLIVE_LIB", lib())
-        .env_remove("LD_PRELOAD")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = Running::spawn(
+        Command::new(heaplive_bin())
+            .args([
+                "run",
+                "--interval",
+                "1",
+                "--signal",
+                "USR1",
+                "--output",
+                template.to_str().unwrap(),
+                "--",
+            ])
+            .arg(&prog)
+            .env("HEAPLIVE_LIB", lib())
+            .env_remove("LD_PRELOAD")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped()),
+    );
     child
+        .child()
         .stdin
-        .as_mut()
+        .take()
         .unwrap()
         .write_all(b"grow 7777\nquit\n")
         .unwrap();
-    let o = child.wait_with_output().unwrap();
+    let o = child.wait();
     assert_eq!(o.status.code(), Some(5), "stderr:\n{}", stderr(&o));
     assert_eq!(stdout(&o), "ready\nok\n");
     let files = folded_files(&dir);
@@ -189,8 +177,8 @@ fn run_passes_settings_to_the_real_library_and_returns_the_status() {
 
 #[test]
 fn dump_fails_clearly_for_a_process_without_the_library_and_a_dead_pid() {
-    let mut sleeper = Command::new("sleep").arg("30").spawn().unwrap();
-    let pid = sleeper.id().to_string();
+    let sleeper = Running::spawn(Command::new("sleep").arg("30"));
+    let pid = sleeper.pid().to_string();
     let o = heaplive(&["dump", &pid, "--timeout", "2"]);
     assert_eq!(o.status.code(), Some(1));
     assert!(
@@ -198,8 +186,8 @@ fn dump_fails_clearly_for_a_process_without_the_library_and_a_dead_pid() {
         "{}",
         stderr(&o)
     );
-    sleeper.kill().unwrap();
-    sleeper.wait().unwrap();
+    sleeper.signal(libc::SIGKILL);
+    sleeper.wait();
     let o = heaplive(&["dump", &pid, "--timeout", "2"]);
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("no such process"), "{}", stderr(&o));

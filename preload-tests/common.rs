@@ -1,7 +1,10 @@
 //! The one harness of the preload tests: where the built library and
 //! command are, a temp directory, compiling a test program, running it under
 //! the library, running the command, reading folded files (with the contract
-//! crate's parser).
+//! crate's parser), a started program's handle that is killed on drop
+//! ([`Running`]: `ready()`, `signal()`, `wait_files(n)`), and the one wait
+//! ([`wait_until`]). PHP's helpers (php-fpm, php-cli) are `php_fpm.rs`,
+//! built on these.
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
@@ -323,4 +326,141 @@ pub fn fails_with(o: Output, code: i32, want: &str) {
     let first = err.lines().next().unwrap_or("");
     assert_eq!(first, want, "first line of stderr:\n{err}");
     assert!(!err.contains("panicked"), "heaplive panicked:\n{err}");
+}
+
+/// Polls `what` every 10 ms until it gives `Some`, and returns that; panics
+/// naming `why` after `secs` seconds. The one wait of the preload tests
+/// (no blind sleeps: a test waits for what it needs, however slow the
+/// machine).
+pub fn wait_until<T>(secs: u64, why: &str, mut what: impl FnMut() -> Option<T>) -> T {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    loop {
+        if let Some(v) = what() {
+            return v;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "waited {secs} s: {why}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+/// A program a test started: killed and reaped when dropped, so a failed
+/// assert leaves nothing running (and its status file, if heaplive wrote
+/// one, is removed). Its stdout, when piped, is read line by line
+/// ([`Running::line`], [`Running::ready`]).
+pub struct Running {
+    child: std::process::Child,
+    out: Option<std::io::BufReader<std::process::ChildStdout>>,
+    /// What the program printed so far (for failure messages).
+    seen: String,
+}
+
+impl Running {
+    /// Starts `c` (its stdio as the caller set it).
+    pub fn spawn(c: &mut Command) -> Running {
+        let mut child = c.spawn().expect("start the program");
+        let out = child.stdout.take().map(std::io::BufReader::new);
+        Running {
+            child,
+            out,
+            seen: String::new(),
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The process itself, for what this handle does not wrap (stdin,
+    /// stderr, try_wait).
+    pub fn child(&mut self) -> &mut std::process::Child {
+        &mut self.child
+    }
+
+    /// The next line of the program's stdout (without its newline), or
+    /// None at its end.
+    pub fn line(&mut self) -> Option<String> {
+        use std::io::BufRead;
+        let out = self.out.as_mut().expect("stdout is piped");
+        let mut l = String::new();
+        match out.read_line(&mut l) {
+            Ok(0) | Err(_) => None,
+            Ok(_) => {
+                self.seen.push_str(&l);
+                Some(l.trim_end_matches('\n').to_string())
+            }
+        }
+    }
+
+    /// Reads stdout up to the program's `ready PID` line (the test
+    /// programs print it once set up) and returns the PID.
+    pub fn ready(&mut self) -> u32 {
+        loop {
+            let Some(l) = self.line() else {
+                panic!(
+                    "the program ended before `ready PID`; it printed {:?}",
+                    self.seen
+                );
+            };
+            if let Some(pid) = l.strip_prefix("ready ") {
+                return pid.trim().parse().expect("ready PID");
+            }
+        }
+    }
+
+    /// Sends `sig` to the program.
+    pub fn signal(&self, sig: i32) {
+        // SAFETY: kill has no memory preconditions; the pid is our child,
+        // not yet reaped (the handle reaps it only when dropped or waited).
+        assert_eq!(unsafe { libc::kill(self.pid() as i32, sig) }, 0, "kill");
+    }
+
+    /// Waits until `dir` holds at least `n` folded files of the live view
+    /// (dump files), and returns them sorted.
+    pub fn wait_files(&self, dir: &Path, n: usize) -> Vec<PathBuf> {
+        wait_until(30, &format!("{n} dump files in {}", dir.display()), || {
+            let f = folded_files(dir);
+            (f.len() >= n).then_some(f)
+        })
+    }
+
+    /// Waits for the program to end: its status, the rest of its stdout
+    /// and its stderr (when piped).
+    pub fn wait(mut self) -> Output {
+        use std::io::Read;
+        // stderr on a thread of its own: a program that fills one pipe
+        // while the test reads the other must not block.
+        let err = self.child.stderr.take().map(|mut e| {
+            std::thread::spawn(move || {
+                let mut v = Vec::new();
+                let _ = e.read_to_end(&mut v);
+                v
+            })
+        });
+        let mut stdout = std::mem::take(&mut self.seen).into_bytes();
+        if let Some(mut out) = self.out.take() {
+            let _ = out.read_to_end(&mut stdout);
+        }
+        let stderr = err.map_or_else(Vec::new, |t| t.join().unwrap_or_default());
+        let status = self.child.wait().expect("wait for the program");
+        Output {
+            status,
+            stdout,
+            stderr,
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+        }
+        let _ = self.child.wait();
+        // SAFETY: geteuid has no preconditions.
+        let uid = unsafe { libc::geteuid() };
+        let _ = std::fs::remove_file(format!("/tmp/heaplive-{uid}/{}", self.child.id()));
+    }
 }

@@ -39,51 +39,42 @@ fn run_wait(dir: &Path, prog: &Path, wait: &str, preload: bool, signals: usize) 
         c.args(args).current_dir(dir).env_remove("LD_PRELOAD");
         c
     };
-    let mut child = cmd
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut first = String::new();
-    out.read_line(&mut first).unwrap();
-    let pid: i32 = first
-        .trim()
-        .strip_prefix("ready ")
-        .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("{wait}: no ready line, got {first:?}"));
+    let mut child = Running::spawn(
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped()),
+    );
+    let pid = child.ready();
     for i in 1..=signals {
-        unsafe { libc::kill(pid, libc::SIGUSR2) };
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while signal_files(dir) < i {
-            if Instant::now() > deadline || child.try_wait().unwrap().is_some() {
-                let _ = child.kill();
-                let o = child.wait_with_output().unwrap();
-                panic!("{wait}: dump {i} of {signals} never written\n{}", show(&o));
+        child.signal(libc::SIGUSR2);
+        let ended = wait_until(60, &format!("{wait}: dump {i} of {signals}"), || {
+            if signal_files(dir) >= i {
+                Some(false)
+            } else {
+                child.child().try_wait().unwrap().map(|_| true)
             }
-            std::thread::sleep(Duration::from_millis(5));
+        });
+        if ended {
+            panic!(
+                "{wait}: dump {i} of {signals} never written\n{}",
+                show(&child.wait())
+            );
         }
     }
     match wait {
-        "pipe" => drop(child.stdin.take()),
-        "sigsuspend" => unsafe {
-            libc::kill(pid, libc::SIGUSR1);
-        },
+        "pipe" => drop(child.child().stdin.take()),
+        "sigsuspend" => child.signal(libc::SIGUSR1),
         _ => std::fs::write(&stop, b"").unwrap(),
     }
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("{wait}: the program did not end after its wait was ended");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let mut rest = String::new();
-    out.read_to_string(&mut rest).unwrap();
-    let mut o = child.wait_with_output().unwrap();
-    o.stdout = rest.into_bytes();
+    wait_until(
+        60,
+        &format!("{wait}: the program to end after its wait was ended"),
+        || child.child().try_wait().unwrap(),
+    );
+    // What the program printed after its `ready` line.
+    let mut o = child.wait();
+    let ready = format!("ready {pid}\n").len();
+    o.stdout = o.stdout.split_off(ready.min(o.stdout.len()));
     o
 }
 
@@ -181,21 +172,21 @@ fn steps_aside_for(how: &str, interval: &str) {
 
 /// Runs `c`, failing (not hanging) after 60 s.
 fn run_bounded(c: &mut Command, what: &str) -> Output {
-    let mut child = c
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = Running::spawn(c.stdout(Stdio::piped()).stderr(Stdio::piped()));
     let deadline = Instant::now() + Duration::from_secs(60);
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let o = child.wait_with_output().unwrap();
-            panic!("{what}: hung\n{}", show(&o));
-        }
-        std::thread::sleep(Duration::from_millis(10));
+    let ended = wait_until(70, &format!("{what}: to end"), || {
+        child
+            .child()
+            .try_wait()
+            .unwrap()
+            .map(|_| true)
+            .or((Instant::now() > deadline).then_some(false))
+    });
+    if !ended {
+        child.signal(libc::SIGKILL);
+        panic!("{what}: hung\n{}", show(&child.wait()));
     }
-    child.wait_with_output().unwrap()
+    child.wait()
 }
 
 #[test]
@@ -571,27 +562,21 @@ fn signal_before_the_first_sample_dumps_the_heap_at_the_signal() {
     use std::io::Write;
     let dir = tempdir("early-signal");
     let prog = compile("sig_early.c", "sig_early", &dir, &[]);
-    let mut child = preloaded_command(&dir, &prog, &[], &[])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut first = String::new();
-    out.read_line(&mut first).unwrap();
-    let pid: i32 = first
-        .trim()
-        .strip_prefix("ready ")
-        .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("no ready line, got {first:?}"));
-    unsafe { libc::kill(pid, libc::SIGUSR2) };
-    let mut input = child.stdin.take().unwrap();
+    let mut child = Running::spawn(
+        preloaded_command(&dir, &prog, &[], &[])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped()),
+    );
+    let pid = child.ready();
+    child.signal(libc::SIGUSR2);
+    let mut input = child.child().stdin.take().unwrap();
     input.write_all(b"go\n").unwrap();
     drop(input);
-    let mut rest = String::new();
-    out.read_to_string(&mut rest).unwrap();
-    let o = child.wait_with_output().unwrap();
+    let mut o = child.wait();
+    let ready = format!("ready {pid}\n").len();
+    o.stdout = o.stdout.split_off(ready.min(o.stdout.len()));
+    let rest = String::from_utf8_lossy(&o.stdout).into_owned();
     assert!(o.status.success(), "{rest}\n{}", show(&o));
     assert_eq!(rest, "dumped\n", "{}", show(&o));
     let files = folded_files(&dir);

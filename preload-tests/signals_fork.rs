@@ -661,27 +661,21 @@ fn dump_files_before_an_exec_are_not_overwritten_after_it() {
 fn fork_during_multithreaded_allocation_keeps_every_lock_usable() {
     let dir = tempdir("fork-threads");
     let prog = compile("fork_threads.c", "fork_threads", &dir, &[]);
-    let mut child = std::process::Command::new(&prog)
-        .current_dir(&dir)
-        .env("LD_PRELOAD", lib())
-        .env("HEAPLIVE_SAMPLE_INTERVAL", "1")
-        .env("HEAPLIVE_OUTPUT", dir.join("h.%e.%p.%n.folded"))
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if std::time::Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("fork_threads hung (a lock left held across fork?)");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    };
-    let o = child.wait_with_output().unwrap();
+    let mut child = Running::spawn(
+        std::process::Command::new(&prog)
+            .current_dir(&dir)
+            .env("LD_PRELOAD", lib())
+            .env("HEAPLIVE_SAMPLE_INTERVAL", "1")
+            .env("HEAPLIVE_OUTPUT", dir.join("h.%e.%p.%n.folded"))
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped()),
+    );
+    let status = wait_until(
+        120,
+        "fork_threads to end (hung: a lock left held across fork?)",
+        || child.child().try_wait().unwrap(),
+    );
+    let o = child.wait();
     assert!(
         status.success(),
         "status {status:?}\nstdout:\n{}\nstderr:\n{}",

@@ -234,61 +234,47 @@ fn dormant_start_and_stop_from_c() {
 
 #[test]
 fn heaplive_start_and_stop_commands() {
-    use std::io::{BufRead, BufReader, Write};
+    use std::io::Write;
     let dir = common::tempdir("views-cmd");
     let p = prog(&dir);
     let log = dir.join("log");
-    let mut child = common::preloaded_command(
-        &dir,
-        &p,
-        &["server"],
-        &[
-            ("HEAPLIVE_SAMPLE_INTERVAL", "1"),
-            ("HEAPLIVE_START", "0"),
-            ("HEAPLIVE_LOG", log.to_str().unwrap()),
-        ],
-    )
-    .stdin(std::process::Stdio::piped())
-    .stdout(std::process::Stdio::piped())
-    .spawn()
-    .unwrap();
-    let pid = child.id().to_string();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    let mut next = |out: &mut BufReader<_>| {
-        line.clear();
-        out.read_line(&mut line).unwrap();
-        line.trim().to_string()
-    };
+    let mut child = common::Running::spawn(
+        common::preloaded_command(
+            &dir,
+            &p,
+            &["server"],
+            &[
+                ("HEAPLIVE_SAMPLE_INTERVAL", "1"),
+                ("HEAPLIVE_START", "0"),
+                ("HEAPLIVE_LOG", log.to_str().unwrap()),
+            ],
+        )
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped()),
+    );
+    let pid = child.pid().to_string();
+    let mut stdin = child.child().stdin.take().unwrap();
+    let next = |c: &mut common::Running| c.line().unwrap_or_default().trim().to_string();
     // Waits for the `n`th line saying `what` (the log keeps earlier ones).
     let wait_log = |what: &str, n: usize| {
-        for _ in 0..600 {
-            if std::fs::read_to_string(&log)
-                .unwrap_or_default()
-                .matches(what)
-                .count()
-                >= n
-            {
-                return;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
-        panic!("no {what:?} in the log");
+        common::wait_until(30, &format!("{what:?} {n} times in the log"), || {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            (text.matches(what).count() >= n).then_some(())
+        })
     };
-    assert_eq!(next(&mut out), "ready");
+    assert_eq!(next(&mut child), "ready");
     common::ok(common::heaplive(&["start", &pid]));
     wait_log("sampling started", 1);
     writeln!(stdin, "go").unwrap();
-    assert_eq!(next(&mut out), "after");
+    assert_eq!(next(&mut child), "after");
     common::ok(common::heaplive(&["stop", &pid]));
     wait_log("sampling stopped", 1);
     writeln!(stdin, "go").unwrap();
-    assert_eq!(next(&mut out), "stopped");
+    assert_eq!(next(&mut child), "stopped");
     common::ok(common::heaplive(&["start", &pid]));
     wait_log("sampling started", 2);
     writeln!(stdin, "go").unwrap();
-    assert!(child.wait().unwrap().success());
+    assert!(child.wait().status.success());
     let text = std::fs::read_to_string(&log).unwrap();
     let files = common::folded_files(&dir);
     assert_eq!(files.len(), 1, "{files:?}\n{text}");
@@ -473,36 +459,32 @@ fn pprof_names_the_main_executable() {
 /// as a dump request (it wrote a second, "signal" dump before).
 #[test]
 fn a_command_pending_at_exit_is_not_a_dump() {
-    use std::io::{BufRead, BufReader};
     let dir = common::tempdir("views-cmd-exit");
     let p = prog(&dir);
     let log = dir.join("log");
     // 1 GiB between samples: the ~400 KiB this run allocates is sampled
     // with probability 4e-4 (then the thread serves the command and the
     // test passes without exercising the exit path).
-    let mut child = common::preloaded_command(
-        &dir,
-        &p,
-        &["server"],
-        &[
-            ("HEAPLIVE_SAMPLE_INTERVAL", "1G"),
-            ("HEAPLIVE_LOG", log.to_str().unwrap()),
-        ],
-    )
-    .stdin(std::process::Stdio::piped())
-    .stdout(std::process::Stdio::piped())
-    .spawn()
-    .unwrap();
-    let pid = child.id().to_string();
-    let stdin = child.stdin.take().unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    assert_eq!(line, "ready\n");
+    let mut child = common::Running::spawn(
+        common::preloaded_command(
+            &dir,
+            &p,
+            &["server"],
+            &[
+                ("HEAPLIVE_SAMPLE_INTERVAL", "1G"),
+                ("HEAPLIVE_LOG", log.to_str().unwrap()),
+            ],
+        )
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped()),
+    );
+    let pid = child.pid().to_string();
+    let stdin = child.child().stdin.take().unwrap();
+    assert_eq!(child.line().as_deref(), Some("ready"));
     common::ok(common::heaplive(&["stop", &pid]));
     // End of input: the program exits with 3 (`wait_line`).
     drop(stdin);
-    assert_eq!(child.wait().unwrap().code(), Some(3));
+    assert_eq!(child.wait().status.code(), Some(3));
     let text = std::fs::read_to_string(&log).unwrap();
     let files = common::folded_files(&dir);
     assert_eq!(files.len(), 1, "{files:?}\n{text}");
