@@ -13,7 +13,9 @@
 use crate::background::{dump, leak_report};
 use crate::hot::guard::{self, Busy};
 use crate::hot::lock::{self, Rank};
-use crate::hot::{forking, leak_check, live, ownheap, pid, sampler, shadow, signal, stacks, sys};
+use crate::hot::{
+    forking, leak_check, live, ownheap, pid, sampler, shadow, signal, stacks, sys, unwind,
+};
 use crate::symbolize::modules;
 use core::sync::atomic::{Ordering::SeqCst, compiler_fence};
 
@@ -88,6 +90,12 @@ pub const FORK_ORDER: [ForkLock; Rank::ALL.len()] = [
         lock: || always(live::lock_all_for_fork),
         unlock: live::unlock_all_after_fork,
         reset_in_child: None,
+    },
+    ForkLock {
+        rank: Rank::UnwindContext,
+        lock: unwind::lock_for_fork,
+        unlock: unwind::unlock_after_fork,
+        reset_in_child: Some(unwind::reset_in_child),
     },
     ForkLock {
         rank: Rank::OwnHeap,
@@ -172,9 +180,6 @@ extern "C" fn child() {
             unsafe { reset() };
         }
     }
-    // The unwinder's CFI context may have been in use by a thread that
-    // does not exist here (this one was not inside heaplive).
-    crate::hot::unwind::reset_in_child();
     become_child();
     compiler_fence(SeqCst);
     // SAFETY: this thread's own state.

@@ -44,6 +44,7 @@
 //! `__deregister_frame` are not seen; code at such an address later would
 //! need a new mapping at the same address with different code.
 
+use crate::hot::lock::{Rank, SpinLock};
 use core::ffi::{c_int, c_void};
 use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering::*, fence};
 use gimli::{
@@ -392,11 +393,12 @@ impl UnwindContextStorage<usize> for Store {
 }
 
 struct Ctx(core::cell::UnsafeCell<core::mem::MaybeUninit<UnwindContext<usize, Store>>>);
-// SAFETY: used only while `CTX_BUSY` is held.
+// SAFETY: used only while `CTX_LOCK` is held.
 unsafe impl Sync for Ctx {}
 static CTX: Ctx = Ctx(core::cell::UnsafeCell::new(core::mem::MaybeUninit::uninit()));
 static CTX_READY: AtomicBool = AtomicBool::new(false);
-static CTX_BUSY: AtomicBool = AtomicBool::new(false);
+/// Who uses `CTX`: a lock of the rank table, taken with `try_lock` only.
+static CTX_LOCK: SpinLock<()> = SpinLock::new(Rank::UnwindContext, ());
 
 /// What a miss found.
 enum Found {
@@ -407,10 +409,28 @@ enum Found {
     Busy,
 }
 
+/// The fork handlers' take of `CTX_LOCK` (`background::fork`): never
+/// waits; a context in use is reset in the child instead.
+pub fn lock_for_fork() -> bool {
+    CTX_LOCK.try_lock_raw()
+}
+
+/// # Safety
+/// After `lock_for_fork` succeeded on this thread, or in a child whose
+/// other threads are gone.
+pub unsafe fn unlock_after_fork() {
+    // SAFETY: guaranteed by the caller.
+    unsafe { CTX_LOCK.unlock_raw() };
+}
+
 /// In a fork child, on its only thread, which was not inside heaplive: a
 /// thread of the parent may have been evaluating CFI when it forked.
-pub fn reset_in_child() {
-    CTX_BUSY.store(false, Release);
+///
+/// # Safety
+/// A fork's child, on its only thread, before anything else unwinds.
+pub unsafe fn reset_in_child() {
+    // SAFETY: guaranteed by the caller; `()` holds nothing to leak.
+    unsafe { CTX_LOCK.reset_in_child(()) };
 }
 
 fn compute(pc: usize) -> Found {
@@ -425,10 +445,10 @@ fn compute(pc: usize) -> Found {
     if fde == 0 {
         return Found::NoFde;
     }
-    if CTX_BUSY.swap(true, Acquire) {
+    let Some(held) = CTX_LOCK.try_lock() else {
         return Found::Busy;
-    }
-    // SAFETY: CTX_BUSY is ours.
+    };
+    // SAFETY: CTX_LOCK is ours.
     let ctx = unsafe { &mut *CTX.0.get() };
     if !CTX_READY.load(Relaxed) {
         ctx.write(UnwindContext::new_in());
@@ -439,7 +459,7 @@ fn compute(pc: usize) -> Found {
     // SAFETY: `fde` points at an FDE in a loaded .eh_frame (libgcc found
     // it), whose CIE precedes it at the distance its CIE pointer says.
     let rule = unsafe { rule_from_fde(fde, &bases, ctx, pc - 1) }.unwrap_or(Rule::Unsupported);
-    CTX_BUSY.store(false, Release);
+    drop(held);
     Found::Rule(rule)
 }
 

@@ -49,6 +49,10 @@ pub enum Rank {
     /// The live table's shards (allocation and free paths); the 256 shards
     /// share one rank and are never nested.
     LiveShard,
+    /// The cached unwinder's shared CFI context (`hot::unwind`), taken only
+    /// with [`SpinLock::try_lock`]: a capture that finds it busy leaves the
+    /// frame to libgcc instead of waiting. Its holder takes no other lock.
+    UnwindContext,
     /// heaplive's own heap (`ownheap`): taken by every Rust allocation of
     /// the library, with any lock above held; its holder takes no other
     /// lock and only calls `mmap`.
@@ -56,7 +60,7 @@ pub enum Rank {
 }
 
 impl Rank {
-    pub const ALL: [Rank; 8] = [
+    pub const ALL: [Rank; 9] = [
         Rank::Reporting,
         Rank::Dump,
         Rank::Modules,
@@ -64,6 +68,7 @@ impl Rank {
         Rank::LeakQueue,
         Rank::StackArena,
         Rank::LiveShard,
+        Rank::UnwindContext,
         Rank::OwnHeap,
     ];
 }
@@ -160,6 +165,24 @@ impl<T> SpinLock<T> {
         #[cfg(test)]
         order::acquire(self.rank);
         Some(Locked { lock: self })
+    }
+
+    /// The lock if it is free now, else `None` at once: never waits (the
+    /// try-lock form, for what a caller can do without).
+    #[inline]
+    pub fn try_lock(&self) -> Option<Locked<'_, T>> {
+        if self.word.compare_exchange(0, 1, Acquire, Relaxed).is_err() {
+            return None;
+        }
+        #[cfg(test)]
+        order::acquire(self.rank);
+        Some(Locked { lock: self })
+    }
+
+    /// `try_lock` for a fork's prepare handler: true if taken, paired with
+    /// `unlock_raw`.
+    pub fn try_lock_raw(&self) -> bool {
+        self.try_lock().map(core::mem::forget).is_some()
     }
 
     /// Spins (yielding under long contention) until the lock is ours:
@@ -342,6 +365,20 @@ mod tests {
         drop(held);
         assert!(gave_up);
         assert!(a.lock_unless_forking().is_some());
+    }
+
+    #[test]
+    fn try_lock_never_waits() {
+        let a = SpinLock::new(Rank::UnwindContext, 5);
+        let held = a.try_lock().expect("free");
+        assert_eq!(*held, 5);
+        assert!(a.try_lock().is_none(), "held: no second holder, no wait");
+        drop(held);
+        assert!(a.try_lock_raw());
+        assert!(a.is_locked());
+        // SAFETY: taken just above on this thread.
+        unsafe { a.unlock_raw() };
+        assert!(!a.is_locked());
     }
 
     #[test]
