@@ -20,6 +20,7 @@ mod links;
 mod other_allocators;
 mod ownmem;
 mod php_fpm;
+mod php_hooks;
 mod php_mode;
 mod php_requests;
 mod real_programs;

@@ -306,7 +306,8 @@ static BIN_OF: [u16; MAX_SMALL / 8 + 1] = {
 /// (one per entry of BINS), indexed by `(size + 7) / 8` for sizes up to
 /// MAX_SMALL: the one ZendMM's own `emalloc(size)` of a constant size would
 /// call. 0 where unknown (a ZEND_DEBUG build exports none of them).
-static BIN_ALLOC: [AtomicUsize; MAX_SMALL / 8 + 1] = [const { AtomicUsize::new(0) }; MAX_SMALL / 8 + 1];
+static BIN_ALLOC: [AtomicUsize; MAX_SMALL / 8 + 1] =
+    [const { AtomicUsize::new(0) }; MAX_SMALL / 8 + 1];
 
 /// Sets the bin allocators: `resolve(size)` gives `_emalloc_<size>`'s
 /// address (0 if not exported) for each size class. All or none: a PHP
