@@ -10,6 +10,7 @@ mod cli_robust;
 mod common;
 mod config_errors;
 mod core_exact;
+mod dump_views;
 mod glibc;
 mod heaptrack;
 mod install;

@@ -221,7 +221,13 @@ fn build_profile(st: &mut DumpState, which: Which) -> std::io::Result<(Profile, 
                 a.variance = s.variance;
                 variance += s.variance;
             }
-            for id in 1..stacks::count() {
+            // The stacks that only allocated (nothing live) matter only to
+            // the files that show allocations: without them, a dump does
+            // not symbolize every stack ever sampled (at a php-cli exit,
+            // with nothing live, that was most of the dump's time: libc's
+            // compressed DWARF read for frames no file shows).
+            let alloc_wanted = cfg.views.alloc || cfg.pprof;
+            for id in (1..stacks::count()).filter(|_| alloc_wanted) {
                 if let Some(s) = stacks::slot(id) {
                     let b = s.alloc_bytes.load(Relaxed);
                     if b > 0 {
