@@ -50,7 +50,7 @@ fn stacks_in(line: &str) -> u64 {
 fn exit_dump_counts_only_the_stacks_of_its_files() {
     let (line, files, _dir) = run("dump-views-default", &[]);
     let n = stacks_in(&line);
-    assert!(n >= 1 && n < 100, "stacks counted: {line}");
+    assert!((1..100).contains(&n), "stacks counted: {line}");
     let live = files
         .iter()
         .find(|f| view_of(f).is_none())
