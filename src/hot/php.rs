@@ -1514,6 +1514,27 @@ pub fn drain_zend_samples(mut f: impl FnMut(usize)) -> usize {
 mod tests {
     use super::*;
 
+    /// The emalloc fast path's table: every small size goes to the
+    /// function of its own bin (the block memory_get_usage() counts), and
+    /// a PHP missing one bin's function gets no table at all.
+    #[test]
+    fn bin_allocators_pick_the_requests_bin_all_or_none() {
+        assert!(!set_bin_allocators(|b| if b == 3072 {
+            0
+        } else {
+            0x1000 + b
+        }));
+        assert!((0..=MAX_SMALL).all(|s| bin_allocator(s).is_none()));
+        assert!(set_bin_allocators(|b| 0x1000 + b));
+        for size in 0..=MAX_SMALL {
+            let (block, f) = bin_allocator(size).unwrap();
+            assert_eq!(block, zend_block_size(size), "size {size}");
+            assert_eq!(f, 0x1000 + block, "size {size}");
+        }
+        assert!(bin_allocator(MAX_SMALL + 1).is_none());
+        set_bin_allocators(|_| 0);
+    }
+
     #[test]
     fn block_sizes_follow_zend_mm() {
         assert_eq!(zend_block_size(0), 8);
