@@ -32,7 +32,7 @@ const CACHE_FRAME: &str = "build_cache (cache.php:6)";
 /// 12,288 strings of 4,000 bytes (one 4 KiB ZendMM page each): 48 MiB.
 const STRINGS: usize = 12288;
 
-fn require_php() {
+pub(crate) fn require_php() {
     let o = Command::new(php_bin()).arg("-v").output();
     assert!(
         matches!(&o, Ok(o) if o.status.success()),
@@ -65,7 +65,7 @@ fn cache_script(dir: &Path, name: &str, n: usize) -> PathBuf {
 /// process. Without it, the environment has the same variables and sizes
 /// (`XX_PRELOAD` for `LD_PRELOAD`): PHP copies the environment into its own
 /// memory, so `memory_get_usage()` depends on it.
-fn spawn_php(dir: &Path, script: &Path, preload: bool, env: &[(&str, &str)]) -> Child {
+pub(crate) fn spawn_php(dir: &Path, script: &Path, preload: bool, env: &[(&str, &str)]) -> Child {
     spawn_php_with(dir, script, preload, &lib().display().to_string(), env)
 }
 
@@ -99,7 +99,7 @@ fn spawn_php_with(
 }
 
 /// Waits for the script's `ready` file: (pid, delta).
-fn wait_ready(dir: &Path, child: &mut Child) -> (u32, u64) {
+pub(crate) fn wait_ready(dir: &Path, child: &mut Child) -> (u32, u64) {
     let ctx = || log_of(dir);
     wait_for("the script's ready file", &ctx, || {
         if let Ok(Some(st)) = child.try_wait() {
@@ -140,11 +140,11 @@ fn early_exit(dir: &Path, child: &mut Child, st: std::process::ExitStatus) -> St
     )
 }
 
-fn log_of(dir: &Path) -> String {
+pub(crate) fn log_of(dir: &Path) -> String {
     std::fs::read_to_string(dir.join("heaplive.log")).unwrap_or_default()
 }
 
-fn finish(dir: &Path, child: Child) -> Output {
+pub(crate) fn finish(dir: &Path, child: Child) -> Output {
     std::fs::write(dir.join("release"), "").unwrap();
     child.wait_with_output().unwrap()
 }
@@ -210,7 +210,7 @@ fn zend_mm_bytes(stacks: &[Stack]) -> u64 {
 /// Asserts `est` is within `sigmas` standard errors of `truth` for blocks
 /// much smaller than the interval `r`: the estimate's variance is about
 /// `truth * r` (the sum over blocks of b^2 (1-p)/p with p ~ b/r).
-fn assert_within(est: u64, truth: u64, r: u64, sigmas: f64, what: &str) {
+pub(crate) fn assert_within(est: u64, truth: u64, r: u64, sigmas: f64, what: &str) {
     let sd = ((truth as f64) * (r as f64)).sqrt();
     let err = (est as f64 - truth as f64).abs();
     assert!(

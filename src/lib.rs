@@ -54,7 +54,7 @@ static SERVICES: hot::services::Services = hot::services::Services {
     start_dumper: background::dumper::start_dumper,
     before_exec: background::dumper::before_exec,
     dump_now: background::dumper::dump_now,
-    modules_changed: symbolize::modules::refresh,
+    modules_changed: symbolize::modules::refresh_if_loaded,
     stop_dumper: background::dumper::stop_dumper,
     attach_start,
     patch: background::attach::patch,

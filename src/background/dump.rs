@@ -211,6 +211,7 @@ fn build_profile(st: &mut DumpState, which: Which) -> std::io::Result<(Profile, 
         return Err(no_memory());
     }
     let mut variance = 0.0;
+    let live_peak_follows = matches!(which, Which::Live(_)) && cfg.views.peak;
     match which {
         Which::Live(sums) => {
             for (id, s) in sums.iter().enumerate().filter(|(_, s)| s.samples > 0) {
@@ -221,7 +222,13 @@ fn build_profile(st: &mut DumpState, which: Which) -> std::io::Result<(Profile, 
                 a.variance = s.variance;
                 variance += s.variance;
             }
-            for id in 1..stacks::count() {
+            // The stacks that only allocated (nothing live) matter only to
+            // the files that show allocations: without them, a dump does
+            // not symbolize every stack ever sampled (at a php-cli exit,
+            // with nothing live, that was most of the dump's time: libc's
+            // compressed DWARF read for frames no file shows).
+            let alloc_wanted = cfg.views.alloc || cfg.pprof;
+            for id in (1..stacks::count()).filter(|_| alloc_wanted) {
                 if let Some(s) = stacks::slot(id) {
                     let b = s.alloc_bytes.load(Relaxed);
                     if b > 0 {
@@ -285,6 +292,20 @@ fn build_profile(st: &mut DumpState, which: Which) -> std::io::Result<(Profile, 
         for &ip in stacks::frames(*id) {
             if !names::is_pseudo(ip) && seen.insert(ip) {
                 wanted.push((ip as u64).saturating_sub(1));
+            }
+        }
+    }
+    if live_peak_follows {
+        // The peak view that follows (at exit) has stacks of an earlier
+        // time: their addresses too, so that a module's debug information
+        // (libc's compressed DWARF) is read once for both files.
+        for id in 1..stacks::count() {
+            if stacks::slot(id).is_some_and(|s| s.peak_bytes.load(Relaxed) > 0) {
+                for &ip in stacks::frames(id) {
+                    if !names::is_pseudo(ip) && seen.insert(ip) {
+                        wanted.push((ip as u64).saturating_sub(1));
+                    }
+                }
             }
         }
     }

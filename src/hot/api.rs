@@ -90,6 +90,32 @@ pub fn on_zend_alloc(p: *mut c_void, size: usize) {
     zend_exposure(p, b, b);
 }
 
+/// emalloc's common case, decided before the real call: true when the
+/// block of `block` bytes does not take the countdown below zero, with the
+/// block counted; nothing is then to be done after the call. False: nothing
+/// was counted; the handler makes the call and runs `on_zend_alloc` after
+/// it.
+///
+/// Unlike `count_alloc`, no guard test: heaplive makes no emalloc of its
+/// own while ZendMM handlers are installed (it allocates from its own heap
+/// or through the real malloc), and one that it made would only count
+/// toward the countdown; the slow path still tests the guard before
+/// sampling.
+#[inline(always)]
+pub fn count_zend_alloc(block: usize) -> bool {
+    let t = guard::state();
+    // SAFETY: this thread's own state.
+    unsafe {
+        let left = (*t).bytes_until_sample.wrapping_sub(block as i64);
+        // `< 0`: as in `zend_exposure`.
+        if left < 0 {
+            return false;
+        }
+        (*t).bytes_until_sample = left;
+    }
+    true
+}
+
 /// Counts `exposure` bytes toward the next sample for the ZendMM block
 /// `p` of `block` bytes.
 #[inline(always)]

@@ -284,7 +284,7 @@ const BINS: [u16; 30] = [
     8, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320, 384, 448, 512, 640,
     768, 896, 1024, 1280, 1536, 1792, 2048, 2560, 3072,
 ];
-const MAX_SMALL: usize = 3072;
+pub const MAX_SMALL: usize = 3072;
 const PAGE: usize = 4096;
 
 /// The bin of each size in 8-byte steps up to MAX_SMALL: one load.
@@ -301,6 +301,51 @@ static BIN_OF: [u16; MAX_SMALL / 8 + 1] = {
     }
     t
 };
+
+/// ZendMM's bin-specialised allocators, `_emalloc_8` to `_emalloc_3072`
+/// (one per entry of BINS), indexed by `(size + 7) / 8` for sizes up to
+/// MAX_SMALL: the one ZendMM's own `emalloc(size)` of a constant size would
+/// call. 0 where unknown (a ZEND_DEBUG build exports none of them).
+static BIN_ALLOC: [AtomicUsize; MAX_SMALL / 8 + 1] =
+    [const { AtomicUsize::new(0) }; MAX_SMALL / 8 + 1];
+
+/// Sets the bin allocators: `resolve(size)` gives `_emalloc_<size>`'s
+/// address (0 if not exported) for each size class. All or none: a PHP
+/// whose bins were not exactly BINS would get blocks of the wrong class
+/// (and memory_get_usage() figures unlike its own) from a partial table.
+/// Returns whether they are set.
+pub fn set_bin_allocators(mut resolve: impl FnMut(usize) -> usize) -> bool {
+    let mut f = [0usize; BINS.len()];
+    for (i, b) in BINS.iter().enumerate() {
+        f[i] = resolve(*b as usize);
+        if f[i] == 0 {
+            for a in &BIN_ALLOC {
+                a.store(0, Relaxed);
+            }
+            return false;
+        }
+    }
+    for (i, a) in BIN_ALLOC.iter().enumerate() {
+        let bin = BIN_OF[i];
+        let k = BINS.iter().position(|b| *b == bin).unwrap_or(0);
+        a.store(f[k], Relaxed);
+    }
+    true
+}
+
+/// The common case of an emalloc of `size` bytes: its block size and the
+/// bin-specialised ZendMM function that allocates it (called with the
+/// heap's custom flag cleared); None for large and huge blocks, or without
+/// the table.
+#[inline(always)]
+pub fn bin_allocator(size: usize) -> Option<(usize, usize)> {
+    if size > MAX_SMALL {
+        return None;
+    }
+    let i = (size + 7) >> 3;
+    let f = BIN_ALLOC[i].load(Relaxed);
+    (f != 0).then(|| (BIN_OF[i] as usize, f))
+}
 
 /// The size of the block ZendMM gives for `size` requested bytes: its
 /// size class, or whole pages (large and huge blocks), which is what
@@ -1390,6 +1435,14 @@ pub fn maybe_zend_sample(addr: usize) -> bool {
     FILTER[w].load(Relaxed) & bit != 0
 }
 
+/// Sets the filter's bit of `heap` while our handlers are on it: a full
+/// ZendMM shutdown hands the heap itself to the free handler, and the
+/// handler tells it from a block only past the filter.
+pub fn note_heap_in_filter(heap: usize) {
+    let (w, bit) = filter_bit(heap);
+    FILTER[w].fetch_or(bit, Relaxed);
+}
+
 /// Notes a ZendMM sample at `addr`. False when it cannot (no memory): the
 /// caller must then drop the sample, which nothing would drop later.
 pub fn note_zend_sample(addr: usize) -> bool {
@@ -1460,6 +1513,27 @@ pub fn drain_zend_samples(mut f: impl FnMut(usize)) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The emalloc fast path's table: every small size goes to the
+    /// function of its own bin (the block memory_get_usage() counts), and
+    /// a PHP missing one bin's function gets no table at all.
+    #[test]
+    fn bin_allocators_pick_the_requests_bin_all_or_none() {
+        assert!(!set_bin_allocators(|b| if b == 3072 {
+            0
+        } else {
+            0x1000 + b
+        }));
+        assert!((0..=MAX_SMALL).all(|s| bin_allocator(s).is_none()));
+        assert!(set_bin_allocators(|b| 0x1000 + b));
+        for size in 0..=MAX_SMALL {
+            let (block, f) = bin_allocator(size).unwrap();
+            assert_eq!(block, zend_block_size(size), "size {size}");
+            assert_eq!(f, 0x1000 + block, "size {size}");
+        }
+        assert!(bin_allocator(MAX_SMALL + 1).is_none());
+        set_bin_allocators(|_| 0);
+    }
 
     #[test]
     fn block_sizes_follow_zend_mm() {

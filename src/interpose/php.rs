@@ -202,6 +202,8 @@ pub fn init() {
             ));
         } else {
             WANT_ZEND_MM.store(true, Relaxed);
+            php::set_bin_allocators(bin_allocator);
+            clear_dlerror();
             // SAFETY: as above, for `php_register_internal_extensions_func`.
             unsafe {
                 let p = register as *mut usize;
@@ -210,6 +212,27 @@ pub fn init() {
             }
         }
     }
+}
+
+/// `_emalloc_<size>`'s address, 0 if not exported.
+fn bin_allocator(size: usize) -> usize {
+    let mut name = [0u8; 24];
+    let prefix = b"_emalloc_";
+    name[..prefix.len()].copy_from_slice(prefix);
+    let mut digits = [0u8; 20];
+    let (mut n, mut k) = (size, 0);
+    loop {
+        digits[k] = b'0' + (n % 10) as u8;
+        k += 1;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for i in 0..k {
+        name[prefix.len() + i] = digits[k - 1 - i];
+    }
+    sym(&name)
 }
 
 fn clear_dlerror() {
@@ -488,6 +511,7 @@ extern "C" fn request_startup(_type: c_int, _number: c_int) -> c_int {
     if zend_mm {
         php::set_heap(heap, S.mm_block_size.load(Relaxed));
         php::begin_request_frames(heap);
+        php::note_heap_in_filter(heap);
         INSTALLED.store(true, Relaxed);
         set_handlers(
             heap,
@@ -501,6 +525,7 @@ extern "C" fn request_startup(_type: c_int, _number: c_int) -> c_int {
         // Ours, from a request whose RSHUTDOWN did not run.
         php::set_heap(heap, S.mm_block_size.load(Relaxed));
         php::begin_request_frames(heap);
+        php::note_heap_in_filter(heap);
         INSTALLED.store(true, Relaxed);
         return 0;
     }
@@ -731,7 +756,32 @@ fn unhooked<R>(heap: usize, f: impl FnOnce() -> R) -> R {
     r
 }
 
+/// emalloc. The common case (a small block that is not sampled): the
+/// countdown, then ZendMM's own bin-specialised `_emalloc_<bin>` with the
+/// flag cleared, as PHP would have called it without us.
+/// `ZEND_MM_CUSTOM_HEAP_STD`: the heap's flag while custom handlers are on.
+const CUSTOM_HEAP_STD: i32 = 1;
+
 extern "C" fn zm_alloc(size: usize) -> *mut c_void {
+    if let Some((block, f)) = php::bin_allocator(size)
+        && track::count_zend_alloc(block)
+    {
+        // ZendMM calls a custom handler only while the flag is set, and
+        // `zend_mm_set_custom_handlers` sets it to ZEND_MM_CUSTOM_HEAP_STD
+        // (7.4 to 8.4): it is put back as that constant, so that nothing
+        // is kept across the call.
+        // SAFETY: `use_custom_heap` is the heap's first int in 7.4 to 8.4.
+        unsafe { (php::heap() as *mut i32).write_volatile(0) };
+        let p = c!(f, fn() -> *mut c_void,);
+        unsafe { (php::heap() as *mut i32).write_volatile(CUSTOM_HEAP_STD) };
+        return p;
+    }
+    zm_alloc_counted(size)
+}
+
+/// emalloc when the block may be sampled, or is large or huge.
+#[inline(never)]
+fn zm_alloc_counted(size: usize) -> *mut c_void {
     let heap = php::heap();
     let a = S.mm_alloc.load(Relaxed);
     let p = unhooked(heap, || c!(a, fn(usize, usize) -> *mut c_void, heap, size));
@@ -741,17 +791,32 @@ extern "C" fn zm_alloc(size: usize) -> *mut c_void {
     p
 }
 
+/// efree. The common case (the filter says "not a sample of this
+/// request"): a jump to ZendMM's free.
 extern "C" fn zm_free(p: *mut c_void) {
+    // The filter first: most efrees are of blocks never sampled. The
+    // heap's own address is in the filter while we are installed.
+    if php::maybe_zend_sample(p as usize) {
+        return zm_free_maybe_sampled(p);
+    }
+    c!(
+        S.mm_free.load(Relaxed),
+        fn(usize, *mut c_void) -> (),
+        php::heap(),
+        p
+    )
+}
+
+#[cold]
+#[inline(never)]
+fn zm_free_maybe_sampled(p: *mut c_void) {
     let heap = php::heap();
     // A full shutdown with handlers installed hands the heap itself to
     // `_free` (ours are removed before, but be safe): not a block.
     if p as usize == heap {
         return;
     }
-    // The filter first: most efrees are of blocks never sampled.
-    if php::maybe_zend_sample(p as usize) {
-        track::on_free(p);
-    }
+    track::on_free(p);
     c!(
         S.mm_free.load(Relaxed),
         fn(usize, *mut c_void) -> (),
@@ -779,7 +844,19 @@ extern "C" fn zm_realloc(p: *mut c_void, size: usize) -> *mut c_void {
         )
     });
     if !q.is_null() {
-        let new_block = php::block_size(q as usize).unwrap_or_else(|| php::zend_block_size(size));
+        // The block after, as zend_mm_realloc_heap makes it: a small size
+        // that stays in place keeps its bin (a small block moves only to
+        // another bin, a large one only to a new block); a small block
+        // that moved is a fresh block of its bin. Larger ones: ask.
+        let new_block = if size <= php::MAX_SMALL && !p.is_null() && old_block != 0 {
+            if q == p {
+                old_block
+            } else {
+                php::zend_block_size(size)
+            }
+        } else {
+            php::block_size(q as usize).unwrap_or_else(|| php::zend_block_size(size))
+        };
         track::on_zend_realloc(p, old_block, q, new_block);
     }
     q

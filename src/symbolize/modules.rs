@@ -131,6 +131,22 @@ pub fn refresh_if_changed() {
     }
 }
 
+/// [`refresh`] unless nothing was loaded since the last walk (glibc's
+/// `dlpi_adds`): what dlopen and dlclose call. Before a dlclose, a walk
+/// only matters for a module the registry has not seen; with no load since
+/// the last walk, it has seen every loaded one (it keeps unloaded modules,
+/// so their frames still symbolize; the next walk marks them unloaded).
+/// PHP's shutdown closes its twenty-odd extensions one after another: one
+/// walk, not one each.
+pub fn refresh_if_loaded() {
+    let now = load_counters();
+    let last = REGISTRY.lock().counters;
+    match (now, last) {
+        (Some((adds, _)), Some((last_adds, _))) if adds == last_adds => {}
+        _ => refresh(),
+    }
+}
+
 /// A copy of every module ever seen, in registration order.
 #[cfg(test)]
 pub fn snapshot() -> Vec<Module> {
