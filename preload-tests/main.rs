@@ -19,6 +19,7 @@ mod limits;
 mod links;
 mod other_allocators;
 mod ownmem;
+mod peak_true;
 mod php_fpm;
 mod php_mode;
 mod php_requests;

@@ -239,15 +239,12 @@ fn build_profile(st: &mut DumpState, which: Which) -> std::io::Result<(Profile, 
         Which::Peak => {
             for id in 1..stacks::count() {
                 if let Some(s) = stacks::slot(id) {
-                    let b = s.peak_bytes.load(Relaxed);
+                    let (b, m, v) = s.peak();
                     if b > 0 {
                         let a = per_stack.entry(id).or_default();
                         a.bytes = b as f64;
-                        a.blocks = s.peak_milliblocks.load(Relaxed).max(0) as f64 / 1000.0;
-                        a.variance = crate::hot::sampler::variance_of_units(
-                            s.peak_variance.load(Relaxed) as f64,
-                            cfg.interval,
-                        );
+                        a.blocks = m.max(0) as f64 / 1000.0;
+                        a.variance = crate::hot::sampler::variance_of_units(v as f64, cfg.interval);
                         variance += a.variance;
                     }
                 }
