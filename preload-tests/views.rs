@@ -314,10 +314,16 @@ fn top_shows_sample_counts_and_error_bars() {
         ],
     );
     let live = one(common::folded_files(&dir));
-    let samples = common::bytes_by_leaf(&common::parse_folded(&one(common::view_files(
-        &dir, "samples",
-    ))));
-    let n = *samples.get("site_keep").expect("samples of site_keep");
+    // The samples file (version 2): samples and variance per stack.
+    let sf = one(common::view_files(&dir, "samples"));
+    let parsed = heaplive_format::samples::parse("samples", &std::fs::read(&sf).unwrap()).unwrap();
+    let keep = parsed
+        .view("live")
+        .unwrap()
+        .iter()
+        .find(|(s, _)| s.ends_with(";site_keep"));
+    let (_, keep) = keep.expect("samples of site_keep");
+    let n = keep.samples.unwrap();
     assert!(n > 50, "{n} samples");
     // The dump's line gives the total's error.
     assert!(common::stderr(&o).contains("% (95%)"), "{}", show(&o));
@@ -328,6 +334,9 @@ fn top_shows_sample_counts_and_error_bars() {
             .replace(".folded", ".variance.folded"),
     )));
     let v = *variances.get("site_keep").expect("variance of site_keep") as f64;
+    // The samples file carries the same variance (the variance file is the
+    // rounded one).
+    assert_eq!(keep.variance.round(), v);
     let text = common::ok(common::heaplive(&[
         "top",
         "--bytes",

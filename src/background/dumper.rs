@@ -542,7 +542,7 @@ fn peak_summary(written: Option<&crate::background::dump::Written>) {
     }
     let started = STARTED_NS.load(Relaxed);
     let secs = at.saturating_sub(started) as f64 / 1e9;
-    let file = written.and_then(|w| crate::background::dump::write_peak(&w.path, w.total));
+    let file = written.and_then(|w| w.peak.clone());
     // The stacks file holds the state frozen at the first decline after
     // the highest maximum (`hot::peak`). Only where threads raced at that
     // moment (a decline seen before another thread's allocation raised
