@@ -102,6 +102,22 @@ fn sampled_always_sampled_peak_file_is_the_higher_peak_to_the_byte() {
         show(&o)
     );
     assert_eq!(peak.get("site_x"), None, "{peak:?}\n{}", show(&o));
+    // `top` on the peak file of this default dump: a zero-width interval
+    // (from the samples file's peak rows).
+    let file = one(common::view_files(&dir, "peak"));
+    let text = common::ok(common::heaplive(&[
+        "top",
+        "--bytes",
+        "-w",
+        "0",
+        file.to_str().unwrap(),
+    ]));
+    let want = format!("{0}..{0}", 101u64 << 20);
+    let row = text
+        .lines()
+        .find(|l| l.contains("site_y"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert_eq!(row.split_whitespace().nth(3), Some(want.as_str()), "{text}");
 }
 
 /// Sampled mode, R = 64 KiB, 1600 then 1616 blocks of 64 KiB (100 and 101
@@ -144,6 +160,31 @@ fn sampled_peak_file_is_the_highest_estimate() {
             show(&o)
         );
         assert!(!other_moment, "seed {seed}: {}", show(&o));
+        // `top` prints an interval for the peak file's stack (from the
+        // samples file's peak rows), around its estimate.
+        let file = one(common::view_files(&dir, "peak"));
+        let text = common::ok(common::heaplive(&[
+            "top",
+            "--bytes",
+            "-w",
+            "0",
+            file.to_str().unwrap(),
+        ]));
+        let row = text
+            .lines()
+            .find(|l| l.contains(site.as_str()))
+            .unwrap_or_else(|| panic!("{text}"));
+        let (lo, hi) = row
+            .split_whitespace()
+            .nth(3)
+            .unwrap()
+            .split_once("..")
+            .unwrap();
+        let (lo, hi): (f64, f64) = (lo.parse().unwrap(), hi.parse().unwrap());
+        assert!(
+            lo < bytes as f64 && (bytes as f64) < hi,
+            "seed {seed}: {text}"
+        );
         let sd = size * (n * (1.0 / p - 1.0)).sqrt();
         assert!(
             (bytes as f64 - n * size).abs() < 6.0 * sd,
