@@ -185,6 +185,15 @@ fn sampled_peak_file_is_the_highest_estimate() {
             lo < bytes as f64 && (bytes as f64) < hi,
             "seed {seed}: {text}"
         );
+        // And its last line bounds what stacks with no sample held then.
+        let want = format!(
+            "not seen: a stack with no sample holds under {} at 95% (3.0 x the sample interval, 64.0 KiB)",
+            heaplive_format::units::human_bytes(heaplive_format::stats::unseen_bound(65536.0))
+        );
+        assert!(
+            text.lines().last().unwrap().starts_with(&want),
+            "seed {seed}: {want:?} not last in\n{text}"
+        );
         let sd = size * (n * (1.0 / p - 1.0)).sqrt();
         assert!(
             (bytes as f64 - n * size).abs() < 6.0 * sd,

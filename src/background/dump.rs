@@ -687,7 +687,10 @@ fn samples_file(
 ) -> heaplive_format::samples::Samples {
     use crate::background::folded::fold_stats;
     use heaplive_format::samples::{Samples, Stat};
-    let mut out = Samples::default();
+    let mut out = Samples {
+        interval: Some(config::get().interval),
+        ..Samples::default()
+    };
     let live = fold_stats(
         profile,
         |s| s.bytes,

@@ -41,8 +41,12 @@ fn no_samples(f: &str) -> String {
 /// under `live` (they go with the merged `NAME.folded`): per stack the
 /// samples and the variances of every file added up.
 fn merge_samples(files: &[String]) -> Res<()> {
-    let mut sum = samples::Samples::default();
-    for f in folded::expand(files)? {
+    let files = folded::expand(files)?;
+    let mut sum = samples::Samples {
+        interval: crate::top::interval_of_files(&files),
+        ..samples::Samples::default()
+    };
+    for f in files {
         let one = std::slice::from_ref(&f);
         let Some(variances) = crate::top::companions_of(one, "variance") else {
             return crate::error(no_samples(&f));

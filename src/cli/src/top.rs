@@ -27,7 +27,8 @@ pub fn main(mut a: TopArgs) -> Res<()> {
         let fold = |s: Profile| if a.php { php_frames_only(&s) } else { s };
         let samples = companions_of(&a.files, "samples").map(fold);
         let variances = companions_of(&a.files, "variance").map(fold);
-        top_stacks(&profile, &t, a.files.len(), samples, variances)
+        let r = interval_of_files(&a.files);
+        top_stacks(&profile, &t, a.files.len(), samples, variances, r)
     };
     emit(|out| out.write_all(text.as_bytes()))
 }
@@ -68,6 +69,23 @@ pub fn companions_of(files: &[String], what: &str) -> Option<Profile> {
         sum.add(folded::parse(&companion, &bytes).ok()?);
     }
     Some(sum)
+}
+
+/// The sample interval R of the files' dumps, when their samples files
+/// (version 2) name it and agree.
+pub fn interval_of_files(files: &[String]) -> Option<u64> {
+    let mut r = None;
+    for f in files {
+        let (dump, _) = dump_and_view(f)?;
+        let path = format!("{dump}.samples.folded");
+        let bytes = folded::read_regular_text(&path)?;
+        let this = samples::parse(&path, &bytes).ok()?.interval?;
+        if r.is_some_and(|r| r != this) {
+            return None;
+        }
+        r = Some(this);
+    }
+    r
 }
 
 /// The dump a file is a view of, and the view: `NAME.alloc.folded` is
@@ -128,7 +146,16 @@ fn interval_cell(t: &Table, iv: Option<(f64, f64)>) -> String {
 /// have no sample. A stack of L bytes goes unsampled with probability at
 /// most exp(-L/R), so at 95% it holds under 3.0 R; R is bounded above by
 /// the smallest mean weight of a sample (a sample weighs s/p >= R).
-fn unseen_line(p: &Profile, samples: &Profile) -> Option<String> {
+fn unseen_line(p: &Profile, samples: Option<&Profile>, interval: Option<u64>) -> Option<String> {
+    if let Some(r) = interval.filter(|&r| r > 1) {
+        // The samples file names R.
+        return Some(format!(
+            "not seen: a stack with no sample holds under {} at 95% (3.0 x the sample interval, {}); the total's interval includes such stacks",
+            human(stats::unseen_bound(r as f64).round() as u128),
+            human(r as u128)
+        ));
+    }
+    let samples = samples?;
     let r = p
         .stacks
         .iter()
@@ -282,6 +309,7 @@ fn top_stacks(
     nfiles: usize,
     samples: Option<Profile>,
     variances: Option<Profile>,
+    sample_interval: Option<u64>,
 ) -> String {
     let total = p.total();
     let mut rows: Vec<(&String, u64)> = p.stacks.iter().map(|(s, &c)| (s, c)).collect();
@@ -371,7 +399,8 @@ fn top_stacks(
         total,
         grouped(rows.len() as u128),
     );
-    if let Some(line) = samples.as_ref().and_then(|s| unseen_line(p, s)) {
+    let r = sample_interval.filter(|_| variances.is_some());
+    if let Some(line) = unseen_line(p, samples.as_ref(), r) {
         out += &line;
         out.push('\n');
     }

@@ -5,13 +5,16 @@
 //!
 //! ```text
 //! # heaplive samples 2
+//! # interval 65536
 //! live 12 3435973836.8 _start;main;site_small
 //! live 1 0 _start;main;site_huge
 //! alloc - 5497558138.9 _start;main;site_small
 //! peak - 0 _start;main;site_huge
 //! ```
 //!
-//! The first line names the version. Then one line per view and stack:
+//! The first line names the version; the second, `# interval R`, the
+//! mean sample interval in bytes (`HEAPLIVE_SAMPLE_INTERVAL`; summed files
+//! of different intervals have none). Then one line per view and stack:
 //! the view (`live` for `NAME.folded`, whatever moment it holds; `alloc`
 //! for `NAME.alloc.folded`; `peak` for `NAME.peak.folded`), the number of
 //! samples behind the stack's bytes (`-` where the library does not keep
@@ -58,6 +61,8 @@ impl Stat {
 /// Per view, per stack.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Samples {
+    /// The sample interval R, bytes, when known.
+    pub interval: Option<u64>,
     pub views: BTreeMap<String, BTreeMap<String, Stat>>,
 }
 
@@ -86,6 +91,9 @@ impl Samples {
 
     pub fn write(&self, out: &mut dyn Write) -> io::Result<()> {
         writeln!(out, "{HEADER}")?;
+        if let Some(r) = self.interval {
+            writeln!(out, "# interval {r}")?;
+        }
         for (view, stacks) in &self.views {
             for (stack, s) in stacks {
                 write_line(out, view, stack, *s)?;
@@ -126,6 +134,10 @@ pub fn parse(name: &str, bytes: &[u8]) -> Result<Samples, String> {
     let mut out = Samples::default();
     for (i, line) in text.split('\n').enumerate().skip(1) {
         let line = line.strip_suffix('\r').unwrap_or(line);
+        if let Some(r) = line.strip_prefix("# interval ") {
+            out.interval = r.trim().parse().ok().filter(|&r| r > 0);
+            continue;
+        }
         if line.trim().is_empty() || line.starts_with('#') {
             continue;
         }
@@ -165,7 +177,10 @@ mod tests {
 
     #[test]
     fn writes_and_reads_back() {
-        let mut s = Samples::default();
+        let mut s = Samples {
+            interval: Some(65536),
+            ..Samples::default()
+        };
         s.add(
             "live",
             "main;f (a.c:1);operator new(unsigned long) 12",
