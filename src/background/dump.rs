@@ -562,6 +562,10 @@ pub fn write_view(
             written = Some(p);
         }
     }
+    if live_view && why == "exit" && written.is_some() && peak.is_none() && !cfg.folded {
+        // pprof only: the peak file still goes beside the dump's name.
+        peak = write_exit_peak(st, &target, total)?;
+    }
     let written = written.unwrap_or(target);
     crate::background::dumper::poll_signals_now(&mut st.queued);
     // An explicit path is the caller's: it does not use up a `%n` number.
