@@ -676,6 +676,39 @@ mod tests {
         }
     }
 
+    /// The lazy frozen copy (`hot::peak`'s freezes): what it reads at a
+    /// freeze's epoch is the state at that freeze, whatever changed since,
+    /// and a stack not changed since shows its live amounts.
+    #[test]
+    fn frozen_copy_is_the_state_at_the_freeze() {
+        // SAFETY: a record is atomics only; all zero is a new record.
+        let s: Slot = unsafe { core::mem::zeroed() };
+        let (e, f) = (&s.peak_epoch, s.peak_fields());
+        let change = |now: u64, d: i64| {
+            save_frozen(&s, e, now, f);
+            s.live_bytes.fetch_add(d, Relaxed);
+            s.live_variance.fetch_add(d.abs(), Relaxed);
+        };
+        // No freeze yet (epoch 0): the copy is empty.
+        change(0, 100);
+        assert_eq!(frozen(&s, e, 0, f), (0, 0, 0));
+        // Freeze 1 with 100 live: not changed since, read from live.
+        assert_eq!(frozen(&s, e, 1, f), (100, 0, 100));
+        change(1, -40);
+        change(1, 5);
+        assert_eq!(frozen(&s, e, 1, f), (100, 0, 100));
+        assert_eq!(s.live_bytes.load(Relaxed), 65);
+        // Freeze 2 with 65 live, then changes: the copy is freeze 2's.
+        change(2, 1000);
+        change(2, -1);
+        assert_eq!(frozen(&s, e, 2, f), (65, 0, 145));
+        // A copy being taken (SAVING) reads the live amounts.
+        e.store(SAVING, Relaxed);
+        assert_eq!(frozen(&s, e, 2, f).0, 1064);
+        save_frozen(&s, e, 3, f);
+        assert_eq!(e.load(Relaxed), SAVING, "a copy in progress is left alone");
+    }
+
     #[test]
     fn intern_dedups_and_keeps_frames() {
         let a = [0x1000usize, 0x2000, 0x3000];
