@@ -1,6 +1,7 @@
 //! Issue 28: the per-stack 95% intervals that `heaplive top` prints, from
-//! the variance files the library writes beside each view, calibrated
-//! against known truth. `progs/stats_groups.c` has one call site per group
+//! the samples file every sampled dump has (`NAME.samples.folded`,
+//! version 2: samples and variance per view and stack, with no variance
+//! file asked for), calibrated against known truth. `progs/stats_groups.c` has one call site per group
 //! (tiny blocks seen in a minority of runs, few and many small-block
 //! samples, blocks of R/2 and 2R, mixed sizes, blocks of 64 R sampled with
 //! certainty, a site allocated and freed) and prints the exact bytes of
@@ -103,10 +104,16 @@ fn one_run(bin: &Path, seed: u64, dir: &Path) -> Rows {
         &[
             ("HEAPLIVE_SAMPLE_INTERVAL", "64K"),
             ("HEAPLIVE_SEED", &seed.to_string()),
-            ("HEAPLIVE_VIEWS", "live,alloc,peak,samples,variance"),
+            // The default views with the allocation view: the intervals of
+            // all three come from the one samples file.
+            ("HEAPLIVE_VIEWS", "live,alloc,peak,samples"),
         ],
     );
     assert!(o.status.success(), "seed {seed}: {}", show(&o));
+    assert!(
+        common::view_files(&d, "variance").is_empty(),
+        "seed {seed}: variance files by default"
+    );
     let mut rows = Rows::new();
     for view in VIEWS {
         let (r, _) = top_rows(&file_of(&d, view));
@@ -129,6 +136,20 @@ fn truth(out: &str) -> BTreeMap<String, [f64; 3]> {
             })
         })
         .collect()
+}
+
+/// The variances per leaf of `view` in the samples file of the dump
+/// `live` (`NAME.folded`'s `NAME.samples.folded`, version 2).
+fn variances_by_leaf(live: &Path, view: &str) -> BTreeMap<String, f64> {
+    let path = PathBuf::from(live.to_str().unwrap().replace(".folded", ".samples.folded"));
+    let bytes = std::fs::read(&path).unwrap();
+    let s = heaplive_format::samples::parse(path.to_str().unwrap(), &bytes).unwrap();
+    let mut m = BTreeMap::new();
+    for (stack, st) in s.view(view).cloned().unwrap_or_default() {
+        let leaf = stack.rsplit(';').next().unwrap().to_string();
+        *m.entry(leaf).or_default() += st.variance;
+    }
+    m
 }
 
 /// The smallest c with P(X < c) <= `alpha` for X ~ Binomial(n, p).
@@ -257,9 +278,10 @@ fn binomial_bounds() {
     assert_eq!(binomial_lower_bound(10, 0.5, 0.5), 5);
 }
 
-/// `heaplive merge` of two dumps and of their variance files (`merge
-/// --variance`): `top` on the sum prints, per stack and for the total, the
-/// interval of the summed estimate from the summed variances.
+/// `heaplive merge` of two default dumps and of their samples files
+/// (`merge --samples`; `merge --variance` gives the same variances): `top`
+/// on the sum prints, per stack and for the total, the interval of the
+/// summed estimate from the summed variances.
 #[test]
 fn merged_dumps_have_the_intervals_of_the_sum() {
     let dir = common::tempdir("intervals-merge");
@@ -275,7 +297,6 @@ fn merged_dumps_have_the_intervals_of_the_sum() {
             &[
                 ("HEAPLIVE_SAMPLE_INTERVAL", "64K"),
                 ("HEAPLIVE_SEED", &seed.to_string()),
-                ("HEAPLIVE_VIEWS", "live,peak,samples,variance"),
             ],
         );
         assert!(o.status.success(), "{}", show(&o));
@@ -295,30 +316,24 @@ fn merged_dumps_have_the_intervals_of_the_sum() {
         common::ok(common::heaplive(&[&["merge"], &names[..]].concat())),
     )
     .unwrap();
+    // The samples file of the sum: samples and variances added up.
     std::fs::write(
-        dir.join("m.variance.folded"),
+        dir.join("m.samples.folded"),
+        common::ok(common::heaplive(
+            &[&["merge", "--samples"], &names[..]].concat(),
+        )),
+    )
+    .unwrap();
+    // merge --variance: the same variances as a folded file.
+    let mv = dir.join("merged-variances.txt");
+    std::fs::write(
+        &mv,
         common::ok(common::heaplive(
             &[&["merge", "--variance"], &names[..]].concat(),
         )),
     )
     .unwrap();
-    std::fs::write(
-        dir.join("m.samples.folded"),
-        common::ok(common::heaplive(
-            &[
-                &["merge"],
-                &lives
-                    .iter()
-                    .map(|p| p.to_str().unwrap().replace(".folded", ".samples.folded"))
-                    .collect::<Vec<_>>()
-                    .iter()
-                    .map(|s| s.as_str())
-                    .collect::<Vec<_>>()[..],
-            ]
-            .concat(),
-        )),
-    )
-    .unwrap();
+    let merged_variances = common::bytes_by_leaf(&common::parse_folded(&mv));
 
     // What the two dumps say per leaf: bytes and variances, summed.
     let sum_of = |suffix: &str| {
@@ -332,7 +347,20 @@ fn merged_dumps_have_the_intervals_of_the_sum() {
         m
     };
     let bytes = sum_of(".folded");
-    let variances = sum_of(".variance.folded");
+    let mut variances: BTreeMap<String, f64> = BTreeMap::new();
+    for live in &lives {
+        for (leaf, v) in variances_by_leaf(live, "live") {
+            *variances.entry(leaf).or_default() += v;
+        }
+    }
+    for (leaf, v) in &variances {
+        // Each file's variances are rounded to whole bytes squared.
+        let m = merged_variances.get(leaf).copied().unwrap_or(0) as f64;
+        assert!(
+            (m - v).abs() <= 2.0,
+            "merge --variance of {leaf}: {m} vs {v}"
+        );
+    }
     let (rows, text) = top_rows(&merged);
     for site in ["site_small", "site_many", "site_near", "site_mixed"] {
         let r = rows[site];
@@ -364,11 +392,10 @@ fn merged_dumps_have_the_intervals_of_the_sum() {
         "diff", "--bytes", "-w", "0", names[0], names[1],
     ]));
     let var_of = |live: &PathBuf| {
-        common::bytes_by_leaf(&common::parse_folded(&PathBuf::from(
-            live.to_str()
-                .unwrap()
-                .replace(".folded", ".variance.folded"),
-        )))
+        variances_by_leaf(live, "live")
+            .into_iter()
+            .map(|(k, v)| (k, v.round() as u64))
+            .collect::<BTreeMap<String, u64>>()
     };
     let (v0, v1) = (var_of(&lives[0]), var_of(&lives[1]));
     let row = diff
@@ -409,11 +436,7 @@ fn php_zend_mm_stacks_get_intervals() {
         &dir,
         Path::new("/usr/bin/php"),
         &["-d", "memory_limit=32M", php.to_str().unwrap()],
-        &[
-            ("HEAPLIVE_SAMPLE_INTERVAL", "64K"),
-            ("HEAPLIVE_SEED", "5"),
-            ("HEAPLIVE_VIEWS", "live,peak,samples,variance"),
-        ],
+        &[("HEAPLIVE_SAMPLE_INTERVAL", "64K"), ("HEAPLIVE_SEED", "5")],
     );
     let ctx = show(&o);
     let line = common::stderr(&o)

@@ -20,6 +20,7 @@ mod limits;
 mod links;
 mod other_allocators;
 mod ownmem;
+mod peak_true;
 mod php_fpm;
 mod php_hooks;
 mod php_mode;

@@ -380,6 +380,26 @@ fn fpm_only_heavy_requests_write_peak_dumps() {
         }
         files.push(path);
     }
+    // A request-peak dump's samples file gives its ZendMM stacks intervals
+    // (issue 28): `top` prints one around the estimate of the top stack.
+    let text = ok(heaplive(&[
+        "top",
+        "--bytes",
+        "-w",
+        "0",
+        files[0].to_str().unwrap(),
+    ]));
+    let row = text
+        .lines()
+        .find(|l| l.contains("  [zend_mm] <- ") && l.contains(" <- build_heavy (heavy.php:2)"))
+        .unwrap_or_else(|| panic!("no ZendMM row for build_heavy\n{text}"));
+    let f: Vec<&str> = row.split_whitespace().collect();
+    let est: f64 = f[0].parse().unwrap();
+    let (lo, hi) = f[3]
+        .split_once("..")
+        .unwrap_or_else(|| panic!("no interval: {row}"));
+    let (lo, hi): (f64, f64) = (lo.parse().unwrap(), hi.parse().unwrap());
+    assert!(lo < est && est < hi && hi < 2.0 * est, "{row}");
     // Names sort in the order they were written.
     let mut sorted = files.clone();
     sorted.sort_by_key(|p| {

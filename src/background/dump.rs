@@ -51,6 +51,8 @@ pub static DUMP: SpinLock<DumpState> = SpinLock::new(Rank::Dump, DumpState::new(
 pub struct Written {
     pub path: PathBuf,
     pub total: u64,
+    /// The exit dump's peak file (`NAME.peak.folded`), when written.
+    pub peak: Option<PathBuf>,
 }
 
 /// The stack holding the most bytes of a profile: its bytes, and its PHP
@@ -246,15 +248,12 @@ fn build_profile(st: &mut DumpState, which: Which) -> std::io::Result<(Profile, 
         Which::Peak => {
             for id in 1..stacks::count() {
                 if let Some(s) = stacks::slot(id) {
-                    let b = s.peak_bytes.load(Relaxed);
+                    let (b, m, v) = s.peak();
                     if b > 0 {
                         let a = per_stack.entry(id).or_default();
                         a.bytes = b as f64;
-                        a.blocks = s.peak_milliblocks.load(Relaxed).max(0) as f64 / 1000.0;
-                        a.variance = crate::hot::sampler::variance_of_units(
-                            s.peak_variance.load(Relaxed) as f64,
-                            cfg.interval,
-                        );
+                        a.blocks = m.max(0) as f64 / 1000.0;
+                        a.variance = crate::hot::sampler::variance_of_units(v as f64, cfg.interval);
                         variance += a.variance;
                     }
                 }
@@ -521,6 +520,7 @@ pub fn write_view(
     let note = note(total, &profile);
     let mut written: Option<PathBuf> = None;
     let mut also = String::new();
+    let mut peak: Option<(PathBuf, Profile)> = None;
     if cfg.folded || path.is_some() && !cfg.pprof {
         let mut fill =
             |w: &mut dyn std::io::Write| crate::background::folded::write_folded(&profile, w);
@@ -537,16 +537,33 @@ pub fn write_view(
             })?;
             also += &format!(" and {}", p.display());
         }
+        // At exit, when the peak was above the live total now: the stacks
+        // at the peak (`NAME.peak.folded`), before the samples file that
+        // carries their variances.
+        if live_view && why == "exit" {
+            peak = write_exit_peak(st, &live_file, total)?;
+        }
         if cfg.views.variance && cfg.interval > 1 {
-            // The error bars of each file written: its variance per stack.
+            // The error bars of each file written: its variance per stack
+            // (the samples file carries them too).
             write_variance(&live_file, "variance", &profile, |s| s.variance)?;
             if live_view && cfg.views.alloc {
                 write_variance(&live_file, "alloc.variance", &profile, |s| s.alloc_variance)?;
             }
+            if let Some((_, pp)) = &peak {
+                write_variance(&live_file, "peak.variance", pp, |s| s.variance)?;
+            }
         }
-        if cfg.views.samples && cfg.interval > 1 && live_view {
+        if cfg.views.samples && cfg.interval > 1 {
+            let peak_profile = peak.as_ref().map(|(_, pp)| pp);
             output::write_with_fallback(&view_path(&live_file, "samples"), &mut |w| {
-                crate::background::folded::write_folded_by(&profile, |s| s.samples, w)
+                samples_file(
+                    &profile,
+                    live_view,
+                    live_view && cfg.views.alloc,
+                    peak_profile,
+                )
+                .write(w)
             })?;
         }
     }
@@ -565,6 +582,10 @@ pub fn write_view(
         } else {
             written = Some(p);
         }
+    }
+    if live_view && why == "exit" && written.is_some() && peak.is_none() && !cfg.folded {
+        // pprof only: the peak file still goes beside the dump's name.
+        peak = write_exit_peak(st, &target, total)?;
     }
     let written = written.unwrap_or(target);
     crate::background::dumper::poll_signals_now(&mut st.queued);
@@ -628,6 +649,7 @@ pub fn write_view(
     Ok(Written {
         path: written,
         total,
+        peak: peak.map(|(p, _)| p),
     })
 }
 
@@ -678,53 +700,85 @@ fn write_maps(written: &Path, smaps: &str, why: &str, pid: u32, exe: &str, n: u3
     }
 }
 
-/// At exit: when the peak was above the live total now, writes the stacks
-/// at the peak next to `live_file` (`NAME.peak.folded`). Returns its path.
-pub fn write_peak(live_file: &Path, live_now: u64) -> Option<PathBuf> {
+/// The samples file (`NAME.samples.folded`, version 2: `format::samples`)
+/// of a dump: per stack, the samples and variance of `profile`'s bytes (the
+/// count only when `counts`: a live view), of its allocation view when
+/// `alloc`, and of the peak file's stacks.
+fn samples_file(
+    profile: &Profile,
+    counts: bool,
+    alloc: bool,
+    peak: Option<&Profile>,
+) -> heaplive_format::samples::Samples {
+    use crate::background::folded::fold_stats;
+    use heaplive_format::samples::{Samples, Stat};
+    let mut out = Samples {
+        interval: Some(config::get().interval),
+        ..Samples::default()
+    };
+    let live = fold_stats(
+        profile,
+        |s| s.bytes,
+        |s| Stat {
+            samples: counts.then_some(s.samples),
+            variance: s.variance,
+        },
+    );
+    out.add_all_as("live", &live);
+    if alloc {
+        let a = fold_stats(
+            profile,
+            |s| s.alloc_bytes,
+            |s| Stat {
+                samples: None,
+                variance: s.alloc_variance,
+            },
+        );
+        out.add_all_as("alloc", &a);
+    }
+    if let Some(p) = peak {
+        let a = fold_stats(
+            p,
+            |s| s.bytes,
+            |s| Stat {
+                samples: None,
+                variance: s.variance,
+            },
+        );
+        out.add_all_as("peak", &a);
+    }
+    out
+}
+
+/// In the exit dump: when the peak was above the live total now, writes
+/// the stacks at the peak next to `live_file` (`NAME.peak.folded`).
+/// Returns its path and profile, or None when there is no peak file to
+/// write. A failure is one line; the exit dump stands.
+fn write_exit_peak(
+    st: &mut DumpState,
+    live_file: &Path,
+    live_now: u64,
+) -> std::io::Result<Option<(PathBuf, Profile)>> {
     let cfg = config::get();
     let (copied, _) = crate::hot::peak::copied();
     if !cfg.views.peak || copied <= 0 || copied as u64 <= live_now {
-        return None;
+        return Ok(None);
     }
-    let _busy = crate::hot::guard::Busy::enter();
-    let mut st = DUMP.lock();
-    let Some(_reserve) = ownheap::Reserve::take() else {
-        log::line(format_args!(
-            "heaplive[{}]: peak file failed: {}",
-            sys::getpid(),
-            no_memory()
-        ));
-        return None;
-    };
-    let (profile, _) = match build_profile(&mut st, Which::Peak) {
-        Ok(p) => p,
-        Err(e) => {
-            log::line(format_args!(
-                "heaplive[{}]: peak file failed: {}",
-                sys::getpid(),
-                e
-            ));
-            return None;
-        }
-    };
-    let written = output::write_with_fallback(&view_path(live_file, "peak"), &mut |w| {
-        crate::background::folded::write_folded(&profile, w)
-    })
-    .and_then(|p| {
-        if cfg.views.variance && cfg.interval > 1 {
-            write_variance(live_file, "peak.variance", &profile, |s| s.variance)?;
-        }
-        Ok(p)
+    let r = build_profile(st, Which::Peak).and_then(|(profile, _)| {
+        let p = output::write_with_fallback(&view_path(live_file, "peak"), &mut |w| {
+            crate::background::folded::write_folded(&profile, w)
+        })?;
+        Ok((p, profile))
     });
-    match written {
-        Ok(p) => Some(p),
+    match r {
+        Ok(x) => Ok(Some(x)),
         Err(e) => {
             log::line(format_args!(
                 "heaplive[{}]: peak file failed: {}",
                 sys::getpid(),
                 e
             ));
-            None
+            Ok(None)
         }
     }
 }

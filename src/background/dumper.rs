@@ -542,18 +542,16 @@ fn peak_summary(written: Option<&crate::background::dump::Written>) {
     }
     let started = STARTED_NS.load(Relaxed);
     let secs = at.saturating_sub(started) as f64 / 1e9;
-    let file = written.and_then(|w| crate::background::dump::write_peak(&w.path, w.total));
-    // The stacks file holds the copy taken at the first decline after a
-    // maximum that was over 1/64 above the last copy: a later maximum that
-    // was not (a program whose heap peaks again and again at nearly the
-    // same height, PHP's persistent memory creeping up between its
-    // requests' peaks) moves the peak's time but not the copy. Say when
-    // the copy was, then, so that the time of the stacks is not taken for
-    // the time of the peak.
+    let file = written.and_then(|w| w.peak.clone());
+    // The stacks file holds the state frozen at the first decline after
+    // the highest maximum (`hot::peak`). Only where threads raced at that
+    // moment (a decline seen before another thread's allocation raised
+    // the maximum) can it be an earlier maximum's: say when it was, then,
+    // so that the time of the stacks is not taken for the time of the peak.
     let (copied, copied_at) = crate::hot::peak::copied();
     let copy_note = if copied < peak && copied_at != 0 {
         format!(
-            " ({} live at {:.3} s, within 1/64 of the peak)",
+            " ({} live at {:.3} s, an earlier maximum)",
             log::human_bytes(copied as f64),
             copied_at.saturating_sub(started) as f64 / 1e9
         )

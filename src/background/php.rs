@@ -175,14 +175,9 @@ pub fn request_peak(request: &[u8], peak: i64) {
     let mut v = Vec::new();
     for id in 1..stacks::count() {
         if let Some(s) = stacks::slot(id) {
-            let b = s.request_peak_bytes.load(Relaxed);
+            let (b, m, var) = s.request_peak();
             if b > 0 {
-                v.push((
-                    id,
-                    b,
-                    s.request_peak_milliblocks.load(Relaxed),
-                    s.request_peak_variance.load(Relaxed),
-                ));
+                v.push((id, b, m, var));
             }
         }
     }

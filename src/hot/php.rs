@@ -1317,39 +1317,33 @@ pub fn request_grew(bytes: i64) {
 }
 
 /// A ZendMM sample of `bytes` is about to be taken out: the first decline
-/// after a new maximum at or above the threshold copies every stack's live
-/// amounts (the DHAT way, as `hot::peak`; again only when the maximum grew
-/// by more than 1/64 since the last copy).
+/// after a new maximum at or above the threshold freezes every stack's live
+/// amounts (the DHAT way, as `hot::peak`, copy-on-write: every such maximum
+/// is kept, at no walk over the stacks).
 #[inline]
 pub fn request_shrinking(bytes: i64) {
     if bytes > 0 && REQ_LIVE.load(Relaxed) >= REQ_PEAK.load(Relaxed) {
-        copy_request_peak(false);
+        copy_request_peak();
     }
     REQ_LIVE.fetch_sub(bytes, Relaxed);
 }
 
-fn copy_request_peak(force: bool) {
+/// The freezes of request peaks so far (`stacks::Slot::request_peak`).
+static REQ_EPOCH: AtomicU64 = AtomicU64::new(0);
+
+#[inline(always)]
+pub fn request_epoch() -> u64 {
+    REQ_EPOCH.load(Acquire)
+}
+
+fn copy_request_peak() {
     let peak = REQ_PEAK.load(Relaxed);
     let threshold = REQ_THRESHOLD.load(Relaxed);
-    let copied = REQ_COPIED.load(Relaxed);
-    if threshold <= 0 || peak < threshold || (!force && peak <= copied.saturating_add(copied / 64))
-    {
+    if threshold <= 0 || peak < threshold || peak <= REQ_COPIED.load(Relaxed) {
         return;
-    }
-    if force && copied >= peak {
-        return;
-    }
-    for id in 1..crate::hot::stacks::count() {
-        if let Some(s) = crate::hot::stacks::slot(id) {
-            s.request_peak_bytes
-                .store(s.live_bytes.load(Relaxed), Relaxed);
-            s.request_peak_milliblocks
-                .store(s.live_milliblocks.load(Relaxed), Relaxed);
-            s.request_peak_variance
-                .store(s.live_variance.load(Relaxed), Relaxed);
-        }
     }
     REQ_COPIED.store(peak, Relaxed);
+    REQ_EPOCH.fetch_add(1, Release);
 }
 
 /// At request end, before its ZendMM samples are dropped: the request's
@@ -1363,7 +1357,7 @@ pub fn finish_request_peak() -> Option<i64> {
         return None;
     }
     if REQ_LIVE.load(Relaxed) >= peak {
-        copy_request_peak(true);
+        copy_request_peak();
     }
     Some(peak)
 }

@@ -273,12 +273,13 @@ a directory stands for the dumps in it (its *.folded files, less the
 
 Stacks are shown leaf first: 'xmlStrdup <- xmlNewNode <- main'.
 
-Error bars: in sampled mode the library writes NAME.samples.folded (live
-samples per stack) and, with HEAPLIVE_VIEWS=...,variance, NAME.variance.folded
-(the estimated variance of each stack's bytes, from its samples' weights)
-next to each NAME.folded, and NAME.alloc.variance.folded,
-NAME.peak.variance.folded next to those views.
-When they are there, top shows per stack the number of samples and the 95%
+Error bars: in sampled mode every dump has a samples file NAME.samples.folded
+beside NAME.folded: per view (NAME.folded, NAME.alloc.folded,
+NAME.peak.folded) and stack, the number of live samples and the estimated
+variance of the stack's bytes, from its samples' weights (older dumps: a
+NAME.samples.folded of counts, and with HEAPLIVE_VIEWS=...,variance the
+variance files NAME.variance.folded, NAME.alloc.variance.folded,
+NAME.peak.variance.folded). For any of these views top then shows per stack the number of samples and the 95%
 interval of the estimate (exact Poisson-based for few samples; zero width
 for blocks sampled with certainty, 37 times the sample interval and more),
 the total's interval, and as its last line a bound on what stacks with no
@@ -353,22 +354,29 @@ sorted by stack, to standard output. '-' reads standard input; a directory
 stands for the dumps in it (its *.folded files, less the .alloc, .samples,
 .peak and .variance views).
 
-Error bars: with --variance, merge sums the files' variance companions
-(NAME.variance.folded beside each NAME.folded) instead: variances of
-independent samples add, so 'heaplive top all.folded' then shows the 95%
-intervals of the sum.",
-    override_usage = "heaplive merge [--variance] FILE|DIR... > all.folded",
+Error bars: with --samples, merge writes the samples file of the sum
+instead (NAME.samples.folded, version 2: per stack the samples and the
+estimated variances of every file added up, read from the samples file
+beside each NAME.folded): variances of independent samples add, so with
+'heaplive merge A B > all.folded' and 'heaplive merge --samples A B >
+all.samples.folded', 'heaplive top all.folded' shows the 95% intervals of
+the sum. --variance writes the summed variances alone as a folded file.",
+    override_usage = "heaplive merge [--samples|--variance] FILE|DIR... > all.folded",
     after_help = "\
 Example:
   heaplive merge heaplive.php-fpm8.2.*.2.folded > pool.folded
-  heaplive merge --variance heaplive.php-fpm8.2.*.2.folded > pool.variance.folded",
+  heaplive merge --samples heaplive.php-fpm8.2.*.2.folded > pool.samples.folded",
     help_template = TEMPLATE
 )]
 pub struct MergeArgs {
-    /// sum the files' variance companions (NAME.variance.folded for
-    /// NAME.folded), for the intervals of the sum
-    #[arg(long)]
+    /// write the summed variances per stack (from each NAME.folded's
+    /// samples file) as a folded file
+    #[arg(long, conflicts_with = "samples")]
     pub variance: bool,
+    /// write the samples file of the sum (version 2: samples and
+    /// variances per stack, added up), for the intervals of the sum
+    #[arg(long)]
+    pub samples: bool,
     #[arg(value_name = "FILE", required = true, num_args = 1..)]
     pub files: Vec<String>,
 }

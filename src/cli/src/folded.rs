@@ -33,13 +33,27 @@ pub fn read_input(name: &str) -> Res<Vec<u8>> {
             Err(e) => return error(format!("{name}: {}", io_msg(&e))),
         }
     };
-    read_bounded(if name == "-" { "<stdin>" } else { name }, &mut *input)
+    read_bounded(
+        if name == "-" { "<stdin>" } else { name },
+        &mut *input,
+        true,
+    )
 }
 
 /// A file heaplive found rather than was given (a dump's companion view):
 /// read only when it is a regular file, opened without blocking (a FIFO
 /// planted there is not waited on), bounded as [`read_input`].
 pub fn read_regular(path: &str) -> Option<Vec<u8>> {
+    read_regular_as(path, true)
+}
+
+/// [`read_regular`] for a file that is not folded text (a samples file,
+/// version 2): binary data is not refused at its first bytes.
+pub fn read_regular_text(path: &str) -> Option<Vec<u8>> {
+    read_regular_as(path, false)
+}
+
+fn read_regular_as(path: &str, folded: bool) -> Option<Vec<u8>> {
     use std::os::unix::fs::OpenOptionsExt;
     let mut f = std::fs::OpenOptions::new()
         .read(true)
@@ -49,7 +63,7 @@ pub fn read_regular(path: &str) -> Option<Vec<u8>> {
     if !f.metadata().ok()?.is_file() {
         return None;
     }
-    read_bounded(path, &mut f).ok()
+    read_bounded(path, &mut f, folded).ok()
 }
 
 fn too_large(shown: &str) -> String {
@@ -60,7 +74,7 @@ fn too_large(shown: &str) -> String {
     )
 }
 
-fn read_bounded(shown: &str, input: &mut dyn Read) -> Res<Vec<u8>> {
+fn read_bounded(shown: &str, input: &mut dyn Read, folded: bool) -> Res<Vec<u8>> {
     let mut buf = Vec::new();
     let mut chunk = vec![0u8; 1 << 16];
     let (mut line, mut line_len) = (1u64, 0usize);
@@ -90,7 +104,7 @@ fn read_bounded(shown: &str, input: &mut dyn Read) -> Res<Vec<u8>> {
         }
         let first = buf.is_empty();
         buf.extend_from_slice(&chunk[..n]);
-        if first {
+        if first && folded {
             refuse_early(shown, &buf)?;
         }
     }

@@ -5,7 +5,8 @@ use crate::folded::{self, Profile};
 use crate::table::{Table, abbreviate_stack, emit, function_totals, shorten_frame};
 use crate::units::{grouped, human, percent};
 use crate::{Res, error};
-use heaplive_format::stats;
+use heaplive_format::{samples, stats};
+use std::collections::BTreeMap;
 
 pub fn main(mut a: TopArgs) -> Res<()> {
     let t = Table::from_args(&a.table);
@@ -26,21 +27,39 @@ pub fn main(mut a: TopArgs) -> Res<()> {
         let fold = |s: Profile| if a.php { php_frames_only(&s) } else { s };
         let samples = companions_of(&a.files, "samples").map(fold);
         let variances = companions_of(&a.files, "variance").map(fold);
-        top_stacks(&profile, &t, a.files.len(), samples, variances)
+        let r = interval_of_files(&a.files);
+        top_stacks(&profile, &t, a.files.len(), samples, variances, r)
     };
     emit(|out| out.write_all(text.as_bytes()))
 }
 
-/// The companions of kind `what` that go with the files, summed: each
-/// `NAME.folded`'s `NAME.samples.folded` (live samples per stack) or
-/// `NAME.variance.folded` (the variance of each stack's estimate, bytes
-/// squared; a stack without a line is exact), and the same for the views
-/// (`NAME.alloc.folded`'s `NAME.alloc.variance.folded`). Written by the
-/// library in sampled mode. None when any is missing (exact mode,
-/// HEAPLIVE_VIEWS without samples, dumps older than the variance files).
+/// The companions of kind `what` (`samples`: live samples per stack;
+/// `variance`: the estimated variance of each stack's bytes, in bytes
+/// squared, 0 or no line when exact) that go with the files, summed. Read
+/// from each dump's samples file `NAME.samples.folded` (version 2,
+/// `format::samples`: the rows of the file's view, `live` for
+/// `NAME.folded`, `alloc` for `NAME.alloc.folded`, `peak` for
+/// `NAME.peak.folded`), else from the files of older dumps (a version 1
+/// `NAME.samples.folded` of counts, `NAME.variance.folded`,
+/// `NAME.alloc.variance.folded`...). Written by the library in sampled
+/// mode. None when any is missing (exact mode, HEAPLIVE_VIEWS without
+/// samples, a view whose sample counts are not kept).
 pub fn companions_of(files: &[String], what: &str) -> Option<Profile> {
     let mut sum = Profile::default();
     for f in files {
+        if let Some(rows) = samples_rows(f) {
+            let rows = rows?;
+            for (stack, st) in rows {
+                let v = match what {
+                    "samples" => st.samples?,
+                    // Whole bytes squared; `as` saturates past u64.
+                    _ => st.variance.round() as u64,
+                };
+                let slot = sum.stacks.entry(stack).or_insert(0);
+                *slot = slot.saturating_add(v);
+            }
+            continue;
+        }
         let base = f.strip_suffix(".folded")?;
         let companion = format!("{base}.{what}.folded");
         let bytes = folded::read_regular(&companion)?;
@@ -50,6 +69,53 @@ pub fn companions_of(files: &[String], what: &str) -> Option<Profile> {
         sum.add(folded::parse(&companion, &bytes).ok()?);
     }
     Some(sum)
+}
+
+/// The sample interval R of the files' dumps, when their samples files
+/// (version 2) name it and agree.
+pub fn interval_of_files(files: &[String]) -> Option<u64> {
+    let mut r = None;
+    for f in files {
+        let (dump, _) = dump_and_view(f)?;
+        let path = format!("{dump}.samples.folded");
+        let bytes = folded::read_regular_text(&path)?;
+        let this = samples::parse(&path, &bytes).ok()?.interval?;
+        if r.is_some_and(|r| r != this) {
+            return None;
+        }
+        r = Some(this);
+    }
+    r
+}
+
+/// The dump a file is a view of, and the view: `NAME.alloc.folded` is
+/// (`NAME`, `alloc`), `NAME.folded` (`NAME`, `live`).
+fn dump_and_view(f: &str) -> Option<(&str, &'static str)> {
+    let base = f.strip_suffix(".folded")?;
+    for view in ["alloc", "peak"] {
+        if let Some(dump) = base.strip_suffix(&format!(".{view}")) {
+            return Some((dump, view));
+        }
+    }
+    Some((base, "live"))
+}
+
+/// The rows of `f`'s view in its dump's version 2 samples file: None when
+/// there is no such file (an older dump, or none), Some(None) when the
+/// file cannot be read as one, else the rows (none: no stack of the view
+/// has a sample).
+pub fn samples_rows(f: &str) -> Option<Option<BTreeMap<String, samples::Stat>>> {
+    let (dump, view) = dump_and_view(f)?;
+    let path = format!("{dump}.samples.folded");
+    let bytes = folded::read_regular_text(&path)?;
+    if !samples::is_v2(&bytes) {
+        return None;
+    }
+    Some(
+        samples::parse(&path, &bytes)
+            .ok()
+            .map(|s| s.view(view).cloned().unwrap_or_default()),
+    )
 }
 
 /// The 95% interval of a stack's estimate of `bytes`: from its variance
@@ -80,7 +146,16 @@ fn interval_cell(t: &Table, iv: Option<(f64, f64)>) -> String {
 /// have no sample. A stack of L bytes goes unsampled with probability at
 /// most exp(-L/R), so at 95% it holds under 3.0 R; R is bounded above by
 /// the smallest mean weight of a sample (a sample weighs s/p >= R).
-fn unseen_line(p: &Profile, samples: &Profile) -> Option<String> {
+fn unseen_line(p: &Profile, samples: Option<&Profile>, interval: Option<u64>) -> Option<String> {
+    if let Some(r) = interval.filter(|&r| r > 1) {
+        // The samples file names R.
+        return Some(format!(
+            "not seen: a stack with no sample holds under {} at 95% (3.0 x the sample interval, {}); the total's interval includes such stacks",
+            human(stats::unseen_bound(r as f64).round() as u128),
+            human(r as u128)
+        ));
+    }
+    let samples = samples?;
     let r = p
         .stacks
         .iter()
@@ -234,6 +309,7 @@ fn top_stacks(
     nfiles: usize,
     samples: Option<Profile>,
     variances: Option<Profile>,
+    sample_interval: Option<u64>,
 ) -> String {
     let total = p.total();
     let mut rows: Vec<(&String, u64)> = p.stacks.iter().map(|(s, &c)| (s, c)).collect();
@@ -323,7 +399,8 @@ fn top_stacks(
         total,
         grouped(rows.len() as u128),
     );
-    if let Some(line) = samples.as_ref().and_then(|s| unseen_line(p, s)) {
+    let r = sample_interval.filter(|_| variances.is_some());
+    if let Some(line) = unseen_line(p, samples.as_ref(), r) {
         out += &line;
         out.push('\n');
     }

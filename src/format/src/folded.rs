@@ -58,20 +58,48 @@ pub fn fold_by(p: &Profile, value: impl Fn(&Sample) -> u64) -> BTreeMap<String, 
         if v == 0 {
             continue;
         }
-        let mut parts: Vec<String> = Vec::new();
-        // Locations are leaf first, frames within one innermost first:
-        // reverse both for root first.
-        for &li in s.locations.iter().rev() {
-            if let Some(loc) = p.locations.get(li) {
-                for f in loc.frames.iter().rev() {
-                    parts.push(frame_text(f, p.lines));
-                }
+        *out.entry(stack_text(p, s)).or_insert(0) += v;
+    }
+    out
+}
+
+/// The folded stack text of a sample (root first, escaped).
+pub fn stack_text(p: &Profile, s: &Sample) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    // Locations are leaf first, frames within one innermost first:
+    // reverse both for root first.
+    for &li in s.locations.iter().rev() {
+        if let Some(loc) = p.locations.get(li) {
+            for f in loc.frames.iter().rev() {
+                parts.push(frame_text(f, p.lines));
             }
         }
-        if parts.is_empty() {
-            parts.push("[no stack]".to_string());
+    }
+    if parts.is_empty() {
+        parts.push("[no stack]".to_string());
+    }
+    parts.join(";")
+}
+
+/// Per folded stack, the samples and variance of the samples whose
+/// `bytes` (the view's value) is not 0, merged as [`fold_by`] merges.
+pub fn fold_stats(
+    p: &Profile,
+    bytes: impl Fn(&Sample) -> u64,
+    stat: impl Fn(&Sample) -> crate::samples::Stat,
+) -> BTreeMap<String, crate::samples::Stat> {
+    let mut out: BTreeMap<String, crate::samples::Stat> = BTreeMap::new();
+    for s in &p.samples {
+        if bytes(s) == 0 {
+            continue;
         }
-        *out.entry(parts.join(";")).or_insert(0) += v;
+        let st = stat(s);
+        match out.entry(stack_text(p, s)) {
+            std::collections::btree_map::Entry::Occupied(mut e) => e.get_mut().add(st),
+            std::collections::btree_map::Entry::Vacant(e) => {
+                e.insert(st);
+            }
+        }
     }
     out
 }

@@ -9,6 +9,8 @@
 //! | [`template`] | the output path template: check, expand, match |
 //! | [`status`] | the status file `heaplive dump` reads: path, encode, decode |
 //! | [`folded`] | the folded format: write, parse, the frame escaping rule |
+//! | [`samples`] | the samples file (version 2): samples and variance per view and stack |
+//! | [`stats`] | intervals of sampled estimates |
 //! | [`units`] | byte formatting for people |
 //! | [`profile`], [`pprof`] | the profile a dump builds, and its pprof writer |
 //! | [`safe_path`] | how the library and the command reach a file they write: no link or directory another user could have planted |
@@ -25,6 +27,7 @@ pub mod grammar;
 pub mod pprof;
 pub mod profile;
 pub mod safe_path;
+pub mod samples;
 pub mod settings;
 pub mod signal;
 pub mod stats;

@@ -3,30 +3,31 @@
 //! Every sample taken adds its un-biased bytes to `LIVE`, every sample
 //! freed takes them out (exact in exact mode). When `LIVE` passes `PEAK`,
 //! `PEAK` and its time move up. The stacks behind the peak are kept the
-//! way DHAT keeps them: when the total first declines after a new maximum
-//! (a free while `LIVE` is at `PEAK`), each stack's live amounts are copied
-//! into its record's `peak_*` fields, *before* the free is taken out, so
-//! the copy is the state at the maximum.
+//! way DHAT keeps them, at the first decline after a new maximum (a free
+//! while `LIVE` is at `PEAK`), *before* the free is taken out, so that they
+//! are the state at the maximum: in exact mode the byte-exact stacks at the
+//! highest total, in sampled mode the estimates at the highest estimated
+//! total, whatever earlier near-peaks held.
 //!
-//! The copy walks every stack record, so it is bounded by a threshold: it
-//! runs only when the new maximum is above the last copied one by more than
-//! 1/64 (1.6%). A process copies at most about 64 * ln(peak / 1 MiB) times
-//! (under 900 times for a 1 TiB peak). What is guaranteed: the kept stacks
-//! are the exact per-stack state (in exact mode; the sampled estimates in
-//! sampled mode) at a moment whose total is at least `PEAK / (1 + 1/64)`;
-//! in a single-threaded program whose highest maximum is followed by a free,
-//! they are the state at `PEAK` itself. With several threads freeing at once
-//! the copy is not atomic: stacks may move while it runs (by the frees and
-//! allocations in flight on other threads). Copies never wait: a thread that
-//! finds another copying skips.
+//! Keeping them costs no walk over the stacks: the decline freezes the
+//! state by moving an epoch on (`stacks::Slot::peak`, copy-on-write), and
+//! each stack copies its live amounts into its `peak_*` fields the first
+//! time they change after the freeze. A freeze is two stores and an
+//! increment, whatever the number of stacks, so every new maximum followed
+//! by a decline is kept (until issue 28 a copy walked every stack record
+//! and was taken only when the maximum grew by 1/64 since the last one: a
+//! second maximum 1% above the first kept the first's stacks). An amount
+//! change costs one load and compare more, and one copy of three amounts
+//! the first time after a freeze. With several threads an allocation or
+//! free in flight on another thread at the freeze may land on either side
+//! of it. Freezes never wait.
 //!
 //! The peak dumps (`HEAPLIVE_PEAK_GROWTH`): when `LIVE` first exceeds the
 //! threshold, the dumper is asked for a dump (one write to its eventfd) and
 //! no other request is made until that dump sets the next threshold from
 //! its own total.
 
-use crate::hot::stacks;
-use core::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering::*};
+use core::sync::atomic::{AtomicI64, AtomicU64, Ordering::*};
 
 /// Un-biased live bytes of every stack together.
 static LIVE: AtomicI64 = AtomicI64::new(0);
@@ -36,7 +37,8 @@ static PEAK_AT: AtomicU64 = AtomicU64::new(0);
 /// The total whose stacks the records' `peak_*` fields hold, and when.
 static COPIED: AtomicI64 = AtomicI64::new(0);
 static COPIED_AT: AtomicU64 = AtomicU64::new(0);
-static COPYING: AtomicBool = AtomicBool::new(false);
+/// The freezes so far (`stacks::Slot::peak`).
+static EPOCH: AtomicU64 = AtomicU64::new(0);
 /// The next peak dump when `LIVE` exceeds this; i64::MAX = none wanted now.
 static NEXT_PEAK_DUMP: AtomicI64 = AtomicI64::new(i64::MAX);
 /// The first peak dump comes when the total exceeds this times the factor.
@@ -63,32 +65,31 @@ pub fn grew(bytes: i64) {
 }
 
 /// Before a sample is taken out of its stack: the first decline after a
-/// new maximum copies the stacks.
+/// new maximum freezes the stacks.
 #[inline]
 pub fn shrinking(bytes: i64) {
     let peak = PEAK.load(Relaxed);
-    if bytes > 0
-        && LIVE.load(Relaxed) >= peak
-        && peak
-            > COPIED
-                .load(Relaxed)
-                .saturating_add(COPIED.load(Relaxed) / 64)
-        && !COPYING.swap(true, Acquire)
-    {
-        for id in 1..stacks::count() {
-            if let Some(s) = stacks::slot(id) {
-                s.peak_bytes.store(s.live_bytes.load(Relaxed), Relaxed);
-                s.peak_milliblocks
-                    .store(s.live_milliblocks.load(Relaxed), Relaxed);
-                s.peak_variance
-                    .store(s.live_variance.load(Relaxed), Relaxed);
-            }
-        }
-        COPIED.store(peak, Relaxed);
-        COPIED_AT.store(PEAK_AT.load(Relaxed), Relaxed);
-        COPYING.store(false, Release);
+    if bytes > 0 && LIVE.load(Relaxed) >= peak && peak > COPIED.load(Relaxed) {
+        freeze(peak);
     }
     LIVE.fetch_sub(bytes, Relaxed);
+}
+
+#[cold]
+#[inline(never)]
+fn freeze(peak: i64) {
+    // One freeze per maximum when threads decline at once.
+    if COPIED.fetch_max(peak, Relaxed) < peak {
+        COPIED_AT.store(PEAK_AT.load(Relaxed), Relaxed);
+        EPOCH.fetch_add(1, Release);
+    }
+}
+
+/// The number of freezes so far: the epoch whose state the stacks' `peak_*`
+/// fields hold once they changed.
+#[inline(always)]
+pub fn epoch() -> u64 {
+    EPOCH.load(Acquire)
 }
 
 /// The highest live total, and when (monotonic ns, 0 = never).

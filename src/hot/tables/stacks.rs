@@ -60,10 +60,14 @@ pub struct Slot {
     /// taken out).
     pub alloc_bytes: AtomicU64,
     pub alloc_milliblocks: AtomicU64,
-    /// The peak view: `live_*` as they were at the last copy (`hot::peak`).
+    /// The peak view: `live_*` as they were at the last freeze of
+    /// `hot::peak`, valid only while `peak_epoch` is that freeze's epoch
+    /// (read them with [`Slot::peak`]: a stack not changed since the freeze
+    /// holds its live amounts).
     pub peak_bytes: AtomicI64,
     pub peak_milliblocks: AtomicI64,
-    /// PHP mode: `live_*` at the running request's peak (`hot::php`).
+    /// PHP mode: `live_*` at the running request's peak (`hot::php`), as
+    /// the `peak_*` fields (read with [`Slot::request_peak`]).
     pub request_peak_bytes: AtomicI64,
     pub request_peak_milliblocks: AtomicI64,
     /// The estimated variance of `live_bytes`, `alloc_bytes`, `peak_bytes`
@@ -73,6 +77,117 @@ pub struct Slot {
     pub alloc_variance: AtomicU64,
     pub peak_variance: AtomicI64,
     pub request_peak_variance: AtomicI64,
+    /// The epochs of `hot::peak` and `hot::php` whose state the `peak_*`
+    /// and `request_peak_*` fields hold (`SAVING` while a thread copies).
+    peak_epoch: AtomicU64,
+    request_peak_epoch: AtomicU64,
+}
+
+/// A slot's epoch while a thread copies its live amounts into a frozen copy.
+const SAVING: u64 = u64::MAX;
+
+/// A frozen copy of every stack's live amounts, taken lazily: a freeze
+/// ([`freeze`]) only moves a global epoch on, and each stack copies its live
+/// amounts into its frozen fields the first time they change after it
+/// (copy-on-write), so a freeze costs the same for 10 stacks or 100,000, and
+/// an amount change costs one load and compare more. A stack not changed
+/// since the freeze still holds, in its live fields, what it held then.
+///
+/// Exact to the byte where one thread changes the amounts; with several
+/// threads, an amount change in flight on another thread at the freeze may
+/// land on either side of it (as with any copy that does not stop them).
+#[inline(always)]
+fn save_frozen(s: &Slot, epoch: &AtomicU64, now: u64, fields: [&AtomicI64; 3]) {
+    let mine = epoch.load(Relaxed);
+    if mine != now {
+        save_frozen_slow(s, epoch, mine, now, fields);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn save_frozen_slow(s: &Slot, epoch: &AtomicU64, mine: u64, now: u64, fields: [&AtomicI64; 3]) {
+    // A thread interrupted while it copies (a signal handler that
+    // allocates) leaves the copy to it; two threads racing: one copies.
+    if mine == SAVING
+        || epoch
+            .compare_exchange(mine, SAVING, Acquire, Relaxed)
+            .is_err()
+    {
+        return;
+    }
+    fields[0].store(s.live_bytes.load(Relaxed), Relaxed);
+    fields[1].store(s.live_milliblocks.load(Relaxed), Relaxed);
+    fields[2].store(s.live_variance.load(Relaxed), Relaxed);
+    epoch.store(now, Release);
+}
+
+/// The frozen amounts of the copy of epoch `now`: the frozen fields when
+/// the stack changed since the freeze, else its live amounts.
+fn frozen(s: &Slot, epoch: &AtomicU64, now: u64, fields: [&AtomicI64; 3]) -> (i64, i64, i64) {
+    let f = if epoch.load(Acquire) == now {
+        fields
+    } else {
+        [&s.live_bytes, &s.live_milliblocks, &s.live_variance]
+    };
+    (f[0].load(Relaxed), f[1].load(Relaxed), f[2].load(Relaxed))
+}
+
+impl Slot {
+    fn peak_fields(&self) -> [&AtomicI64; 3] {
+        [
+            &self.peak_bytes,
+            &self.peak_milliblocks,
+            &self.peak_variance,
+        ]
+    }
+
+    fn request_peak_fields(&self) -> [&AtomicI64; 3] {
+        [
+            &self.request_peak_bytes,
+            &self.request_peak_milliblocks,
+            &self.request_peak_variance,
+        ]
+    }
+
+    /// Bytes, milli-blocks and variance (`sampler::variance_units`) at the
+    /// last freeze of `hot::peak` (the peak view).
+    pub fn peak(&self) -> (i64, i64, i64) {
+        frozen(
+            self,
+            &self.peak_epoch,
+            crate::hot::peak::epoch(),
+            self.peak_fields(),
+        )
+    }
+
+    /// The same at the last freeze of the running PHP request's peak.
+    pub fn request_peak(&self) -> (i64, i64, i64) {
+        frozen(
+            self,
+            &self.request_peak_epoch,
+            crate::hot::php::request_epoch(),
+            self.request_peak_fields(),
+        )
+    }
+
+    /// Before the live amounts change: the frozen copies that do not have
+    /// this stack's amounts yet take them.
+    #[inline(always)]
+    fn before_change(&self) {
+        save_frozen(
+            self,
+            &self.peak_epoch,
+            crate::hot::peak::epoch(),
+            self.peak_fields(),
+        );
+        save_frozen(
+            self,
+            &self.request_peak_epoch,
+            crate::hot::php::request_epoch(),
+            self.request_peak_fields(),
+        );
+    }
 }
 
 const CHUNK_BYTES: usize = CHUNK_SLOTS * core::mem::size_of::<Slot>();
@@ -297,6 +412,7 @@ pub fn arena_alloc(len: usize) -> *mut u8 {
 /// the variance terms of its samples (`sampler::variance_units`).
 pub fn account(id: StackId, bytes: i64, milliblocks: i64, variance: i64) -> Option<(i64, i64)> {
     let s = slot(id)?;
+    s.before_change();
     if variance != 0 {
         s.live_variance.fetch_add(variance, Relaxed);
     }
@@ -558,6 +674,39 @@ mod tests {
         for (g, u) in USED.iter().enumerate() {
             assert!(u.load(Relaxed) as usize <= gen_len(g) / 4 * 3 + 64);
         }
+    }
+
+    /// The lazy frozen copy (`hot::peak`'s freezes): what it reads at a
+    /// freeze's epoch is the state at that freeze, whatever changed since,
+    /// and a stack not changed since shows its live amounts.
+    #[test]
+    fn frozen_copy_is_the_state_at_the_freeze() {
+        // SAFETY: a record is atomics only; all zero is a new record.
+        let s: Slot = unsafe { core::mem::zeroed() };
+        let (e, f) = (&s.peak_epoch, s.peak_fields());
+        let change = |now: u64, d: i64| {
+            save_frozen(&s, e, now, f);
+            s.live_bytes.fetch_add(d, Relaxed);
+            s.live_variance.fetch_add(d.abs(), Relaxed);
+        };
+        // No freeze yet (epoch 0): the copy is empty.
+        change(0, 100);
+        assert_eq!(frozen(&s, e, 0, f), (0, 0, 0));
+        // Freeze 1 with 100 live: not changed since, read from live.
+        assert_eq!(frozen(&s, e, 1, f), (100, 0, 100));
+        change(1, -40);
+        change(1, 5);
+        assert_eq!(frozen(&s, e, 1, f), (100, 0, 100));
+        assert_eq!(s.live_bytes.load(Relaxed), 65);
+        // Freeze 2 with 65 live, then changes: the copy is freeze 2's.
+        change(2, 1000);
+        change(2, -1);
+        assert_eq!(frozen(&s, e, 2, f), (65, 0, 145));
+        // A copy being taken (SAVING) reads the live amounts.
+        e.store(SAVING, Relaxed);
+        assert_eq!(frozen(&s, e, 2, f).0, 1064);
+        save_frozen(&s, e, 3, f);
+        assert_eq!(e.load(Relaxed), SAVING, "a copy in progress is left alone");
     }
 
     #[test]

@@ -1,0 +1,234 @@
+//! The samples file `NAME.samples.folded`, version 2: per view and stack,
+//! the number of live samples and the estimated variance of the view's
+//! bytes, so that `heaplive top`, `diff` and `merge` compute each stack's
+//! interval (`stats`) from a default dump, with no file per view.
+//!
+//! ```text
+//! # heaplive samples 2
+//! # interval 65536
+//! live 12 3435973836.8 _start;main;site_small
+//! live 1 0 _start;main;site_huge
+//! alloc - 5497558138.9 _start;main;site_small
+//! peak - 0 _start;main;site_huge
+//! ```
+//!
+//! The first line names the version; the second, `# interval R`, the
+//! mean sample interval in bytes (`HEAPLIVE_SAMPLE_INTERVAL`; summed files
+//! of different intervals have none). Then one line per view and stack:
+//! the view (`live` for `NAME.folded`, whatever moment it holds; `alloc`
+//! for `NAME.alloc.folded`; `peak` for `NAME.peak.folded`), the number of
+//! samples behind the stack's bytes (`-` where the library does not keep
+//! it: the alloc and peak views, PHP request-peak dumps), the estimated
+//! variance of the stack's bytes in bytes squared (a decimal number; 0 when
+//! the estimate is exact: blocks sampled with certainty), and the stack as
+//! in the folded file (frames root first, joined by `;`). Numbers come
+//! first, so a frame may hold spaces and digits. A stack absent from a view
+//! has no sample in it. Lines with another first word are skipped (room for
+//! later views); a later version changes the first line.
+//!
+//! Version 1 was a plain folded file of live sample counts; variances were
+//! in `NAME.variance.folded`, `NAME.alloc.variance.folded` and
+//! `NAME.peak.variance.folded` (`HEAPLIVE_VIEWS=...,variance`), which the
+//! command still reads when it finds no version 2 file.
+
+use std::collections::BTreeMap;
+use std::io::{self, Write};
+
+/// The first line of a version 2 samples file.
+pub const HEADER: &str = "# heaplive samples 2";
+
+/// The views a samples file describes, by the file they go with.
+pub const VIEWS: [&str; 3] = ["live", "alloc", "peak"];
+
+/// One stack of one view: samples (when kept) and variance.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Stat {
+    pub samples: Option<u64>,
+    pub variance: f64,
+}
+
+impl Stat {
+    /// Adds another estimate's (independent samples: variances add).
+    pub fn add(&mut self, o: Stat) {
+        self.samples = match (self.samples, o.samples) {
+            (Some(a), Some(b)) => Some(a.saturating_add(b)),
+            _ => None,
+        };
+        self.variance += o.variance;
+    }
+}
+
+/// Per view, per stack.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Samples {
+    /// The sample interval R, bytes, when known.
+    pub interval: Option<u64>,
+    pub views: BTreeMap<String, BTreeMap<String, Stat>>,
+}
+
+impl Samples {
+    /// Counts `stat` into `stack` of `view` (summed with what is there).
+    pub fn add(&mut self, view: &str, stack: &str, stat: Stat) {
+        let stacks = self.views.entry(view.to_string()).or_default();
+        match stacks.get_mut(stack) {
+            Some(s) => s.add(stat),
+            None => {
+                stacks.insert(stack.to_string(), stat);
+            }
+        }
+    }
+
+    /// Adds every view of `other` into `view` (merging dumps into one).
+    pub fn add_all_as(&mut self, view: &str, other: &BTreeMap<String, Stat>) {
+        for (stack, &stat) in other {
+            self.add(view, stack, stat);
+        }
+    }
+
+    pub fn view(&self, view: &str) -> Option<&BTreeMap<String, Stat>> {
+        self.views.get(view)
+    }
+
+    pub fn write(&self, out: &mut dyn Write) -> io::Result<()> {
+        writeln!(out, "{HEADER}")?;
+        if let Some(r) = self.interval {
+            writeln!(out, "# interval {r}")?;
+        }
+        for (view, stacks) in &self.views {
+            for (stack, s) in stacks {
+                write_line(out, view, stack, *s)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One line: `VIEW SAMPLES VARIANCE STACK`.
+pub fn write_line(out: &mut dyn Write, view: &str, stack: &str, s: Stat) -> io::Result<()> {
+    let variance = if s.variance.is_finite() && s.variance > 0.0 {
+        s.variance
+    } else {
+        0.0
+    };
+    match s.samples {
+        Some(n) => writeln!(out, "{view} {n} {variance} {stack}"),
+        None => writeln!(out, "{view} - {variance} {stack}"),
+    }
+}
+
+/// Is this the text of a version 2 samples file?
+pub fn is_v2(bytes: &[u8]) -> bool {
+    let b = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(bytes);
+    b.starts_with(HEADER.as_bytes())
+        && matches!(b.get(HEADER.len()), None | Some(b'\n') | Some(b'\r'))
+}
+
+/// Parses a version 2 samples file; `name` is used in error messages.
+pub fn parse(name: &str, bytes: &[u8]) -> Result<Samples, String> {
+    if !is_v2(bytes) {
+        return Err(format!(
+            "{name}: not a version 2 samples file (its first line is not '{HEADER}')"
+        ));
+    }
+    let text = std::str::from_utf8(bytes).map_err(|_| format!("{name}: not UTF-8 text"))?;
+    let mut out = Samples::default();
+    for (i, line) in text.split('\n').enumerate().skip(1) {
+        let line = line.strip_suffix('\r').unwrap_or(line);
+        if let Some(r) = line.strip_prefix("# interval ") {
+            out.interval = r.trim().parse().ok().filter(|&r| r > 0);
+            continue;
+        }
+        if line.trim().is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let bad = |why: &str| format!("{name}:{}: {why}", i + 1);
+        let mut parts = line.splitn(4, ' ');
+        let (Some(view), Some(n), Some(v), Some(stack)) =
+            (parts.next(), parts.next(), parts.next(), parts.next())
+        else {
+            return Err(bad("expected 'VIEW SAMPLES VARIANCE STACK'"));
+        };
+        if stack.is_empty() {
+            return Err(bad("no stack"));
+        }
+        let samples = match n {
+            "-" => None,
+            n => Some(
+                n.parse::<u64>()
+                    .map_err(|_| bad(&format!("'{n}' is not a count of samples")))?,
+            ),
+        };
+        let variance: f64 = v
+            .parse()
+            .ok()
+            .filter(|v: &f64| v.is_finite() && *v >= 0.0)
+            .ok_or_else(|| bad(&format!("'{v}' is not a variance")))?;
+        if !VIEWS.contains(&view) {
+            continue;
+        }
+        out.add(view, stack, Stat { samples, variance });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writes_and_reads_back() {
+        let mut s = Samples {
+            interval: Some(65536),
+            ..Samples::default()
+        };
+        s.add(
+            "live",
+            "main;f (a.c:1);operator new(unsigned long) 12",
+            Stat {
+                samples: Some(3),
+                variance: 1.5e12,
+            },
+        );
+        s.add(
+            "peak",
+            "main;g",
+            Stat {
+                samples: None,
+                variance: 0.0,
+            },
+        );
+        let mut text = Vec::new();
+        s.write(&mut text).unwrap();
+        let back = parse("x", &text).unwrap();
+        assert_eq!(back, s);
+        assert!(is_v2(&text));
+        assert!(!is_v2(b"main;f 12\n"));
+    }
+
+    /// Merging adds counts and variances; a count not kept stays unknown.
+    #[test]
+    fn adding_sums_counts_and_variances() {
+        let mut s = Samples::default();
+        let st = |n, v| Stat {
+            samples: n,
+            variance: v,
+        };
+        s.add("live", "a", st(Some(2), 10.0));
+        s.add("live", "a", st(Some(3), 5.0));
+        s.add("alloc", "a", st(None, 1.0));
+        s.add("alloc", "a", st(None, 2.0));
+        assert_eq!(s.view("live").unwrap()["a"], st(Some(5), 15.0));
+        assert_eq!(s.view("alloc").unwrap()["a"], st(None, 3.0));
+    }
+
+    #[test]
+    fn refuses_bad_lines_and_skips_unknown_views() {
+        let h = HEADER;
+        assert!(parse("x", format!("{h}\nlive x 1 a\n").as_bytes()).is_err());
+        assert!(parse("x", format!("{h}\nlive 1 -1 a\n").as_bytes()).is_err());
+        assert!(parse("x", format!("{h}\nlive 1 1\n").as_bytes()).is_err());
+        let s = parse("x", format!("{h}\nlater 1 1 a\nlive 1 2 b c\n").as_bytes()).unwrap();
+        assert_eq!(s.views.len(), 1);
+        assert_eq!(s.view("live").unwrap()["b c"].variance, 2.0);
+    }
+}
