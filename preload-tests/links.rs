@@ -193,7 +193,7 @@ sed 's/^/a.err: /' /tmp/a.err
 P=$(ls /tmp | sed -n 's/^h\.\([0-9]*\)\.folded$/\1/p')
 echo "P=$P"
 echo "FALLBACK=$(cd /tmp && ls h.$P.* 2>/dev/null | tr '\n' ' ')"
-echo "SAID=$(grep -c "cannot write /tmp/shared/h.$P.folded (/tmp/shared/h.$P.folded is a symlink owned by uid $(id -u $EVIL), not by uid 0 or root; not followed); wrote /tmp/h.$P.folded instead" /tmp/a.err)"
+echo "SAID=$(grep -c "cannot write /tmp/shared/h.$P.folded (/tmp/shared/h.$P.folded is a symlink owned by uid $(id -u $EVIL), not by root; not followed); wrote /tmp/h.$P.folded instead" /tmp/a.err)"
 echo "LINES=$(grep -c 'cannot write /tmp/shared/' /tmp/a.err)"
 
 sh -c 'P=$$

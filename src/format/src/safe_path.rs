@@ -165,6 +165,10 @@ impl fmt::Display for Refusal {
                 "directory {at} on the way is writable by other users (mode {:04o}, not sticky); not used",
                 mode & 0o7777
             ),
+            Why::Link { uid } if me == 0 => write!(
+                f,
+                "{at} is a symlink owned by uid {uid}, not by root; not followed"
+            ),
             Why::Link { uid } => write!(
                 f,
                 "{at} is a symlink owned by uid {uid}, not by uid {me} or root; not followed"
