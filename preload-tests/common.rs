@@ -40,8 +40,30 @@ fn built(name: &str) -> PathBuf {
 }
 
 /// The library under test. `make test` builds it; a clear failure if not.
+/// On a thread inside [`with_lib`], that library instead.
 pub fn lib() -> PathBuf {
-    built("libheaplive.so")
+    LIB.with(|l| l.borrow().clone())
+        .unwrap_or_else(|| built("libheaplive.so"))
+}
+
+thread_local! {
+    /// The library `lib()` gives on this thread (`with_lib`); None: the
+    /// one `make` built.
+    static LIB: std::cell::RefCell<Option<PathBuf>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `f` (a test's body) with `lib()` giving `lib` on this thread: the
+/// witness tests run real tests against the `lock-witness` build
+/// (`witness.rs`). Each test runs on a thread of its own.
+pub fn with_lib<R>(lib: PathBuf, f: impl FnOnce() -> R) -> R {
+    struct Restore(Option<PathBuf>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            LIB.with(|l| *l.borrow_mut() = self.0.take());
+        }
+    }
+    let _restore = Restore(LIB.with(|l| l.borrow_mut().replace(lib)));
+    f()
 }
 
 /// The `heaplive` command (package heaplive-cli, built with the workspace).

@@ -519,7 +519,7 @@ fn fork_from_a_sigalrm_handler_2000_times_completes() {
 /// never gives up). The exact-mode hang of tst-mallocfork2 looked like this:
 /// after one dump, no more dumps and no output from its SIGUSR2 handler.
 #[test]
-fn fork_from_a_signal_handler_during_a_fork_completes() {
+pub(crate) fn fork_from_a_signal_handler_during_a_fork_completes() {
     program_matches_plain("glibc_fork_nested", Duration::from_secs(60), &|r| {
         r.passed()
             && r.stdout

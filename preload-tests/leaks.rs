@@ -487,7 +487,7 @@ fn sampled_mode_warns_for_the_growing_stack_only() {
 /// 16 threads cross the threshold at one barrier: lines stay whole, and
 /// what the rate limit holds back is counted on a later line.
 #[test]
-fn many_threads_at_once_then_a_later_warning() {
+pub(crate) fn many_threads_at_once_then_a_later_warning() {
     let dir = tempdir("leak-threads");
     let o = run_preloaded(
         &dir,

@@ -37,3 +37,4 @@ mod stress;
 mod symbols;
 mod unwind;
 mod views;
+mod witness;

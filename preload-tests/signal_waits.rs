@@ -472,7 +472,7 @@ fn mid_dump_sites(n: usize) -> String {
 /// program even sent the second signal says nothing and is run again
 /// (at most three times).
 #[test]
-fn signal_during_a_slow_dump_is_snapshotted_at_once() {
+pub(crate) fn signal_during_a_slow_dump_is_snapshotted_at_once() {
     let dir = tempdir("mid-dump");
     std::fs::write(dir.join("sig_mid_dump_sites.h"), mid_dump_sites(600)).unwrap();
     let inc = dir.to_str().unwrap().to_string();

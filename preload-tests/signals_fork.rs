@@ -69,7 +69,7 @@ fn file_text(files: &BTreeMap<PathBuf, Vec<Stack>>) -> String {
 }
 
 #[test]
-fn signal_burst_during_threaded_allocation() {
+pub(crate) fn signal_burst_during_threaded_allocation() {
     let dir = tempdir("sig-burst");
     let prog = compile("sig_burst.c", "sig_burst", &dir, &[]);
     let o = run_preloaded(&dir, &prog, &[], &[("HEAPLIVE_SAMPLE_INTERVAL", "1K")]);
@@ -122,7 +122,7 @@ fn signal_burst_during_threaded_allocation() {
 }
 
 #[test]
-fn fork_children_keep_their_own_profiles() {
+pub(crate) fn fork_children_keep_their_own_profiles() {
     let dir = tempdir("fork-children");
     let prog = compile("fork_children.c", "fork_children", &dir, &[]);
     let o = run_preloaded(&dir, &prog, &[], &[("HEAPLIVE_SAMPLE_INTERVAL", "1")]);
@@ -658,7 +658,7 @@ fn dump_files_before_an_exec_are_not_overwritten_after_it() {
 /// hang or crash, and every child writes its own exit dump with its own
 /// allocations.
 #[test]
-fn fork_during_multithreaded_allocation_keeps_every_lock_usable() {
+pub(crate) fn fork_during_multithreaded_allocation_keeps_every_lock_usable() {
     let dir = tempdir("fork-threads");
     let prog = compile("fork_threads.c", "fork_threads", &dir, &[]);
     let mut child = Running::spawn(

@@ -5,7 +5,7 @@
 use crate::common::*;
 
 #[test]
-fn exact_totals_survive_sixteen_threads_of_churn() {
+pub(crate) fn exact_totals_survive_sixteen_threads_of_churn() {
     let dir = tempdir("stress");
     let prog = compile("stress_churn.c", "stress_churn", &dir, &[]);
     let o = run_preloaded(&dir, &prog, &[], &[("HEAPLIVE_SAMPLE_INTERVAL", "1")]);

@@ -47,6 +47,17 @@ fn always(f: fn()) -> bool {
     true
 }
 
+/// For the ranks the prepare handler does not take: locks held only for a
+/// few stores, whose child resets them (the shadow bitmap's leaves, PHP's
+/// job queue) or whose try-lock users do without them (PHP's request list
+/// and frame cache).
+fn not_taken() -> bool {
+    false
+}
+
+/// Nothing to release (`not_taken`).
+unsafe fn nothing() {}
+
 /// Every lock of the library, in rank order.
 pub const FORK_ORDER: [ForkLock; Rank::ALL.len()] = [
     ForkLock {
@@ -74,6 +85,25 @@ pub const FORK_ORDER: [ForkLock; Rank::ALL.len()] = [
         reset_in_child: None,
     },
     ForkLock {
+        rank: Rank::PhpJobs,
+        lock: not_taken,
+        unlock: nothing,
+        // `php::reset_after_fork` in `become_child`.
+        reset_in_child: None,
+    },
+    ForkLock {
+        rank: Rank::PhpRequest,
+        lock: not_taken,
+        unlock: nothing,
+        reset_in_child: None,
+    },
+    ForkLock {
+        rank: Rank::PhpFrameCache,
+        lock: not_taken,
+        unlock: nothing,
+        reset_in_child: None,
+    },
+    ForkLock {
         rank: Rank::LeakQueue,
         lock: || always(leak_check::lock_for_fork),
         unlock: leak_check::unlock_after_fork,
@@ -89,6 +119,13 @@ pub const FORK_ORDER: [ForkLock; Rank::ALL.len()] = [
         rank: Rank::LiveShard,
         lock: || always(live::lock_all_for_fork),
         unlock: live::unlock_all_after_fork,
+        reset_in_child: None,
+    },
+    ForkLock {
+        rank: Rank::ShadowLeaf,
+        lock: not_taken,
+        unlock: nothing,
+        // `shadow::reset_after_fork` in `become_child`.
         reset_in_child: None,
     },
     ForkLock {

@@ -28,7 +28,7 @@ use crate::background::dump::{DUMP, Snapshot, Which, top_stack, write_queued, wr
 use crate::hot::services::PhpOom;
 use crate::hot::{config, guard, log, stacks, sys, trigger};
 use core::cell::UnsafeCell;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::*};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::*};
 
 /// How long the PHP thread waits for heaplive's thread to write the
 /// memory_limit dump before writing it itself.
@@ -56,7 +56,7 @@ enum Job {
 /// Mutex): a fork's child resets it (`reset_after_fork`), whoever held it
 /// in the parent.
 struct Queue {
-    busy: AtomicBool,
+    busy: crate::hot::lock::SpinLock<()>,
     jobs: UnsafeCell<Vec<(u64, Job)>>,
 }
 
@@ -64,7 +64,7 @@ struct Queue {
 unsafe impl Sync for Queue {}
 
 static QUEUE: Queue = Queue {
-    busy: AtomicBool::new(false),
+    busy: crate::hot::lock::SpinLock::new(crate::hot::lock::Rank::PhpJobs, ()),
     jobs: UnsafeCell::new(Vec::new()),
 };
 /// Jobs queued and not yet taken (heaplive's thread looks at this first).
@@ -76,16 +76,10 @@ static DONE: AtomicU64 = AtomicU64::new(0);
 /// Runs `f` on the queue, trying for the flag for up to `ns` (it is held
 /// only for a push or a pop); None if it could not be had.
 fn with_queue<R>(ns: u64, f: impl FnOnce(&mut Vec<(u64, Job)>) -> R) -> Option<R> {
-    let t0 = sys::now_nanos();
-    while QUEUE.busy.swap(true, Acquire) {
-        if sys::now_nanos().saturating_sub(t0) > ns {
-            return None;
-        }
-        std::thread::sleep(std::time::Duration::from_micros(200));
-    }
+    let held = QUEUE.busy.lock_within(ns)?;
     // SAFETY: we hold `busy`.
     let r = f(unsafe { &mut *QUEUE.jobs.get() });
-    QUEUE.busy.store(false, Release);
+    drop(held);
     Some(r)
 }
 
@@ -93,7 +87,8 @@ fn with_queue<R>(ns: u64, f: impl FnOnce(&mut Vec<(u64, Job)>) -> R) -> Option<R
 /// freed: the parent may have been changing the list), and the flag is
 /// free (the child has no other thread).
 pub fn reset_after_fork() {
-    QUEUE.busy.store(false, Release);
+    // SAFETY: a child on its only thread.
+    unsafe { QUEUE.busy.unlock_raw() };
     let _ = with_queue(0, |q| std::mem::forget(std::mem::take(q)));
     QUEUED.store(0, Relaxed);
 }

@@ -815,7 +815,7 @@ const CACHE_LEN: usize = 4096;
 const FUNC_INFO: usize = usize::MAX;
 
 struct Cache {
-    busy: AtomicBool,
+    busy: crate::hot::lock::SpinLock<()>,
     slots: core::cell::UnsafeCell<[Slot; CACHE_LEN]>,
 }
 
@@ -823,7 +823,7 @@ struct Cache {
 unsafe impl Sync for Cache {}
 
 static CACHE: Cache = Cache {
-    busy: AtomicBool::new(false),
+    busy: crate::hot::lock::SpinLock::new(crate::hot::lock::Rank::PhpFrameCache, ()),
     slots: core::cell::UnsafeCell::new([EMPTY; CACHE_LEN]),
 };
 
@@ -838,7 +838,8 @@ struct Fast {
 
 impl Drop for Fast {
     fn drop(&mut self) {
-        CACHE.busy.store(false, Release);
+        // SAFETY: `enter` took it on this thread.
+        unsafe { CACHE.busy.unlock_kept() };
     }
 }
 
@@ -852,7 +853,7 @@ impl Fast {
     /// walk holds the cache.
     fn enter() -> Option<Fast> {
         let heap = FAST_HEAP.load(Acquire);
-        if heap == 0 || CACHE.busy.swap(true, Acquire) {
+        if heap == 0 || !CACHE.busy.try_lock_kept() {
             return None;
         }
         let mut f = Fast {
@@ -1384,7 +1385,7 @@ struct List {
 }
 
 struct Request {
-    busy: AtomicBool,
+    busy: crate::hot::lock::SpinLock<()>,
     list: core::cell::UnsafeCell<List>,
 }
 
@@ -1392,7 +1393,7 @@ struct Request {
 unsafe impl Sync for Request {}
 
 static REQUEST: Request = Request {
-    busy: AtomicBool::new(false),
+    busy: crate::hot::lock::SpinLock::new(crate::hot::lock::Rank::PhpRequest, ()),
     list: core::cell::UnsafeCell::new(List {
         addrs: core::ptr::null_mut(),
         cap: 0,
@@ -1401,12 +1402,10 @@ static REQUEST: Request = Request {
 };
 
 fn with_list<R>(f: impl FnOnce(&mut List) -> R) -> Option<R> {
-    if REQUEST.busy.swap(true, Acquire) {
-        return None;
-    }
+    let held = REQUEST.busy.try_lock()?;
     // SAFETY: we hold `busy`.
     let r = f(unsafe { &mut *REQUEST.list.get() });
-    REQUEST.busy.store(false, Release);
+    drop(held);
     Some(r)
 }
 
@@ -1674,7 +1673,7 @@ mod tests {
 
     #[test]
     fn the_name_cache_keys_by_function_opline_words_and_generation() {
-        assert!(!CACHE.busy.swap(true, Acquire));
+        assert!(CACHE.busy.try_lock_kept());
         let mut f = Fast {
             chunks: [0; MAX_CHUNKS],
             n: 1,
@@ -1706,7 +1705,7 @@ mod tests {
         f.generation = 8;
         assert_eq!(f.get(0x1000, 0x2000, 5), None);
         drop(f);
-        assert!(!CACHE.busy.load(Acquire));
+        assert!(!CACHE.busy.is_locked());
         // Oplines: only one of the function's own.
         assert_eq!(own_opline(0x5040, 0x5000, 4), 0x5040);
         assert_eq!(own_opline(0x5080, 0x5000, 4), 0);

@@ -44,3 +44,12 @@ pub extern "C" fn heaplive_start() -> core::ffi::c_int {
 pub extern "C" fn heaplive_stop() -> core::ffi::c_int {
     crate::hot::track::set_active(false, false) as core::ffi::c_int
 }
+
+/// `void heaplive_witness_selftest(void)`, in `lock-witness` builds only
+/// (not in `heaplive.h`): takes two locks out of rank order, so the
+/// witness must abort the process with its line (`preload-tests/witness.rs`).
+#[cfg(feature = "lock-witness")]
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn heaplive_witness_selftest() {
+    crate::hot::lock::witness_selftest();
+}

@@ -47,7 +47,10 @@ pub struct ThreadState {
     /// Set on the thread that runs PHP code (PHP mode): only its samples
     /// get PHP frames.
     pub php_thread: u32,
-    _reserved: u32,
+    /// The lock witness (`lock-witness` builds and unit tests, see
+    /// `hot::prim::lock`): bit r set while this thread holds a lock of
+    /// rank r.
+    pub locks_held: u32,
 }
 
 const _: () = assert!(core::mem::size_of::<ThreadState>() == 80);

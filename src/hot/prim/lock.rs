@@ -5,8 +5,20 @@
 //! Lock ranks: a thread that holds a lock only takes locks of a higher
 //! rank. The fork handlers (`background::fork`) take every lock in this
 //! order and release them in reverse, as jemalloc's witness ranks and
-//! prefork do. In test builds, taking a lock out of rank order panics with
-//! both ranks named.
+//! prefork do.
+//!
+//! The witness: with the cargo feature `lock-witness` (the preload tests
+//! build the library so once, `preload-tests/witness.rs`) and in unit
+//! tests, every acquisition checks this thread's held ranks, a bitmask in
+//! its state (`guard::ThreadState::locks_held`: no allocation, no call),
+//! and taking a lock whose rank is not above every rank held writes one
+//! line naming both ranks and aborts (panics in unit tests). Locks that are
+//! not a `SpinLock` (the shadow bitmap's leaf bits) report to it with
+//! [`witness_acquire`] and [`witness_release`]. The `*_raw` forms are the
+//! fork handlers', which take every lock (all 256 shards of one rank) in
+//! `FORK_ORDER`, a table checked against the ranks by its own test: the
+//! witness leaves them out. Without the feature the witness compiles to
+//! nothing.
 //!
 //! No fork deadlock: glibc's `fork` runs the atfork prepare handlers (ours
 //! takes every lock here) *before* it takes its own locks (the stdio list
@@ -42,6 +54,18 @@ pub enum Rank {
     Modules,
     /// The program's virtual disposition of the dump signal.
     SignalAction,
+    /// PHP mode's queue of dumps for heaplive's thread
+    /// (`background::php`), held for a push or a pop; its holder takes
+    /// only `OwnHeap`.
+    PhpJobs,
+    /// PHP mode's list of the request's ZendMM samples (`hot::php`), taken
+    /// with `try_lock` only; at request end its holder drops the samples
+    /// (`LiveShard`).
+    PhpRequest,
+    /// PHP mode's cache of frame names (`hot::php`), taken with `try_lock`
+    /// only: a walk that finds it busy reads the frames the slow way. Its
+    /// holder names frames (`names`, in the stack table's arena).
+    PhpFrameCache,
     /// The leak warning queue (allocation path, after the live table).
     LeakQueue,
     /// The stack table's arena (allocation path).
@@ -49,6 +73,10 @@ pub enum Rank {
     /// The live table's shards (allocation and free paths); the 256 shards
     /// share one rank and are never nested.
     LiveShard,
+    /// A leaf of the shadow bitmap (`hot::tables::shadow`): a bit in the
+    /// leaf's count word, not a `SpinLock`; reported to the witness. Its
+    /// holder takes no other lock and only calls `mmap`.
+    ShadowLeaf,
     /// The cached unwinder's shared CFI context (`hot::unwind`), taken only
     /// with [`SpinLock::try_lock`]: a capture that finds it busy leaves the
     /// frame to libgcc instead of waiting. Its holder takes no other lock.
@@ -60,14 +88,18 @@ pub enum Rank {
 }
 
 impl Rank {
-    pub const ALL: [Rank; 9] = [
+    pub const ALL: [Rank; 13] = [
         Rank::Reporting,
         Rank::Dump,
         Rank::Modules,
         Rank::SignalAction,
+        Rank::PhpJobs,
+        Rank::PhpRequest,
+        Rank::PhpFrameCache,
         Rank::LeakQueue,
         Rank::StackArena,
         Rank::LiveShard,
+        Rank::ShadowLeaf,
         Rank::UnwindContext,
         Rank::OwnHeap,
     ];
@@ -75,7 +107,7 @@ impl Rank {
 
 pub struct SpinLock<T> {
     word: AtomicU32,
-    #[cfg_attr(not(test), allow(dead_code))] // checked in test builds
+    #[cfg_attr(not(any(test, feature = "lock-witness")), allow(dead_code))] // the witness's
     rank: Rank,
     value: UnsafeCell<T>,
 }
@@ -138,8 +170,7 @@ impl<T> SpinLock<T> {
 
     #[inline]
     pub fn lock(&self) -> Locked<'_, T> {
-        #[cfg(test)]
-        order::acquire(self.rank);
+        witness_acquire(self.rank);
         if self
             .word
             .compare_exchange_weak(0, 1, Acquire, Relaxed)
@@ -154,16 +185,16 @@ impl<T> SpinLock<T> {
     /// handler has begun (see the module's doc).
     #[inline]
     pub fn lock_unless_forking(&self) -> Option<Locked<'_, T>> {
+        witness_acquire(self.rank);
         if self
             .word
             .compare_exchange_weak(0, 1, Acquire, Relaxed)
             .is_err()
             && !self.acquire_slow(true)
         {
+            witness_release(self.rank);
             return None;
         }
-        #[cfg(test)]
-        order::acquire(self.rank);
         Some(Locked { lock: self })
     }
 
@@ -174,15 +205,32 @@ impl<T> SpinLock<T> {
         if self.word.compare_exchange(0, 1, Acquire, Relaxed).is_err() {
             return None;
         }
-        #[cfg(test)]
-        order::acquire(self.rank);
+        witness_acquire(self.rank);
         Some(Locked { lock: self })
     }
 
-    /// `try_lock` for a fork's prepare handler: true if taken, paired with
-    /// `unlock_raw`.
-    pub fn try_lock_raw(&self) -> bool {
+    /// `try_lock` for a holder that releases it itself (a struct's `Drop`):
+    /// true if taken, paired with [`SpinLock::unlock_kept`]. Seen by the
+    /// witness, as `try_lock`.
+    #[inline]
+    pub fn try_lock_kept(&self) -> bool {
         self.try_lock().map(core::mem::forget).is_some()
+    }
+
+    /// Releases a lock taken with `try_lock_kept`.
+    ///
+    /// # Safety
+    /// This thread took it with `try_lock_kept` and has not released it.
+    #[inline]
+    pub unsafe fn unlock_kept(&self) {
+        witness_release(self.rank);
+        self.word.store(0, Release);
+    }
+
+    /// `try_lock` for a fork's prepare handler: true if taken, paired with
+    /// `unlock_raw`. Not seen by the witness (see the module's doc).
+    pub fn try_lock_raw(&self) -> bool {
+        self.word.compare_exchange(0, 1, Acquire, Relaxed).is_ok()
     }
 
     /// Spins (yielding under long contention) until the lock is ours:
@@ -221,8 +269,27 @@ impl<T> SpinLock<T> {
     }
 
     /// Takes the lock for a fork's prepare handler; paired with `unlock_raw`.
+    /// Not seen by the witness.
     pub fn lock_raw(&self) {
-        core::mem::forget(self.lock());
+        if self
+            .word
+            .compare_exchange_weak(0, 1, Acquire, Relaxed)
+            .is_err()
+        {
+            self.acquire_slow(false);
+        }
+    }
+
+    /// As `lock`, but gives up (None) after `ns` nanoseconds, yielding
+    /// while it waits (0: one try).
+    pub fn lock_within(&self, ns: u64) -> Option<Locked<'_, T>> {
+        witness_acquire(self.rank);
+        if self.lock_raw_within(ns) {
+            Some(Locked { lock: self })
+        } else {
+            witness_release(self.rank);
+            None
+        }
     }
 
     /// As `lock_raw`, but gives up (false) after `ns` nanoseconds.
@@ -234,8 +301,6 @@ impl<T> SpinLock<T> {
                 .compare_exchange_weak(0, 1, Acquire, Relaxed)
                 .is_ok()
             {
-                #[cfg(test)]
-                order::acquire(self.rank);
                 return true;
             }
             if crate::hot::sys::now_nanos() >= deadline {
@@ -267,8 +332,6 @@ impl<T> SpinLock<T> {
     /// # Safety
     /// No live thread of this process may be inside the critical section.
     pub unsafe fn unlock_raw(&self) {
-        #[cfg(test)]
-        order::release(self.rank);
         self.word.store(0, Release);
     }
 }
@@ -290,42 +353,73 @@ impl<T> core::ops::DerefMut for Locked<'_, T> {
 
 impl<T> Drop for Locked<'_, T> {
     fn drop(&mut self) {
-        #[cfg(test)]
-        order::release(self.lock.rank);
+        witness_release(self.lock.rank);
         self.lock.word.store(0, Release);
     }
 }
 
-/// Rank checking in test builds: per thread, the ranks held.
-#[cfg(test)]
-mod order {
-    use super::Rank;
-    use std::cell::RefCell;
-
-    thread_local! {
-        static HELD: RefCell<Vec<Rank>> = const { RefCell::new(Vec::new()) };
+/// The witness: before taking a lock of rank `r` on this thread. Aborts
+/// (panics in unit tests) with one line when this thread holds a lock of
+/// rank `r` or above. Nothing without the `lock-witness` feature.
+#[inline(always)]
+pub fn witness_acquire(r: Rank) {
+    #[cfg(any(test, feature = "lock-witness"))]
+    {
+        let s = crate::hot::prim::guard::state();
+        // SAFETY: this thread's own state.
+        let held = unsafe { (*s).locks_held };
+        if held >> (r as u32) != 0 {
+            witness_violation(r, held);
+        }
+        // SAFETY: as above.
+        unsafe { (*s).locks_held = held | 1 << (r as u32) };
     }
+    #[cfg(not(any(test, feature = "lock-witness")))]
+    let _ = r;
+}
 
-    pub fn acquire(r: Rank) {
-        HELD.with(|h| {
-            let mut h = h.borrow_mut();
-            if let Some(&top) = h.iter().max()
-                && r <= top
-            {
-                panic!("lock rank violation: taking {r:?} while holding {top:?}");
-            }
-            h.push(r);
-        });
+/// The witness: after releasing a lock of rank `r` on this thread.
+#[inline(always)]
+pub fn witness_release(r: Rank) {
+    #[cfg(any(test, feature = "lock-witness"))]
+    {
+        let s = crate::hot::prim::guard::state();
+        // SAFETY: this thread's own state.
+        unsafe { (*s).locks_held &= !(1 << (r as u32)) };
     }
+    #[cfg(not(any(test, feature = "lock-witness")))]
+    let _ = r;
+}
 
-    pub fn release(r: Rank) {
-        HELD.with(|h| {
-            let mut h = h.borrow_mut();
-            if let Some(i) = h.iter().rposition(|&x| x == r) {
-                h.remove(i);
-            }
-        });
+#[cfg(any(test, feature = "lock-witness"))]
+#[cold]
+#[inline(never)]
+fn witness_violation(r: Rank, held: u32) -> ! {
+    let top = Rank::ALL[31 - held.leading_zeros() as usize];
+    #[cfg(test)]
+    panic!("lock rank violation: taking {r:?} while holding {top:?}");
+    #[cfg(not(test))]
+    {
+        crate::hot::log::line(format_args!(
+            "heaplive[{}]: lock rank violation: taking {:?} while holding {:?} (lock-witness build); aborting",
+            crate::hot::sys::getpid(),
+            r,
+            top
+        ));
+        // SAFETY: abort has no preconditions; the process ends here.
+        unsafe { libc::abort() }
     }
+}
+
+/// A deliberate out-of-order acquisition, for the preload tests of the
+/// witness (`heaplive_witness_selftest`, exported by `lock-witness`
+/// builds only): must abort.
+#[cfg(feature = "lock-witness")]
+pub fn witness_selftest() {
+    static INNER: SpinLock<()> = SpinLock::new(Rank::LiveShard, ());
+    static OUTER: SpinLock<()> = SpinLock::new(Rank::Dump, ());
+    let _inner = INNER.lock();
+    let _outer = OUTER.lock();
 }
 
 #[cfg(test)]
@@ -347,6 +441,39 @@ mod tests {
         let b = SpinLock::new(Rank::LiveShard, ());
         let _gb = b.lock();
         let _ga = a.lock();
+    }
+
+    #[test]
+    fn witness_sees_try_lock_kept_and_not_raw() {
+        let a = SpinLock::new(Rank::LiveShard, ());
+        let b = SpinLock::new(Rank::Dump, ());
+        let held = || unsafe { (*crate::hot::prim::guard::state()).locks_held };
+        assert!(a.try_lock_kept());
+        assert_eq!(held(), 1 << Rank::LiveShard as u32);
+        // SAFETY: taken just above on this thread.
+        unsafe { a.unlock_kept() };
+        assert_eq!(held(), 0);
+        // The fork handlers' forms: all locks at once, in FORK_ORDER.
+        a.lock_raw();
+        b.lock_raw();
+        assert_eq!(held(), 0);
+        // SAFETY: taken just above on this thread.
+        unsafe {
+            b.unlock_raw();
+            a.unlock_raw();
+        }
+        let _gb = b.lock();
+        let _ga = a.lock();
+        assert_eq!(held(), 1 << Rank::LiveShard as u32 | 1 << Rank::Dump as u32);
+    }
+
+    #[test]
+    #[should_panic(expected = "lock rank violation: taking LiveShard while holding LiveShard")]
+    fn one_rank_never_nests() {
+        let a = SpinLock::new(Rank::LiveShard, ());
+        let b = SpinLock::new(Rank::LiveShard, ());
+        let _ga = a.lock();
+        let _gb = b.try_lock();
     }
 
     #[test]

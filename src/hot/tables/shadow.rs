@@ -47,6 +47,7 @@
 //! in the next) from having its pages given back and faulted in again, as
 //! zeroed pages, over and over.
 
+use crate::hot::lock::{Rank, witness_acquire, witness_release};
 use core::ptr::null_mut;
 use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering::*};
 
@@ -78,8 +79,10 @@ pub const KEEP_PRUNES: u32 = 8;
 #[cfg(test)]
 const COUNT_MASK: u32 = LOCKED - 1;
 
-/// Takes a leaf's lock; returns the count word as it was.
+/// Takes a leaf's lock; returns the count word as it was. The lock bit is
+/// a lock of the rank table (`Rank::ShadowLeaf`), reported to the witness.
 fn lock_leaf(count: &AtomicU32, add: u32) -> u32 {
+    witness_acquire(Rank::ShadowLeaf);
     let mut c = count.load(Relaxed);
     loop {
         if c & LOCKED != 0 {
@@ -101,6 +104,7 @@ fn lock_leaf(count: &AtomicU32, add: u32) -> u32 {
 
 fn unlock_leaf(count: &AtomicU32) {
     count.fetch_and(!LOCKED, Release);
+    witness_release(Rank::ShadowLeaf);
 }
 
 /// Are all the leaf bits of the 4 KiB page that `w` (a word index) is in
@@ -425,12 +429,14 @@ pub fn prune() -> usize {
             {
                 continue;
             }
+            witness_acquire(Rank::ShadowLeaf);
             let leaf = l3.leaves[i].load(Acquire);
             if c & !AGE_MASK == DIRTY && (c & AGE_MASK) >> AGE_SHIFT < KEEP_PRUNES - 1 {
                 // Empty, but not for long enough: older by one prune (the
                 // store unlocks). Its page summaries were tidied by the
                 // clears that emptied it (under the leaf lock).
                 count.store(c + AGE_ONE, Release);
+                witness_release(Rank::ShadowLeaf);
                 continue;
             }
             if c & !AGE_MASK == DIRTY {
@@ -445,6 +451,7 @@ pub fn prune() -> usize {
                     w.store(0, Release);
                 }
                 count.store(0, Release);
+                witness_release(Rank::ShadowLeaf);
                 pruned += 1;
                 continue;
             }
