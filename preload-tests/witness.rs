@@ -99,7 +99,7 @@ fn signal_during_a_slow_dump() {
 
 #[test]
 fn fork_from_a_signal_handler_during_a_fork() {
-    under_witness(crate::glibc::fork_from_a_signal_handler_during_a_fork_completes);
+    under_witness(crate::glibc::programs::fork_from_a_signal_handler_during_a_fork_completes);
 }
 
 #[test]
