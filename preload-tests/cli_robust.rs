@@ -2,7 +2,7 @@
 //! huge, and the messages it gives when something else is wrong (issue 25,
 //! items 7 and 8).
 
-use crate::cli::{SIGUSR2, spawn, wait_for_library};
+use crate::cli_processes::{SIGUSR2, spawn, wait_for_library};
 use crate::common::*;
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::process::{Output, Stdio};
@@ -288,7 +288,7 @@ fn run_lists_only_files_of_its_program_and_counts_them() {
     let dir = tempdir("run-own-files");
     // Another process's dump, written just before (the same second).
     let other = dir.file("heaplive.other.999.1.folded", b"main 1\n");
-    let o = crate::cli::run_with_lib(&dir, &["run", "--", "bash", "-c", "exit 0"], &[]);
+    let o = crate::cli_processes::run_with_lib(&dir, &["run", "--", "bash", "-c", "exit 0"], &[]);
     assert!(o.status.success(), "{}", show(&o));
     let err = stderr(&o);
     let listed: Vec<&str> = err.lines().filter_map(|l| l.strip_prefix("  ")).collect();

@@ -5,6 +5,7 @@
 
 mod attach;
 mod cli;
+mod cli_processes;
 mod cli_real;
 mod cli_robust;
 mod common;
