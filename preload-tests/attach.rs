@@ -3,17 +3,16 @@
 //! their output and exit status compared with a run never attached.
 
 use crate::common::*;
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::Path;
-use std::process::{Child, ChildStdout, Command, Stdio};
+use std::process::{Command, Stdio};
 
 const MIB: u64 = 1024 * 1024;
 
-/// A program started without the library, stopped at its first "ready".
+/// A program started without the library, stopped at its first "ready"
+/// (killed on drop: `common::Running`).
 struct Target {
-    child: Child,
-    out: BufReader<ChildStdout>,
-    seen: String,
+    p: Running,
 }
 
 fn plain_command(prog: &Path, args: &[&str], dir: &Path) -> Command {
@@ -32,67 +31,59 @@ impl Target {
         Target::start_env(prog, args, dir, &[])
     }
     fn start_env(prog: &Path, args: &[&str], dir: &Path, env: &[(&str, &str)]) -> Target {
-        let mut child = plain_command(prog, args, dir)
-            .envs(env.iter().copied())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start the program");
-        let out = BufReader::new(child.stdout.take().expect("stdout"));
+        Target::of(
+            plain_command(prog, args, dir)
+                .envs(env.iter().copied())
+                .stderr(Stdio::piped()),
+        )
+    }
+    /// Starts `c` (stdin and stdout piped here) and waits for "ready".
+    fn of(c: &mut Command) -> Target {
         let mut t = Target {
-            child,
-            out,
-            seen: String::new(),
+            p: Running::spawn(c.stdin(Stdio::piped()).stdout(Stdio::piped())),
         };
         t.expect_line("ready");
         t
     }
     fn pid(&self) -> String {
-        self.child.id().to_string()
+        self.p.pid().to_string()
     }
     fn expect_line(&mut self, want: &str) {
-        let mut l = String::new();
-        self.out
-            .read_line(&mut l)
-            .expect("read the program's output");
-        assert_eq!(l.trim_end(), want, "program said {l:?}");
-        self.seen.push_str(&l);
+        let l = self.p.line();
+        assert_eq!(l.as_deref(), Some(want), "program said {l:?}");
     }
     /// Lets the program go on to its next step.
     fn step(&mut self, want: &str) {
-        let stdin = self.child.stdin.as_mut().expect("stdin");
+        let stdin = self.p.child().stdin.as_mut().expect("stdin");
         stdin.write_all(b"x").expect("write");
         stdin.flush().expect("flush");
         self.expect_line(want);
     }
     /// The last byte; returns (stdout, stderr, exit code).
     fn finish(mut self) -> (String, String, Option<i32>) {
-        let mut stdin = self.child.stdin.take().expect("stdin");
+        let mut stdin = self.p.child().stdin.take().expect("stdin");
         stdin.write_all(b"y").expect("write");
         drop(stdin);
-        let mut rest = String::new();
-        std::io::Read::read_to_string(&mut self.out, &mut rest).expect("read");
-        let mut err = String::new();
-        if let Some(mut e) = self.child.stderr.take() {
-            std::io::Read::read_to_string(&mut e, &mut err).expect("read");
-        }
-        let status = self.child.wait().expect("wait");
-        (std::mem::take(&mut self.seen) + &rest, err, status.code())
+        let o = self.p.wait();
+        (stdout(&o), stderr(&o), o.status.code())
     }
     fn maps(&self) -> String {
-        std::fs::read_to_string(format!("/proc/{}/maps", self.child.id())).unwrap_or_default()
+        std::fs::read_to_string(format!("/proc/{}/maps", self.p.pid())).unwrap_or_default()
     }
 }
 
-/// A failed assert leaves no target running.
-impl Drop for Target {
-    fn drop(&mut self) {
-        if matches!(self.child.try_wait(), Ok(None)) {
-            let _ = self.child.kill();
-        }
-        let _ = self.child.wait();
-    }
+/// Runs `c` to its end with "xy" on stdin (every step at once): its stdout
+/// and exit code.
+fn run_through(c: &mut Command) -> (String, Option<i32>) {
+    let mut r = Running::spawn(c.stdin(Stdio::piped()).stdout(Stdio::piped()));
+    r.child()
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(b"xy")
+        .expect("write");
+    let o = r.wait();
+    (stdout(&o), o.status.code())
 }
 
 /// The program's stdout and exit code when never attached.
@@ -106,22 +97,10 @@ fn plain_run_env(
     dir: &Path,
     env: &[(&str, &str)],
 ) -> (String, Option<i32>) {
-    let mut c = plain_command(prog, args, dir)
-        .envs(env.iter().copied())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start");
-    c.stdin
-        .take()
-        .expect("stdin")
-        .write_all(b"xy")
-        .expect("write");
-    let o = c.wait_with_output().expect("wait");
-    (
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        o.status.code(),
+    run_through(
+        plain_command(prog, args, dir)
+            .envs(env.iter().copied())
+            .stderr(Stdio::null()),
     )
 }
 
@@ -446,8 +425,7 @@ fn detach_ends_the_thread_and_gives_the_signal_back() {
             // After detach the signal is the program's alone: counted, no
             // dump.
             let files = folded_files(&dir).len();
-            // SAFETY: kill has no memory-safety preconditions.
-            assert_eq!(unsafe { libc::kill(t.child.id() as i32, libc::SIGUSR2) }, 0);
+            t.p.signal(libc::SIGUSR2);
             t.step("allocated");
             let (out, _err, code) = t.finish();
             want_out = want_out.replace("usr2 0", "usr2 2");
@@ -590,40 +568,13 @@ fn attach_without_ptrace_permission_is_refused() {
         c.args(["-u", user, "--"]).arg(prog);
         c
     };
-    let plain = {
-        let mut c = runuser(&p)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("runuser");
-        c.stdin
-            .take()
-            .expect("stdin")
-            .write_all(b"xy")
-            .expect("write");
-        let o = c.wait_with_output().expect("wait");
-        (
-            String::from_utf8_lossy(&o.stdout).into_owned(),
-            o.status.code(),
-        )
-    };
-    let mut child = runuser(&p)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("runuser");
-    let out = BufReader::new(child.stdout.take().expect("stdout"));
-    let mut t = Target {
-        child,
-        out,
-        seen: String::new(),
-    };
-    t.expect_line("ready");
+    let plain = run_through(&mut runuser(&p));
+    let t = Target::of(&mut runuser(&p));
     // runuser's child is the program (runuser waits for it).
-    let target = crate::php_fpm::children_of(t.child.id())
+    let target = crate::php_fpm::children_of(t.p.pid())
         .first()
         .copied()
-        .unwrap_or(t.child.id());
+        .unwrap_or(t.p.pid());
     let o = runuser(&bin)
         .args(["attach", &target.to_string()])
         .stdin(Stdio::null())

@@ -132,27 +132,15 @@ fn run_lists_the_files_written() {
     assert!(top.contains(&format!("total: {want} bytes in ")), "{top}");
 }
 
-/// A child process that is reaped when the test ends, even on failure.
-pub(crate) struct Child(pub(crate) std::process::Child);
-
-impl Drop for Child {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-        // SAFETY: geteuid has no preconditions.
-        let uid = unsafe { libc::geteuid() };
-        let _ = std::fs::remove_file(format!("/tmp/heaplive-{uid}/{}", self.0.id()));
-    }
-}
-
-/// `cmd args` in `cwd`, with the real library when `preload`.
+/// `cmd args` in `cwd`, with the real library when `preload` (killed and
+/// reaped when dropped, its status file removed: `common::Running`).
 pub(crate) fn spawn(
     cmd: &str,
     args: &[&str],
     preload: bool,
     env: &[(&str, &str)],
     cwd: &Path,
-) -> Child {
+) -> Running {
     let mut c = Command::new(cmd);
     c.args(args)
         .current_dir(cwd)
@@ -169,7 +157,7 @@ pub(crate) fn spawn(
     for (k, v) in env {
         c.env(k, v);
     }
-    Child(c.spawn().expect("spawn test child"))
+    Running::spawn(&mut c)
 }
 
 /// Waits until `pid` has `libheaplive` mapped and its constructor has run:
@@ -209,9 +197,9 @@ pub(crate) const SIGUSR2: u32 = libc::SIGUSR2 as u32;
 fn dump_errors_for_dead_pid_and_pid_without_library() {
     // A pid that certainly does not exist: one we created and reaped.
     let dead = loop {
-        let mut c = Command::new("true").spawn().expect("spawn true");
-        let pid = c.id();
-        c.wait().expect("wait");
+        let c = Running::spawn(&mut Command::new("true"));
+        let pid = c.pid();
+        c.wait();
         if !Path::new(&format!("/proc/{pid}")).exists() {
             break pid;
         }
@@ -224,14 +212,13 @@ fn dump_errors_for_dead_pid_and_pid_without_library() {
 
     let dir = tempdir("nolib");
     let child = spawn("sleep", &["30"], false, &[], &dir);
-    let pid = child.0.id();
+    let pid = child.pid();
     // Let exec finish so the name is "sleep", not the test binary's.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while std::fs::read_to_string(format!("/proc/{pid}/comm")).map_or(true, |c| c.trim() != "sleep")
-    {
-        assert!(Instant::now() < deadline, "sleep never started");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_until(10, "sleep to start", || {
+        std::fs::read_to_string(format!("/proc/{pid}/comm"))
+            .is_ok_and(|c| c.trim() == "sleep")
+            .then_some(())
+    });
     fails_with(
         heaplive(&["dump", &pid.to_string()]),
         1,
@@ -250,7 +237,7 @@ fn dump_errors_for_dead_pid_and_pid_without_library() {
 fn dump_signals_and_prints_the_new_file() {
     let dir = tempdir("dump");
     let child = spawn("sleep", &["30"], true, &[], &dir);
-    let pid = child.0.id();
+    let pid = child.pid();
     wait_for_library(pid, Some(SIGUSR2));
     for n in 1..=2 {
         let out = ok(heaplive(&["dump", &pid.to_string()]));
@@ -271,23 +258,18 @@ fn child_alive(pid: u32) -> bool {
 fn dump_children_dumps_every_worker() {
     let dir = tempdir("children");
     let master = spawn("sh", &["-c", "sleep 30 & sleep 30 & wait"], true, &[], &dir);
-    let mpid = master.0.id();
+    let mpid = master.pid();
     // Wait for both workers to be up with the library mapped.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let kids = loop {
+    let kids = wait_until(10, "both workers to start", || {
         let kids = children_of(mpid);
         let sleeping = kids.iter().all(|k| {
             std::fs::read_to_string(format!("/proc/{k}/comm")).is_ok_and(|c| c.trim() == "sleep")
         });
-        if kids.len() == 2 && sleeping {
-            for k in &kids {
-                wait_for_library(*k, Some(SIGUSR2));
-            }
-            break kids;
-        }
-        assert!(Instant::now() < deadline, "workers never started: {kids:?}");
-        std::thread::sleep(Duration::from_millis(10));
-    };
+        (kids.len() == 2 && sleeping).then_some(kids)
+    });
+    for k in &kids {
+        wait_for_library(*k, Some(SIGUSR2));
+    }
     let out = ok(heaplive(&["dump", "--children", &mpid.to_string()]));
     let mut want: Vec<String> = kids
         .iter()
@@ -339,7 +321,7 @@ fn dump_honours_the_process_signal_setting() {
     // No status file yet: the signal comes from the process's environment.
     // Had heaplive sent SIGUSR2 (default action: terminate), sleep would die.
     let child = spawn("sleep", &["30"], true, &[("HEAPLIVE_SIGNAL", "USR1")], &dir);
-    let pid = child.0.id();
+    let pid = child.pid();
     wait_for_library(pid, Some(SIGUSR1));
     let out = ok(heaplive(&["dump", &pid.to_string()]));
     assert_eq!(
@@ -374,7 +356,7 @@ fn dump_honours_the_process_signal_setting() {
     // A signal the process does not catch is not sent: it would kill it.
     // (A status file naming SIGHUP, which the library does not catch.)
     let hup = spawn("sleep", &["30"], true, &[], &dir);
-    let hpid = hup.0.id();
+    let hpid = hup.pid();
     wait_for_library(hpid, Some(SIGUSR2));
     // SAFETY: geteuid has no preconditions.
     let uid = unsafe { libc::geteuid() };
@@ -399,7 +381,7 @@ fn dump_honours_the_process_signal_setting() {
     assert!(child_alive(hpid), "SIGHUP was not sent");
 
     let quiet = spawn("sleep", &["30"], true, &[("HEAPLIVE_SIGNAL", "none")], &dir);
-    let qpid = quiet.0.id();
+    let qpid = quiet.pid();
     wait_for_library(qpid, None);
     let o = heaplive(&["dump", &qpid.to_string()]);
     assert_eq!(o.status.code(), Some(1));
@@ -426,13 +408,8 @@ fn dump_never_sends_a_signal_the_library_refuses() {
             &[("HEAPLIVE_SIGNAL", value)],
             &dir,
         );
-        let pid = child.0.id();
-        let mut line = String::new();
-        use std::io::BufRead;
-        std::io::BufReader::new(child.0.stdout.as_mut().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        assert_eq!(line, "ready\n");
+        let pid = child.pid();
+        assert_eq!(child.line().as_deref(), Some("ready"));
         wait_for_library(pid, Some(SIGUSR2));
         // Both the environment (first dump) and the status file (second).
         for n in 1..=2 {
@@ -446,20 +423,13 @@ fn dump_never_sends_a_signal_the_library_refuses() {
             child_alive(pid),
             "HEAPLIVE_SIGNAL={value}: the program lives"
         );
-        let _ = child.0.kill();
-        let o = child.0.wait().unwrap();
-        let mut rest = String::new();
-        use std::io::Read;
-        child
-            .0
-            .stdout
-            .as_mut()
-            .unwrap()
-            .read_to_string(&mut rest)
-            .unwrap();
+        child.signal(libc::SIGKILL);
+        let o = child.wait();
+        let rest = stdout(&o);
         assert!(
             !rest.contains("SIGSEGV"),
-            "HEAPLIVE_SIGNAL={value}: {rest} {o:?}"
+            "HEAPLIVE_SIGNAL={value}: {rest} {:?}",
+            o.status
         );
         // And `heaplive run` refuses the value outright.
         let o = heaplive(&["run", "--signal", value, "--", "true"]);

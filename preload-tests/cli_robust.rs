@@ -81,8 +81,8 @@ fn output_into_a_dead_pipe_ends_quietly() {
     let a = dir.file("a.folded", b"main;f 100\nmain;g 50\n");
     let b = dir.file("b.folded", b"main;f 300\n");
     let prog = spawn("sleep", &["30"], true, &[], &dir);
-    let pid = prog.0.id().to_string();
-    wait_for_library(prog.0.id(), Some(SIGUSR2));
+    let pid = prog.pid().to_string();
+    wait_for_library(prog.pid(), Some(SIGUSR2));
     let cases: [&[&str]; 9] = [
         &["top", &a],
         &["top", "--inclusive", &a, &b],
@@ -332,17 +332,15 @@ fn attach_says_when_trying_again_cannot_help() {
         &[],
         &dir,
     );
-    let pid = prog.0.id();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let pid = prog.pid();
     // sleep runs and its loader has mapped libc (comm changes at exec,
     // before the loader maps anything).
-    while std::fs::read_to_string(format!("/proc/{pid}/comm")).map_or(true, |c| c.trim() != "sleep")
-        || !std::fs::read_to_string(format!("/proc/{pid}/maps"))
-            .is_ok_and(|m| m.contains("libc.so.6"))
-    {
-        assert!(std::time::Instant::now() < deadline, "sleep never started");
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
+    wait_until(10, "sleep to start with libc mapped", || {
+        (std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "sleep")
+            && std::fs::read_to_string(format!("/proc/{pid}/maps"))
+                .is_ok_and(|m| m.contains("libc.so.6")))
+        .then_some(())
+    });
     let o = heaplive_command(&["attach", &pid.to_string()])
         .env("HEAPLIVE_LIB", lib())
         .output()

@@ -236,10 +236,12 @@ fn run_limited(mut cmd: Command, dir: &Path, tag: &str, limit: Duration) -> Run 
         });
     }
     let start = Instant::now();
-    let mut child = cmd.spawn().expect("start the program");
-    let sid = child.id() as i32;
+    let mut child = Running::spawn(&mut cmd);
+    let sid = child.pid() as i32;
+    // Its end, or None at the limit (a hang is a result here, not a
+    // failure of the wait).
     let status = loop {
-        if let Some(s) = child.try_wait().expect("wait for the program") {
+        if let Some(s) = child.child().try_wait().expect("wait for the program") {
             break Some(s);
         }
         if start.elapsed() > limit {
@@ -249,9 +251,8 @@ fn run_limited(mut cmd: Command, dir: &Path, tag: &str, limit: Duration) -> Run 
     };
     let secs = start.elapsed().as_secs_f64();
     kill_session(sid);
-    if status.is_none() {
-        let _ = child.wait();
-    }
+    // Reaped (killed first if it still runs).
+    drop(child);
     let read = |p: &Path| {
         let mut s = Vec::new();
         if let Ok(mut f) = std::fs::File::open(p) {

@@ -117,7 +117,7 @@ fn only_programs_named_in_heaplive_programs_are_profiled() {
 /// outside.
 #[test]
 fn dump_reaches_a_process_in_another_pid_and_mount_namespace() {
-    use std::io::{BufRead, BufReader, Write};
+    use std::io::Write;
     let dir = tempdir("pidns");
     let prog = compile("cli_grow.c", "cli_grow", dir.path(), &[]);
     // Outside /tmp, which the namespace covers with its own tmpfs.
@@ -143,24 +143,18 @@ fn dump_reaches_a_process_in_another_pid_and_mount_namespace() {
             c.env_remove(k);
         }
     }
-    let mut child = c
-        .env("S", &keep)
-        .env("HEAPLIVE_SAMPLE_INTERVAL", "1")
-        .env("HEAPLIVE_DUMP_AT_EXIT", "0")
-        .env("HEAPLIVE_OUTPUT", "/tmp/ns.%p.%n.folded")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("run unshare");
-    let mut input = child.stdin.take().unwrap();
-    let mut output = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    output.read_line(&mut line).unwrap();
-    assert_eq!(line, "ready\n");
+    let mut child = Running::spawn(
+        c.env("S", &keep)
+            .env("HEAPLIVE_SAMPLE_INTERVAL", "1")
+            .env("HEAPLIVE_DUMP_AT_EXIT", "0")
+            .env("HEAPLIVE_OUTPUT", "/tmp/ns.%p.%n.folded")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped()),
+    );
+    let mut input = child.child().stdin.take().unwrap();
+    assert_eq!(child.line().as_deref(), Some("ready"));
     writeln!(input, "grow 5000").unwrap();
-    line.clear();
-    output.read_line(&mut line).unwrap();
-    assert_eq!(line, "ok\n");
+    assert_eq!(child.line().as_deref(), Some("ok"));
     // The program: unshare's child, which exec'ed it (pid 1 inside).
     let pid = std::fs::read_dir("/proc")
         .unwrap()
@@ -169,7 +163,7 @@ fn dump_reaches_a_process_in_another_pid_and_mount_namespace() {
             std::fs::read_to_string(format!("/proc/{p}/stat")).is_ok_and(|s| {
                 s.contains("(cli_grow)")
                     && s.split(") ").nth(1).and_then(|r| r.split(' ').nth(1))
-                        == Some(&child.id().to_string())
+                        == Some(&child.pid().to_string())
             })
         })
         .expect("the program's pid");
@@ -189,7 +183,7 @@ fn dump_reaches_a_process_in_another_pid_and_mount_namespace() {
     let printed = ok(heaplive(&["dump", "--timeout", "20", &pid.to_string()]));
     assert_eq!(printed, format!("/proc/{pid}/root/tmp/ns.1.2.folded\n"));
     writeln!(input, "quit").unwrap();
-    let st = child.wait().unwrap();
+    let st = child.wait().status;
     assert_eq!(st.code(), Some(5));
     let _ = std::fs::remove_dir_all(&keep);
 }

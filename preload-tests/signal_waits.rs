@@ -8,7 +8,6 @@
 //! descriptor loses no request (issue 14, items 5, 7, 8, 10, 11).
 
 use crate::common::*;
-use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -351,38 +350,28 @@ fn php_cli_sleep_is_not_cut_and_every_dump_holds_the_string() {
         "<?php\n$keep = str_repeat('x', 50000000);\necho 'ready ', getmypid(), \"\\n\";\nflush();\n$r = sleep(6);\necho 'sleep returned ', var_export($r, true), ' len ', strlen($keep), \"\\n\";\n",
     )
     .unwrap();
-    let mut child = preloaded_command(
-        &dir,
-        Path::new("/usr/bin/php"),
-        &[script.to_str().unwrap()],
-        &[("HEAPLIVE_DUMP_AT_EXIT", "0"), ("USE_ZEND_ALLOC", "0")],
-    )
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped())
-    .spawn()
-    .unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut first = String::new();
-    out.read_line(&mut first).unwrap();
-    let pid: i32 = first
-        .trim()
-        .strip_prefix("ready ")
-        .unwrap()
-        .parse()
-        .unwrap();
+    let mut child = Running::spawn(
+        preloaded_command(
+            &dir,
+            Path::new("/usr/bin/php"),
+            &[script.to_str().unwrap()],
+            &[("HEAPLIVE_DUMP_AT_EXIT", "0"), ("USE_ZEND_ALLOC", "0")],
+        )
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped()),
+    );
+    child.ready();
     for i in 1..=20 {
-        unsafe { libc::kill(pid, libc::SIGUSR2) };
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while signal_files(&dir) < i && Instant::now() < deadline {
-            if child.try_wait().unwrap().is_some() {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        child.signal(libc::SIGUSR2);
+        // Until the dump is written (or the program ended: the asserts
+        // below say how).
+        wait_until(60, &format!("signal dump {i}"), || {
+            (signal_files(&dir) >= i || child.child().try_wait().unwrap().is_some()).then_some(())
+        });
     }
-    let mut rest = String::new();
-    out.read_to_string(&mut rest).unwrap();
-    let o = child.wait_with_output().unwrap();
+    let o = child.wait();
+    let out = stdout(&o);
+    let rest = out.split_once('\n').map_or("", |(_, r)| r);
     assert!(o.status.success(), "{}", show(&o));
     assert_eq!(rest, "sleep returned 0 len 50000000\n", "{}", show(&o));
     let files = folded_files(&dir);
@@ -404,30 +393,27 @@ fn php_cli_sleep_is_not_cut_and_every_dump_holds_the_string() {
 #[test]
 fn heaplive_dump_command_does_not_cut_a_sleep() {
     let dir = tempdir("dump-cmd-sleep");
-    let mut child = preloaded_command(
-        &dir,
-        Path::new("/usr/bin/php"),
-        &[
-            "-r",
-            "$k = str_repeat('y', 3000000); echo 'ready ', getmypid(), \"\\n\"; flush(); $r = sleep(3); echo 'sleep returned ', var_export($r, true), \"\\n\";",
-        ],
-        &[],
-    )
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped())
-    .spawn()
-    .unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut first = String::new();
-    out.read_line(&mut first).unwrap();
-    let pid = first.trim().strip_prefix("ready ").unwrap().to_string();
+    let mut child = Running::spawn(
+        preloaded_command(
+            &dir,
+            Path::new("/usr/bin/php"),
+            &[
+                "-r",
+                "$k = str_repeat('y', 3000000); echo 'ready ', getmypid(), \"\\n\"; flush(); $r = sleep(3); echo 'sleep returned ', var_export($r, true), \"\\n\";",
+            ],
+            &[],
+        )
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped()),
+    );
+    let pid = child.ready().to_string();
     let d = Command::new(heaplive_bin())
         .args(["dump", &pid])
         .output()
         .unwrap();
-    let mut rest = String::new();
-    out.read_to_string(&mut rest).unwrap();
-    let o = child.wait_with_output().unwrap();
+    let o = child.wait();
+    let out = stdout(&o);
+    let rest = out.split_once('\n').map_or("", |(_, r)| r);
     assert!(
         d.status.success(),
         "heaplive dump failed\n{}\nthe program:\n{}",
