@@ -122,7 +122,11 @@ pub(super) fn merge(seen: Vec<Module>, counters: (u64, u64)) {
         .is_some_and(|(adds, subs)| counters.0 < adds || counters.1 < subs);
     if stale {
         for mut s in seen {
-            if !reg.modules.iter().any(|m| m.path == s.path && m.bias == s.bias) {
+            if !reg
+                .modules
+                .iter()
+                .any(|m| m.path == s.path && m.bias == s.bias)
+            {
                 s.loaded = false;
                 reg.modules.push(s);
             }
