@@ -264,6 +264,56 @@ fn attach_twice_is_refused() {
     assert_eq!(code, Some(7));
 }
 
+/// A target whose RLIMIT_AS or RLIMIT_DATA is a little above what it uses:
+/// heaplive's library and tables would take what its own allocations need
+/// next. Refused in one line before anything is touched; the program runs
+/// on as if never attached (its limit lifted again for its next 32 MiB).
+#[test]
+fn attach_at_a_memory_limit_is_refused_and_the_target_untouched() {
+    let prog = progs().join("attach_main");
+    for (resource, name, field) in [
+        (libc::RLIMIT_AS, "RLIMIT_AS", "VmSize:"),
+        (libc::RLIMIT_DATA, "RLIMIT_DATA", "VmData:"),
+    ] {
+        let dir = tempdir("attach-memlimit");
+        let (want_out, _) = plain_run(&prog, &[], &dir);
+        let mut t = Target::start(&prog, &[], &dir);
+        let pid = t.child.id() as libc::pid_t;
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+        let used: u64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix(field))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("a size in kB");
+        let set = |cur: u64| {
+            let l = libc::rlimit {
+                rlim_cur: cur,
+                rlim_max: libc::RLIM_INFINITY,
+            };
+            // SAFETY: a valid rlimit for a child of ours.
+            let r = unsafe { libc::prlimit(pid, resource, &l, std::ptr::null_mut()) };
+            assert_eq!(r, 0, "prlimit: {}", std::io::Error::last_os_error());
+        };
+        set((used << 10) + (4 << 20));
+        let before = t.maps();
+        let o = heaplive(&["attach", &t.pid()]);
+        assert_eq!(o.status.code(), Some(1), "{name}: {}", show(&o));
+        let err = stderr(&o);
+        assert_eq!(err.lines().count(), 1, "{name}: one line\n{err}");
+        assert!(
+            err.starts_with(&format!(
+                "heaplive: process {pid} is near its memory limit ({name} "
+            )) && err.contains("not attached"),
+            "{err}"
+        );
+        assert_eq!(t.maps(), before, "{name}: the target was touched");
+        set(libc::RLIM_INFINITY);
+        t.step("allocated");
+        let (out, _, code) = t.finish();
+        assert_eq!((out, code), (want_out, Some(7)), "{name}");
+    }
+}
+
 /// A system user that is not root, created if missing (root only).
 fn second_user() -> &'static str {
     let user = "heaplive-attach";

@@ -151,6 +151,85 @@ fn tcmalloc_first_in_ld_preload_is_named_and_profiled_through_it() {
     allocator_first(TCMALLOC, "libtcmalloc-minimal4");
 }
 
+/// Libraries dlopen'ed after start bind malloc to the allocator that came
+/// first too: their slots are redirected like the start-up modules', one
+/// by a path (at its dlopen), one by a bare name (at the next dlopen).
+fn late_libraries(allocator: &str, package: &str) {
+    present(allocator, package);
+    let dir = tempdir("other-alloc-late");
+    let host = compile("late_host.c", "late_host", &dir, &[]);
+    let lib_a = compile(
+        "late_lib.c",
+        "liblate_a.so",
+        &dir,
+        &["-shared", "-fPIC", "-DTAG=a"],
+    );
+    compile(
+        "late_lib.c",
+        "liblate_b.so",
+        &dir,
+        &["-shared", "-fPIC", "-DTAG=b", "-DSIZE_STEP=2"],
+    );
+    let dir_s = dir.to_str().expect("utf-8 temp path");
+    let args = [lib_a.to_str().expect("utf-8 temp path"), "liblate_b.so"];
+    let env = [("LD_PRELOAD", allocator), ("LD_LIBRARY_PATH", dir_s)];
+    let mut reference = Command::new(&host);
+    reference.args(args).current_dir(&dir);
+    for (k, v) in env {
+        reference.env(k, v);
+    }
+    let reference = reference.output().expect("run the program");
+    assert_eq!(reference.status.code(), Some(5), "{}", show(&reference));
+    let order = format!("{allocator} {}", lib().display());
+    let pre = run_preloaded(
+        &dir,
+        &host,
+        &args,
+        &[
+            ("LD_PRELOAD", &order),
+            ("LD_LIBRARY_PATH", dir_s),
+            ("HEAPLIVE_SAMPLE_INTERVAL", "1"),
+        ],
+    );
+    assert_same(allocator, &reference, &pre);
+    let by_leaf = bytes_by_leaf(&only_folded(&dir));
+    let want = [
+        ("late_a_malloc", 30011),
+        ("late_a_calloc", 3 * 10007),
+        ("late_a_realloc", 20023),
+        ("late_a_origin", 0),
+        ("late_a_freed", 0),
+        ("late_b_malloc", 30013),
+        ("late_b_calloc", 3 * 10009),
+        ("late_b_realloc", 20025),
+        ("late_b_origin", 0),
+        ("late_b_freed", 0),
+    ];
+    let bad: Vec<String> = want
+        .iter()
+        .filter_map(|&(leaf, want)| {
+            let got = by_leaf.get(leaf).copied().unwrap_or(0);
+            (got != want).then(|| format!("{leaf}: expected {want} live bytes, profile says {got}"))
+        })
+        .collect();
+    assert!(
+        bad.is_empty(),
+        "{allocator} first, libraries loaded later (exact live bytes per call site):\n  {}\n{by_leaf:#?}\n{}",
+        bad.join("\n  "),
+        show(&pre)
+    );
+}
+
+#[test]
+fn jemalloc_first_libraries_loaded_later_are_profiled() {
+    late_libraries(JEMALLOC, "libjemalloc2");
+}
+
+#[test]
+fn tcmalloc_first_libraries_loaded_later_are_profiled() {
+    late_libraries(TCMALLOC, "libtcmalloc-minimal4");
+}
+
 #[test]
 fn an_executable_with_its_own_malloc_is_reported_in_one_line() {
     let dir = tempdir("own-malloc");

@@ -58,6 +58,7 @@ static SERVICES: hot::services::Services = hot::services::Services {
     stop_dumper: background::dumper::stop_dumper,
     attach_start,
     patch: background::attach::patch,
+    redirect_loaded,
     restore: background::attach::restore,
     php_oom: background::php::oom,
     php_request_peak: background::php::request_peak,
@@ -111,6 +112,15 @@ fn start() {
     hot::sys::at_exit(background::dumper::at_exit);
 }
 
+/// Another allocator first in `LD_PRELOAD`: the modules loaded since the
+/// last call (dlopen, dlclose, a dump) get their slots redirected too.
+#[cfg(not(test))]
+fn redirect_loaded() {
+    if let Some((_, base)) = hot::winner::winner_library() {
+        background::attach::redirect_from(&interpose::attach::preload_targets(), base);
+    }
+}
+
 /// The program binds malloc to another allocator than heaplive
 /// (`hot::winner::find_other_malloc`): a library before heaplive in
 /// `LD_PRELOAD` has its callers' slots redirected to heaplive, which
@@ -135,7 +145,7 @@ fn other_allocator() {
             };
             let n = background::attach::redirect_from(&interpose::attach::preload_targets(), base);
             hot::log::line(format_args!(
-                "heaplive[{pid}]: malloc is {}'s, which comes before libheaplive.so in LD_PRELOAD: heaplive redirected {n} call slots of the program's modules to itself and forwards them there (blocks allocated before it started, and by libraries loaded later, are not seen); put libheaplive.so first in LD_PRELOAD to see everything",
+                "heaplive[{pid}]: malloc is {}'s, which comes before libheaplive.so in LD_PRELOAD: heaplive redirected {n} call slots of the program's modules to itself and forwards them there (blocks allocated before it started, and in the constructors of libraries loaded later, are not seen); put libheaplive.so first in LD_PRELOAD to see everything",
                 path.to_string_lossy()
             ));
         }

@@ -28,6 +28,9 @@ pub struct Services {
     /// Attach mode: redirect the GOT slots named in the table to the
     /// addresses given, in modules not done yet; how many were rewritten.
     pub patch: fn(&[(&core::ffi::CStr, usize)]) -> usize,
+    /// Another allocator first in `LD_PRELOAD` (`hot::winner`): redirect
+    /// the slots of modules loaded since to heaplive.
+    pub redirect_loaded: fn(),
     /// Detach: put every rewritten slot back; how many.
     pub restore: fn() -> usize,
     /// PHP mode, on the PHP thread at a memory_limit error, before PHP

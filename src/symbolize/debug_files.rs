@@ -1,7 +1,6 @@
 //! Finding and opening a module's debug info: the file itself, a build-id
 //! file, a `.gnu_debuglink` (CRC checked), a dwz supplementary file.
 
-use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use memmap2::Mmap;
@@ -270,8 +269,20 @@ fn streamed(
 }
 
 impl Mapped {
+    /// Opens `path` only if it is a regular file: `O_NONBLOCK` so that a
+    /// FIFO planted where a debug file is looked for (or at a module's
+    /// path) never waits for a writer, `O_NOCTTY` for a terminal, then
+    /// fstat. Links are followed: build-id trees are links.
     pub(super) fn open(path: &Path, opened: &mut usize) -> Option<Mapped> {
-        let file = File::open(path).ok()?;
+        use std::os::unix::fs::OpenOptionsExt;
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+            .open(path)
+            .ok()?;
+        if !file.metadata().ok()?.is_file() {
+            return None;
+        }
         // SAFETY: the map is read-only and private to this process; if the
         // file is truncated underneath us, reads fault (documented above).
         let map = unsafe { Mmap::map(&file) }.ok()?;

@@ -71,6 +71,13 @@ struct RawModule {
 
 /// Walk the loaded objects and merge them into the registry.
 pub fn refresh() {
+    let (seen, counters) = walk();
+    merge(seen, counters);
+}
+
+/// What `dl_iterate_phdr` lists now, paths resolved, with the loader's
+/// `dlpi_adds`/`dlpi_subs` counters at the walk.
+pub(super) fn walk() -> (Vec<Module>, (u64, u64)) {
     let mut raw: Vec<RawModule> = Vec::new();
     let mut counters = (0u64, 0u64);
     let mut state = (&mut raw, &mut counters);
@@ -98,8 +105,34 @@ pub fn refresh() {
             })
         })
         .collect();
+    (seen, counters)
+}
 
+/// Merge one walk into the registry. Walks run without the registry's
+/// lock (the loader's callback allocates), so two threads' walks can
+/// merge in the other order: a walk from before a dlclose merged after
+/// the walk that followed it would mark the closed module loaded again.
+/// A walk older than the last one merged (the loader's counters only
+/// grow) adds the modules it alone saw, as unloaded, and changes nothing
+/// else.
+pub(super) fn merge(seen: Vec<Module>, counters: (u64, u64)) {
     let mut reg = REGISTRY.lock();
+    let stale = reg
+        .counters
+        .is_some_and(|(adds, subs)| counters.0 < adds || counters.1 < subs);
+    if stale {
+        for mut s in seen {
+            if !reg
+                .modules
+                .iter()
+                .any(|m| m.path == s.path && m.bias == s.bias)
+            {
+                s.loaded = false;
+                reg.modules.push(s);
+            }
+        }
+        return;
+    }
     for m in reg.modules.iter_mut() {
         m.loaded = false;
     }

@@ -141,7 +141,7 @@ fn fixtures() -> &'static Fixtures {
             // machine's objcopy has no zstd, so its zlib sections are
             // recompressed here.
             zlib_sections_to_zstd(&dir.join("zdebug.so"), &dir.join("zstd.so"));
-            sh("cp full.so closeme.so");
+            sh("cp full.so closeme.so && cp full.so closeme2.so");
 
             let build_id = |p: &str| {
                 let data = std::fs::read(dir.join(p)).unwrap();
@@ -703,6 +703,28 @@ fn dlclosed_module_still_symbolizes() {
     assert!(mapping.is_some());
     let names: Vec<&str> = frames.iter().map(|f| f.function.as_str()).collect();
     assert_eq!(names, ["hl_inlined", "hl_outer"], "{frames:#?}");
+}
+
+/// Two threads refreshing at once: a walk taken before a dlclose and
+/// merged after the walk that followed it leaves the closed module
+/// unloaded (it marked it loaded again: `dlclosed_module_still_symbolizes`
+/// failed once with "glibc did not unmap closeme.so", another test's
+/// refresh having merged last).
+#[test]
+fn a_stale_walk_does_not_mark_a_closed_module_loaded() {
+    let lib = open("closeme2.so");
+    let ret = lib.ret_of("hl_outer");
+    let _g = DL_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let (before, counters) = modules::walk();
+    assert!(before.iter().any(|m| Path::new(&m.path) == lib.path));
+    // SAFETY: nothing of this library is in use any more.
+    assert_eq!(unsafe { libc::dlclose(lib.handle as *mut c_void) }, 0);
+    modules::refresh();
+    assert!(!modules::find(ret - 1).unwrap().loaded);
+    modules::merge(before, counters);
+    let m = modules::find(ret - 1).expect("module kept after dlclose");
+    assert_eq!(Path::new(&m.path), lib.path);
+    assert!(!m.loaded, "a stale walk marked {m:?} loaded");
 }
 
 /// The parsers, tables and error paths (the fixtures above are shared).

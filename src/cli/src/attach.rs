@@ -226,7 +226,67 @@ fn check(pid: i32, lib: &Path) -> Res<Vec<Map>> {
     if lib.to_string_lossy().contains('\n') {
         return error("the library's path holds a newline");
     }
+    memory_headroom(pid, lib)?;
     Ok(maps)
+}
+
+/// What heaplive maps in the target besides its library's segments: its
+/// heap, the live and stack tables as they grow, a dump's symbolizer
+/// (about 5 MiB at attach; a dump of a large program maps tens more).
+const OWN_MAPPINGS: u64 = 32 << 20;
+
+/// A soft limit of /proc/PID/limits (`None`: unlimited or unreadable).
+fn soft_limit(pid: i32, name: &str) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/limits")).ok()?;
+    let rest = text.lines().find_map(|l| l.strip_prefix(name))?;
+    rest.split_whitespace().next()?.parse().ok()
+}
+
+/// A process at its memory limit (RLIMIT_AS or RLIMIT_DATA a little above
+/// what it uses): heaplive's library and tables would take what its own
+/// allocations need next, or fail to load halfway. Refused before the
+/// target is touched.
+fn memory_headroom(pid: i32, lib: &Path) -> Res<()> {
+    let span = std::fs::read(lib)
+        .ok()
+        .and_then(|d| {
+            let f = object::File::parse(&*d).ok()?;
+            use object::ObjectSegment;
+            let (lo, hi) = f.segments().fold((u64::MAX, 0), |(lo, hi), s| {
+                (lo.min(s.address()), hi.max(s.address() + s.size()))
+            });
+            hi.checked_sub(lo)
+        })
+        .unwrap_or(0);
+    let kib = |key: &str| {
+        status_field(pid, key)
+            .and_then(|v| v.trim_end_matches("kB").trim().parse::<u64>().ok())
+            .map(|k| k << 10)
+    };
+    let mib = |b: u64| b as f64 / (1 << 20) as f64;
+    for (limit, name, used, need) in [
+        (
+            "Max address space",
+            "RLIMIT_AS",
+            kib("VmSize:"),
+            span + OWN_MAPPINGS,
+        ),
+        ("Max data size", "RLIMIT_DATA", kib("VmData:"), OWN_MAPPINGS),
+    ] {
+        let (Some(max), Some(used)) = (soft_limit(pid, limit), used) else {
+            continue;
+        };
+        if max.saturating_sub(used) < need {
+            return error(format!(
+                "process {pid} is near its memory limit ({name} {:.1} MiB, {:.1} MiB in use): heaplive needs about {:.0} MiB more for its library and tables, which the program's own allocations would then lack; not attached (raise the limit, e.g. 'prlimit --pid {pid} --{}=unlimited')",
+                mib(max),
+                mib(used),
+                mib(need),
+                if name == "RLIMIT_AS" { "as" } else { "data" },
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// x86-64 system call numbers where a thread waits for something outside

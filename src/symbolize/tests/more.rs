@@ -289,3 +289,72 @@ fn bench_libc_10k_addresses() {
         assert!(first.as_millis() < 1000 && second.as_millis() < 100);
     }
 }
+
+/// `f` on another thread; a hang (a FIFO opened for reading waits for a
+/// writer forever) fails the test after a minute instead of hanging it.
+fn within_a_minute<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(60))
+        .unwrap_or_else(|_| panic!("{what}: the symbolizer hung"))
+}
+
+fn mkfifo(p: &Path) {
+    let _ = std::fs::remove_file(p);
+    let c = CString::new(p.to_str().unwrap()).unwrap();
+    // SAFETY: a NUL-terminated path.
+    assert_eq!(
+        unsafe { libc::mkfifo(c.as_ptr(), 0o644) },
+        0,
+        "mkfifo {p:?}"
+    );
+}
+
+/// A FIFO planted where the symbolizer looks for a debug file (the debug
+/// link next to the binary, the build-id tree) or at a module's path (the
+/// library replaced after its dlclose) is skipped, never opened for
+/// reading: that waits for a writer, and the dump with it, forever.
+#[test]
+fn a_fifo_where_a_file_is_looked_for_never_blocks() {
+    let f = fixtures();
+    let d = f.dir.join("fifo");
+    std::fs::create_dir_all(&d).unwrap();
+    run(Command::new("sh").arg("-c").current_dir(&d).arg(
+        "cp ../full.debug fifolink.so.debug && objcopy --add-gnu-debuglink=fifolink.so.debug ../nodebug.so fifolink.so && cp ../full.so fifomod.so",
+    ));
+    mkfifo(&d.join("fifolink.so.debug"));
+    let bid = build_id_path(&d.join("dbg"), &f.c_build_id).unwrap();
+    std::fs::create_dir_all(bid.parent().unwrap()).unwrap();
+    mkfifo(&bid);
+
+    // The debug link and the build-id file are FIFOs: the binary's own
+    // symbol table names the function.
+    let lib = open("fifo/fifolink.so");
+    let addr = lib.call_ptr("hl_hidden_addr") + 1;
+    let dirs = vec![d.join("dbg")];
+    let frames = within_a_minute("debug link and build id", move || {
+        sym_with(dirs).lookup(addr).1
+    });
+    assert_eq!(frames.last().unwrap().function, "hl_hidden", "{frames:#?}");
+
+    // The module's own path becomes a FIFO after its dlclose.
+    let lib = open("fifo/fifomod.so");
+    let ret = lib.ret_of("hl_outer");
+    // Held to the end: no other test loads a library where this one was.
+    let _g = DL_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    // SAFETY: nothing of this library is in use any more.
+    assert_eq!(unsafe { libc::dlclose(lib.handle as *mut c_void) }, 0);
+    modules::refresh();
+    mkfifo(&lib.path);
+    let (mapping, frames) = within_a_minute("module path", move || {
+        let a = default_sym().lookup(ret - 1);
+        (
+            a.0,
+            a.1.iter().map(|f| f.function.clone()).collect::<Vec<_>>(),
+        )
+    });
+    assert!(mapping.is_some());
+    assert!(!frames.iter().any(|f| f == "hl_outer"), "{frames:?}");
+}
