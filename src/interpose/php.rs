@@ -759,21 +759,17 @@ fn unhooked<R>(heap: usize, f: impl FnOnce() -> R) -> R {
 /// emalloc. The common case (a small block that is not sampled): the
 /// countdown, then ZendMM's own bin-specialised `_emalloc_<bin>` with the
 /// flag cleared, as PHP would have called it without us.
-/// `ZEND_MM_CUSTOM_HEAP_STD`: the heap's flag while custom handlers are on.
-const CUSTOM_HEAP_STD: i32 = 1;
-
 extern "C" fn zm_alloc(size: usize) -> *mut c_void {
     if let Some((block, f)) = php::bin_allocator(size)
         && track::count_zend_alloc(block)
     {
-        // ZendMM calls a custom handler only while the flag is set, and
-        // `zend_mm_set_custom_handlers` sets it to ZEND_MM_CUSTOM_HEAP_STD
-        // (7.4 to 8.4): it is put back as that constant, so that nothing
-        // is kept across the call.
-        // SAFETY: `use_custom_heap` is the heap's first int in 7.4 to 8.4.
-        unsafe { (php::heap() as *mut i32).write_volatile(0) };
+        // SAFETY: `use_custom_heap` is the heap's first int in 7.4 to 8.4;
+        // it is put back as the constant it must be while a handler runs
+        // (`php::CUSTOM_HEAP_STD`), so that nothing is kept across the call.
+        let heap = php::heap() as *mut i32;
+        unsafe { heap.write_volatile(0) };
         let p = c!(f, fn() -> *mut c_void,);
-        unsafe { (php::heap() as *mut i32).write_volatile(CUSTOM_HEAP_STD) };
+        unsafe { heap.write_volatile(php::CUSTOM_HEAP_STD) };
         return p;
     }
     zm_alloc_counted(size)
@@ -825,41 +821,56 @@ fn zm_free_maybe_sampled(p: *mut c_void) {
     )
 }
 
+/// erealloc. The common case, a small block resized within its bin (PHP
+/// grows strings so): the block's size, the call through, and nothing
+/// else.
 extern "C" fn zm_realloc(p: *mut c_void, size: usize) -> *mut c_void {
     let heap = php::heap();
     // The block's size before: an erealloc counts only its growth.
     let old_block = if p.is_null() {
         0
     } else {
-        php::block_size(p as usize).unwrap_or(0)
+        php::block_size(heap, p as usize)
     };
     let a = S.mm_realloc.load(Relaxed);
-    let q = unhooked(heap, || {
-        c!(
-            a,
-            fn(usize, *mut c_void, usize) -> *mut c_void,
-            heap,
-            p,
-            size
-        )
-    });
+    // SAFETY: as in zm_alloc.
+    let flag = heap as *mut i32;
+    unsafe { flag.write_volatile(0) };
+    let q = c!(
+        a,
+        fn(usize, *mut c_void, usize) -> *mut c_void,
+        heap,
+        p,
+        size
+    );
+    unsafe { flag.write_volatile(php::CUSTOM_HEAP_STD) };
+    // In place within a small bin (zend_mm_realloc_heap keeps a small
+    // block where it is only when the size stays in its bin; a large one
+    // never becomes small in place): the same block, nothing changes.
+    if q == p && size <= php::MAX_SMALL && old_block != 0 {
+        return q;
+    }
     if !q.is_null() {
-        // The block after, as zend_mm_realloc_heap makes it: a small size
-        // that stays in place keeps its bin (a small block moves only to
-        // another bin, a large one only to a new block); a small block
-        // that moved is a fresh block of its bin. Larger ones: ask.
-        let new_block = if size <= php::MAX_SMALL && !p.is_null() && old_block != 0 {
-            if q == p {
-                old_block
-            } else {
-                php::zend_block_size(size)
-            }
-        } else {
-            php::block_size(q as usize).unwrap_or_else(|| php::zend_block_size(size))
-        };
-        track::on_zend_realloc(p, old_block, q, new_block);
+        zm_realloc_changed(heap, p, old_block, q, size);
     }
     q
+}
+
+/// erealloc gave a block other than `p`'s, or one of another size.
+#[inline(never)]
+fn zm_realloc_changed(heap: usize, p: *mut c_void, old_block: usize, q: *mut c_void, size: usize) {
+    // The block after, as zend_mm_realloc_heap makes it: a small block
+    // moves only to another bin, a large one only to a new block; a small
+    // block that moved is a fresh block of its bin. Larger ones: ask.
+    let new_block = if size <= php::MAX_SMALL && !p.is_null() && old_block != 0 {
+        php::zend_block_size(size)
+    } else {
+        match php::block_size(heap, q as usize) {
+            0 => php::zend_block_size(size),
+            n => n,
+        }
+    };
+    track::on_zend_realloc(p, old_block, q, new_block);
 }
 
 // ---------------------------------------------------------------------------
