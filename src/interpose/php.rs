@@ -821,9 +821,8 @@ fn zm_free_maybe_sampled(p: *mut c_void) {
     )
 }
 
-/// erealloc. The common case, a small block resized within its bin (PHP
-/// grows strings so): the block's size, the call through, and nothing
-/// else.
+/// erealloc: the block's size before, the call through, and the block
+/// after worked out, not asked (one `_zend_mm_block_size` call, not two).
 extern "C" fn zm_realloc(p: *mut c_void, size: usize) -> *mut c_void {
     let heap = php::heap();
     // The block's size before: an erealloc counts only its growth.
@@ -844,33 +843,23 @@ extern "C" fn zm_realloc(p: *mut c_void, size: usize) -> *mut c_void {
         size
     );
     unsafe { flag.write_volatile(php::CUSTOM_HEAP_STD) };
-    // In place within a small bin (zend_mm_realloc_heap keeps a small
-    // block where it is only when the size stays in its bin; a large one
-    // never becomes small in place): the same block, nothing changes.
-    if q == p && size <= php::MAX_SMALL && old_block != 0 {
+    if q.is_null() {
         return q;
     }
-    if !q.is_null() {
-        zm_realloc_changed(heap, p, old_block, q, size);
-    }
-    q
-}
-
-/// erealloc gave a block other than `p`'s, or one of another size.
-#[inline(never)]
-fn zm_realloc_changed(heap: usize, p: *mut c_void, old_block: usize, q: *mut c_void, size: usize) {
-    // The block after, as zend_mm_realloc_heap makes it: a small block
-    // moves only to another bin, a large one only to a new block; a small
-    // block that moved is a fresh block of its bin. Larger ones: ask.
-    let new_block = if size <= php::MAX_SMALL && !p.is_null() && old_block != 0 {
-        php::zend_block_size(size)
+    // The block after, as zend_mm_realloc_heap makes it (7.4 to 8.4): a
+    // small block that stays where it is keeps its bin (the size fits it,
+    // and it was not truncated to a smaller one), and that is the only
+    // block not of `size`'s own class: a small block that moved is a fresh
+    // one of its bin, a large one is resized or moved to whole pages of
+    // `size`, a huge one to whole 4 KiB pages (ZEND_MM_ALIGNED_SIZE_EX of
+    // REAL_PAGE_SIZE), as `zend_block_size` counts them.
+    let new_block = if q == p && size <= php::MAX_SMALL && old_block != 0 {
+        old_block
     } else {
-        match php::block_size(heap, q as usize) {
-            0 => php::zend_block_size(size),
-            n => n,
-        }
+        php::zend_block_size(size)
     };
     track::on_zend_realloc(p, old_block, q, new_block);
+    q
 }
 
 // ---------------------------------------------------------------------------
