@@ -1448,18 +1448,18 @@ fn with_list<R>(f: impl FnOnce(&mut List) -> R) -> Option<R> {
 }
 
 /// The efree filter, in front of the shadow bitmap: a counter per slot of
-/// `addr >> 3` modulo 4096 (4 KiB, direct-mapped: no hash to compute), of
-/// the ZendMM samples of this request that are live at an address of that
-/// slot. A zero means "not a ZendMM sample of this request"; a non-zero one
-/// may be a neighbour 32 KiB away, and the shadow bitmap decides. Counting
-/// (incremented when a sample is noted, decremented when it goes) keeps
-/// only the live samples' slots set, so that the rate of efrees sent to the
-/// slow path is about (live samples)/4096 however many samples the request
-/// took. A counter that reaches 255 stays there (set) until request end,
+/// `addr >> 3` modulo 16384 (16 KiB, direct-mapped: no hash to compute),
+/// of the ZendMM samples of this request that are live at an address of
+/// that slot. A zero means "not a ZendMM sample of this request"; a
+/// non-zero one may be a neighbour 128 KiB away, and the shadow bitmap
+/// decides. Counting (incremented when a sample is noted, decremented when
+/// it goes) keeps only the live samples' slots set, so that the rate of
+/// efrees sent to the slow path is about (live samples)/16384 however many
+/// samples the request took. A counter that reaches 255 stays there (set) until request end,
 /// when all are cleared. Only the PHP thread touches it (ZendMM is its
 /// own; non-ZTS), hence plain loads and stores.
 static FILTER: [AtomicU8; FILTER_SLOTS] = [const { AtomicU8::new(0) }; FILTER_SLOTS];
-const FILTER_SLOTS: usize = 4096;
+const FILTER_SLOTS: usize = 16384;
 const FILTER_FULL: u8 = u8::MAX;
 
 #[inline(always)]
@@ -1559,9 +1559,9 @@ pub fn drain_zend_samples(mut f: impl FnMut(usize)) -> usize {
         }
         let n = l.len;
         l.len = 0;
-        for c in &FILTER {
-            c.store(0, Relaxed);
-        }
+        // SAFETY: the counters are bytes (AtomicU8 is a u8 in an
+        // UnsafeCell), written only by this, the PHP thread.
+        unsafe { core::ptr::write_bytes(FILTER.as_ptr() as *mut u8, 0, FILTER_SLOTS) };
         n
     })
     .unwrap_or(0)
@@ -1778,7 +1778,7 @@ mod tests {
     }
 
     /// The efree filter counts live samples per slot: a slot shared by
-    /// two samples (32 KiB apart) stays set until both are gone, a slot
+    /// two samples (128 KiB apart) stays set until both are gone, a slot
     /// whose samples are all gone lets efrees through, and a full counter
     /// stays set until request end.
     #[test]
