@@ -22,6 +22,7 @@ mod links;
 mod other_allocators;
 mod ownmem;
 mod peak_true;
+mod php_cost;
 mod php_fpm;
 mod php_hooks;
 mod php_mode;

@@ -180,6 +180,7 @@ fn zend_realloc_sampled(p: usize, q: usize, new_block: usize) -> bool {
     let Some(e) = live::untrack_kind(p, live::ZEND_MM) else {
         return false;
     };
+    php::forget_zend_sample(p);
     let interval = config::get().interval;
     unaccount(&e, interval);
     // SAFETY: this thread's own state; nothing else holds a reference.
@@ -285,7 +286,12 @@ fn keep_sample(e: Entry, interval: u64) {
         Err(live::Refused::NoMemory) => return out_of_memory(),
         // The sample is skipped while a fork is being prepared.
         Err(live::Refused::Forking) => return,
-        Ok(Some(stale)) => unaccount(&stale, interval),
+        Ok(Some(stale)) => {
+            if stale.kind() == live::ZEND_MM {
+                php::forget_zend_sample(addr);
+            }
+            unaccount(&stale, interval)
+        }
         Ok(None) => {}
     }
     if !shadow::set(addr) {
@@ -434,6 +440,9 @@ fn untrack_slow(p: *mut c_void) -> Option<Entry> {
     let _busy = Busy::enter();
     let _errno = ErrnoGuard::save();
     let e = live::untrack(p as usize)?;
+    if e.kind() == live::ZEND_MM {
+        php::forget_zend_sample(p as usize);
+    }
     unaccount(&e, config::get().interval);
     Some(e)
 }

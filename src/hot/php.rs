@@ -14,7 +14,9 @@ use crate::hot::guard;
 use crate::hot::names;
 use crate::hot::stacks::MAX_FRAMES;
 use crate::hot::sys::StackBuf;
-use core::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicUsize, Ordering::*};
+use core::sync::atomic::{
+    AtomicBool, AtomicI64, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering::*,
+};
 
 /// Struct offsets that differ between PHP versions (x86-64, non-ZTS).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -236,6 +238,23 @@ pub fn heap() -> usize {
     HEAP.load(Acquire)
 }
 
+/// `zend_mm_heap.size` (the bytes memory_get_usage() reports): after the
+/// `use_custom_heap` int and the `storage` pointer in 7.4 to 8.4
+/// (ZEND_MM_CUSTOM, ZEND_MM_STORAGE and ZEND_MM_STAT are always on).
+pub const HEAP_SIZE: usize = 16;
+/// Whether the running heap's `size` was found at HEAP_SIZE (RINIT checks
+/// it against `zend_memory_usage`).
+static SIZE_FIELD: AtomicBool = AtomicBool::new(false);
+
+pub fn set_size_field(ok: bool) {
+    SIZE_FIELD.store(ok, Relaxed);
+}
+
+#[inline(always)]
+pub fn size_field() -> bool {
+    SIZE_FIELD.load(Relaxed)
+}
+
 /// Is this a PHP process heaplive reads (PHP mode on)?
 pub fn detected() -> bool {
     EG.load(Acquire) != 0
@@ -254,28 +273,34 @@ fn is_php_thread() -> bool {
     unsafe { (*guard::state()).php_thread != 0 }
 }
 
-/// The size ZendMM gave the block at `p` (the bin or page-rounded size that
-/// `memory_get_usage()` counts); None if unknown.
-pub fn block_size(p: usize) -> Option<usize> {
+/// `ZEND_MM_CUSTOM_HEAP_STD`: the heap's flag while custom handlers are
+/// on (`zend_mm_set_custom_handlers` sets it, 7.4 to 8.4). ZendMM calls a
+/// handler only while the flag is set, so a handler that clears it around
+/// a call through puts it back as this constant: nothing to keep across
+/// the call.
+pub const CUSTOM_HEAP_STD: i32 = 1;
+
+/// The size ZendMM gave the block at `p` of `heap` (the bin or
+/// page-rounded size that `memory_get_usage()` counts); 0 if unknown. For
+/// the handlers only (the flag is CUSTOM_HEAP_STD there).
+#[inline(always)]
+pub fn block_size(heap: usize, p: usize) -> usize {
     let f = BLOCK_SIZE.load(Relaxed);
-    let heap = HEAP.load(Acquire);
-    if f == 0 || heap == 0 {
-        return None;
+    if f == 0 {
+        return 0;
     }
     // SAFETY: `_zend_mm_block_size(zend_mm_heap*, void*)`, resolved by
     // dlsym; p is a live block of that heap (we were just given it). On
-    // 8.4+ it answers 0 for a heap in custom mode: clear the flag around the
-    // call, as the ZendMM handlers do.
-    let n = unsafe {
+    // 8.4+ it answers 0 for a heap in custom mode: the flag is cleared
+    // around the call, as the ZendMM handlers do.
+    unsafe {
         let flag = heap as *mut i32;
-        let saved = flag.read_volatile();
         flag.write_volatile(0);
         let f: unsafe extern "C" fn(usize, usize) -> usize = core::mem::transmute(f);
         let n = f(heap, p);
-        flag.write_volatile(saved);
+        flag.write_volatile(CUSTOM_HEAP_STD);
         n
-    };
-    (n != 0).then_some(n)
+    }
 }
 
 /// ZendMM's small size classes (`zend_alloc_sizes.h`, the same in 7.4 to
@@ -305,9 +330,20 @@ static BIN_OF: [u16; MAX_SMALL / 8 + 1] = {
 /// ZendMM's bin-specialised allocators, `_emalloc_8` to `_emalloc_3072`
 /// (one per entry of BINS), indexed by `(size + 7) / 8` for sizes up to
 /// MAX_SMALL: the one ZendMM's own `emalloc(size)` of a constant size would
-/// call. 0 where unknown (a ZEND_DEBUG build exports none of them).
-static BIN_ALLOC: [AtomicUsize; MAX_SMALL / 8 + 1] =
-    [const { AtomicUsize::new(0) }; MAX_SMALL / 8 + 1];
+/// call, beside its block size (one entry, one base address for the fast
+/// path's two loads). 0 where unknown (a ZEND_DEBUG build exports none of
+/// them).
+#[repr(C, align(16))]
+struct BinAlloc {
+    f: AtomicUsize,
+    block: AtomicUsize,
+}
+static BIN_ALLOC: [BinAlloc; MAX_SMALL / 8 + 1] = [const {
+    BinAlloc {
+        f: AtomicUsize::new(0),
+        block: AtomicUsize::new(0),
+    }
+}; MAX_SMALL / 8 + 1];
 
 /// Sets the bin allocators: `resolve(size)` gives `_emalloc_<size>`'s
 /// address (0 if not exported) for each size class. All or none: a PHP
@@ -320,7 +356,7 @@ pub fn set_bin_allocators(mut resolve: impl FnMut(usize) -> usize) -> bool {
         f[i] = resolve(*b as usize);
         if f[i] == 0 {
             for a in &BIN_ALLOC {
-                a.store(0, Relaxed);
+                a.f.store(0, Relaxed);
             }
             return false;
         }
@@ -328,7 +364,8 @@ pub fn set_bin_allocators(mut resolve: impl FnMut(usize) -> usize) -> bool {
     for (i, a) in BIN_ALLOC.iter().enumerate() {
         let bin = BIN_OF[i];
         let k = BINS.iter().position(|b| *b == bin).unwrap_or(0);
-        a.store(f[k], Relaxed);
+        a.block.store(bin as usize, Relaxed);
+        a.f.store(f[k], Relaxed);
     }
     true
 }
@@ -342,9 +379,9 @@ pub fn bin_allocator(size: usize) -> Option<(usize, usize)> {
     if size > MAX_SMALL {
         return None;
     }
-    let i = (size + 7) >> 3;
-    let f = BIN_ALLOC[i].load(Relaxed);
-    (f != 0).then(|| (BIN_OF[i] as usize, f))
+    let e = &BIN_ALLOC[(size + 7) >> 3];
+    let f = e.f.load(Relaxed);
+    (f != 0).then(|| (e.block.load(Relaxed), f))
 }
 
 /// The size of the block ZendMM gives for `size` requested bytes: its
@@ -1409,39 +1446,61 @@ fn with_list<R>(f: impl FnOnce(&mut List) -> R) -> Option<R> {
     Some(r)
 }
 
-/// A small filter in front of the shadow bitmap for efree (4096 bits, one
-/// cache-friendly load): a bit per hash of each address noted this request,
-/// cleared at request end. A clear bit means "not a ZendMM sample of this
-/// request"; a set bit may be a collision, and the shadow bitmap decides.
-static FILTER: [AtomicU64; 64] = [const { AtomicU64::new(0) }; 64];
+/// The efree filter, in front of the shadow bitmap: a counter per slot of
+/// `addr >> 3` modulo 16384 (16 KiB, direct-mapped: no hash to compute),
+/// of the ZendMM samples of this request that are live at an address of
+/// that slot. A zero means "not a ZendMM sample of this request"; a
+/// non-zero one may be a neighbour 128 KiB away, and the shadow bitmap
+/// decides. Counting (incremented when a sample is noted, decremented when
+/// it goes) keeps only the live samples' slots set, so that the rate of
+/// efrees sent to the slow path is about (live samples)/16384 however many
+/// samples the request took. A counter that reaches 255 stays there (set) until request end,
+/// when all are cleared. Only the PHP thread touches it (ZendMM is its
+/// own; non-ZTS), hence plain loads and stores.
+static FILTER: [AtomicU8; FILTER_SLOTS] = [const { AtomicU8::new(0) }; FILTER_SLOTS];
+const FILTER_SLOTS: usize = 16384;
+const FILTER_FULL: u8 = u8::MAX;
 
 #[inline(always)]
-fn filter_bit(addr: usize) -> (usize, u64) {
-    let h = ((addr >> 3) as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 52;
-    ((h >> 6) as usize, 1u64 << (h & 63))
+fn filter_slot(addr: usize) -> &'static AtomicU8 {
+    &FILTER[(addr >> 3) & (FILTER_SLOTS - 1)]
 }
 
 /// May `addr` be a ZendMM sample of the running request? The efree filter.
 #[inline(always)]
 pub fn maybe_zend_sample(addr: usize) -> bool {
-    let (w, bit) = filter_bit(addr);
-    FILTER[w].load(Relaxed) & bit != 0
+    filter_slot(addr).load(Relaxed) != 0
 }
 
-/// Sets the filter's bit of `heap` while our handlers are on it: a full
-/// ZendMM shutdown hands the heap itself to the free handler, and the
-/// handler tells it from a block only past the filter.
+fn filter_add(addr: usize) {
+    let c = filter_slot(addr);
+    let n = c.load(Relaxed);
+    if n != FILTER_FULL {
+        c.store(n + 1, Relaxed);
+    }
+}
+
+/// A ZendMM sample noted at `addr` is gone (efree'd, or moved by erealloc):
+/// its slot's count goes down (a full counter stays full).
+pub fn forget_zend_sample(addr: usize) {
+    let c = filter_slot(addr);
+    let n = c.load(Relaxed);
+    if n != 0 && n != FILTER_FULL {
+        c.store(n - 1, Relaxed);
+    }
+}
+
+/// Counts `heap` in the filter while our handlers are on it: a full ZendMM
+/// shutdown hands the heap itself to the free handler, and the handler
+/// tells it from a block only past the filter.
 pub fn note_heap_in_filter(heap: usize) {
-    let (w, bit) = filter_bit(heap);
-    FILTER[w].fetch_or(bit, Relaxed);
+    filter_add(heap);
 }
 
 /// Notes a ZendMM sample at `addr`. False when it cannot (no memory): the
 /// caller must then drop the sample, which nothing would drop later.
 pub fn note_zend_sample(addr: usize) -> bool {
-    let (w, bit) = filter_bit(addr);
-    FILTER[w].fetch_or(bit, Relaxed);
-    with_list(|l| {
+    let noted = with_list(|l| {
         if l.len == l.cap {
             // Forget the addresses whose samples are gone (efree'd) first.
             let mut keep = 0;
@@ -1464,7 +1523,11 @@ pub fn note_zend_sample(addr: usize) -> bool {
         l.len += 1;
         true
     })
-    .unwrap_or(false)
+    .unwrap_or(false);
+    if noted {
+        filter_add(addr);
+    }
+    noted
 }
 
 fn grow(l: &mut List) -> bool {
@@ -1495,9 +1558,9 @@ pub fn drain_zend_samples(mut f: impl FnMut(usize)) -> usize {
         }
         let n = l.len;
         l.len = 0;
-        for w in &FILTER {
-            w.store(0, Relaxed);
-        }
+        // SAFETY: the counters are bytes (AtomicU8 is a u8 in an
+        // UnsafeCell), written only by this, the PHP thread.
+        unsafe { core::ptr::write_bytes(FILTER.as_ptr() as *mut u8, 0, FILTER_SLOTS) };
         n
     })
     .unwrap_or(0)
@@ -1711,6 +1774,45 @@ mod tests {
         assert_eq!(own_opline(0x5080, 0x5000, 4), 0);
         assert_eq!(own_opline(0x5044, 0x5000, 4), 0);
         assert_eq!(own_opline(0x4fe0, 0x5000, 4), 0);
+    }
+
+    /// The efree filter counts live samples per slot: a slot shared by
+    /// two samples (128 KiB apart) stays set until both are gone, a slot
+    /// whose samples are all gone lets efrees through, and a full counter
+    /// stays set until request end.
+    #[test]
+    fn efree_filter_counts_live_samples() {
+        let _s = crate::hot::shadow::tests::SERIAL
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        drain_zend_samples(|_| {});
+        let (a, b) = (0x7300_0010usize, 0x7300_0010usize + 8 * FILTER_SLOTS);
+        assert!(!maybe_zend_sample(a));
+        assert!(note_zend_sample(a) && note_zend_sample(b));
+        assert!(maybe_zend_sample(a) && maybe_zend_sample(b));
+        // The neighbour's slot is its own.
+        assert!(!maybe_zend_sample(a + 8));
+        forget_zend_sample(a);
+        assert!(maybe_zend_sample(b), "b is still live");
+        forget_zend_sample(b);
+        assert!(!maybe_zend_sample(a) && !maybe_zend_sample(b));
+        // Never below zero: a second forget leaves the slot clear, and a
+        // new sample there sets it again.
+        forget_zend_sample(b);
+        assert!(note_zend_sample(a));
+        assert!(maybe_zend_sample(b));
+        forget_zend_sample(a);
+        assert!(!maybe_zend_sample(a));
+        // Saturated: stays set until the request's end.
+        for _ in 0..300 {
+            assert!(note_zend_sample(a));
+        }
+        for _ in 0..300 {
+            forget_zend_sample(a);
+        }
+        assert!(maybe_zend_sample(a));
+        drain_zend_samples(|_| {});
+        assert!(!maybe_zend_sample(a));
     }
 
     #[test]

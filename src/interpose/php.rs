@@ -50,6 +50,7 @@ struct Syms {
     sapi_globals: AtomicUsize,
     sapi_module: AtomicUsize,
     error_cb: AtomicUsize,
+    memory_usage: AtomicUsize,
 }
 
 #[allow(clippy::declare_interior_mutable_const)]
@@ -72,6 +73,7 @@ static S: Syms = Syms {
     sapi_globals: Z,
     sapi_module: Z,
     error_cb: Z,
+    memory_usage: Z,
 };
 
 /// What was there before us in PHP's hook pointers.
@@ -137,7 +139,7 @@ pub fn init() {
         clear_dlerror();
         return;
     }
-    let names: [(&AtomicUsize, &[u8]); 17] = [
+    let names: [(&AtomicUsize, &[u8]); 18] = [
         (&S.get_heap, b"zend_mm_get_heap\0"),
         (&S.is_zend_mm, b"is_zend_mm\0"),
         (&S.set_handlers, b"zend_mm_set_custom_handlers\0"),
@@ -156,6 +158,7 @@ pub fn init() {
         (&S.sapi_globals, b"sapi_globals\0"),
         (&S.sapi_module, b"sapi_module\0"),
         (&S.error_cb, b"zend_error_cb\0"),
+        (&S.memory_usage, b"zend_memory_usage\0"),
     ];
     for (slot, name) in names {
         slot.store(sym(name), Relaxed);
@@ -510,6 +513,7 @@ extern "C" fn request_startup(_type: c_int, _number: c_int) -> c_int {
     let zend_mm = c!(S.is_zend_mm.load(Relaxed), fn() -> bool,);
     if zend_mm {
         php::set_heap(heap, S.mm_block_size.load(Relaxed));
+        php::set_size_field(size_field_is_usage(heap));
         php::begin_request_frames(heap);
         php::note_heap_in_filter(heap);
         INSTALLED.store(true, Relaxed);
@@ -536,6 +540,19 @@ extern "C" fn request_startup(_type: c_int, _number: c_int) -> c_int {
         ));
     }
     0
+}
+
+/// Is the heap's `size` (`php::HEAP_SIZE`) what `zend_memory_usage(0)`
+/// (memory_get_usage()) reads? Then erealloc works out a block's growth
+/// from it instead of asking ZendMM the old block's size.
+fn size_field_is_usage(heap: usize) -> bool {
+    let f = S.memory_usage.load(Relaxed);
+    if f == 0 {
+        return false;
+    }
+    let usage = c!(f, fn(bool) -> usize, false);
+    // SAFETY: the heap is ZendMM's (is_zend_mm), far larger than 24 bytes.
+    usage != 0 && unsafe { ((heap + php::HEAP_SIZE) as *const usize).read() } == usage
 }
 
 /// The allocation handler `heap` has now (`zend_mm_get_custom_handlers`;
@@ -759,21 +776,17 @@ fn unhooked<R>(heap: usize, f: impl FnOnce() -> R) -> R {
 /// emalloc. The common case (a small block that is not sampled): the
 /// countdown, then ZendMM's own bin-specialised `_emalloc_<bin>` with the
 /// flag cleared, as PHP would have called it without us.
-/// `ZEND_MM_CUSTOM_HEAP_STD`: the heap's flag while custom handlers are on.
-const CUSTOM_HEAP_STD: i32 = 1;
-
 extern "C" fn zm_alloc(size: usize) -> *mut c_void {
     if let Some((block, f)) = php::bin_allocator(size)
         && track::count_zend_alloc(block)
     {
-        // ZendMM calls a custom handler only while the flag is set, and
-        // `zend_mm_set_custom_handlers` sets it to ZEND_MM_CUSTOM_HEAP_STD
-        // (7.4 to 8.4): it is put back as that constant, so that nothing
-        // is kept across the call.
-        // SAFETY: `use_custom_heap` is the heap's first int in 7.4 to 8.4.
-        unsafe { (php::heap() as *mut i32).write_volatile(0) };
+        // SAFETY: `use_custom_heap` is the heap's first int in 7.4 to 8.4;
+        // it is put back as the constant it must be while a handler runs
+        // (`php::CUSTOM_HEAP_STD`), so that nothing is kept across the call.
+        let heap = php::heap() as *mut i32;
+        unsafe { heap.write_volatile(0) };
         let p = c!(f, fn() -> *mut c_void,);
-        unsafe { (php::heap() as *mut i32).write_volatile(CUSTOM_HEAP_STD) };
+        unsafe { heap.write_volatile(php::CUSTOM_HEAP_STD) };
         return p;
     }
     zm_alloc_counted(size)
@@ -825,13 +838,61 @@ fn zm_free_maybe_sampled(p: *mut c_void) {
     )
 }
 
+/// erealloc: the call through, and the block's growth from ZendMM's own
+/// count of the heap's bytes (`size`, which every resize updates by the
+/// new block's size less the old one's: ZEND_MM_STAT is always on), so
+/// that the old block's size need not be asked (checked at RINIT:
+/// `size_field_is_usage`; otherwise `zm_realloc_asking`).
 extern "C" fn zm_realloc(p: *mut c_void, size: usize) -> *mut c_void {
     let heap = php::heap();
-    // The block's size before: an erealloc counts only its growth.
+    if !php::size_field() {
+        return zm_realloc_asking(heap, p, size);
+    }
+    let count = (heap + php::HEAP_SIZE) as *const usize;
+    let a = S.mm_realloc.load(Relaxed);
+    // SAFETY: as in zm_alloc; `count` is the heap's `size` (checked).
+    let flag = heap as *mut i32;
+    let before = unsafe { count.read_volatile() };
+    unsafe { flag.write_volatile(0) };
+    let q = c!(
+        a,
+        fn(usize, *mut c_void, usize) -> *mut c_void,
+        heap,
+        p,
+        size
+    );
+    unsafe { flag.write_volatile(php::CUSTOM_HEAP_STD) };
+    let grown = unsafe { count.read_volatile() }.wrapping_sub(before) as isize;
+    if q.is_null() || (q == p && grown == 0) {
+        // Failed, or the same block (a small one within its bin, a large
+        // or huge one of the same pages).
+        return q;
+    }
+    // The block after, as zend_mm_realloc_heap makes it (7.4 to 8.4): a
+    // small block that stays where it is keeps its bin (and does not
+    // grow), and that is the only block not of `size`'s own class: a small
+    // block that moved is a fresh one of its bin, a large one is resized
+    // or moved to whole pages of `size`, a huge one to whole 4 KiB pages
+    // (ZEND_MM_ALIGNED_SIZE_EX of REAL_PAGE_SIZE), as `zend_block_size`
+    // counts them.
+    let new_block = php::zend_block_size(size);
     let old_block = if p.is_null() {
         0
     } else {
-        php::block_size(p as usize).unwrap_or(0)
+        (new_block as isize).saturating_sub(grown).max(0) as usize
+    };
+    track::on_zend_realloc(p, old_block, q, new_block);
+    q
+}
+
+/// erealloc asking ZendMM the old block's size (`_zend_mm_block_size`),
+/// when the heap's `size` is not where heaplive reads it.
+#[inline(never)]
+fn zm_realloc_asking(heap: usize, p: *mut c_void, size: usize) -> *mut c_void {
+    let old_block = if p.is_null() {
+        0
+    } else {
+        php::block_size(heap, p as usize)
     };
     let a = S.mm_realloc.load(Relaxed);
     let q = unhooked(heap, || {
@@ -843,22 +904,16 @@ extern "C" fn zm_realloc(p: *mut c_void, size: usize) -> *mut c_void {
             size
         )
     });
-    if !q.is_null() {
-        // The block after, as zend_mm_realloc_heap makes it: a small size
-        // that stays in place keeps its bin (a small block moves only to
-        // another bin, a large one only to a new block); a small block
-        // that moved is a fresh block of its bin. Larger ones: ask.
-        let new_block = if size <= php::MAX_SMALL && !p.is_null() && old_block != 0 {
-            if q == p {
-                old_block
-            } else {
-                php::zend_block_size(size)
-            }
-        } else {
-            php::block_size(q as usize).unwrap_or_else(|| php::zend_block_size(size))
-        };
-        track::on_zend_realloc(p, old_block, q, new_block);
+    if q.is_null() {
+        return q;
     }
+    // As in zm_realloc.
+    let new_block = if q == p && size <= php::MAX_SMALL && old_block != 0 {
+        old_block
+    } else {
+        php::zend_block_size(size)
+    };
+    track::on_zend_realloc(p, old_block, q, new_block);
     q
 }
 
