@@ -53,6 +53,9 @@ pub struct Written {
     pub total: u64,
     /// The exit dump's peak file (`NAME.peak.folded`), when written.
     pub peak: Option<PathBuf>,
+    /// The exit dump was not written: nothing was live but runtime pools
+    /// (`path` is the name it would have had).
+    pub skipped: bool,
 }
 
 /// The stack holding the most bytes of a profile: its bytes, and its PHP
@@ -365,7 +368,7 @@ fn build_profile(st: &mut DumpState, which: Which) -> std::io::Result<(Profile, 
     let mut mappings = sym.mappings();
     sym.release_debug_info();
     main_mapping_first(&mut mappings, &mut locations);
-    let profile = Profile {
+    let mut profile = Profile {
         mappings,
         locations,
         samples,
@@ -374,6 +377,7 @@ fn build_profile(st: &mut DumpState, which: Which) -> std::io::Result<(Profile, 
         duration_nanos: sys::now_nanos().saturating_sub(started) as i64,
         lines: cfg.lines,
     };
+    crate::background::runtime_pools::mark(&mut profile);
     Ok((profile, variance))
 }
 
@@ -517,6 +521,36 @@ pub fn write_view(
     }
     crate::background::dumper::poll_signals(&mut st.queued);
     let total = profile.total_bytes();
+    let (pool_bytes, pools) = crate::background::runtime_pools::held(&profile);
+    let pools_text = if pool_bytes > 0 {
+        format!(
+            "; runtime pools {} apart ({}: held for the process's life, not a leak)",
+            log::human_bytes(pool_bytes as f64),
+            pools.join(", ")
+        )
+    } else {
+        String::new()
+    };
+    if live_view && why == "exit" && path.is_none() && !cfg.dump_empty && total <= pool_bytes {
+        // Nothing of the program's is live: no file that would be empty
+        // (a pool's workers exit by the thousand). The peak file, when the
+        // peak was above what is live now, still goes where the dump would.
+        let peak = if cfg.folded {
+            write_exit_peak(st, &target, total)?
+        } else {
+            None
+        };
+        log::line(format_args!(
+            "heaplive[{}]: exit dump skipped: nothing live{} (HEAPLIVE_DUMP_EMPTY=1 writes it)",
+            pid, pools_text
+        ));
+        return Ok(Written {
+            path: target,
+            total,
+            peak: peak.map(|(p, _)| p),
+            skipped: true,
+        });
+    }
     let note = note(total, &profile);
     let mut written: Option<PathBuf> = None;
     let mut also = String::new();
@@ -616,7 +650,7 @@ pub fn write_view(
     let own = ownheap::usage();
     let (tables, heap) = own_resident();
     log::line(format_args!(
-        "heaplive[{}]: {} dump {}{}: {}{} live{} in {} samples over {} stacks; {} (heaplive {}: tables {}, heap {}, {} in use); snapshot {:.2} ms, took {:.1} ms",
+        "heaplive[{}]: {} dump {}{}: {}{} live{}{} in {} samples over {} stacks; {} (heaplive {}: tables {}, heap {}, {} in use); snapshot {:.2} ms, took {:.1} ms",
         pid,
         why,
         written.display(),
@@ -634,6 +668,7 @@ pub fn write_view(
         } else {
             " (exact)".to_string()
         },
+        pools_text,
         log::Grouped(samples),
         log::Grouped(stacks),
         rss,
@@ -650,6 +685,7 @@ pub fn write_view(
         path: written,
         total,
         peak: peak.map(|(p, _)| p),
+        skipped: false,
     })
 }
 

@@ -81,6 +81,9 @@ pub struct Config {
     pub seed: u64,
     /// HEAPLIVE_DUMP_AT_EXIT: write a dump when the process exits.
     pub dump_at_exit: bool,
+    /// HEAPLIVE_DUMP_EMPTY: the exit dump also when nothing is live but
+    /// runtime pools (`background::runtime_pools`).
+    pub dump_empty: bool,
     /// HEAPLIVE_SIGNAL: the dump signal; 0 = none.
     pub signal: i32,
     /// HEAPLIVE_DUMP_EVERY: periodic dumps, milliseconds; 0 = off.
@@ -136,6 +139,7 @@ impl Config {
             seed: D.seed,
             output: FixedStr::new(),
             dump_at_exit: D.dump_at_exit,
+            dump_empty: D.dump_empty,
             signal: D.signal,
             dump_every_ms: D.dump_every_ms,
             folded: D.format.folded,
@@ -345,6 +349,7 @@ fn parse(env: Source, c: &mut Config) -> Effects {
         }
     }
     load_var(env, &s::DUMP_AT_EXIT, &mut c.dump_at_exit, grammar::boolean);
+    load_var(env, &s::DUMP_EMPTY, &mut c.dump_empty, grammar::boolean);
     load_var(env, &s::SIGNAL, &mut c.signal, |v| {
         heaplive_format::signal::parse(v).map_err(|r| r.why())
     });

@@ -158,6 +158,13 @@ setting!(
     "write a dump when the process exits"
 );
 setting!(
+    DUMP_EMPTY,
+    c"HEAPLIVE_DUMP_EMPTY",
+    "0",
+    Bool,
+    "write the exit dump even when nothing is live but runtime pools"
+);
+setting!(
     SIGNAL,
     c"HEAPLIVE_SIGNAL",
     "USR2",
@@ -317,6 +324,7 @@ pub struct Defaults {
     pub sample_interval: u64,
     pub seed: u64,
     pub dump_at_exit: bool,
+    pub dump_empty: bool,
     pub signal: i32,
     pub dump_every_ms: u64,
     pub format: crate::grammar::Formats,
@@ -340,6 +348,7 @@ pub const DEFAULTS: Defaults = Defaults {
     sample_interval: 512 * 1024,
     seed: 0,
     dump_at_exit: true,
+    dump_empty: false,
     signal: libc::SIGUSR2,
     dump_every_ms: 0,
     format: crate::grammar::Formats {
@@ -376,6 +385,7 @@ pub const ALL: &[&Setting] = &[
     &SAMPLE_INTERVAL,
     &OUTPUT,
     &DUMP_AT_EXIT,
+    &DUMP_EMPTY,
     &SIGNAL,
     &DUMP_EVERY,
     &FORMAT,
@@ -446,6 +456,7 @@ mod tests {
             sample_interval: g::sample_interval(text(&SAMPLE_INTERVAL)).unwrap(),
             seed: g::seed(text(&SEED)).unwrap(),
             dump_at_exit: g::boolean(text(&DUMP_AT_EXIT)).unwrap(),
+            dump_empty: g::boolean(text(&DUMP_EMPTY)).unwrap(),
             signal: crate::signal::parse(text(&SIGNAL)).unwrap(),
             dump_every_ms: g::dump_every(text(&DUMP_EVERY)).unwrap(),
             format: g::format(text(&FORMAT)).unwrap(),

@@ -1,0 +1,28 @@
+// A C++ program (it throws, so libstdc++ is loaded and its emergency
+// exception pool allocated at load) that leaves `argv[1]` blocks of 5001
+// bytes live at exit (kept in a global, so nothing optimizes them away).
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+
+char *kept[16];
+
+__attribute__((noinline)) void keep_blocks(int n) {
+    for (int i = 0; i < n && i < 16; i++) {
+        kept[i] = new char[5001];
+        memset(kept[i], 1, 5001);
+    }
+}
+
+int main(int argc, char **argv) {
+    int n = argc > 1 ? atoi(argv[1]) : 0;
+    try {
+        throw std::runtime_error("thrown and caught");
+    } catch (const std::exception &e) {
+        std::fputs(e.what(), stderr);
+        std::fputs("\n", stderr);
+    }
+    keep_blocks(n);
+    return 0;
+}
