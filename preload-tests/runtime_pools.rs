@@ -56,30 +56,62 @@ fn libstdcxx_emergency_pool_is_apart_and_never_a_leak() {
     );
 }
 
+/// A fork's child (a worker) that exits with nothing live but the pool
+/// writes no dump, one line says so; its parent (not a fork's child)
+/// writes its own; HEAPLIVE_DUMP_EMPTY=1 writes the child's too.
 #[test]
-fn exit_with_only_runtime_pools_live_writes_no_dump_unless_asked() {
+fn worker_exit_with_only_runtime_pools_live_writes_no_dump_unless_asked() {
     let dir = tempdir("runtime-pool-empty");
     let prog = compile("runtime_pool.cpp", "runtime_pool", dir.path(), &[]);
-    let o = run_preloaded(dir.path(), &prog, &["0"], &[("HEAPLIVE_SAMPLE_INTERVAL", "1")]);
-    assert!(o.status.success(), "{}", show(&o));
-    let err = stderr(&o);
-    assert!(folded_files(dir.path()).is_empty(), "{err}");
-    assert!(
-        err.contains("exit dump skipped: nothing live; runtime pools ")
-            && err.contains("(HEAPLIVE_DUMP_EMPTY=1 writes it)"),
-        "{err}"
-    );
-    assert!(!err.contains(": exit dump /"), "{err}");
-    // Asked for: the dump, with the pool alone in it.
     let o = run_preloaded(
         dir.path(),
         &prog,
-        &["0"],
+        &["0", "fork"],
+        &[("HEAPLIVE_SAMPLE_INTERVAL", "1")],
+    );
+    assert!(o.status.success(), "{}", show(&o));
+    let err = stderr(&o);
+    let files = folded_files(dir.path());
+    let parent = o_pid(&files);
+    assert_eq!(files.len(), 1, "the parent's dump only\n{err}");
+    let skipped: Vec<&str> = err.lines().filter(|l| l.contains("exit dump skipped")).collect();
+    assert_eq!(skipped.len(), 1, "{err}");
+    assert!(
+        skipped[0].contains("exit dump skipped: nothing live; runtime pools ")
+            && skipped[0].contains("(HEAPLIVE_DUMP_EMPTY=1 writes it)")
+            && !skipped[0].contains(&format!("[{parent}]")),
+        "{err}"
+    );
+    // The parent's dump holds the pool alone, apart.
+    let stacks = parse_folded(&files[0]);
+    assert!(!stacks.is_empty() && stacks.iter().all(|s| s.frames[0] == POOL), "{stacks:#?}");
+    // Asked for: the child's dump too.
+    let dir = tempdir("runtime-pool-empty-asked");
+    let o = run_preloaded(
+        dir.path(),
+        &prog,
+        &["0", "fork"],
         &[("HEAPLIVE_SAMPLE_INTERVAL", "1"), ("HEAPLIVE_DUMP_EMPTY", "1")],
     );
     let err = stderr(&o);
-    let files = folded_files(dir.path());
-    assert_eq!(files.len(), 1, "{err}");
-    let stacks = parse_folded(&files[0]);
-    assert!(!stacks.is_empty() && stacks.iter().all(|s| s.frames[0] == POOL), "{stacks:#?}");
+    assert_eq!(folded_files(dir.path()).len(), 2, "{err}");
+    assert!(!err.contains("skipped"), "{err}");
+    // A child with blocks of its own writes its dump.
+    let dir = tempdir("runtime-pool-child-keeps");
+    let o = run_preloaded(
+        dir.path(),
+        &prog,
+        &["2", "fork"],
+        &[("HEAPLIVE_SAMPLE_INTERVAL", "1")],
+    );
+    let err = stderr(&o);
+    assert_eq!(folded_files(dir.path()).len(), 2, "{err}");
+}
+
+/// The pid in a dump's name `heaplive.PROG.PID.N.folded`.
+fn o_pid(files: &[std::path::PathBuf]) -> String {
+    files
+        .first()
+        .and_then(|f| f.file_name()?.to_str()?.split('.').nth(2).map(String::from))
+        .unwrap_or_default()
 }

@@ -18,6 +18,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
 /// periodic dump is written (an explicit `heaplive_dump(path)` still is).
 pub static FINISHING: AtomicBool = AtomicBool::new(false);
 
+/// The `why` of a PHP request's peak dump (`background::php`).
+pub const REQUEST_PEAK: &str = "request peak";
+
 /// Monotonic time the profile started (for pprof's duration).
 pub static STARTED_NS: AtomicU64 = AtomicU64::new(0);
 
@@ -32,6 +35,9 @@ pub struct DumpState {
     /// Snapshots taken for dump signals that arrived while a dump was
     /// being built (`dumper::poll_signals`), oldest first, written next.
     pub queued: std::collections::VecDeque<Snapshot>,
+    /// A fork's child (that has not exec'd): a php-fpm worker, a prefork
+    /// server's worker. Its exit with nothing live writes no dump.
+    pub forked: bool,
 }
 
 impl DumpState {
@@ -42,6 +48,7 @@ impl DumpState {
             dumps: 0,
             sums: Vec::new(),
             queued: std::collections::VecDeque::new(),
+            forked: false,
         }
     }
 }
@@ -489,8 +496,14 @@ pub fn write_view(
     let pid = sys::getpid();
     let mut n = st.seq + 1;
     let template = cfg.output_template();
+    // A PHP request's peak dump is told apart by its name,
+    // `NAME.request.folded` (its samples and maps files follow it), so
+    // that `heaplive top --endpoints DIR` reads those alone.
+    let request = why == REQUEST_PEAK;
     let name_for = |n: u32| {
-        Path::new(cfg.start_dir.as_str()).join(output::expand(template, pid, cfg.exe.as_str(), n))
+        let p = Path::new(cfg.start_dir.as_str())
+            .join(output::expand(template, pid, cfg.exe.as_str(), n));
+        if request { view_path(&p, "request") } else { p }
     };
     let target = match path {
         Some(p) => p.to_path_buf(),
@@ -531,10 +544,17 @@ pub fn write_view(
     } else {
         String::new()
     };
-    if live_view && why == "exit" && path.is_none() && !cfg.dump_empty && total <= pool_bytes {
-        // Nothing of the program's is live: no file that would be empty
-        // (a pool's workers exit by the thousand). The peak file, when the
-        // peak was above what is live now, still goes where the dump would.
+    if live_view
+        && why == "exit"
+        && path.is_none()
+        && st.forked
+        && !cfg.dump_empty
+        && total <= pool_bytes
+    {
+        // A worker (a fork's child) with nothing of the program's live: no
+        // file that would be empty (a pool's workers exit by the thousand:
+        // pm.max_requests, pm=ondemand). The peak file, when the peak was
+        // above what is live now, still goes where the dump would.
         let peak = if cfg.folded {
             write_exit_peak(st, &target, total)?
         } else {
@@ -630,7 +650,11 @@ pub fn write_view(
     let ms = (sys::now_nanos() - t0) as f64 / 1e6;
     let samples: u64 = snap.stacks.iter().map(|s| s.samples).sum();
     // Beside live dumps only: a peak view's stacks are of an earlier time.
-    if let Some(smaps) = smaps.filter(|_| live_view && crate::background::rss::wanted()) {
+    // And beside a request's peak dump: the memory when it was written,
+    // just after the request (what ZendMM kept of it, opcache, malloc).
+    if let Some(smaps) =
+        smaps.filter(|_| (live_view || request) && crate::background::rss::wanted())
+    {
         write_maps(
             &written,
             &smaps,
@@ -895,6 +919,7 @@ fn report(r: std::io::Result<Written>, why: &str) -> std::io::Result<Written> {
 pub fn reset_after_fork(st: &mut DumpState) {
     st.seq = 0;
     st.dumps = 0;
+    st.forked = true;
     // The parent's: its dumps, not the child's.
     st.queued.clear();
     crate::background::dumper::forget_early();

@@ -24,7 +24,9 @@
 //! heaplive's thread if nothing did (HEAPLIVE_PHP_PEAK_BYTES is a feature
 //! that needs it).
 
-use crate::background::dump::{DUMP, Snapshot, Which, top_stack, write_queued, write_view};
+use crate::background::dump::{
+    DUMP, REQUEST_PEAK, Snapshot, Which, top_stack, write_queued, write_view,
+};
 use crate::hot::services::PhpOom;
 use crate::hot::{config, guard, log, stacks, sys, trigger};
 use core::cell::UnsafeCell;
@@ -96,6 +98,7 @@ pub fn reset_after_fork() {
     QUEUE.busy.store(false, Release);
     let _ = with_queue(0, |q| std::mem::forget(std::mem::take(q)));
     QUEUED.store(0, Relaxed);
+    WRITING.store(0, Relaxed);
 }
 
 fn text(b: &[u8]) -> String {
@@ -198,6 +201,9 @@ pub fn request_peak(request: &[u8], peak: i64) {
     trigger::wake_dumper();
 }
 
+/// Jobs taken from the queue and not yet written.
+static WRITING: AtomicUsize = AtomicUsize::new(0);
+
 /// On heaplive's thread: writes the queued jobs.
 pub fn serve() {
     while QUEUED.load(Acquire) > 0 {
@@ -205,6 +211,7 @@ pub fn serve() {
             if q.is_empty() {
                 return None;
             }
+            WRITING.fetch_add(1, Relaxed);
             QUEUED.fetch_sub(1, Relaxed);
             Some(q.remove(0))
         }) else {
@@ -212,6 +219,20 @@ pub fn serve() {
         };
         write_job(job);
         DONE.fetch_max(id, Release);
+        WRITING.fetch_sub(1, Release);
+    }
+}
+
+/// At exit, before the exit dump: the jobs still queued are written by the
+/// exiting thread, and one heaplive's thread has in hand is waited for (up
+/// to `WAIT_NS`). A php-fpm worker recycled by `pm.max_requests` exits
+/// right after its last request: its request-peak dump was queued for a
+/// thread that the exit is about to end.
+pub fn finish_at_exit() {
+    serve();
+    let t0 = sys::now_nanos();
+    while WRITING.load(Acquire) > 0 && sys::now_nanos().saturating_sub(t0) < WAIT_NS {
+        std::thread::sleep(std::time::Duration::from_millis(1));
     }
 }
 
@@ -328,7 +349,7 @@ fn write_job(job: Job) {
                 Which::Stacks(stacks),
                 &snap,
                 None,
-                "request peak",
+                REQUEST_PEAK,
                 &|_, p| {
                     let (top, frames) = top_stack(p);
                     format!(

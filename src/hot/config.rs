@@ -118,6 +118,8 @@ pub struct Config {
     pub php_peak_bytes: u64,
     /// HEAPLIVE_UNWIND: how stacks are captured.
     pub unwind: grammar::Unwind,
+    /// HEAPLIVE_PHP_LIBRARY: glob patterns of library files' paths.
+    pub php_library: FixedStr<1024>,
     /// Captured at load: the program's name, the start directory, $TMPDIR.
     pub exe: FixedStr<256>,
     pub start_dir: FixedStr<4096>,
@@ -153,6 +155,7 @@ impl Config {
             warn_growth: D.warn_growth,
             log: FixedStr::new(),
             debug_dirs: FixedStr::new(),
+            php_library: FixedStr::with(heaplive_format::grammar::PHP_LIBRARY_DEFAULT.as_bytes()),
             lines: D.lines,
             demangle: D.demangle,
             php: D.php,
@@ -416,6 +419,13 @@ fn parse(env: Source, c: &mut Config) -> Effects {
         grammar::warn_bytes,
     );
     load_var(env, &s::UNWIND, &mut c.unwind, grammar::unwind);
+    if let Some(v) = env(s::PHP_LIBRARY.cname) {
+        match grammar::php_library(v) {
+            Ok(()) if c.php_library.set(v) => {}
+            Ok(()) => warn_bad(s::PHP_LIBRARY.name(), v, "is longer than 1024 bytes", s::PHP_LIBRARY.default),
+            Err(why) => warn_bad(s::PHP_LIBRARY.name(), v, why, s::PHP_LIBRARY.default),
+        }
+    }
     let mut poison = D.poison;
     load_var(env, &s::POISON, &mut poison, grammar::poison);
 

@@ -10,7 +10,11 @@ use std::collections::BTreeMap;
 
 pub fn main(mut a: TopArgs) -> Res<()> {
     let t = Table::from_args(&a.table);
-    a.files = folded::expand(&a.files)?;
+    a.files = if a.endpoints {
+        folded::expand_requests(&a.files)?
+    } else {
+        folded::expand(&a.files)?
+    };
     if a.endpoints {
         let text = top_endpoints(&a.files, &t)?;
         return emit(|out| out.write_all(text.as_bytes()));
@@ -191,6 +195,7 @@ pub fn is_request_frame(frame: &str) -> bool {
 /// Is `frame` one of PHP mode's frames: `f (file.php:12)`, `f [internal]`,
 /// `[zend_mm]`, `[php?]`, a request's `[GET /path]`?
 fn is_php_frame(frame: &str) -> bool {
+    let frame = frame.strip_suffix(" [library]").unwrap_or(frame);
     frame.ends_with(" [internal]")
         || frame == "[zend_mm]"
         || frame == "[php?]"

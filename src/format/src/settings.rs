@@ -47,6 +47,8 @@ pub enum Grammar {
     Programs,
     /// [`crate::grammar::poison`]
     Poison,
+    /// [`crate::grammar::php_library`]
+    PhpLibrary,
 }
 
 /// Why a value is refused, for a message `NAME='value' <why>`.
@@ -90,6 +92,7 @@ impl Grammar {
             Grammar::Unwind => text(g::unwind(v).map(drop)),
             Grammar::Programs => text(g::programs(v)),
             Grammar::Poison => text(g::poison(v).map(drop)),
+            Grammar::PhpLibrary => text(g::php_library(v)),
         }
     }
 }
@@ -162,7 +165,7 @@ setting!(
     c"HEAPLIVE_DUMP_EMPTY",
     "0",
     Bool,
-    "write the exit dump even when nothing is live but runtime pools"
+    "write the exit dump of a fork's child (a php-fpm worker) even when nothing is live but runtime pools"
 );
 setting!(
     SIGNAL,
@@ -291,6 +294,13 @@ setting!(
     "PHP mode: a request whose ZendMM live total peaks at this size or more writes the stacks at its peak when it ends: 16M, 100M; 0 = off"
 );
 setting!(
+    PHP_LIBRARY,
+    c"HEAPLIVE_PHP_LIBRARY",
+    crate::grammar::PHP_LIBRARY_DEFAULT,
+    PhpLibrary,
+    "PHP mode: comma-separated glob patterns of the paths of library code (its frames are marked [library]; the memory_limit and request-peak lines and heaplive top --php name the innermost frame that is not)"
+);
+setting!(
     UNWIND,
     c"HEAPLIVE_UNWIND",
     "cached",
@@ -404,6 +414,7 @@ pub const ALL: &[&Setting] = &[
     &PHP_OOM_DUMP,
     &PHP_REQUEST_FRAME,
     &PHP_PEAK_BYTES,
+    &PHP_LIBRARY,
     &SEED,
     &UNWIND,
     &POISON,
