@@ -21,6 +21,7 @@ mod links;
 mod other_allocators;
 mod ownmem;
 mod peak_true;
+mod php_app;
 mod php_fpm;
 mod php_hooks;
 mod php_mode;

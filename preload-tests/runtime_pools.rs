@@ -34,7 +34,12 @@ fn libstdcxx_emergency_pool_is_apart_and_never_a_leak() {
     assert!(pool[0].leaf().contains("libstdc++"), "{:?}", pool[0]);
     // The program's own blocks are not the pool's, and hold what it left.
     assert_eq!(bytes_under(&stacks, "keep_blocks"), 3 * 5001, "{stacks:#?}");
-    assert!(stacks.iter().filter(|s| s.has("keep_blocks")).all(|s| s.frames[0] != POOL));
+    assert!(
+        stacks
+            .iter()
+            .filter(|s| s.has("keep_blocks"))
+            .all(|s| s.frames[0] != POOL)
+    );
     // The line: the total with the pool, and the pool apart.
     let line = err
         .lines()
@@ -42,11 +47,16 @@ fn libstdcxx_emergency_pool_is_apart_and_never_a_leak() {
         .unwrap_or_else(|| panic!("{err}"));
     assert!(
         line.contains("; runtime pools ")
-            && line.contains("libstdc++ emergency exception pool: held for the process's life, not a leak"),
+            && line.contains(
+                "libstdc++ emergency exception pool: held for the process's life, not a leak"
+            ),
         "{line}"
     );
     // A leak warning for the program's blocks, none for the pool.
-    let warnings: Vec<&str> = err.lines().filter(|l| l.contains("possible leak")).collect();
+    let warnings: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("possible leak"))
+        .collect();
     assert!(warnings.iter().any(|l| l.contains("keep_blocks")), "{err}");
     assert!(
         warnings
@@ -74,7 +84,10 @@ fn worker_exit_with_only_runtime_pools_live_writes_no_dump_unless_asked() {
     let files = folded_files(dir.path());
     let parent = o_pid(&files);
     assert_eq!(files.len(), 1, "the parent's dump only\n{err}");
-    let skipped: Vec<&str> = err.lines().filter(|l| l.contains("exit dump skipped")).collect();
+    let skipped: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("exit dump skipped"))
+        .collect();
     assert_eq!(skipped.len(), 1, "{err}");
     assert!(
         skipped[0].contains("exit dump skipped: nothing live; runtime pools ")
@@ -84,14 +97,20 @@ fn worker_exit_with_only_runtime_pools_live_writes_no_dump_unless_asked() {
     );
     // The parent's dump holds the pool alone, apart.
     let stacks = parse_folded(&files[0]);
-    assert!(!stacks.is_empty() && stacks.iter().all(|s| s.frames[0] == POOL), "{stacks:#?}");
+    assert!(
+        !stacks.is_empty() && stacks.iter().all(|s| s.frames[0] == POOL),
+        "{stacks:#?}"
+    );
     // Asked for: the child's dump too.
     let dir = tempdir("runtime-pool-empty-asked");
     let o = run_preloaded(
         dir.path(),
         &prog,
         &["0", "fork"],
-        &[("HEAPLIVE_SAMPLE_INTERVAL", "1"), ("HEAPLIVE_DUMP_EMPTY", "1")],
+        &[
+            ("HEAPLIVE_SAMPLE_INTERVAL", "1"),
+            ("HEAPLIVE_DUMP_EMPTY", "1"),
+        ],
     );
     let err = stderr(&o);
     assert_eq!(folded_files(dir.path()).len(), 2, "{err}");

@@ -351,7 +351,11 @@ echo "LOG0=$(grep -c ": exit dump /var/tmp/heaplive/php-fpm8.2.$M.1.folded" heap
         get("LOG33").parse().unwrap(),
         get("SKIPPED33").parse().unwrap(),
     );
-    assert_eq!(exits + skips, 2, "each worker's exit: a dump or a line\n{t}");
+    assert_eq!(
+        exits + skips,
+        2,
+        "each worker's exit: a dump or a line\n{t}"
+    );
     assert_eq!(
         get("WORKER_FILES"),
         (2 + exits).to_string(),

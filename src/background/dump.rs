@@ -501,8 +501,12 @@ pub fn write_view(
     // that `heaplive top --endpoints DIR` reads those alone.
     let request = why == REQUEST_PEAK;
     let name_for = |n: u32| {
-        let p = Path::new(cfg.start_dir.as_str())
-            .join(output::expand(template, pid, cfg.exe.as_str(), n));
+        let p = Path::new(cfg.start_dir.as_str()).join(output::expand(
+            template,
+            pid,
+            cfg.exe.as_str(),
+            n,
+        ));
         if request { view_path(&p, "request") } else { p }
     };
     let target = match path {

@@ -30,6 +30,7 @@ use crate::background::dump::{
 use crate::hot::services::PhpOom;
 use crate::hot::{config, guard, log, stacks, sys, trigger};
 use core::cell::UnsafeCell;
+use heaplive_format::php_frames;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::*};
 
 /// How long the PHP thread waits for heaplive's thread to write the
@@ -244,6 +245,48 @@ fn kind() -> &'static str {
     }
 }
 
+/// The stacks of `p` as PHP's lines name them (`format::php_frames`, the
+/// fold `heaplive top --php` shows, so the sizes agree with its rows):
+/// `top stack 13.0 MiB: a <- b <- c <- d; application frame parse_all
+/// (parse.php:24) holds 9.1 MiB (71%)`. A stack with no PHP code is named by
+/// its first native frames, as before.
+fn top_text(p: &crate::background::profile::Profile) -> String {
+    let sum = php_frames::summarize(p.samples.iter().map(|s| {
+        let frames = s
+            .locations
+            .iter()
+            .rev()
+            .filter_map(|&i| p.locations.get(i))
+            .flat_map(|l| l.frames.iter().rev().map(|f| f.function.as_str()));
+        (frames, s.bytes)
+    }));
+    let frames = if sum.top_key.starts_with(php_frames::NO_PHP_CODE) {
+        let (_, native) = top_stack(p);
+        format!("{} ({native})", php_frames::NO_PHP_CODE)
+    } else {
+        php_frames::innermost_text(&sum.top_key, 4)
+    };
+    let mut t = format!(
+        "top stack {}: {}",
+        log::human_bytes(sum.top_bytes as f64),
+        if frames.is_empty() { "-" } else { &frames }
+    );
+    match &sum.app_frame {
+        Some(a) => {
+            t += &format!(
+                "; application frame {a} holds {} ({:.0}%)",
+                log::human_bytes(sum.app_bytes as f64),
+                100.0 * sum.app_bytes as f64 / sum.total.max(1) as f64
+            )
+        }
+        None if !sum.top_key.starts_with(php_frames::NO_PHP_CODE) => {
+            t += "; no application frame (every PHP frame is a library's: HEAPLIVE_PHP_LIBRARY)"
+        }
+        None => {}
+    }
+    t
+}
+
 /// The memory_limit line's words on the ZendMM estimate: its 95% interval,
 /// and whether an estimate above the limit is sampling error (the limit
 /// inside the interval). Empty in exact mode or with no ZendMM stack.
@@ -316,9 +359,8 @@ fn write_job(job: Job) {
             None,
             "memory_limit",
             &|_, p| {
-                let (top, frames) = top_stack(p);
                 format!(
-                    "PHP \"{}\" in {}:{}{}; top stack {}: {}; {}",
+                    "PHP \"{}\" in {}:{}{}; {}; {}",
                     message,
                     file,
                     line,
@@ -327,8 +369,7 @@ fn write_job(job: Job) {
                     } else {
                         format!(", request {request}")
                     },
-                    log::human_bytes(top as f64),
-                    if frames.is_empty() { "-" } else { &frames },
+                    top_text(p),
                     zend_mm_against_limit(p, message),
                 )
             },
@@ -351,9 +392,8 @@ fn write_job(job: Job) {
                 None,
                 REQUEST_PEAK,
                 &|_, p| {
-                    let (top, frames) = top_stack(p);
                     format!(
-                        "{} peaked at {} ZendMM live ({}); top stack {}: {}; ",
+                        "{} peaked at {} ZendMM live ({}); {}; ",
                         if request.is_empty() {
                             "[request]"
                         } else {
@@ -361,8 +401,7 @@ fn write_job(job: Job) {
                         },
                         log::human_bytes(*peak as f64),
                         kind(),
-                        log::human_bytes(top as f64),
-                        if frames.is_empty() { "-" } else { &frames },
+                        top_text(p),
                     )
                 },
             )

@@ -25,7 +25,9 @@ pub const LIBSTDCXX_EMERGENCY: &str = "[runtime pool: libstdc++ emergency except
 /// Which runtime pool a stack is, from its frames leaf first: each the
 /// path of the module it is in (None for a pseudo frame) and its function
 /// names, innermost (inlined) first. None: the program's own memory.
-pub fn pool_of<'a>(frames: impl IntoIterator<Item = (Option<&'a str>, &'a [Frame])>) -> Option<&'static str> {
+pub fn pool_of<'a>(
+    frames: impl IntoIterator<Item = (Option<&'a str>, &'a [Frame])>,
+) -> Option<&'static str> {
     let mut it = frames.into_iter();
     let (module, _) = it.next()?;
     let base = module.map(|m| m.rsplit('/').next().unwrap_or(m))?;
@@ -143,7 +145,10 @@ mod tests {
         );
         // With symbols: the pool's constructor, inlined in the initializer.
         let named = f("(anonymous namespace)::pool::pool");
-        assert_eq!(pool_of([(cxx, &named[..]), (ld, &init[..])]), Some(LIBSTDCXX_EMERGENCY));
+        assert_eq!(
+            pool_of([(cxx, &named[..]), (ld, &init[..])]),
+            Some(LIBSTDCXX_EMERGENCY)
+        );
     }
 
     #[test]

@@ -422,7 +422,12 @@ fn parse(env: Source, c: &mut Config) -> Effects {
     if let Some(v) = env(s::PHP_LIBRARY.cname) {
         match grammar::php_library(v) {
             Ok(()) if c.php_library.set(v) => {}
-            Ok(()) => warn_bad(s::PHP_LIBRARY.name(), v, "is longer than 1024 bytes", s::PHP_LIBRARY.default),
+            Ok(()) => warn_bad(
+                s::PHP_LIBRARY.name(),
+                v,
+                "is longer than 1024 bytes",
+                s::PHP_LIBRARY.default,
+            ),
             Err(why) => warn_bad(s::PHP_LIBRARY.name(), v, why, s::PHP_LIBRARY.default),
         }
     }

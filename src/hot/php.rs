@@ -583,10 +583,7 @@ fn frame_name(pid: i32, o: &Offsets, func: usize, opline: usize, call_info: u32)
             }
             let mut file = StackBuf::<{ names::MAX_NAME }>::new();
             let library = push_zstr_lib(pid, word(&f, o.op_filename), 300, true, &mut file)?;
-            let (start, end) = (
-                word32(&f, o.op_line_start),
-                word32(&f, o.op_line_start + 4),
-            );
+            let (start, end) = (word32(&f, o.op_line_start), word32(&f, o.op_line_start + 4));
             if name == 0 {
                 // A file's own code: the script, or an include/eval.
                 t.push_bytes(if call_info & ZEND_CALL_TOP != 0 {

@@ -184,8 +184,9 @@ fn expand_by(paths: &[String], requests: bool) -> Res<Vec<String>> {
             })
             .filter(|(n, _)| is_dump_name(n))
             .collect();
-        let (peaks, others): (Vec<_>, Vec<_>) =
-            dumps.into_iter().partition(|(n, _)| is_request_peak_name(n));
+        let (peaks, others): (Vec<_>, Vec<_>) = dumps
+            .into_iter()
+            .partition(|(n, _)| is_request_peak_name(n));
         // `top --endpoints`: the request-peak dumps alone, when there are.
         let dumps = if requests && !peaks.is_empty() {
             peaks
