@@ -494,11 +494,11 @@ fn cli_generators_fibers_closures_and_includes_give_sensible_frames() {
     for want in [
         "{main} (frames.php:5);inner_gen (frames.php:2);str_repeat [internal]",
         if fibers {
-            "{main} (frames.php:7);Fiber::start [internal];{closure} (frames.php:6);str_repeat [internal]"
+            "{main} (frames.php:7);Fiber::start [internal];{closure:frames.php:6-6} (frames.php:6);str_repeat [internal]"
         } else {
             "{main} (frames.php:6);str_repeat [internal]"
         },
-        "{main} (frames.php:9);array_map [internal];{closure} (frames.php:8);str_repeat [internal]",
+        "{main} (frames.php:9);array_map [internal];{closure:frames.php:8-8} (frames.php:8);str_repeat [internal]",
         "{main} (frames.php:11);K::m (frames.php:10);str_repeat [internal]",
         "{main} (frames.php:12);{include} (incl.php:2);str_repeat [internal]",
     ] {
@@ -1291,10 +1291,10 @@ fn odd_frames_check(dir: &Path, php_args: &[&str]) {
         "{main} (odd.php:16);defaults (odd.php:12)".to_string(),
         "{main} (odd.php:18);thrower (odd.php:17);thrower (odd.php:17);str_repeat [internal]"
             .to_string(),
-        "{main} (odd.php:23);A::{closure} (odd.php:22);str_repeat [internal]".to_string(),
-        "{main} (odd.php:23);B::{closure} (odd.php:22);str_repeat [internal]".to_string(),
+        "{main} (odd.php:23);A::{closure:odd.php:22-22} (odd.php:22);str_repeat [internal]".to_string(),
+        "{main} (odd.php:23);B::{closure:odd.php:22-22} (odd.php:22);str_repeat [internal]".to_string(),
         "{main} (odd.php:25);M::__call (odd.php:21);str_repeat [internal]".to_string(),
-        "{main} (odd.php:26);array_map [internal];{closure} (odd.php:26);str_repeat [internal]"
+        "{main} (odd.php:26);array_map [internal];{closure:odd.php:26-26} (odd.php:26);str_repeat [internal]"
             .to_string(),
     ];
     for i in 1..=6 {
@@ -1303,7 +1303,7 @@ fn odd_frames_check(dir: &Path, php_args: &[&str]) {
         ));
     }
     if php_version() >= (8, 1) {
-        want.push("{main} (odd.php:10);Fiber::resume [internal];{closure} (odd.php:8);str_repeat [internal]".to_string());
+        want.push("{main} (odd.php:10);Fiber::resume [internal];{closure:odd.php:7-8} (odd.php:8);str_repeat [internal]".to_string());
     }
     for w in &want {
         assert!(

@@ -327,6 +327,7 @@ echo "WORKER_FILES=$(ls | grep -E '^php-fpm8\.2\.[0-9]+\.[0-9]+\.folded$' | grep
 echo "WORKER_OWNERS=$(ls | grep -E '^php-fpm8\.2\.[0-9]+\.[0-9]+\.folded$' | grep -v "\.$M\." | xargs -r stat -c %U | sort -u | tr '\n' ' ')"
 echo "OTHERS=$(ls | grep -Evc '^(php-fpm8\.2\.[0-9]+\.[0-9]+((\.peak|\.samples)?\.folded|\.maps\.txt)|heaplive\.(0|33)\.log)$')"
 echo "LOG33=$(grep -c ': exit dump /var/tmp/heaplive/' heaplive.33.log)"
+echo "SKIPPED33=$(grep -c ': exit dump skipped: nothing live' heaplive.33.log)"
 echo "ROOTDIR=$(ls -A / | grep -c heaplive)"
 echo "LOG0=$(grep -c ": exit dump /var/tmp/heaplive/php-fpm8.2.$M.1.folded" heaplive.0.log)"
 "##,
@@ -337,14 +338,25 @@ echo "LOG0=$(grep -c ": exit dump /var/tmp/heaplive/php-fpm8.2.$M.1.folded" heap
     assert_eq!(get("DUMPED"), "2", "both workers dumped on request\n{t}");
     assert_eq!(get("MODE"), "1733", "{t}");
     assert_eq!(get("MASTER"), "1", "{t}");
+    // Two signal dumps, and an exit dump per worker that had something
+    // live (what it inherited from the master was sampled or not); a
+    // worker with nothing live writes none, one line says so (issue 29).
+    let (exits, skips): (usize, usize) = (
+        get("LOG33").parse().unwrap(),
+        get("SKIPPED33").parse().unwrap(),
+    );
+    assert_eq!(
+        exits + skips,
+        2,
+        "each worker's exit: a dump or a line\n{t}"
+    );
     assert_eq!(
         get("WORKER_FILES"),
-        "4",
-        "two signal and two exit dumps\n{t}"
+        (2 + exits).to_string(),
+        "two signal dumps and the exit dumps\n{t}"
     );
     assert_eq!(get("WORKER_OWNERS"), "www-data ", "{t}");
     assert_eq!(get("OTHERS"), "0", "nothing else, no helper's file\n{t}");
-    assert_eq!(get("LOG33"), "2", "the workers' exit lines\n{t}");
     assert_eq!(get("ROOTDIR"), "0", "nothing in /\n{t}");
     // php-fpm points the master's stderr at its error log: its line goes
     // next to the dumps too.

@@ -18,6 +18,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
 /// periodic dump is written (an explicit `heaplive_dump(path)` still is).
 pub static FINISHING: AtomicBool = AtomicBool::new(false);
 
+/// The `why` of a PHP request's peak dump (`background::php`).
+pub const REQUEST_PEAK: &str = "request peak";
+
 /// Monotonic time the profile started (for pprof's duration).
 pub static STARTED_NS: AtomicU64 = AtomicU64::new(0);
 
@@ -32,6 +35,9 @@ pub struct DumpState {
     /// Snapshots taken for dump signals that arrived while a dump was
     /// being built (`dumper::poll_signals`), oldest first, written next.
     pub queued: std::collections::VecDeque<Snapshot>,
+    /// A fork's child (that has not exec'd): a php-fpm worker, a prefork
+    /// server's worker. Its exit with nothing live writes no dump.
+    pub forked: bool,
 }
 
 impl DumpState {
@@ -42,6 +48,7 @@ impl DumpState {
             dumps: 0,
             sums: Vec::new(),
             queued: std::collections::VecDeque::new(),
+            forked: false,
         }
     }
 }
@@ -53,6 +60,9 @@ pub struct Written {
     pub total: u64,
     /// The exit dump's peak file (`NAME.peak.folded`), when written.
     pub peak: Option<PathBuf>,
+    /// The exit dump was not written: nothing was live but runtime pools
+    /// (`path` is the name it would have had).
+    pub skipped: bool,
 }
 
 /// The stack holding the most bytes of a profile: its bytes, and its PHP
@@ -365,7 +375,7 @@ fn build_profile(st: &mut DumpState, which: Which) -> std::io::Result<(Profile, 
     let mut mappings = sym.mappings();
     sym.release_debug_info();
     main_mapping_first(&mut mappings, &mut locations);
-    let profile = Profile {
+    let mut profile = Profile {
         mappings,
         locations,
         samples,
@@ -374,6 +384,7 @@ fn build_profile(st: &mut DumpState, which: Which) -> std::io::Result<(Profile, 
         duration_nanos: sys::now_nanos().saturating_sub(started) as i64,
         lines: cfg.lines,
     };
+    crate::background::runtime_pools::mark(&mut profile);
     Ok((profile, variance))
 }
 
@@ -485,8 +496,18 @@ pub fn write_view(
     let pid = sys::getpid();
     let mut n = st.seq + 1;
     let template = cfg.output_template();
+    // A PHP request's peak dump is told apart by its name,
+    // `NAME.request.folded` (its samples and maps files follow it), so
+    // that `heaplive top --endpoints DIR` reads those alone.
+    let request = why == REQUEST_PEAK;
     let name_for = |n: u32| {
-        Path::new(cfg.start_dir.as_str()).join(output::expand(template, pid, cfg.exe.as_str(), n))
+        let p = Path::new(cfg.start_dir.as_str()).join(output::expand(
+            template,
+            pid,
+            cfg.exe.as_str(),
+            n,
+        ));
+        if request { view_path(&p, "request") } else { p }
     };
     let target = match path {
         Some(p) => p.to_path_buf(),
@@ -517,6 +538,43 @@ pub fn write_view(
     }
     crate::background::dumper::poll_signals(&mut st.queued);
     let total = profile.total_bytes();
+    let (pool_bytes, pools) = crate::background::runtime_pools::held(&profile);
+    let pools_text = if pool_bytes > 0 {
+        format!(
+            "; runtime pools {} apart ({}: held for the process's life, not a leak)",
+            log::human_bytes(pool_bytes as f64),
+            pools.join(", ")
+        )
+    } else {
+        String::new()
+    };
+    if live_view
+        && why == "exit"
+        && path.is_none()
+        && st.forked
+        && !cfg.dump_empty
+        && total <= pool_bytes
+    {
+        // A worker (a fork's child) with nothing of the program's live: no
+        // file that would be empty (a pool's workers exit by the thousand:
+        // pm.max_requests, pm=ondemand). The peak file, when the peak was
+        // above what is live now, still goes where the dump would.
+        let peak = if cfg.folded {
+            write_exit_peak(st, &target, total)?
+        } else {
+            None
+        };
+        log::line(format_args!(
+            "heaplive[{}]: exit dump skipped: nothing live{} (HEAPLIVE_DUMP_EMPTY=1 writes it)",
+            pid, pools_text
+        ));
+        return Ok(Written {
+            path: target,
+            total,
+            peak: peak.map(|(p, _)| p),
+            skipped: true,
+        });
+    }
     let note = note(total, &profile);
     let mut written: Option<PathBuf> = None;
     let mut also = String::new();
@@ -596,7 +654,11 @@ pub fn write_view(
     let ms = (sys::now_nanos() - t0) as f64 / 1e6;
     let samples: u64 = snap.stacks.iter().map(|s| s.samples).sum();
     // Beside live dumps only: a peak view's stacks are of an earlier time.
-    if let Some(smaps) = smaps.filter(|_| live_view && crate::background::rss::wanted()) {
+    // And beside a request's peak dump: the memory when it was written,
+    // just after the request (what ZendMM kept of it, opcache, malloc).
+    if let Some(smaps) =
+        smaps.filter(|_| (live_view || request) && crate::background::rss::wanted())
+    {
         write_maps(
             &written,
             &smaps,
@@ -616,7 +678,7 @@ pub fn write_view(
     let own = ownheap::usage();
     let (tables, heap) = own_resident();
     log::line(format_args!(
-        "heaplive[{}]: {} dump {}{}: {}{} live{} in {} samples over {} stacks; {} (heaplive {}: tables {}, heap {}, {} in use); snapshot {:.2} ms, took {:.1} ms",
+        "heaplive[{}]: {} dump {}{}: {}{} live{}{} in {} samples over {} stacks; {} (heaplive {}: tables {}, heap {}, {} in use); snapshot {:.2} ms, took {:.1} ms",
         pid,
         why,
         written.display(),
@@ -634,6 +696,7 @@ pub fn write_view(
         } else {
             " (exact)".to_string()
         },
+        pools_text,
         log::Grouped(samples),
         log::Grouped(stacks),
         rss,
@@ -650,6 +713,7 @@ pub fn write_view(
         path: written,
         total,
         peak: peak.map(|(p, _)| p),
+        skipped: false,
     })
 }
 
@@ -859,6 +923,7 @@ fn report(r: std::io::Result<Written>, why: &str) -> std::io::Result<Written> {
 pub fn reset_after_fork(st: &mut DumpState) {
     st.seq = 0;
     st.dumps = 0;
+    st.forked = true;
     // The parent's: its dumps, not the child's.
     st.queued.clear();
     crate::background::dumper::forget_early();

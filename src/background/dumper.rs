@@ -497,6 +497,8 @@ pub extern "C" fn at_exit(_: *mut core::ffi::c_void) {
     if pending_signal() {
         let _ = dump(None, "signal");
     }
+    // PHP's request-peak dumps queued and not yet written.
+    crate::background::php::finish_at_exit();
     // Nothing is written after the exit dump: queued leak lines go out
     // before it, later ones are only counted, and no signal or periodic
     // dump starts once it has.

@@ -53,12 +53,19 @@ fn write_queued_lines() {
             continue;
         }
         let suppressed = SUPPRESSED.swap(0, Relaxed);
-        let text = format_event(&ev, suppressed);
-        log::write_line(text.as_bytes());
+        match format_event(&ev, suppressed) {
+            Some(text) => log::write_line(text.as_bytes()),
+            // Not a leak: the suppressed count goes on the next line.
+            None => {
+                SUPPRESSED.fetch_add(suppressed, Relaxed);
+                IN_WINDOW.fetch_sub(1, Relaxed);
+            }
+        }
     }
 }
 
-fn format_event(ev: &Event, suppressed: u64) -> String {
+/// None for a runtime pool's stack (no warning).
+fn format_event(ev: &Event, suppressed: u64) -> Option<String> {
     let mut s = String::with_capacity(256);
     let blocks = (ev.milliblocks as f64 / 1000.0).round().max(0.0) as u64;
     let _ = write!(
@@ -95,18 +102,18 @@ fn format_event(ev: &Event, suppressed: u64) -> String {
         );
     }
     s.push_str(" at ");
-    s.push_str(&top_frames(ev.stack));
+    s.push_str(&top_frames(ev.stack)?);
     if suppressed > 0 {
         let _ = write!(s, " ({} more warnings suppressed)", suppressed);
     }
-    s
+    Some(s)
 }
 
 /// The leaf-most frames of a stack, `leaf <- caller <- ...`. A stack with
 /// PHP frames (PHP mode) shows those, innermost first, and the request it
 /// was taken in: `handle_job (worker.php:12) <- {main} (worker.php:30) in
 /// [cli worker.php]`.
-fn top_frames(id: stacks::StackId) -> String {
+fn top_frames(id: stacks::StackId) -> Option<String> {
     let frames = stacks::frames(id);
     let pseudo =
         |ip: &usize| crate::hot::names::text(*ip).map(|t| String::from_utf8_lossy(t).into_owned());
@@ -130,7 +137,7 @@ fn top_frames(id: stacks::StackId) -> String {
             s.push_str(" in ");
             s.push_str(&r);
         }
-        return s;
+        return Some(s);
     }
     let mut st = DUMP.lock();
     let sym = symbolizer_of(&mut st);
@@ -141,6 +148,29 @@ fn top_frames(id: stacks::StackId) -> String {
         .map(|&ip| (ip as u64).saturating_sub(1))
         .collect();
     sym.prefetch(&wanted, &mut || {});
+    // A runtime pool (libstdc++'s emergency pool) is held by design: no
+    // warning (`background::runtime_pools`).
+    let answers: Vec<_> = frames
+        .iter()
+        .map(|&ip| {
+            if pseudo(&ip).is_some() {
+                (None, std::sync::Arc::from([]))
+            } else {
+                sym.lookup((ip as u64).saturating_sub(1))
+            }
+        })
+        .collect();
+    let mappings = sym.mappings();
+    let pool = crate::background::runtime_pools::pool_of(answers.iter().map(|(m, f)| {
+        (
+            m.and_then(|m| mappings.get(m)).map(|m| m.path.as_str()),
+            &f[..],
+        )
+    }));
+    if pool.is_some() {
+        sym.release_debug_info();
+        return None;
+    }
     let mut names: Vec<String> = Vec::new();
     for &ip in frames {
         if let Some(t) = pseudo(&ip) {
@@ -160,7 +190,7 @@ fn top_frames(id: stacks::StackId) -> String {
     }
     sym.release_debug_info();
     if names.is_empty() {
-        return "[no stack]".into();
+        return Some("[no stack]".into());
     }
     let more = names.len() > TOP_FRAMES;
     names.truncate(TOP_FRAMES);
@@ -168,7 +198,7 @@ fn top_frames(id: stacks::StackId) -> String {
     if more {
         s.push_str(" <- ...");
     }
-    s
+    Some(s)
 }
 
 /// The closing line at exit, when warnings were issued.
@@ -183,7 +213,13 @@ pub fn exit_summary(written: Option<&Written>) {
         None => "unknown".into(),
     };
     let dump = written
-        .map(|w| w.path.display().to_string())
+        .map(|w| {
+            if w.skipped {
+                "none (nothing live)".into()
+            } else {
+                w.path.display().to_string()
+            }
+        })
         .unwrap_or_else(|| "none (HEAPLIVE_DUMP_AT_EXIT=0)".into());
     let suppressed = SUPPRESSED.swap(0, Relaxed) + leak_check::take_dropped();
     let note = if suppressed > 0 {

@@ -24,10 +24,13 @@
 //! heaplive's thread if nothing did (HEAPLIVE_PHP_PEAK_BYTES is a feature
 //! that needs it).
 
-use crate::background::dump::{DUMP, Snapshot, Which, top_stack, write_queued, write_view};
+use crate::background::dump::{
+    DUMP, REQUEST_PEAK, Snapshot, Which, top_stack, write_queued, write_view,
+};
 use crate::hot::services::PhpOom;
 use crate::hot::{config, guard, log, stacks, sys, trigger};
 use core::cell::UnsafeCell;
+use heaplive_format::php_frames;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::*};
 
 /// How long the PHP thread waits for heaplive's thread to write the
@@ -91,6 +94,7 @@ pub fn reset_after_fork() {
     unsafe { QUEUE.busy.unlock_raw() };
     let _ = with_queue(0, |q| std::mem::forget(std::mem::take(q)));
     QUEUED.store(0, Relaxed);
+    WRITING.store(0, Relaxed);
 }
 
 fn text(b: &[u8]) -> String {
@@ -193,6 +197,9 @@ pub fn request_peak(request: &[u8], peak: i64) {
     trigger::wake_dumper();
 }
 
+/// Jobs taken from the queue and not yet written.
+static WRITING: AtomicUsize = AtomicUsize::new(0);
+
 /// On heaplive's thread: writes the queued jobs.
 pub fn serve() {
     while QUEUED.load(Acquire) > 0 {
@@ -200,6 +207,7 @@ pub fn serve() {
             if q.is_empty() {
                 return None;
             }
+            WRITING.fetch_add(1, Relaxed);
             QUEUED.fetch_sub(1, Relaxed);
             Some(q.remove(0))
         }) else {
@@ -207,6 +215,20 @@ pub fn serve() {
         };
         write_job(job);
         DONE.fetch_max(id, Release);
+        WRITING.fetch_sub(1, Release);
+    }
+}
+
+/// At exit, before the exit dump: the jobs still queued are written by the
+/// exiting thread, and one heaplive's thread has in hand is waited for (up
+/// to `WAIT_NS`). A php-fpm worker recycled by `pm.max_requests` exits
+/// right after its last request: its request-peak dump was queued for a
+/// thread that the exit is about to end.
+pub fn finish_at_exit() {
+    serve();
+    let t0 = sys::now_nanos();
+    while WRITING.load(Acquire) > 0 && sys::now_nanos().saturating_sub(t0) < WAIT_NS {
+        std::thread::sleep(std::time::Duration::from_millis(1));
     }
 }
 
@@ -216,6 +238,48 @@ fn kind() -> &'static str {
     } else {
         "exact"
     }
+}
+
+/// The stacks of `p` as PHP's lines name them (`format::php_frames`, the
+/// fold `heaplive top --php` shows, so the sizes agree with its rows):
+/// `top stack 13.0 MiB: a <- b <- c <- d; application frame parse_all
+/// (parse.php:24) holds 9.1 MiB (71%)`. A stack with no PHP code is named by
+/// its first native frames, as before.
+fn top_text(p: &crate::background::profile::Profile) -> String {
+    let sum = php_frames::summarize(p.samples.iter().map(|s| {
+        let frames = s
+            .locations
+            .iter()
+            .rev()
+            .filter_map(|&i| p.locations.get(i))
+            .flat_map(|l| l.frames.iter().rev().map(|f| f.function.as_str()));
+        (frames, s.bytes)
+    }));
+    let frames = if sum.top_key.starts_with(php_frames::NO_PHP_CODE) {
+        let (_, native) = top_stack(p);
+        format!("{} ({native})", php_frames::NO_PHP_CODE)
+    } else {
+        php_frames::innermost_text(&sum.top_key, 4)
+    };
+    let mut t = format!(
+        "top stack {}: {}",
+        log::human_bytes(sum.top_bytes as f64),
+        if frames.is_empty() { "-" } else { &frames }
+    );
+    match &sum.app_frame {
+        Some(a) => {
+            t += &format!(
+                "; application frame {a} holds {} ({:.0}%)",
+                log::human_bytes(sum.app_bytes as f64),
+                100.0 * sum.app_bytes as f64 / sum.total.max(1) as f64
+            )
+        }
+        None if !sum.top_key.starts_with(php_frames::NO_PHP_CODE) => {
+            t += "; no application frame (every PHP frame is a library's: HEAPLIVE_PHP_LIBRARY)"
+        }
+        None => {}
+    }
+    t
 }
 
 /// The memory_limit line's words on the ZendMM estimate: its 95% interval,
@@ -290,9 +354,8 @@ fn write_job(job: Job) {
             None,
             "memory_limit",
             &|_, p| {
-                let (top, frames) = top_stack(p);
                 format!(
-                    "PHP \"{}\" in {}:{}{}; top stack {}: {}; {}",
+                    "PHP \"{}\" in {}:{}{}; {}; {}",
                     message,
                     file,
                     line,
@@ -301,8 +364,7 @@ fn write_job(job: Job) {
                     } else {
                         format!(", request {request}")
                     },
-                    log::human_bytes(top as f64),
-                    if frames.is_empty() { "-" } else { &frames },
+                    top_text(p),
                     zend_mm_against_limit(p, message),
                 )
             },
@@ -323,11 +385,10 @@ fn write_job(job: Job) {
                 Which::Stacks(stacks),
                 &snap,
                 None,
-                "request peak",
+                REQUEST_PEAK,
                 &|_, p| {
-                    let (top, frames) = top_stack(p);
                     format!(
-                        "{} peaked at {} ZendMM live ({}); top stack {}: {}; ",
+                        "{} peaked at {} ZendMM live ({}); {}; ",
                         if request.is_empty() {
                             "[request]"
                         } else {
@@ -335,8 +396,7 @@ fn write_job(job: Job) {
                         },
                         log::human_bytes(*peak as f64),
                         kind(),
-                        log::human_bytes(top as f64),
-                        if frames.is_empty() { "-" } else { &frames },
+                        top_text(p),
                     )
                 },
             )

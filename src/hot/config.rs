@@ -81,6 +81,9 @@ pub struct Config {
     pub seed: u64,
     /// HEAPLIVE_DUMP_AT_EXIT: write a dump when the process exits.
     pub dump_at_exit: bool,
+    /// HEAPLIVE_DUMP_EMPTY: the exit dump also when nothing is live but
+    /// runtime pools (`background::runtime_pools`).
+    pub dump_empty: bool,
     /// HEAPLIVE_SIGNAL: the dump signal; 0 = none.
     pub signal: i32,
     /// HEAPLIVE_DUMP_EVERY: periodic dumps, milliseconds; 0 = off.
@@ -115,6 +118,8 @@ pub struct Config {
     pub php_peak_bytes: u64,
     /// HEAPLIVE_UNWIND: how stacks are captured.
     pub unwind: grammar::Unwind,
+    /// HEAPLIVE_PHP_LIBRARY: glob patterns of library files' paths.
+    pub php_library: FixedStr<1024>,
     /// Captured at load: the program's name, the start directory, $TMPDIR.
     pub exe: FixedStr<256>,
     pub start_dir: FixedStr<4096>,
@@ -136,6 +141,7 @@ impl Config {
             seed: D.seed,
             output: FixedStr::new(),
             dump_at_exit: D.dump_at_exit,
+            dump_empty: D.dump_empty,
             signal: D.signal,
             dump_every_ms: D.dump_every_ms,
             folded: D.format.folded,
@@ -149,6 +155,7 @@ impl Config {
             warn_growth: D.warn_growth,
             log: FixedStr::new(),
             debug_dirs: FixedStr::new(),
+            php_library: FixedStr::with(heaplive_format::grammar::PHP_LIBRARY_DEFAULT.as_bytes()),
             lines: D.lines,
             demangle: D.demangle,
             php: D.php,
@@ -345,6 +352,7 @@ fn parse(env: Source, c: &mut Config) -> Effects {
         }
     }
     load_var(env, &s::DUMP_AT_EXIT, &mut c.dump_at_exit, grammar::boolean);
+    load_var(env, &s::DUMP_EMPTY, &mut c.dump_empty, grammar::boolean);
     load_var(env, &s::SIGNAL, &mut c.signal, |v| {
         heaplive_format::signal::parse(v).map_err(|r| r.why())
     });
@@ -411,6 +419,18 @@ fn parse(env: Source, c: &mut Config) -> Effects {
         grammar::warn_bytes,
     );
     load_var(env, &s::UNWIND, &mut c.unwind, grammar::unwind);
+    if let Some(v) = env(s::PHP_LIBRARY.cname) {
+        match grammar::php_library(v) {
+            Ok(()) if c.php_library.set(v) => {}
+            Ok(()) => warn_bad(
+                s::PHP_LIBRARY.name(),
+                v,
+                "is longer than 1024 bytes",
+                s::PHP_LIBRARY.default,
+            ),
+            Err(why) => warn_bad(s::PHP_LIBRARY.name(), v, why, s::PHP_LIBRARY.default),
+        }
+    }
     let mut poison = D.poison;
     load_var(env, &s::POISON, &mut poison, grammar::poison);
 

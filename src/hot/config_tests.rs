@@ -12,6 +12,7 @@ fn starting_values_are_the_contract_defaults() {
     assert_eq!(c.interval, d.sample_interval);
     assert_eq!(c.seed, d.seed);
     assert_eq!(c.dump_at_exit, d.dump_at_exit);
+    assert_eq!(c.dump_empty, d.dump_empty);
     assert_eq!(c.signal, d.signal);
     assert_eq!(c.dump_every_ms, d.dump_every_ms);
     assert_eq!((c.folded, c.pprof), (d.format.folded, d.format.pprof));

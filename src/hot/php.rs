@@ -530,35 +530,53 @@ fn push_zstr(
     base_name: bool,
     out: &mut StackBuf<{ names::MAX_NAME }>,
 ) -> bool {
+    push_zstr_lib(pid, zs, max, base_name, out).is_some()
+}
+
+/// `push_zstr`; Some(whether the whole text, a file's path, matches
+/// `HEAPLIVE_PHP_LIBRARY`: a path longer than 256 bytes is matched by its
+/// last 256, which `*/vendor/*` still finds when the base name is short).
+fn push_zstr_lib(
+    pid: i32,
+    zs: usize,
+    max: usize,
+    base_name: bool,
+    out: &mut StackBuf<{ names::MAX_NAME }>,
+) -> Option<bool> {
     let mut b = [0u8; ZSTR_VAL + 256];
     let got = read(pid, zs, &mut b);
     if got < ZSTR_VAL {
-        return false;
+        return None;
     }
     let len = word(&b, ZSTR_LEN);
     if len == 0 || len > 1 << 20 {
-        return false;
+        return None;
     }
     let want = len.min(256);
     if got < ZSTR_VAL + want {
-        return false;
+        return None;
     }
     let mut text = &b[ZSTR_VAL..ZSTR_VAL + want];
     let mut tail = [0u8; 256];
+    let mut library = false;
     if base_name {
         if len > 256 {
             // The base name is at the end: read the last 256 bytes.
             if read(pid, zs + ZSTR_VAL + len - 256, &mut tail) < 256 {
-                return false;
+                return None;
             }
             text = &tail[..];
         }
+        library = heaplive_format::grammar::php_library_match(
+            crate::hot::config::get().php_library.as_bytes(),
+            text,
+        );
         if let Some(slash) = text.iter().rposition(|&c| c == b'/') {
             text = &text[slash + 1..];
         }
     }
     out.push_bytes(&text[..text.len().min(max)]);
-    true
+    Some(library)
 }
 
 /// The pseudo frame of one PHP frame; Some(0) for a frame with nothing to
@@ -595,9 +613,14 @@ fn frame_name(pid: i32, o: &Offsets, func: usize, opline: usize, call_info: u32)
             t.push_bytes(b" [internal]");
         }
         ZEND_USER_FUNCTION => {
-            if got < o.op_line_start + 4 {
+            use core::fmt::Write;
+            // line_start, then line_end.
+            if got < o.op_line_start + 8 {
                 return None;
             }
+            let mut file = StackBuf::<{ names::MAX_NAME }>::new();
+            let library = push_zstr_lib(pid, word(&f, o.op_filename), 300, true, &mut file)?;
+            let (start, end) = (word32(&f, o.op_line_start), word32(&f, o.op_line_start + 4));
             if name == 0 {
                 // A file's own code: the script, or an include/eval.
                 t.push_bytes(if call_info & ZEND_CALL_TOP != 0 {
@@ -605,12 +628,24 @@ fn frame_name(pid: i32, o: &Offsets, func: usize, opline: usize, call_info: u32)
                 } else {
                     b"{include}"
                 });
-            } else if !push_zstr(pid, name, 300, false, &mut t) {
-                return None;
+            } else {
+                let mut n = StackBuf::<{ names::MAX_NAME }>::new();
+                if !push_zstr(pid, name, 300, false, &mut n) {
+                    return None;
+                }
+                if is_closure(n.as_bytes()) {
+                    // `ns\{closure}` (8.3 and before), `{closure:/path:3}`
+                    // (8.4): which closure, by its file and lines.
+                    t.push_bytes(b"{closure:");
+                    t.push_bytes(file.as_bytes());
+                    let _ = write!(t, ":{start}-{end}}}");
+                } else {
+                    t.push_bytes(n.as_bytes());
+                }
             }
             let last = word32(&f, o.op_last) as usize;
             let opcodes = word(&f, o.op_opcodes);
-            let mut line = word32(&f, o.op_line_start);
+            let mut line = start;
             // The current line, when opline is one of this function's
             // opcodes (it can be stale or unset in a frame being built).
             if opline >= opcodes
@@ -623,15 +658,24 @@ fn frame_name(pid: i32, o: &Offsets, func: usize, opline: usize, call_info: u32)
                 }
             }
             t.push_bytes(b" (");
-            if !push_zstr(pid, word(&f, o.op_filename), 300, true, &mut t) {
-                return None;
-            }
-            use core::fmt::Write;
+            t.push_bytes(file.as_bytes());
             let _ = write!(t, ":{})", line);
+            if library {
+                // Under HEAPLIVE_PHP_LIBRARY (Composer's vendor/...).
+                t.push_bytes(LIBRARY_MARK);
+            }
         }
         _ => return None,
     }
     Some(names::intern(t.as_bytes()))
+}
+
+/// The mark after a frame of a library's file (`HEAPLIVE_PHP_LIBRARY`).
+pub const LIBRARY_MARK: &[u8] = b" [library]";
+
+/// A closure's function name: `{closure}`, `Ns\{closure}`, `{closure:...}`.
+fn is_closure(name: &[u8]) -> bool {
+    name.ends_with(b"{closure}") || name.starts_with(b"{closure:")
 }
 
 /// The most PHP frames one sample keeps (the innermost ones).

@@ -150,6 +150,21 @@ pub fn load(path: &str) -> Res<Profile> {
 /// `*.variance.folded`, and empty files: the dump
 /// of a process that never sampled (nothing live to add).
 pub fn expand(paths: &[String]) -> Res<Vec<String>> {
+    expand_by(paths, false)
+}
+
+/// As `expand`, but a directory stands for its PHP request-peak dumps
+/// (`NAME.request.folded`) when it has any (`top --endpoints`).
+pub fn expand_requests(paths: &[String]) -> Res<Vec<String>> {
+    expand_by(paths, true)
+}
+
+/// A PHP request-peak dump's name (`NAME.request.folded`).
+pub fn is_request_peak_name(n: &str) -> bool {
+    n.ends_with(".request.folded")
+}
+
+fn expand_by(paths: &[String], requests: bool) -> Res<Vec<String>> {
     let mut out = Vec::new();
     for p in paths {
         if p == "-" || !std::path::Path::new(p).is_dir() {
@@ -169,6 +184,17 @@ pub fn expand(paths: &[String]) -> Res<Vec<String>> {
             })
             .filter(|(n, _)| is_dump_name(n))
             .collect();
+        let (peaks, others): (Vec<_>, Vec<_>) = dumps
+            .into_iter()
+            .partition(|(n, _)| is_request_peak_name(n));
+        // `top --endpoints`: the request-peak dumps alone, when there are.
+        let dumps = if requests && !peaks.is_empty() {
+            peaks
+        } else {
+            let mut all = others;
+            all.extend(peaks);
+            all
+        };
         if dumps.is_empty() {
             return error(format!("{p}: no .folded files in this directory"));
         }

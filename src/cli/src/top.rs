@@ -10,16 +10,21 @@ use std::collections::BTreeMap;
 
 pub fn main(mut a: TopArgs) -> Res<()> {
     let t = Table::from_args(&a.table);
-    a.files = folded::expand(&a.files)?;
+    a.files = if a.endpoints {
+        folded::expand_requests(&a.files)?
+    } else {
+        folded::expand(&a.files)?
+    };
     if a.endpoints {
         let text = top_endpoints(&a.files, &t)?;
         return emit(|out| out.write_all(text.as_bytes()));
     }
     let mut profile = folded::load_all(&a.files)?;
+    let app = a.php.then(|| application_line(&profile, &t));
     if a.php {
         profile = php_frames_only(&profile);
     }
-    let text = if a.inclusive {
+    let mut text = if a.inclusive {
         top_functions(&profile, &t)
     } else {
         // With --php the sample counts and variances fold the same way as
@@ -30,7 +35,26 @@ pub fn main(mut a: TopArgs) -> Res<()> {
         let r = interval_of_files(&a.files);
         top_stacks(&profile, &t, a.files.len(), samples, variances, r)
     };
+    text += &app.unwrap_or_default();
     emit(|out| out.write_all(text.as_bytes()))
+}
+
+/// `top --php`'s last line: the application frame (a PHP frame neither
+/// `[internal]` nor `[library]`, `HEAPLIVE_PHP_LIBRARY`) that is the
+/// innermost one of the most bytes, and its share of all, as the
+/// memory_limit line says it (`format::php_frames`).
+fn application_line(p: &Profile, t: &Table) -> String {
+    let sum =
+        heaplive_format::php_frames::summarize(p.stacks.iter().map(|(s, &n)| (s.split(';'), n)));
+    match sum.app_frame {
+        Some(f) => format!(
+            "application frame holding the most (the innermost frame outside [internal] and [library] code): {f}, {} ({} of {})\n",
+            t.size(sum.app_bytes as u128),
+            percent(sum.app_bytes as u128, sum.total as u128),
+            t.size(sum.total as u128)
+        ),
+        None => "no application frame (every PHP frame is [internal] or [library]: HEAPLIVE_PHP_LIBRARY)\n".into(),
+    }
 }
 
 /// The companions of kind `what` (`samples`: live samples per stack;
@@ -174,62 +198,14 @@ fn unseen_line(p: &Profile, samples: Option<&Profile>, interval: Option<u64>) ->
     ))
 }
 
-/// Is `frame` a PHP request's root frame, `[GET /api/report]` or `[cli
-/// script.php]`?
-pub fn is_request_frame(frame: &str) -> bool {
-    let Some(inner) = frame.strip_prefix('[').and_then(|f| f.strip_suffix(']')) else {
-        return false;
-    };
-    let Some((method, rest)) = inner.split_once(' ') else {
-        return false;
-    };
-    !rest.is_empty()
-        && (method == "cli"
-            || (!method.is_empty() && method.bytes().all(|b| b.is_ascii_uppercase())))
-}
-
-/// Is `frame` one of PHP mode's frames: `f (file.php:12)`, `f [internal]`,
-/// `[zend_mm]`, `[php?]`, a request's `[GET /path]`?
-fn is_php_frame(frame: &str) -> bool {
-    frame.ends_with(" [internal]")
-        || frame == "[zend_mm]"
-        || frame == "[php?]"
-        || is_request_frame(frame)
-        || frame
-            .rsplit_once(" (")
-            .and_then(|(_, at)| at.strip_suffix(')'))
-            .and_then(|at| at.rsplit_once(':'))
-            .is_some_and(|(file, line)| {
-                !file.is_empty()
-                    && !line.is_empty()
-                    && line.bytes().all(|b| b.is_ascii_digit())
-                    && !file.ends_with(".c")
-                    && !file.ends_with(".h")
-                    && !file.ends_with(".cc")
-                    && !file.ends_with(".cpp")
-                    && !file.ends_with(".rs")
-            })
-}
+pub use heaplive_format::php_frames::is_request_frame;
 
 /// The profile with native frames folded away (`top --php`, `flamegraph
 /// --php`): stacks that become the same are merged.
 pub fn php_frames_only(p: &Profile) -> Profile {
     let mut stacks: std::collections::BTreeMap<String, u64> = Default::default();
     for (stack, &count) in &p.stacks {
-        let kept: Vec<&str> = stack.split(';').filter(|f| is_php_frame(f)).collect();
-        let key = if kept
-            .iter()
-            .all(|f| *f == "[zend_mm]" || is_request_frame(f))
-        {
-            let mut k = String::from("[no PHP code]");
-            for f in kept {
-                k.push(';');
-                k.push_str(f);
-            }
-            k
-        } else {
-            kept.join(";")
-        };
+        let key = heaplive_format::php_frames::php_key(stack.split(';'));
         *stacks.entry(key).or_insert(0) += count;
     }
     Profile { stacks }
@@ -465,7 +441,7 @@ mod tests {
         assert!(!is_request_frame("[php names: full]"));
         assert!(!is_request_frame("str_repeat [internal]"));
         assert!(!is_request_frame("[GET ]"));
-        assert!(is_php_frame("[GET /x]"));
+        assert!(heaplive_format::php_frames::is_php_frame("[GET /x]"));
     }
 
     #[test]

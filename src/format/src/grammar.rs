@@ -377,6 +377,40 @@ pub fn programs(v: &[u8]) -> Result<(), &'static str> {
     Ok(())
 }
 
+/// `HEAPLIVE_PHP_LIBRARY`'s default: Composer's `vendor/` directories and
+/// the system's PHP library directories (Debian's php-* packages).
+pub const PHP_LIBRARY_DEFAULT: &str = "*/vendor/*,/usr/share/php/*,/usr/lib/php/*";
+
+/// `HEAPLIVE_PHP_LIBRARY`: comma-separated glob patterns of file paths
+/// (`*` matches any run of bytes, `/` included), at most 1024 bytes; an
+/// empty value: no file is a library's.
+pub fn php_library(v: &[u8]) -> Result<(), &'static str> {
+    if v.len() > 1024 {
+        return Err("is longer than 1024 bytes");
+    }
+    for p in v.split(|&b| b == b',') {
+        let p = trim(p);
+        let mut i = 0;
+        while i < p.len() {
+            if p[i] == b'[' {
+                match class_end(p, i) {
+                    Some(e) => i = e,
+                    None => return Err("has a '[' without its ']'"),
+                }
+            } else {
+                i += 1;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether the path `file` matches a pattern of a `HEAPLIVE_PHP_LIBRARY`
+/// value (checked with [`php_library`]).
+pub fn php_library_match(v: &[u8], file: &[u8]) -> bool {
+    programs_match(v, file)
+}
+
 /// Whether `name` matches one of the patterns of a `HEAPLIVE_PROGRAMS` value
 /// (checked with [`programs`]; an unchecked bad pattern matches nothing).
 pub fn programs_match(v: &[u8], name: &[u8]) -> bool {

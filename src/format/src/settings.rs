@@ -47,6 +47,8 @@ pub enum Grammar {
     Programs,
     /// [`crate::grammar::poison`]
     Poison,
+    /// [`crate::grammar::php_library`]
+    PhpLibrary,
 }
 
 /// Why a value is refused, for a message `NAME='value' <why>`.
@@ -90,6 +92,7 @@ impl Grammar {
             Grammar::Unwind => text(g::unwind(v).map(drop)),
             Grammar::Programs => text(g::programs(v)),
             Grammar::Poison => text(g::poison(v).map(drop)),
+            Grammar::PhpLibrary => text(g::php_library(v)),
         }
     }
 }
@@ -156,6 +159,13 @@ setting!(
     "1",
     Bool,
     "write a dump when the process exits"
+);
+setting!(
+    DUMP_EMPTY,
+    c"HEAPLIVE_DUMP_EMPTY",
+    "0",
+    Bool,
+    "write the exit dump of a fork's child (a php-fpm worker) even when nothing is live but runtime pools"
 );
 setting!(
     SIGNAL,
@@ -284,6 +294,13 @@ setting!(
     "PHP mode: a request whose ZendMM live total peaks at this size or more writes the stacks at its peak when it ends: 16M, 100M; 0 = off"
 );
 setting!(
+    PHP_LIBRARY,
+    c"HEAPLIVE_PHP_LIBRARY",
+    crate::grammar::PHP_LIBRARY_DEFAULT,
+    PhpLibrary,
+    "PHP mode: comma-separated glob patterns of the paths of library code (its frames are marked [library]; the memory_limit and request-peak lines and heaplive top --php name the innermost frame that is not)"
+);
+setting!(
     UNWIND,
     c"HEAPLIVE_UNWIND",
     "cached",
@@ -317,6 +334,7 @@ pub struct Defaults {
     pub sample_interval: u64,
     pub seed: u64,
     pub dump_at_exit: bool,
+    pub dump_empty: bool,
     pub signal: i32,
     pub dump_every_ms: u64,
     pub format: crate::grammar::Formats,
@@ -340,6 +358,7 @@ pub const DEFAULTS: Defaults = Defaults {
     sample_interval: 512 * 1024,
     seed: 0,
     dump_at_exit: true,
+    dump_empty: false,
     signal: libc::SIGUSR2,
     dump_every_ms: 0,
     format: crate::grammar::Formats {
@@ -376,6 +395,7 @@ pub const ALL: &[&Setting] = &[
     &SAMPLE_INTERVAL,
     &OUTPUT,
     &DUMP_AT_EXIT,
+    &DUMP_EMPTY,
     &SIGNAL,
     &DUMP_EVERY,
     &FORMAT,
@@ -394,6 +414,7 @@ pub const ALL: &[&Setting] = &[
     &PHP_OOM_DUMP,
     &PHP_REQUEST_FRAME,
     &PHP_PEAK_BYTES,
+    &PHP_LIBRARY,
     &SEED,
     &UNWIND,
     &POISON,
@@ -446,6 +467,7 @@ mod tests {
             sample_interval: g::sample_interval(text(&SAMPLE_INTERVAL)).unwrap(),
             seed: g::seed(text(&SEED)).unwrap(),
             dump_at_exit: g::boolean(text(&DUMP_AT_EXIT)).unwrap(),
+            dump_empty: g::boolean(text(&DUMP_EMPTY)).unwrap(),
             signal: crate::signal::parse(text(&SIGNAL)).unwrap(),
             dump_every_ms: g::dump_every(text(&DUMP_EVERY)).unwrap(),
             format: g::format(text(&FORMAT)).unwrap(),
