@@ -125,6 +125,8 @@ pub struct Config {
     pub log: FixedStr<4096>,
     /// HEAPLIVE_DEBUG_DIRS: extra directories of separate debug files.
     pub debug_dirs: FixedStr<4096>,
+    /// HEAPLIVE_RUN_REPORT: `heaplive run`'s list of the files written.
+    pub run_report: FixedStr<4096>,
 }
 
 impl Config {
@@ -149,6 +151,7 @@ impl Config {
             warn_growth: D.warn_growth,
             log: FixedStr::new(),
             debug_dirs: FixedStr::new(),
+            run_report: FixedStr::new(),
             lines: D.lines,
             demangle: D.demangle,
             php: D.php,
@@ -382,7 +385,11 @@ fn parse(env: Source, c: &mut Config) -> Effects {
         &mut c.warn_growth,
         grammar::warn_growth,
     );
-    for (setting, slot) in [(&s::LOG, &mut c.log), (&s::DEBUG_DIRS, &mut c.debug_dirs)] {
+    for (setting, slot) in [
+        (&s::LOG, &mut c.log),
+        (&s::DEBUG_DIRS, &mut c.debug_dirs),
+        (&s::RUN_REPORT, &mut c.run_report),
+    ] {
         if let Some(v) = env(setting.cname)
             && !slot.set(v)
         {

@@ -93,8 +93,10 @@ fn format(v: &str) -> Result<String, String> {
     about = "run a program under the profiler (LD_PRELOAD=libheaplive.so)",
     long_about = "Runs COMMAND with LD_PRELOAD=libheaplive.so (prepended to any LD_PRELOAD
 already set), exits with its status (128+N if a signal N killed it), and lists
-the dump files written. Children of COMMAND are profiled too, each into its
-own files. Dump on demand with 'heaplive dump PID' (or kill -USR2 PID).
+the files written, by process. Children of COMMAND are profiled too, each into
+its own files, and listed wherever they wrote them (after a cd, an exec, a fork
+of a fork): each library reports its files to run (HEAPLIVE_RUN_REPORT), so no
+other process's files are listed. Dump on demand with 'heaplive dump PID' (or kill -USR2 PID).
 
 Each option sets the variable in brackets; unset ones keep the library's
 defaults, or the value already in the environment.",

@@ -298,6 +298,13 @@ setting!(
     "fill new blocks (alloc: 0xa5) and freed blocks (free: 0xdd) so that reading uninitialised or freed memory shows; off, alloc, free or alloc,free"
 );
 setting!(
+    RUN_REPORT,
+    c"HEAPLIVE_RUN_REPORT",
+    "unset",
+    Path,
+    "set by heaplive run: the file (in a private directory it made) where the library lists each file it writes, for run's list of files"
+);
+setting!(
     LIB,
     c"HEAPLIVE_LIB",
     "next to heaplive",
@@ -397,6 +404,7 @@ pub const ALL: &[&Setting] = &[
     &SEED,
     &UNWIND,
     &POISON,
+    &RUN_REPORT,
     &LIB,
 ];
 
