@@ -5,6 +5,7 @@
 
 mod attach;
 mod cli;
+mod cli_labels;
 mod cli_real;
 mod cli_robust;
 mod common;

@@ -331,13 +331,13 @@ of the change. To compare groups of files, merge each group first with
     after_help = "\
 Examples:
   heaplive diff heaplive.app.4242.1.folded heaplive.app.4242.5.folded
-  heaplive diff --folded a.folded b.folded | inferno-flamegraph > diff.svg",
+  heaplive diff --folded a.folded b.folded > change.folded
+  heaplive flamegraph change.folded -o change.svg    # red grew, blue shrank",
     help_template = TEMPLATE
 )]
 pub struct DiffArgs {
-    /// write 'stack OLDCOUNT NEWCOUNT' lines instead, the two-count format of
-    /// difffolded.pl that inferno-flamegraph and flamegraph.pl render as a
-    /// differential flame graph
+    /// write 'stack OLDCOUNT NEWCOUNT' lines instead, the two-count format
+    /// that 'heaplive flamegraph' renders as a differential flame graph
     #[arg(long)]
     pub folded: bool,
     #[command(flatten)]
@@ -388,13 +388,22 @@ pub struct MergeArgs {
     about = "render folded files as an interactive SVG flame graph",
     long_about = "Renders folded files (summed when several) as an interactive SVG flame graph
 of live bytes: the width of a box is the live memory allocated under that
-call. Click to zoom, Ctrl-F to search. Writes to standard output without -o.",
+call. Click to zoom, Ctrl-F to search. Writes to standard output without -o.
+The title and the counts' name follow the file's view: \"Live heap\"
+(NAME.folded), \"Allocated bytes\" (NAME.alloc.folded), \"Live heap at the
+peak\" (NAME.peak.folded).
+
+A file of 'heaplive diff --folded' (stack OLD NEW on every line) becomes a
+differential flame graph: boxes as wide as the new bytes, red where a stack
+grew, blue where it shrank.",
     override_usage = "heaplive flamegraph FILE... [-o OUT.svg] [--title TITLE] [--php]",
     after_help = "\
 Examples:
   heaplive flamegraph heaplive.php-fpm8.2.4242.3.folded -o live.svg
   heaplive flamegraph heaplive.php-fpm8.2.*.3.folded > pool.svg
-  heaplive flamegraph --php heaplive.php-fpm8.2.4242.3.folded -o php.svg",
+  heaplive flamegraph --php heaplive.php-fpm8.2.4242.3.folded -o php.svg
+  heaplive diff --folded OLD.folded NEW.folded > change.folded
+  heaplive flamegraph change.folded -o change.svg",
     help_template = TEMPLATE
 )]
 pub struct FlameArgs {
