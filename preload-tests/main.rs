@@ -31,6 +31,7 @@ mod run_children;
 mod sampled;
 mod security;
 mod services;
+mod settings_names;
 mod signal_waits;
 mod signals_fork;
 mod signals_self;

@@ -279,6 +279,45 @@ pub fn warn_bad(name: &str, value: &[u8], why: impl core::fmt::Display, default:
 /// Reads every variable. Called once by the resolver.
 pub fn load() {
     load_with(&|n| env(n));
+    // An unknown HEAPLIVE_* name (a misspelled setting) is one warning
+    // line; the scan is a prefix test per variable, the rest is cold.
+    // SAFETY: libc's `environ`, read once, as in `env`.
+    let envp = unsafe { environ };
+    let vars = if envp.is_null() {
+        match initial_stack() {
+            Some((_, vars)) => vars,
+            None => return,
+        }
+    } else {
+        CStrings(envp)
+    };
+    for v in vars {
+        if v.starts_with(b"HEAPLIVE_") {
+            let name = v.split(|&b| b == b'=').next().unwrap_or(v);
+            if !s::is_known(name) {
+                warn_unknown(name);
+            }
+        }
+    }
+}
+
+/// One line: `heaplive: unknown setting HEAPLIVE_X ignored (did you mean
+/// HEAPLIVE_Y?)`, formatted on the stack.
+#[cold]
+#[inline(never)]
+fn warn_unknown(name: &[u8]) {
+    let mut b = StackBuf::<512>::new();
+    b.push_bytes(b"heaplive: unknown setting ");
+    b.push_bytes(name.get(..200).unwrap_or(name));
+    match s::closest(name) {
+        Some(near) => {
+            let _ = writeln!(b, " ignored (did you mean {}?)", near.name());
+        }
+        None => {
+            let _ = writeln!(b, " ignored (the settings: heaplive(1), README \"Settings\")");
+        }
+    }
+    crate::hot::sys::write_all(2, b.as_bytes());
 }
 
 /// Attach mode: the settings come from `heaplive attach` as lines

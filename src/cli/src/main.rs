@@ -111,7 +111,10 @@ fn parse_error(e: clap::Error) -> ExitCode {
                 .collect();
             let msg = msg.join(" ");
             let msg = msg.strip_prefix("error: ").unwrap_or(&msg);
-            say!("heaplive: {msg}");
+            match did_you_mean(&e) {
+                Some(tip) => say!("heaplive: {msg}; did you mean {tip}?"),
+                None => say!("heaplive: {msg}"),
+            }
             let sub = std::env::args()
                 .nth(1)
                 .filter(|s| SUBCOMMANDS.contains(&s.as_str()));
@@ -122,6 +125,28 @@ fn parse_error(e: clap::Error) -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// clap's suggestion for a misspelled option, subcommand or value
+/// (`'--interval'`), from the error's context.
+fn did_you_mean(e: &clap::Error) -> Option<String> {
+    use clap::error::{ContextKind, ContextValue};
+    [
+        ContextKind::SuggestedArg,
+        ContextKind::SuggestedSubcommand,
+        ContextKind::SuggestedValue,
+    ]
+    .into_iter()
+    .find_map(|k| match e.get(k)? {
+        ContextValue::String(s) => Some(format!("'{s}'")),
+        ContextValue::Strings(v) if !v.is_empty() => Some(
+            v.iter()
+                .map(|s| format!("'{s}'"))
+                .collect::<Vec<_>>()
+                .join(" or "),
+        ),
+        _ => None,
+    })
 }
 
 fn main() -> ExitCode {
