@@ -9,6 +9,7 @@ mod cli_labels;
 mod cli_real;
 mod cli_robust;
 mod common;
+mod completions;
 mod config_errors;
 mod core_exact;
 mod dump_views;

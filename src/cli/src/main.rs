@@ -169,6 +169,7 @@ fn main() -> ExitCode {
             // Into memory first: clap_complete panics when a write fails.
             let mut script = Vec::new();
             clap_complete::generate(a.shell, &mut Cli::command(), "heaplive", &mut script);
+            let script = cli::with_pid_completion(a.shell, script);
             table::emit(|out| out.write_all(&script))
         }
         Command::Man(_) => {
