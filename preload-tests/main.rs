@@ -19,6 +19,7 @@ mod install;
 mod intervals;
 mod leaks;
 mod limits;
+mod man_page;
 mod links;
 mod other_allocators;
 mod ownmem;

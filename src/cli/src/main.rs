@@ -33,6 +33,7 @@ mod diff;
 mod dump;
 mod flame;
 mod folded;
+mod man;
 mod merge;
 mod ptrace;
 mod run;
@@ -173,8 +174,8 @@ fn main() -> ExitCode {
             table::emit(|out| out.write_all(&script))
         }
         Command::Man(_) => {
-            let man = clap_mangen::Man::new(Cli::command());
-            table::emit(|out| man.render(out))
+            let page = man::page(&Cli::command());
+            table::emit(|out| out.write_all(page.as_bytes()))
         }
     };
     match result {
