@@ -117,7 +117,7 @@ fn run_lists_the_files_written() {
     let written = folded_files(&out);
     assert_eq!(written.len(), 1, "one exit dump: {written:?}\n{}", show(&o));
     let err = stderr(&o);
-    assert!(err.contains("1 dump file written:"), "{err}");
+    assert!(err.contains("1 file written by pid "), "{err}");
     assert!(
         err.contains(&format!("  {}\n", written[0].display())),
         "{err}"

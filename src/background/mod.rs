@@ -8,6 +8,7 @@ pub mod output;
 pub mod php;
 pub mod rss;
 pub mod runtime_pools;
+pub mod run_report;
 
 // The pure writers and the profile they take live in the contract crate
 // (src/format), shared with the command and the tests.

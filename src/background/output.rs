@@ -347,7 +347,10 @@ pub fn write_with_fallback(
 ) -> io::Result<PathBuf> {
     clean_dead_temps_once(path.parent().unwrap_or(Path::new(".")));
     let e = match write_atomic(path, fill) {
-        Ok(()) => return Ok(path.to_path_buf()),
+        Ok(()) => {
+            crate::background::run_report::written(path);
+            return Ok(path.to_path_buf());
+        }
         Err(e) => e,
     };
     let cfg = crate::hot::config::get();
@@ -372,6 +375,7 @@ pub fn write_with_fallback(
     }
     match write_atomic(&alt, fill) {
         Ok(()) => {
+            crate::background::run_report::written(&alt);
             crate::hot::log::line(format_args!(
                 "heaplive[{}]: cannot write {} ({}); wrote {} instead",
                 crate::hot::sys::getpid(),
@@ -415,7 +419,10 @@ pub fn write_explicit(
     fill: &mut dyn FnMut(&mut dyn Write) -> io::Result<()>,
 ) -> io::Result<PathBuf> {
     match write_atomic(path, fill) {
-        Ok(()) => Ok(path.to_path_buf()),
+        Ok(()) => {
+            crate::background::run_report::written(path);
+            Ok(path.to_path_buf())
+        }
         Err(e) => Err(io::Error::new(
             e.kind(),
             Refused(

@@ -130,6 +130,8 @@ pub struct Config {
     pub log: FixedStr<4096>,
     /// HEAPLIVE_DEBUG_DIRS: extra directories of separate debug files.
     pub debug_dirs: FixedStr<4096>,
+    /// HEAPLIVE_RUN_REPORT: `heaplive run`'s list of the files written.
+    pub run_report: FixedStr<4096>,
 }
 
 impl Config {
@@ -156,6 +158,7 @@ impl Config {
             log: FixedStr::new(),
             debug_dirs: FixedStr::new(),
             php_library: FixedStr::with(heaplive_format::grammar::PHP_LIBRARY_DEFAULT.as_bytes()),
+            run_report: FixedStr::new(),
             lines: D.lines,
             demangle: D.demangle,
             php: D.php,
@@ -283,6 +286,45 @@ pub fn warn_bad(name: &str, value: &[u8], why: impl core::fmt::Display, default:
 /// Reads every variable. Called once by the resolver.
 pub fn load() {
     load_with(&|n| env(n));
+    // An unknown HEAPLIVE_* name (a misspelled setting) is one warning
+    // line; the scan is a prefix test per variable, the rest is cold.
+    // SAFETY: libc's `environ`, read once, as in `env`.
+    let envp = unsafe { environ };
+    let vars = if envp.is_null() {
+        match initial_stack() {
+            Some((_, vars)) => vars,
+            None => return,
+        }
+    } else {
+        CStrings(envp)
+    };
+    for v in vars {
+        if v.starts_with(b"HEAPLIVE_") {
+            let name = v.split(|&b| b == b'=').next().unwrap_or(v);
+            if !s::is_known(name) {
+                warn_unknown(name);
+            }
+        }
+    }
+}
+
+/// One line: `heaplive: unknown setting HEAPLIVE_X ignored (did you mean
+/// HEAPLIVE_Y?)`, formatted on the stack.
+#[cold]
+#[inline(never)]
+fn warn_unknown(name: &[u8]) {
+    let mut b = StackBuf::<512>::new();
+    b.push_bytes(b"heaplive: unknown setting ");
+    b.push_bytes(name.get(..200).unwrap_or(name));
+    match s::closest(name) {
+        Some(near) => {
+            let _ = writeln!(b, " ignored (did you mean {}?)", near.name());
+        }
+        None => {
+            let _ = writeln!(b, " ignored (the settings: heaplive(1), README \"Settings\")");
+        }
+    }
+    crate::hot::sys::write_all(2, b.as_bytes());
 }
 
 /// Attach mode: the settings come from `heaplive attach` as lines
@@ -390,7 +432,11 @@ fn parse(env: Source, c: &mut Config) -> Effects {
         &mut c.warn_growth,
         grammar::warn_growth,
     );
-    for (setting, slot) in [(&s::LOG, &mut c.log), (&s::DEBUG_DIRS, &mut c.debug_dirs)] {
+    for (setting, slot) in [
+        (&s::LOG, &mut c.log),
+        (&s::DEBUG_DIRS, &mut c.debug_dirs),
+        (&s::RUN_REPORT, &mut c.run_report),
+    ] {
         if let Some(v) = env(setting.cname)
             && !slot.set(v)
         {

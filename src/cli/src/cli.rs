@@ -81,11 +81,50 @@ fn every(v: &str) -> Result<String, String> {
 fn output(v: &str) -> Result<String, String> {
     setting_value(&settings::OUTPUT)(v)
 }
-fn signal(v: &str) -> Result<String, String> {
-    setting_value(&settings::SIGNAL)(v)
+/// A setting's value parser that also names the usual values, which the
+/// shell completions offer (any value the grammar accepts is taken).
+#[derive(Clone)]
+pub struct WithValues {
+    setting: &'static Setting,
+    values: &'static [&'static str],
 }
-fn format(v: &str) -> Result<String, String> {
-    setting_value(&settings::FORMAT)(v)
+
+impl clap::builder::TypedValueParser for WithValues {
+    type Value = String;
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        v: &std::ffi::OsStr,
+    ) -> Result<String, clap::Error> {
+        let v = v.to_str().unwrap_or("\u{fffd}");
+        setting_value(self.setting)(v).map_err(|why| {
+            let arg = arg.map_or(String::new(), |a| format!(" for '{a}'"));
+            clap::Error::raw(
+                clap::error::ErrorKind::ValueValidation,
+                format!("invalid value '{v}'{arg}: {why}\n"),
+            )
+            .with_cmd(cmd)
+        })
+    }
+    fn possible_values(
+        &self,
+    ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
+        Some(Box::new(self.values.iter().map(clap::builder::PossibleValue::new)))
+    }
+}
+
+fn signal() -> WithValues {
+    WithValues {
+        setting: &settings::SIGNAL,
+        values: &["USR2", "USR1", "RTMIN", "RTMIN+1", "RTMIN+2", "RTMIN+3", "none"],
+    }
+}
+fn format() -> WithValues {
+    WithValues {
+        setting: &settings::FORMAT,
+        values: &["folded", "pprof", "folded,pprof"],
+    }
 }
 
 #[derive(Args, Debug)]
@@ -93,8 +132,10 @@ fn format(v: &str) -> Result<String, String> {
     about = "run a program under the profiler (LD_PRELOAD=libheaplive.so)",
     long_about = "Runs COMMAND with LD_PRELOAD=libheaplive.so (prepended to any LD_PRELOAD
 already set), exits with its status (128+N if a signal N killed it), and lists
-the dump files written. Children of COMMAND are profiled too, each into its
-own files. Dump on demand with 'heaplive dump PID' (or kill -USR2 PID).
+the files written, by process. Children of COMMAND are profiled too, each into
+its own files, and listed wherever they wrote them (after a cd, an exec, a fork
+of a fork): each library reports its files to run (HEAPLIVE_RUN_REPORT), so no
+other process's files are listed. Dump on demand with 'heaplive dump PID' (or kill -USR2 PID).
 
 Each option sets the variable in brackets; unset ones keep the library's
 defaults, or the value already in the environment.",
@@ -118,9 +159,11 @@ pub struct RunArgs {
     pub every: Option<String>,
     #[arg(short, long, value_name = "TEMPLATE", value_parser = output, help = doc(&settings::OUTPUT))]
     pub output: Option<String>,
-    #[arg(long, value_name = "SIG", value_parser = signal, help = doc(&settings::SIGNAL))]
+    #[arg(long, value_name = "SIG", value_parser = signal(), hide_possible_values = true,
+          help = doc(&settings::SIGNAL))]
     pub signal: Option<String>,
-    #[arg(long, value_name = "F", value_parser = format, help = doc(&settings::FORMAT))]
+    #[arg(long, value_name = "F", value_parser = format(), hide_possible_values = true,
+          help = doc(&settings::FORMAT))]
     pub format: Option<String>,
     /// no messages from heaplive: neither the command's nor the library's
     /// (dump summaries, leak warnings; HEAPLIVE_LOG=/dev/null unless
@@ -223,9 +266,11 @@ pub struct AttachArgs {
     pub every: Option<String>,
     #[arg(short, long, value_name = "TEMPLATE", value_parser = output, help = doc(&settings::OUTPUT))]
     pub output: Option<String>,
-    #[arg(long, value_name = "SIG", value_parser = signal, help = doc(&settings::SIGNAL))]
+    #[arg(long, value_name = "SIG", value_parser = signal(), hide_possible_values = true,
+          help = doc(&settings::SIGNAL))]
     pub signal: Option<String>,
-    #[arg(long, value_name = "F", value_parser = format, help = doc(&settings::FORMAT))]
+    #[arg(long, value_name = "F", value_parser = format(), hide_possible_values = true,
+          help = doc(&settings::FORMAT))]
     pub format: Option<String>,
     /// PID is a parent (a php-fpm master): attach to each of its children instead
     #[arg(long)]
@@ -329,13 +374,13 @@ of the change. To compare groups of files, merge each group first with
     after_help = "\
 Examples:
   heaplive diff heaplive.app.4242.1.folded heaplive.app.4242.5.folded
-  heaplive diff --folded a.folded b.folded | inferno-flamegraph > diff.svg",
+  heaplive diff --folded a.folded b.folded > change.folded
+  heaplive flamegraph change.folded -o change.svg    # red grew, blue shrank",
     help_template = TEMPLATE
 )]
 pub struct DiffArgs {
-    /// write 'stack OLDCOUNT NEWCOUNT' lines instead, the two-count format of
-    /// difffolded.pl that inferno-flamegraph and flamegraph.pl render as a
-    /// differential flame graph
+    /// write 'stack OLDCOUNT NEWCOUNT' lines instead, the two-count format
+    /// that 'heaplive flamegraph' renders as a differential flame graph
     #[arg(long)]
     pub folded: bool,
     #[command(flatten)]
@@ -386,13 +431,22 @@ pub struct MergeArgs {
     about = "render folded files as an interactive SVG flame graph",
     long_about = "Renders folded files (summed when several) as an interactive SVG flame graph
 of live bytes: the width of a box is the live memory allocated under that
-call. Click to zoom, Ctrl-F to search. Writes to standard output without -o.",
+call. Click to zoom, Ctrl-F to search. Writes to standard output without -o.
+The title and the counts' name follow the file's view: \"Live heap\"
+(NAME.folded), \"Allocated bytes\" (NAME.alloc.folded), \"Live heap at the
+peak\" (NAME.peak.folded).
+
+A file of 'heaplive diff --folded' (stack OLD NEW on every line) becomes a
+differential flame graph: boxes as wide as the new bytes, red where a stack
+grew, blue where it shrank.",
     override_usage = "heaplive flamegraph FILE... [-o OUT.svg] [--title TITLE] [--php]",
     after_help = "\
 Examples:
   heaplive flamegraph heaplive.php-fpm8.2.4242.3.folded -o live.svg
   heaplive flamegraph heaplive.php-fpm8.2.*.3.folded > pool.svg
-  heaplive flamegraph --php heaplive.php-fpm8.2.4242.3.folded -o php.svg",
+  heaplive flamegraph --php heaplive.php-fpm8.2.4242.3.folded -o php.svg
+  heaplive diff --folded OLD.folded NEW.folded > change.folded
+  heaplive flamegraph change.folded -o change.svg",
     help_template = TEMPLATE
 )]
 pub struct FlameArgs {
@@ -443,3 +497,101 @@ Examples:
     help_template = TEMPLATE
 )]
 pub struct ManArgs {}
+
+/// The subcommands whose operands are process ids: dump, start, stop and
+/// detach take processes running heaplive; attach takes any.
+const PID_SUBCOMMANDS: &str = "dump start stop detach attach";
+
+/// Process ids for the completions, which clap cannot express: `script`
+/// (clap_complete's) with the pid operands of [`PID_SUBCOMMANDS`]
+/// completed from /proc (those with libheaplive mapped, any for attach).
+pub fn with_pid_completion(shell: clap_complete::Shell, script: Vec<u8>) -> Vec<u8> {
+    use clap_complete::Shell;
+    let mut text = String::from_utf8_lossy(&script).into_owned();
+    match shell {
+        Shell::Bash => {
+            text += &BASH_PIDS.replace("@SUBS@", &PID_SUBCOMMANDS.replace(' ', "|"));
+        }
+        Shell::Zsh => {
+            text = text
+                .replace("'*::pids:_default'", "'*::pids:_heaplive_pids'")
+                .replace("':pid:_default'", "':pid:_heaplive_pids'");
+            text += ZSH_PIDS;
+        }
+        Shell::Fish => {
+            text += &FISH_PIDS.replace("@SUBS@", PID_SUBCOMMANDS);
+        }
+        _ => {}
+    }
+    text.into_bytes()
+}
+
+const BASH_PIDS: &str = r#"
+# Process ids for dump, start, stop, detach (processes running heaplive)
+# and attach (any).
+_heaplive_pids() {
+    local m p
+    if [[ $1 == attach ]]; then
+        (cd /proc && printf '%s\n' [0-9]*)
+        return
+    fi
+    for m in /proc/[0-9]*/maps; do
+        if grep -qs libheaplive "$m"; then
+            p=${m#/proc/}
+            printf '%s\n' "${p%/maps}"
+        fi
+    done
+}
+_heaplive_with_pids() {
+    local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
+    case "${COMP_WORDS[1]}" in
+        @SUBS@)
+            if [[ ${COMP_CWORD} -ge 2 && ${cur} != -* ]]; then
+                case "${prev}" in
+                    --timeout|--interval|--every|--output|-o|--signal|--format) ;;
+                    *)
+                        COMPREPLY=($(compgen -W "$(_heaplive_pids "${COMP_WORDS[1]}")" -- "${cur}"))
+                        return 0
+                        ;;
+                esac
+            fi
+            ;;
+    esac
+    _heaplive "$@"
+}
+complete -F _heaplive_with_pids -o nosort -o bashdefault -o default heaplive
+"#;
+
+const ZSH_PIDS: &str = r#"
+# Process ids for dump, start, stop, detach (processes running heaplive)
+# and attach (any).
+_heaplive_pids() {
+    local -a pids
+    local m
+    if [[ ${words[1]} == attach || ${words[2]} == attach ]]; then
+        pids=(/proc/<->(N:t))
+    else
+        for m in /proc/<->/maps(N); do
+            grep -qs libheaplive $m && pids+=(${${m#/proc/}%/maps})
+        done
+    fi
+    _describe 'process id' pids
+}
+"#;
+
+const FISH_PIDS: &str = r#"
+# Process ids for dump, start, stop, detach (processes running heaplive)
+# and attach (any).
+function __heaplive_pids
+    if __fish_seen_subcommand_from attach
+        __fish_complete_pids
+        return
+    end
+    for m in /proc/[0-9]*/maps
+        if grep -qs libheaplive $m
+            string replace -r '^/proc/(\d+)/maps$' '$1' $m
+        end
+    end
+end
+complete -c heaplive -n "__fish_seen_subcommand_from @SUBS@" -f -a "(__heaplive_pids)"
+"#;

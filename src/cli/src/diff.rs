@@ -8,7 +8,8 @@ use std::collections::BTreeMap;
 use std::io::{self, Write};
 
 pub fn main(a: DiffArgs) -> Res<()> {
-    let t = Table::from_args(&a.table);
+    let mut t = Table::from_args(&a.table);
+    t.view = folded::View::of(&[a.old.clone(), a.new.clone()]);
     let old = folded::load(&a.old)?;
     let new = folded::load(&a.new)?;
     if a.folded {
@@ -146,11 +147,15 @@ fn diff_table(
         .iter()
         .map(|r| [t.signed(delta(r)), cell(r.1), cell(r.2)])
         .collect();
+    let (old_h, new_h) = (
+        format!("OLD {}", t.view.column()),
+        format!("NEW {}", t.view.column()),
+    );
     let w = cells
         .iter()
         .flatten()
         .map(|c| c.len())
-        .chain([10])
+        .chain([10, old_h.len()])
         .max()
         .unwrap_or(10);
     let errs: Vec<String> = match err {
@@ -169,10 +174,10 @@ fn diff_table(
     let mut out = if err.is_some() {
         format!(
             "{:>w$}  {:>ew$}  {:>w$}  {:>w$}  {what}\n",
-            "CHANGE", "±95%", "OLD", "NEW"
+            "CHANGE", "±95%", old_h, new_h
         )
     } else {
-        format!("{:>w$}  {:>w$}  {:>w$}  {what}\n", "CHANGE", "OLD", "NEW")
+        format!("{:>w$}  {:>w$}  {:>w$}  {what}\n", "CHANGE", old_h, new_h)
     };
     for (i, (r, [d, a, b])) in changed[..shown].iter().zip(&cells).enumerate() {
         let room = t.room(3 * w + 6 + if err.is_some() { ew + 2 } else { 0 });

@@ -3,7 +3,7 @@
 //! gets our error message rather than a picture of half of it.
 
 use crate::cli::FlameArgs;
-use crate::folded::{self, Profile};
+use crate::folded::{self, Profile, View};
 use crate::units::{grouped, human, io_msg, local_time};
 use crate::{Res, error};
 use std::io::{self, Write};
@@ -16,6 +16,9 @@ pub fn main(a: FlameArgs) -> Res<()> {
         php,
         files,
     } = a;
+    if let Some(diff) = differential(&files)? {
+        return write_svg(output, &render_differential(&diff, &files[0], title, php)?);
+    }
     let mut profile = folded::load_all(&files)?;
     if php {
         profile = crate::top::php_frames_only(&profile);
@@ -26,13 +29,19 @@ pub fn main(a: FlameArgs) -> Res<()> {
             files.join(", ")
         ));
     }
-    let title = title.unwrap_or_else(|| default_title(&files));
-    let svg = render(&profile, &title)?;
+    let view = folded::View::of(&folded::expand(&files)?);
+    let title = title.unwrap_or_else(|| default_title(&files, view));
+    let svg = render(&profile, &title, view)?;
+    write_svg(output, &svg)
+}
+
+/// The SVG to `-o FILE`, else to standard output.
+fn write_svg(output: Option<String>, svg: &[u8]) -> Res<()> {
     match output {
-        Some(path) => write_output(&path, &svg),
+        Some(path) => write_output(&path, svg),
         None => {
             let mut out = io::stdout().lock();
-            match out.write_all(&svg).and_then(|()| out.flush()) {
+            match out.write_all(svg).and_then(|()| out.flush()) {
                 Err(e) if e.kind() != io::ErrorKind::BrokenPipe => {
                     error(format!("writing to standard output: {}", io_msg(&e)))
                 }
@@ -94,12 +103,13 @@ fn write_output(path: &str, svg: &[u8]) -> Res<()> {
     }
 }
 
-fn render(profile: &Profile, title: &str) -> Res<Vec<u8>> {
+fn render(profile: &Profile, title: &str, view: View) -> Res<Vec<u8>> {
     let mut opt = inferno::flamegraph::Options::default();
     opt.title = title.to_string();
     opt.subtitle = Some(format!(
-        "{} live bytes ({}) in {} stacks",
+        "{} {} ({}) in {} stacks",
         grouped(profile.total()),
+        view.counts(),
         human(profile.total()),
         grouped(profile.stacks.len() as u128)
     ));
@@ -123,11 +133,102 @@ fn render(profile: &Profile, title: &str) -> Res<Vec<u8>> {
     }
 }
 
+/// The stacks of a differential file (`heaplive diff --folded`,
+/// difffolded.pl: `stack OLD NEW` on every line), with their two counts;
+/// None when `files` is not one such file (one count per line: a dump).
+type Differential = std::collections::BTreeMap<String, (u64, u64)>;
+
+fn differential(files: &[String]) -> Res<Option<Differential>> {
+    let [file] = files else {
+        return Ok(None);
+    };
+    if std::path::Path::new(file).is_dir() {
+        return Ok(None);
+    }
+    let bytes = folded::read_input(file)?;
+    let name = if file == "-" { "<stdin>" } else { file };
+    match folded::parse(name, &bytes) {
+        Ok(_) => return Ok(None),
+        Err(e) if !e.contains("two counts on every line") => return error(e),
+        Err(_) => {}
+    }
+    // Every line ends with two counts (the parser checked the last and
+    // that the stack before it ends with a number).
+    let mut out = Differential::new();
+    let text = String::from_utf8_lossy(&bytes);
+    for (i, line) in text.lines().enumerate() {
+        let line = line.strip_suffix('\r').unwrap_or(line);
+        if line.trim().is_empty() {
+            continue;
+        }
+        let two = heaplive_format::folded::parse_line(line)
+            .and_then(|(rest, new)| Ok((heaplive_format::folded::parse_line(rest)?, new)));
+        let ((stack, old), new) = two.or_else(|why| error(format!("{name}:{}: {why}", i + 1)))?;
+        let slot = out.entry(stack.to_string()).or_default();
+        slot.0 = slot.0.saturating_add(old);
+        slot.1 = slot.1.saturating_add(new);
+    }
+    Ok(Some(out))
+}
+
+/// A differential flame graph (inferno's): boxes as wide as the NEW
+/// bytes, red where a stack grew, blue where it shrank, the deeper the
+/// colour the larger the change; stacks gone since OLD have no width.
+fn render_differential(
+    d: &Differential,
+    file: &str,
+    title: Option<String>,
+    php: bool,
+) -> Res<Vec<u8>> {
+    if php {
+        return crate::usage(
+            "--php does not apply to a differential file: diff the --php views instead",
+        );
+    }
+    let (old, new) = d
+        .values()
+        .fold((0u128, 0u128), |(a, b), &(o, n)| (a + o as u128, b + n as u128));
+    if new == 0 {
+        return error(format!(
+            "{file}: every NEW count is 0, nothing to draw (widths are the NEW bytes)"
+        ));
+    }
+    let mut opt = inferno::flamegraph::Options::default();
+    let base = Path::new(file)
+        .file_name()
+        .and_then(|b| b.to_str())
+        .unwrap_or(file);
+    opt.title = title.unwrap_or_else(|| format!("Change in the heap: {base}"));
+    opt.subtitle = Some(format!(
+        "{} -> {} bytes ({} -> {}); width: the new bytes; red grew, blue shrank",
+        grouped(old),
+        grouped(new),
+        human(old),
+        human(new)
+    ));
+    opt.count_name = "bytes".to_string();
+    opt.name_type = "Function:".to_string();
+    opt.deterministic = true;
+    let lines: Vec<String> = d
+        .iter()
+        .map(|(s, (o, n))| format!("{s} {o} {n}"))
+        .collect();
+    let mut svg = Vec::new();
+    match inferno::flamegraph::from_lines(&mut opt, lines.iter().map(String::as_str), &mut svg) {
+        Ok(()) => Ok(svg),
+        Err(e) => error(format!("rendering the flame graph: {e}")),
+    }
+}
+
 /// What a dump file's name says: `heaplive.<exe>.<pid>.<n>.folded`. The exe
 /// may itself contain dots (`php-fpm8.2`), so this parses from the end.
 fn parse_name(path: &str) -> Option<(String, u32, u32)> {
     let base = Path::new(path).file_name()?.to_str()?;
     let core = base.strip_prefix("heaplive.")?.strip_suffix(".folded")?;
+    let core = [".alloc", ".peak"]
+        .iter()
+        .find_map(|v| core.strip_suffix(v))
+        .unwrap_or(core);
     let (rest, n) = core.rsplit_once('.')?;
     let (exe, pid) = rest.rsplit_once('.')?;
     if exe.is_empty() {
@@ -136,7 +237,8 @@ fn parse_name(path: &str) -> Option<(String, u32, u32)> {
     Some((exe.to_string(), pid.parse().ok()?, n.parse().ok()?))
 }
 
-fn default_title(files: &[String]) -> String {
+fn default_title(files: &[String], view: View) -> String {
+    let what = view.title();
     let newest = files
         .iter()
         .filter_map(|f| std::fs::metadata(f).and_then(|m| m.modified()).ok())
@@ -145,21 +247,21 @@ fn default_title(files: &[String]) -> String {
     let when = newest.map(|t| format!(", {t}")).unwrap_or_default();
     let names: Vec<_> = files.iter().map(|f| parse_name(f)).collect();
     if let [Some((exe, pid, n))] = names.as_slice() {
-        return format!("Live heap of {exe} (pid {pid}), dump {n}{when}");
+        return format!("{what} of {exe} (pid {pid}), dump {n}{when}");
     }
     if let [single] = files {
         let base = Path::new(single)
             .file_name()
             .and_then(|b| b.to_str())
             .unwrap_or(single);
-        return format!("Live heap: {base}{when}");
+        return format!("{what}: {base}{when}");
     }
     let exes: Vec<&str> = names.iter().flatten().map(|(e, _, _)| e.as_str()).collect();
     match exes.first() {
         Some(first) if exes.len() == files.len() && exes.iter().all(|e| e == first) => {
-            format!("Live heap of {first}, {} dumps summed{when}", files.len())
+            format!("{what} of {first}, {} dumps summed{when}", files.len())
         }
-        _ => format!("Live heap, {} files summed{when}", files.len()),
+        _ => format!("{what}, {} files summed{when}", files.len()),
     }
 }
 
@@ -178,6 +280,10 @@ mod tests {
             Some(("a".into(), 1, 2))
         );
         assert_eq!(parse_name("heaplive.1.2.folded"), None);
+        assert_eq!(
+            parse_name("heaplive.a.1.2.peak.folded"),
+            Some(("a".into(), 1, 2))
+        );
         assert_eq!(parse_name("other.folded"), None);
     }
 }

@@ -228,6 +228,69 @@ pub fn is_dump_name(n: &str) -> bool {
         .any(|v| n.ends_with(v))
 }
 
+/// What a file's counts are, from its name: the live heap (`NAME.folded`),
+/// the bytes allocated since start (`NAME.alloc.folded`), the live heap at
+/// the peak (`NAME.peak.folded`); `Mixed` for files of several views
+/// summed, `Unknown` for standard input.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum View {
+    Live,
+    Alloc,
+    Peak,
+    Mixed,
+}
+
+impl View {
+    /// The view of one file.
+    pub fn of_file(path: &str) -> View {
+        let base = path.strip_suffix(".folded").unwrap_or(path);
+        if base.ends_with(".alloc") {
+            View::Alloc
+        } else if base.ends_with(".peak") {
+            View::Peak
+        } else {
+            View::Live
+        }
+    }
+
+    /// The view of files summed: theirs when they agree.
+    pub fn of(paths: &[String]) -> View {
+        let mut views = paths.iter().map(|p| View::of_file(p));
+        let first = views.next().unwrap_or(View::Live);
+        if views.all(|v| v == first) { first } else { View::Mixed }
+    }
+
+    /// The column header of a table of bytes (`top`, `diff`).
+    pub fn column(self) -> &'static str {
+        match self {
+            View::Live => "LIVE",
+            View::Alloc => "ALLOCATED",
+            View::Peak => "PEAK",
+            View::Mixed => "BYTES",
+        }
+    }
+
+    /// The start of a flame graph's title.
+    pub fn title(self) -> &'static str {
+        match self {
+            View::Live => "Live heap",
+            View::Alloc => "Allocated bytes",
+            View::Peak => "Live heap at the peak",
+            View::Mixed => "Heap bytes",
+        }
+    }
+
+    /// What the counts are, for a flame graph's subtitle.
+    pub fn counts(self) -> &'static str {
+        match self {
+            View::Live => "live bytes",
+            View::Alloc => "bytes allocated",
+            View::Peak => "live bytes at the peak",
+            View::Mixed => "bytes",
+        }
+    }
+}
+
 /// Reads several files (a directory: its dumps) and sums them.
 pub fn load_all(paths: &[String]) -> Res<Profile> {
     let paths = expand(paths)?;

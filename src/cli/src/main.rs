@@ -33,6 +33,7 @@ mod diff;
 mod dump;
 mod flame;
 mod folded;
+mod man;
 mod merge;
 mod ptrace;
 mod run;
@@ -111,7 +112,10 @@ fn parse_error(e: clap::Error) -> ExitCode {
                 .collect();
             let msg = msg.join(" ");
             let msg = msg.strip_prefix("error: ").unwrap_or(&msg);
-            say!("heaplive: {msg}");
+            match did_you_mean(&e) {
+                Some(tip) => say!("heaplive: {msg}; did you mean {tip}?"),
+                None => say!("heaplive: {msg}"),
+            }
             let sub = std::env::args()
                 .nth(1)
                 .filter(|s| SUBCOMMANDS.contains(&s.as_str()));
@@ -122,6 +126,28 @@ fn parse_error(e: clap::Error) -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// clap's suggestion for a misspelled option, subcommand or value
+/// (`'--interval'`), from the error's context.
+fn did_you_mean(e: &clap::Error) -> Option<String> {
+    use clap::error::{ContextKind, ContextValue};
+    [
+        ContextKind::SuggestedArg,
+        ContextKind::SuggestedSubcommand,
+        ContextKind::SuggestedValue,
+    ]
+    .into_iter()
+    .find_map(|k| match e.get(k)? {
+        ContextValue::String(s) => Some(format!("'{s}'")),
+        ContextValue::Strings(v) if !v.is_empty() => Some(
+            v.iter()
+                .map(|s| format!("'{s}'"))
+                .collect::<Vec<_>>()
+                .join(" or "),
+        ),
+        _ => None,
+    })
 }
 
 fn main() -> ExitCode {
@@ -144,11 +170,12 @@ fn main() -> ExitCode {
             // Into memory first: clap_complete panics when a write fails.
             let mut script = Vec::new();
             clap_complete::generate(a.shell, &mut Cli::command(), "heaplive", &mut script);
+            let script = cli::with_pid_completion(a.shell, script);
             table::emit(|out| out.write_all(&script))
         }
         Command::Man(_) => {
-            let man = clap_mangen::Man::new(Cli::command());
-            table::emit(|out| man.render(out))
+            let page = man::page(&Cli::command());
+            table::emit(|out| out.write_all(page.as_bytes()))
         }
     };
     match result {

@@ -75,7 +75,14 @@ pub fn main(a: RunArgs) -> Res<()> {
         })
         .unwrap_or_else(|| template::DEFAULT.to_string());
     let start_dir = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
-    let before = if quiet {
+    // The library lists every file it writes in a private file of ours
+    // (HEAPLIVE_RUN_REPORT); without one (no private directory could be
+    // made), the files matching the template that appeared or changed.
+    let channel = if quiet { None } else { Channel::new() };
+    if let Some(c) = &channel {
+        vars.push((settings::RUN_REPORT.name(), c.file.to_string_lossy().into_owned()));
+    }
+    let before = if quiet || channel.is_some() {
         Seen::new()
     } else {
         files_before(&template, &start_dir)
@@ -83,8 +90,10 @@ pub fn main(a: RunArgs) -> Res<()> {
 
     let code = run_child(&command, &preload, &vars, quiet)?;
 
-    if !quiet {
-        report_files(&template, &start_dir, &before);
+    match &channel {
+        Some(c) => report_channel(c, &template, &start_dir),
+        None if !quiet => report_files(&template, &start_dir, &before),
+        None => {}
     }
     if code == 0 {
         Ok(())
@@ -228,6 +237,128 @@ pub fn find_library() -> Res<PathBuf> {
         ));
     }
     Ok(lib)
+}
+
+/// `heaplive run`'s private directory (`$TMPDIR/heaplive-run.XXXXXX`,
+/// mode 0700, made with mkdtemp) and the empty file in it where the
+/// library appends a line per file it writes; removed on drop.
+struct Channel {
+    dir: PathBuf,
+    file: PathBuf,
+}
+
+impl Channel {
+    fn new() -> Option<Channel> {
+        use std::os::unix::ffi::{OsStrExt, OsStringExt};
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut t = std::env::temp_dir()
+            .join("heaplive-run.XXXXXX")
+            .into_os_string()
+            .into_vec();
+        t.push(0);
+        // SAFETY: a NUL-terminated template that mkdtemp rewrites in place.
+        if unsafe { libc::mkdtemp(t.as_mut_ptr().cast()) }.is_null() {
+            return None;
+        }
+        t.pop();
+        let dir = PathBuf::from(OsStr::from_bytes(&t));
+        let file = dir.join("files");
+        let made = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&file);
+        if made.is_err() || file.to_string_lossy().contains(['\n', '\t']) {
+            let _ = std::fs::remove_dir_all(&dir);
+            return None;
+        }
+        Some(Channel { dir, file })
+    }
+}
+
+impl Drop for Channel {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.file);
+        let _ = std::fs::remove_dir(&self.dir);
+    }
+}
+
+/// The files the library listed in the channel, once each (a file written
+/// twice, by one process or by a parent and its forked child, is listed
+/// under the last writer), grouped by process in the order the processes
+/// first wrote, leaving out files gone since (a process removed or
+/// replaced them): (pid, program, files).
+fn reported(text: &str) -> Vec<(u32, String, Vec<PathBuf>)> {
+    let mut last: std::collections::HashMap<&str, (u32, &str)> = Default::default();
+    let mut order: Vec<&str> = Vec::new();
+    for l in text.lines() {
+        let mut f = l.splitn(3, '\t');
+        let (Some(pid), Some(prog), Some(path)) = (f.next(), f.next(), f.next()) else {
+            continue;
+        };
+        let Ok(pid) = pid.parse::<u32>() else { continue };
+        if last.insert(path, (pid, prog)).is_none() {
+            order.push(path);
+        }
+    }
+    let mut out: Vec<(u32, String, Vec<PathBuf>)> = Vec::new();
+    for path in order {
+        let (pid, prog) = last[path];
+        if !std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file()) {
+            continue;
+        }
+        match out.iter_mut().find(|g| g.0 == pid) {
+            Some(g) => g.2.push(PathBuf::from(path)),
+            None => out.push((pid, prog.to_string(), vec![PathBuf::from(path)])),
+        }
+    }
+    out
+}
+
+/// Lists, on stderr, the files the program and its children wrote (as
+/// their libraries reported them in the channel), by process, and the
+/// peak files' totals.
+fn report_channel(c: &Channel, template: &str, start_dir: &Path) {
+    let text = std::fs::read(&c.file).unwrap_or_default();
+    let groups = reported(&String::from_utf8_lossy(&text));
+    let n: usize = groups.iter().map(|g| g.2.len()).sum();
+    if n == 0 {
+        say!(
+            "heaplive: no dump files were written (template {}; a process killed by a signal writes no exit dump)",
+            start_dir.join(template).display()
+        );
+        return;
+    }
+    let plural = |k: usize, s: &str, p: &str| format!("{k} {}", if k == 1 { s } else { p });
+    let files = plural(n, "file", "files");
+    match groups.as_slice() {
+        [(pid, prog, _)] => say!("heaplive: {files} written by pid {pid} ({prog}):"),
+        _ => say!(
+            "heaplive: {files} written by {}:",
+            plural(groups.len(), "process", "processes")
+        ),
+    }
+    for (pid, prog, paths) in &groups {
+        if groups.len() > 1 {
+            say!(" pid {pid} ({prog}):");
+        }
+        for p in paths {
+            say!("  {}", p.display());
+        }
+    }
+    for p in groups.iter().flat_map(|g| &g.2) {
+        let peak = p.to_string_lossy();
+        if peak.ends_with(".peak.folded")
+            && let Some(bytes) = crate::folded::read_regular(&peak)
+        {
+            let total = heaplive_format::folded::parse(&peak, &bytes).map_or(0, |s| s.total());
+            say!(
+                "heaplive: peak: {} live at the highest peak (above the exit total), stacks in {peak}",
+                heaplive_format::units::human(total)
+            );
+        }
+    }
+    say!("heaplive: view with 'heaplive top FILE' or 'heaplive flamegraph FILE -o live.svg'");
 }
 
 /// What a file was when the program started: a file that is the same

@@ -13,6 +13,8 @@ pub struct Table {
     pub rows: usize,
     pub exact: bool,
     pub width: usize,
+    /// What the bytes are (from the files' names): the column header.
+    pub view: crate::folded::View,
 }
 
 impl Table {
@@ -52,6 +54,7 @@ impl Table {
             rows: a.rows,
             exact: a.bytes,
             width: a.width.or_else(terminal_width).unwrap_or(160),
+            view: crate::folded::View::Live,
         }
     }
 }

@@ -9,12 +9,13 @@ use heaplive_format::{samples, stats};
 use std::collections::BTreeMap;
 
 pub fn main(mut a: TopArgs) -> Res<()> {
-    let t = Table::from_args(&a.table);
+    let mut t = Table::from_args(&a.table);
     a.files = if a.endpoints {
         folded::expand_requests(&a.files)?
     } else {
         folded::expand(&a.files)?
     };
+    t.view = folded::View::of(&a.files);
     if a.endpoints {
         let text = top_endpoints(&a.files, &t)?;
         return emit(|out| out.write_all(text.as_bytes()));
@@ -324,10 +325,10 @@ fn top_stacks(
     let mut out = if bars {
         format!(
             "{:>w$}  {:>6}  {:>7}  {:>iw$}  STACK (leaf first)\n",
-            "LIVE", "SHARE", "SAMPLES", "95% INTERVAL"
+            t.view.column(), "SHARE", "SAMPLES", "95% INTERVAL"
         )
     } else {
-        format!("{:>w$}  {:>6}  STACK (leaf first)\n", "LIVE", "SHARE")
+        format!("{:>w$}  {:>6}  STACK (leaf first)\n", t.view.column(), "SHARE")
     };
     let mut shown_bytes = 0u128;
     for (((stack, count), size), cell) in rows[..shown].iter().zip(&sizes).zip(&cells) {

@@ -315,6 +315,13 @@ setting!(
     "fill new blocks (alloc: 0xa5) and freed blocks (free: 0xdd) so that reading uninitialised or freed memory shows; off, alloc, free or alloc,free"
 );
 setting!(
+    RUN_REPORT,
+    c"HEAPLIVE_RUN_REPORT",
+    "unset",
+    Path,
+    "set by heaplive run: the file (in a private directory it made) where the library lists each file it writes, for run's list of files"
+);
+setting!(
     LIB,
     c"HEAPLIVE_LIB",
     "next to heaplive",
@@ -418,6 +425,7 @@ pub const ALL: &[&Setting] = &[
     &SEED,
     &UNWIND,
     &POISON,
+    &RUN_REPORT,
     &LIB,
 ];
 
@@ -426,9 +434,77 @@ pub fn by_name(name: &str) -> Option<&'static Setting> {
     ALL.iter().copied().find(|s| s.name() == name)
 }
 
+/// `HEAPLIVE_*` variables that are not settings but are set on purpose
+/// (read by the test suite, never by the library): no warning names them.
+pub const OTHER_KNOWN: &[&str] = &["HEAPLIVE_TEST_PHP", "HEAPLIVE_TEST_PHP_FPM"];
+
+/// Whether `name` (a variable's name, without `=value`) is a setting or
+/// another known `HEAPLIVE_*` variable. Allocation-free.
+pub fn is_known(name: &[u8]) -> bool {
+    ALL.iter().any(|s| s.cname.to_bytes() == name)
+        || OTHER_KNOWN.iter().any(|k| k.as_bytes() == name)
+}
+
+/// The setting whose name is closest to `name` (a misspelling such as
+/// `HEAPLIVE_SAMPL_INTERVAL`), by edit distance over ASCII letters with
+/// case ignored, when it is close enough to be a likely typo: at most 3
+/// edits, and fewer than a third of the name. Allocation-free (names are
+/// compared over their first 64 bytes).
+pub fn closest(name: &[u8]) -> Option<&'static Setting> {
+    let mut best: Option<(usize, &'static Setting)> = None;
+    for s in ALL {
+        let d = edit_distance(name, s.cname.to_bytes());
+        if best.is_none_or(|(b, _)| d < b) {
+            best = Some((d, s));
+        }
+    }
+    let (d, s) = best?;
+    let limit = (s.name().len().saturating_sub(9) / 3).clamp(1, 3);
+    (d <= limit).then_some(s)
+}
+
+/// Levenshtein distance of `a` and `b` (first 64 bytes each), ignoring
+/// ASCII case, with one row on the stack.
+fn edit_distance(a: &[u8], b: &[u8]) -> usize {
+    const N: usize = 64;
+    let (a, b) = (&a[..a.len().min(N)], &b[..b.len().min(N)]);
+    let mut row = [0usize; N + 1];
+    for (j, r) in row.iter_mut().enumerate().take(b.len() + 1) {
+        *r = j;
+    }
+    for (i, &ca) in a.iter().enumerate() {
+        let mut diag = row[0];
+        row[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let cost = usize::from(!ca.eq_ignore_ascii_case(&cb));
+            let next = (diag + cost).min(row[j] + 1).min(row[j + 1] + 1);
+            diag = row[j + 1];
+            row[j + 1] = next;
+        }
+    }
+    row[b.len()]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn misspelled_names_find_their_setting() {
+        let near = |n: &str| closest(n.as_bytes()).map(|s| s.name());
+        assert_eq!(near("HEAPLIVE_SAMPL_INTERVAL"), Some("HEAPLIVE_SAMPLE_INTERVAL"));
+        assert_eq!(near("HEAPLIVE_SAMPLE_INTERVALL"), Some("HEAPLIVE_SAMPLE_INTERVAL"));
+        assert_eq!(near("HEAPLIVE_OUPUT"), Some("HEAPLIVE_OUTPUT"));
+        assert_eq!(near("HEAPLIVE_signal"), Some("HEAPLIVE_SIGNAL"));
+        assert_eq!(near("HEAPLIVE_DUMP_AT_EXT"), Some("HEAPLIVE_DUMP_AT_EXIT"));
+        assert_eq!(near("HEAPLIVE_NOTHING_LIKE_IT"), None);
+        assert_eq!(near("HEAPLIVE_X"), None);
+        assert!(is_known(b"HEAPLIVE_SAMPLE_INTERVAL"));
+        assert!(is_known(b"HEAPLIVE_RUN_REPORT"));
+        assert!(is_known(b"HEAPLIVE_TEST_PHP"));
+        assert!(!is_known(b"HEAPLIVE_SAMPL_INTERVAL"));
+        assert!(!is_known(b"HEAPLIVE_SAMPLE_INTERVAL="));
+    }
 
     #[test]
     fn names_are_unique_and_defaults_parse() {
