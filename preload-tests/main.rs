@@ -35,5 +35,6 @@ mod signals_self;
 mod startcost;
 mod stress;
 mod symbols;
+mod timeline;
 mod unwind;
 mod views;

@@ -595,6 +595,7 @@ pub fn write_view(
     }
     let ms = (sys::now_nanos() - t0) as f64 / 1e6;
     let samples: u64 = snap.stacks.iter().map(|s| s.samples).sum();
+    crate::background::timeline::at_dump(&written, n, why, smaps.as_deref(), path.is_some());
     // Beside live dumps only: a peak view's stacks are of an earlier time.
     if let Some(smaps) = smaps.filter(|_| live_view && crate::background::rss::wanted()) {
         write_maps(

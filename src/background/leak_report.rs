@@ -55,6 +55,7 @@ fn write_queued_lines() {
         let suppressed = SUPPRESSED.swap(0, Relaxed);
         let text = format_event(&ev, suppressed);
         log::write_line(text.as_bytes());
+        crate::background::timeline::at_leak();
     }
 }
 

@@ -7,6 +7,7 @@ pub mod leak_report;
 pub mod output;
 pub mod php;
 pub mod rss;
+pub mod timeline;
 
 // The pure writers and the profile they take live in the contract crate
 // (src/format), shared with the command and the tests.

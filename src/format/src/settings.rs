@@ -172,6 +172,13 @@ setting!(
     "also dump periodically: 30, 500ms, 5m, 1h (seconds without a unit); at most 365 days"
 );
 setting!(
+    TIMELINE,
+    c"HEAPLIVE_TIMELINE",
+    "1s",
+    Duration,
+    "the timeline's period (NAME.timeline.tsv beside each dump: live and allocated totals over time, a row per dump and leak warning), 0 = off: 100ms, 1s, 1m"
+);
+setting!(
     FORMAT,
     c"HEAPLIVE_FORMAT",
     "folded",
@@ -319,6 +326,7 @@ pub struct Defaults {
     pub dump_at_exit: bool,
     pub signal: i32,
     pub dump_every_ms: u64,
+    pub timeline_ms: u64,
     pub format: crate::grammar::Formats,
     pub views: crate::grammar::Views,
     pub peak_growth: f64,
@@ -342,6 +350,7 @@ pub const DEFAULTS: Defaults = Defaults {
     dump_at_exit: true,
     signal: libc::SIGUSR2,
     dump_every_ms: 0,
+    timeline_ms: 1000,
     format: crate::grammar::Formats {
         folded: true,
         pprof: false,
@@ -378,6 +387,7 @@ pub const ALL: &[&Setting] = &[
     &DUMP_AT_EXIT,
     &SIGNAL,
     &DUMP_EVERY,
+    &TIMELINE,
     &FORMAT,
     &VIEWS,
     &PEAK_GROWTH,
@@ -448,6 +458,7 @@ mod tests {
             dump_at_exit: g::boolean(text(&DUMP_AT_EXIT)).unwrap(),
             signal: crate::signal::parse(text(&SIGNAL)).unwrap(),
             dump_every_ms: g::dump_every(text(&DUMP_EVERY)).unwrap(),
+            timeline_ms: g::dump_every(text(&TIMELINE)).unwrap(),
             format: g::format(text(&FORMAT)).unwrap(),
             views: g::views(text(&VIEWS)).unwrap(),
             peak_growth: g::peak_growth(text(&PEAK_GROWTH)).unwrap(),
