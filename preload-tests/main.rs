@@ -26,6 +26,7 @@ mod php_hooks;
 mod php_mode;
 mod php_requests;
 mod real_programs;
+mod report;
 mod sampled;
 mod security;
 mod services;

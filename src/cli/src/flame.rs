@@ -47,7 +47,7 @@ pub fn main(a: FlameArgs) -> Res<()> {
 /// can write (unless sticky) or a symlink that is not ours or root's, and
 /// written into only when it is new, a regular file of ours (truncated),
 /// a character device or a FIFO (`-o /dev/stdout`).
-fn write_output(path: &str, svg: &[u8]) -> Res<()> {
+pub fn write_output(path: &str, svg: &[u8]) -> Res<()> {
     use heaplive_format::safe_path;
     use std::os::fd::FromRawFd;
     let refused = |r: safe_path::Refusal| {
@@ -95,10 +95,23 @@ fn write_output(path: &str, svg: &[u8]) -> Res<()> {
 }
 
 fn render(profile: &Profile, title: &str) -> Res<Vec<u8>> {
+    render_with(profile, title, "live bytes", None)
+}
+
+/// The SVG of `profile`, its subtitle counting `what` (`live bytes`),
+/// `width` pixels wide (None: as wide as its window, redrawn as it
+/// changes).
+pub fn render_with(
+    profile: &Profile,
+    title: &str,
+    what: &str,
+    width: Option<usize>,
+) -> Res<Vec<u8>> {
     let mut opt = inferno::flamegraph::Options::default();
+    opt.image_width = width;
     opt.title = title.to_string();
     opt.subtitle = Some(format!(
-        "{} live bytes ({}) in {} stacks",
+        "{} {what} ({}) in {} stacks",
         grouped(profile.total()),
         human(profile.total()),
         grouped(profile.stacks.len() as u128)
@@ -125,7 +138,7 @@ fn render(profile: &Profile, title: &str) -> Res<Vec<u8>> {
 
 /// What a dump file's name says: `heaplive.<exe>.<pid>.<n>.folded`. The exe
 /// may itself contain dots (`php-fpm8.2`), so this parses from the end.
-fn parse_name(path: &str) -> Option<(String, u32, u32)> {
+pub fn parse_name(path: &str) -> Option<(String, u32, u32)> {
     let base = Path::new(path).file_name()?.to_str()?;
     let core = base.strip_prefix("heaplive.")?.strip_suffix(".folded")?;
     let (rest, n) = core.rsplit_once('.')?;

@@ -35,6 +35,8 @@ mod flame;
 mod folded;
 mod merge;
 mod ptrace;
+mod report;
+mod report_json;
 mod run;
 mod table;
 mod top;
@@ -71,7 +73,7 @@ pub fn out_line(line: &str) -> Res<()> {
     table::emit(|out| writeln!(out, "{line}"))
 }
 
-const SUBCOMMANDS: [&str; 13] = [
+const SUBCOMMANDS: [&str; 14] = [
     "run",
     "dump",
     "start",
@@ -83,6 +85,7 @@ const SUBCOMMANDS: [&str; 13] = [
     "merge",
     "flamegraph",
     "flame",
+    "report",
     "completions",
     "man",
 ];
@@ -140,6 +143,7 @@ fn main() -> ExitCode {
         Command::Diff(a) => diff::main(a),
         Command::Merge(a) => merge::main(a),
         Command::Flamegraph(a) => flame::main(a),
+        Command::Report(a) => report::main(a),
         Command::Completions(a) => {
             // Into memory first: clap_complete panics when a write fails.
             let mut script = Vec::new();
