@@ -164,3 +164,41 @@ fn the_embedded_data_holds_the_dumps_to_the_byte() {
     assert_eq!(bytes_of("grow_site"), 4 * ((2 << 20) + 13));
     assert_eq!(bytes_of("held_site"), (5 << 20) + 11);
 }
+
+/// `heaplive run` prints the command that draws the run's dumps, and with
+/// `--report FILE` writes that page when the program ends.
+#[test]
+fn run_prints_the_report_command_and_writes_the_page() {
+    let dir = common::tempdir("report_run");
+    let p = common::compile("report_grow.c", "report_grow", dir.path(), &[]);
+    let template = dir.path().join("heaplive.%e.%p.%n.folded");
+    let page = dir.path().join("run.html");
+    let o = common::heaplive_command(&[
+        "run",
+        "--interval",
+        "1",
+        "-o",
+        template.to_str().unwrap(),
+        "--report",
+        page.to_str().unwrap(),
+        "--",
+        p.to_str().unwrap(),
+    ])
+    .current_dir(dir.path())
+    .output()
+    .unwrap();
+    assert!(o.status.success(), "{}", show(&o));
+    let err = common::stderr(&o);
+    // Five dumps: named by their directory.
+    assert!(
+        err.contains(&format!(
+            "heaplive: all of it in one page: heaplive report {} -o report.html",
+            dir.path().display()
+        )),
+        "{err}"
+    );
+    assert!(err.contains(&format!("heaplive: report page: {}", page.display())), "{err}");
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert_eq!(html.matches("id=\"heaplive-data\"").count(), 1);
+    assert!(html.contains("grow_site") && html.contains("\"n\":5"), "the run's five dumps");
+}

@@ -128,6 +128,10 @@ pub struct RunArgs {
     /// HEAPLIVE_LOG is set); warnings about bad HEAPLIVE_* values remain
     #[arg(short, long)]
     pub quiet: bool,
+    /// when the program ends, write the report page of its dumps to FILE
+    /// (what 'heaplive report' makes of them)
+    #[arg(long, value_name = "FILE")]
+    pub report: Option<String>,
     /// the program to run and its arguments
     #[arg(value_name = "COMMAND", required = true, num_args = 1..,
           trailing_var_arg = true)]

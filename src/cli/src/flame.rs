@@ -109,6 +109,11 @@ pub fn render_with(
 ) -> Res<Vec<u8>> {
     let mut opt = inferno::flamegraph::Options::default();
     opt.image_width = width;
+    if width.is_some() {
+        // In a page (heaplive report): the roots on top, where the frame
+        // opens, however deep the stacks.
+        opt.direction = inferno::flamegraph::Direction::Inverted;
+    }
     opt.title = title.to_string();
     opt.subtitle = Some(format!(
         "{} {what} ({}) in {} stacks",

@@ -38,6 +38,7 @@ mod ptrace;
 mod report;
 mod report_json;
 mod run;
+mod run_report;
 mod table;
 mod top;
 mod units;

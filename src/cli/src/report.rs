@@ -24,7 +24,7 @@ const MAX_STACKS: usize = 400;
 const MAX_FLAMES: usize = 24;
 /// The flame graphs' width in pixels: fixed, since inferno's fluid layout
 /// reads its window's width at load, which an iframe may not have yet.
-const FLAME_WIDTH: usize = 1150;
+const FLAME_WIDTH: usize = 1100;
 /// The views a dump may have beside its live file.
 pub const VIEWS: [&str; 4] = ["live", "alloc", "peak", "temporary"];
 
@@ -156,6 +156,11 @@ fn read_processes(files: &[String]) -> Res<Vec<Process>> {
     // (program, pid) -> dumps, by the file names the library writes.
     let mut groups: BTreeMap<(String, u32), Vec<(u32, String)>> = BTreeMap::new();
     for (i, f) in files.iter().enumerate() {
+        // The dump of a process that never sampled (a short child): nothing
+        // to draw.
+        if std::fs::metadata(f).is_ok_and(|m| m.is_file() && m.len() == 0) {
+            continue;
+        }
         let key = match crate::flame::parse_name(f) {
             Some((exe, pid, n)) => ((exe, pid), n),
             None => {
@@ -186,6 +191,9 @@ fn read_processes(files: &[String]) -> Res<Vec<Process>> {
             interval: crate::top::interval_of_files(&names).or(interval),
         });
     }
+    // The process with the most dumps first (a run's main program, before
+    // its short children), then by pid.
+    out.sort_by(|a, b| b.dumps.len().cmp(&a.dumps.len()).then(a.pid.cmp(&b.pid)));
     Ok(out)
 }
 
@@ -266,6 +274,7 @@ fn diff_svg(a: &Profile, b: &Profile, title: &str) -> Option<String> {
     fo.count_name = "bytes".to_string();
     fo.deterministic = true;
     fo.image_width = Some(FLAME_WIDTH);
+    fo.direction = inferno::flamegraph::Direction::Inverted;
     let text = String::from_utf8(folded).ok()?;
     let mut svg = Vec::new();
     inferno::flamegraph::from_lines(&mut fo, text.lines(), &mut svg).ok()?;

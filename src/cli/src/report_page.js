@@ -35,7 +35,11 @@
     var f = frames(stack).reverse();
     return f.slice(0, 6).join(' \u2190 ') + (f.length > 6 ? ' \u2190 \u2026' : '');
   }
-  function leaf(stack) { var f = frames(stack); return f[f.length - 1]; }
+  // The two innermost frames: a line's name in the legend.
+  function leaf(stack) {
+    var f = frames(stack).reverse().filter(function (x, i, a) { return i === 0 || x !== a[i - 1]; });
+    return f.slice(0, 3).join(' \u2190 ');
+  }
   function table(cls, heads) {
     var t = el('table', { 'class': cls }), tr = el('tr');
     heads.forEach(function (h) { tr.appendChild(el('th', { 'class': h[1] || '' }, h[0])); });
@@ -67,9 +71,10 @@
     box.textContent = '';
     if (!svg) { box.appendChild(el('div', { 'class': 'note' }, 'No flame graph embedded for ' + what + ' (heaplive flamegraph draws any dump).')); return; }
     var f = el('iframe', { 'class': 'flame', title: what, sandbox: 'allow-scripts' });
-    // As tall as the graph (inferno writes its height on the root element).
+    // As tall as the graph (inferno writes its height on the root element),
+    // up to 720 px (deeper graphs scroll inside; their roots are on top).
     var h = /<svg[^>]*?\sheight="(\d+)"/.exec(svg);
-    if (h) f.style.height = (Number(h[1]) + 24) + 'px';
+    if (h) f.style.height = Math.min(Number(h[1]) + 40, 720) + 'px';
     f.srcdoc = svg;
     box.appendChild(f);
   }
@@ -130,11 +135,18 @@
       s.bytes.forEach(function (b, di) { if (dumpT[di] !== undefined) pts.push(x(dumpT[di]) + ',' + y(b)); });
       line('series', pts, COLORS[si % COLORS.length]);
     });
-    // Marks.
+    // Marks, labelled where there is room (else the dump's number alone).
+    var lastLabel = -1e9;
     rows.forEach(function (r) {
       if (r[KIND] === 'dump' || r[KIND] === 'leak') {
-        svg.appendChild(sv('line', { 'class': 'mark ' + r[KIND], x1: x(r[T]), x2: x(r[T]), y1: TOP, y2: H - B, stroke: r[KIND] === 'dump' ? '#999' : '#d00', 'stroke-dasharray': '4,3' }));
-        svg.appendChild(sv('text', { x: x(r[T]) + 3, y: TOP + 10 }, r[KIND] === 'dump' ? 'dump ' + r[DUMP] : 'leak warning'));
+        var mx = x(r[T]);
+        svg.appendChild(sv('line', { 'class': 'mark ' + r[KIND], x1: mx, x2: mx, y1: TOP, y2: H - B, stroke: r[KIND] === 'dump' ? '#999' : '#d00', 'stroke-dasharray': '4,3' }));
+        var label = r[KIND] === 'dump' ? 'dump ' + r[DUMP] : 'leak warning';
+        if (mx - lastLabel < 7 * label.length) label = r[KIND] === 'dump' ? String(r[DUMP]).split(' ')[0] : '!';
+        if (mx - lastLabel >= 7 * label.length) {
+          svg.appendChild(sv('text', { x: mx + 3, y: TOP + 10 }, label));
+          lastLabel = mx;
+        }
       }
     });
     // One point per row, with its figures.
