@@ -653,6 +653,7 @@ pub fn write_view(
     }
     let ms = (sys::now_nanos() - t0) as f64 / 1e6;
     let samples: u64 = snap.stacks.iter().map(|s| s.samples).sum();
+    crate::background::timeline::at_dump(&written, n, why, smaps.as_deref(), path.is_some());
     // Beside live dumps only: a peak view's stacks are of an earlier time.
     // And beside a request's peak dump: the memory when it was written,
     // just after the request (what ZendMM kept of it, opcache, malloc).

@@ -135,6 +135,12 @@ pub const FORK_ORDER: [ForkLock; Rank::ALL.len()] = [
         reset_in_child: Some(unwind::reset_in_child),
     },
     ForkLock {
+        rank: Rank::Timeline,
+        lock: crate::hot::timeline::lock_for_fork,
+        unlock: crate::hot::timeline::unlock_after_fork,
+        reset_in_child: Some(crate::hot::timeline::reset_in_child),
+    },
+    ForkLock {
         rank: Rank::OwnHeap,
         lock: || always(ownheap::lock_for_fork),
         unlock: ownheap::unlock_after_fork,

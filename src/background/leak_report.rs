@@ -54,7 +54,10 @@ fn write_queued_lines() {
         }
         let suppressed = SUPPRESSED.swap(0, Relaxed);
         match format_event(&ev, suppressed) {
-            Some(text) => log::write_line(text.as_bytes()),
+            Some(text) => {
+                log::write_line(text.as_bytes());
+                crate::background::timeline::at_leak();
+            }
             // Not a leak: the suppressed count goes on the next line.
             None => {
                 SUPPRESSED.fetch_add(suppressed, Relaxed);

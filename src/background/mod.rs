@@ -9,6 +9,7 @@ pub mod php;
 pub mod rss;
 pub mod runtime_pools;
 pub mod run_report;
+pub mod timeline;
 
 // The pure writers and the profile they take live in the contract crate
 // (src/format), shared with the command and the tests.

@@ -199,6 +199,12 @@ pub fn sums(smaps: &str, php: &Php) -> [u64; 8] {
     sums
 }
 
+/// Resident bytes per kind of `smaps` (as read), in `KINDS` order: for
+/// the timeline's dump rows.
+pub fn kinds(smaps: &str) -> [u64; 8] {
+    with_php(|php| sums(smaps, php))
+}
+
 /// Resident bytes per kind, largest first, zero kinds left out.
 pub fn breakdown(smaps: &str, php: &Php) -> Vec<(&'static str, u64)> {
     let mut v: Vec<(&'static str, u64)> = KINDS

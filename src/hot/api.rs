@@ -276,6 +276,7 @@ fn record(addr: usize, size: usize, interval: u64, kind: u32) {
     let (b, m, v) = amounts(&e, interval);
     stacks::account_alloc(id, b, m, v);
     keep_sample(e, interval);
+    crate::hot::timeline::at_sample();
 }
 
 /// Puts a sample in the live table, the shadow bitmap and its stack's

@@ -88,6 +88,8 @@ pub struct Config {
     pub signal: i32,
     /// HEAPLIVE_DUMP_EVERY: periodic dumps, milliseconds; 0 = off.
     pub dump_every_ms: u64,
+    /// HEAPLIVE_TIMELINE: the timeline's period, milliseconds; 0 = off.
+    pub timeline_ms: u64,
     /// HEAPLIVE_FORMAT: which files a dump writes.
     pub folded: bool,
     pub pprof: bool,
@@ -146,6 +148,7 @@ impl Config {
             dump_empty: D.dump_empty,
             signal: D.signal,
             dump_every_ms: D.dump_every_ms,
+            timeline_ms: D.timeline_ms,
             folded: D.format.folded,
             pprof: D.format.pprof,
             views: D.views,
@@ -404,6 +407,7 @@ fn parse(env: Source, c: &mut Config) -> Effects {
         &mut c.dump_every_ms,
         grammar::dump_every,
     );
+    load_var(env, &s::TIMELINE, &mut c.timeline_ms, grammar::dump_every);
     let mut formats = grammar::Formats {
         folded: c.folded,
         pprof: c.pprof,

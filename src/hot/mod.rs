@@ -19,7 +19,7 @@
 //!   ([`sampler`]), stack capture ([`unwind`]), the dump signal
 //!   ([`signal`]), dump requests and heaplive's thread ([`trigger`],
 //!   [`threads`], [`services`]), fork ([`forking`]), attach ([`attach`]),
-//!   PHP ([`php`]), the leak check ([`leak_check`]), poison fills
+//!   PHP ([`php`]), the timeline ([`timeline`]), the leak check ([`leak_check`]), poison fills
 //!   ([`poison`]), the pid cache ([`pid`]), another allocator first
 //!   ([`winner`]).
 
@@ -39,6 +39,7 @@ pub mod sampler;
 pub mod services;
 pub mod signal;
 pub mod threads;
+pub mod timeline;
 pub mod trigger;
 pub mod unwind;
 pub mod winner;

@@ -49,6 +49,7 @@ pub enum Command {
     Merge(MergeArgs),
     #[command(visible_alias = "flame")]
     Flamegraph(FlameArgs),
+    Report(ReportArgs),
     Completions(CompletionsArgs),
     Man(ManArgs),
 }
@@ -170,6 +171,10 @@ pub struct RunArgs {
     /// HEAPLIVE_LOG is set); warnings about bad HEAPLIVE_* values remain
     #[arg(short, long)]
     pub quiet: bool,
+    /// when the program ends, write the report page of its dumps to FILE
+    /// (what 'heaplive report' makes of them)
+    #[arg(long, value_name = "FILE")]
+    pub report: Option<String>,
     /// the program to run and its arguments
     #[arg(value_name = "COMMAND", required = true, num_args = 1..,
           trailing_var_arg = true)]
@@ -465,6 +470,35 @@ pub struct FlameArgs {
     #[arg(long)]
     pub php: bool,
     #[arg(value_name = "FILE", required = true, num_args = 1..)]
+    pub files: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+#[command(
+    about = "one HTML page of a run: memory over time, top stacks, flame graphs, what grew",
+    long_about = "Writes one self-contained HTML page (no network, no external file: it opens \
+from a file:// URL in any current browser) from dumps and their companion files \
+(NAME.timeline.tsv, NAME.samples.folded, NAME.alloc.folded, NAME.peak.folded): per \
+process, memory over time, the chosen dump's top stacks and flame graph by view, the \
+difference between two dumps, the stacks that grew at every dump, PHP endpoints. The \
+data is embedded as JSON in <script type=\"application/json\" id=\"heaplive-data\"> \
+(its shape: README, \"heaplive report\").",
+    override_usage = "heaplive report [FILE|DIR]... [-o report.html]",
+    after_help = "\
+Examples:
+  heaplive report . -o report.html          # every dump in this directory
+  heaplive report heaplive.server.4242.*.folded -o server.html",
+    help_template = TEMPLATE
+)]
+pub struct ReportArgs {
+    /// write the page to FILE (default: standard output)
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<String>,
+    /// the page's title (default: the programs, processes and dumps)
+    #[arg(long, value_name = "TITLE")]
+    pub title: Option<String>,
+    /// dumps (NAME.folded), or directories of dumps (default: .)
+    #[arg(value_name = "FILE|DIR")]
     pub files: Vec<String>,
 }
 

@@ -56,7 +56,7 @@ fn write_svg(output: Option<String>, svg: &[u8]) -> Res<()> {
 /// can write (unless sticky) or a symlink that is not ours or root's, and
 /// written into only when it is new, a regular file of ours (truncated),
 /// a character device or a FIFO (`-o /dev/stdout`).
-fn write_output(path: &str, svg: &[u8]) -> Res<()> {
+pub fn write_output(path: &str, svg: &[u8]) -> Res<()> {
     use heaplive_format::safe_path;
     use std::os::fd::FromRawFd;
     let refused = |r: safe_path::Refusal| {
@@ -103,11 +103,37 @@ fn write_output(path: &str, svg: &[u8]) -> Res<()> {
     }
 }
 
+<<<<<<< HEAD
 fn render(profile: &Profile, title: &str, view: View) -> Res<Vec<u8>> {
+=======
+fn render(profile: &Profile, title: &str) -> Res<Vec<u8>> {
+    render_with(profile, title, "live bytes", None)
+}
+
+/// The SVG of `profile`, its subtitle counting `what` (`live bytes`),
+/// `width` pixels wide (None: as wide as its window, redrawn as it
+/// changes).
+pub fn render_with(
+    profile: &Profile,
+    title: &str,
+    what: &str,
+    width: Option<usize>,
+) -> Res<Vec<u8>> {
+>>>>>>> report30
     let mut opt = inferno::flamegraph::Options::default();
+    opt.image_width = width;
+    if width.is_some() {
+        // In a page (heaplive report): the roots on top, where the frame
+        // opens, however deep the stacks.
+        opt.direction = inferno::flamegraph::Direction::Inverted;
+    }
     opt.title = title.to_string();
     opt.subtitle = Some(format!(
+<<<<<<< HEAD
         "{} {} ({}) in {} stacks",
+=======
+        "{} {what} ({}) in {} stacks",
+>>>>>>> report30
         grouped(profile.total()),
         view.counts(),
         human(profile.total()),
@@ -222,7 +248,7 @@ fn render_differential(
 
 /// What a dump file's name says: `heaplive.<exe>.<pid>.<n>.folded`. The exe
 /// may itself contain dots (`php-fpm8.2`), so this parses from the end.
-fn parse_name(path: &str) -> Option<(String, u32, u32)> {
+pub fn parse_name(path: &str) -> Option<(String, u32, u32)> {
     let base = Path::new(path).file_name()?.to_str()?;
     let core = base.strip_prefix("heaplive.")?.strip_suffix(".folded")?;
     let core = [".alloc", ".peak"]

@@ -36,7 +36,10 @@ mod folded;
 mod man;
 mod merge;
 mod ptrace;
+mod report;
+mod report_json;
 mod run;
+mod run_report;
 mod table;
 mod top;
 mod units;
@@ -72,7 +75,7 @@ pub fn out_line(line: &str) -> Res<()> {
     table::emit(|out| writeln!(out, "{line}"))
 }
 
-const SUBCOMMANDS: [&str; 13] = [
+const SUBCOMMANDS: [&str; 14] = [
     "run",
     "dump",
     "start",
@@ -84,6 +87,7 @@ const SUBCOMMANDS: [&str; 13] = [
     "merge",
     "flamegraph",
     "flame",
+    "report",
     "completions",
     "man",
 ];
@@ -166,6 +170,7 @@ fn main() -> ExitCode {
         Command::Diff(a) => diff::main(a),
         Command::Merge(a) => merge::main(a),
         Command::Flamegraph(a) => flame::main(a),
+        Command::Report(a) => report::main(a),
         Command::Completions(a) => {
             // Into memory first: clap_complete panics when a write fails.
             let mut script = Vec::new();

@@ -38,6 +38,7 @@ pub fn main(a: RunArgs) -> Res<()> {
         signal,
         format,
         quiet,
+        report,
         command,
     } = a;
     // Each value was checked with the library's grammar while parsing.
@@ -75,6 +76,7 @@ pub fn main(a: RunArgs) -> Res<()> {
         })
         .unwrap_or_else(|| template::DEFAULT.to_string());
     let start_dir = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+<<<<<<< HEAD
     // The library lists every file it writes in a private file of ours
     // (HEAPLIVE_RUN_REPORT); without one (no private directory could be
     // made), the files matching the template that appeared or changed.
@@ -83,6 +85,9 @@ pub fn main(a: RunArgs) -> Res<()> {
         vars.push((settings::RUN_REPORT.name(), c.file.to_string_lossy().into_owned()));
     }
     let before = if quiet || channel.is_some() {
+=======
+    let before = if quiet && report.is_none() {
+>>>>>>> report30
         Seen::new()
     } else {
         files_before(&template, &start_dir)
@@ -90,10 +95,18 @@ pub fn main(a: RunArgs) -> Res<()> {
 
     let code = run_child(&command, &preload, &vars, quiet)?;
 
+<<<<<<< HEAD
     match &channel {
         Some(c) => report_channel(c, &template, &start_dir),
         None if !quiet => report_files(&template, &start_dir, &before),
         None => {}
+=======
+    if !quiet || report.is_some() {
+        let dumps = report_files(&template, &start_dir, &before, quiet);
+        if let Some(page) = report {
+            crate::run_report::write(&page, &dumps, quiet)?;
+        }
+>>>>>>> report30
     }
     if code == 0 {
         Ok(())
@@ -441,13 +454,17 @@ fn files_before(template: &str, start_dir: &Path) -> Seen {
 /// that appeared or changed while the program ran, in the template's
 /// directory and the library's fallback directories. A file that was
 /// there unchanged before is another process's, however recent.
-fn report_files(template: &str, start_dir: &Path, before: &Seen) {
+/// Lists the dump files the run wrote (nothing when `quiet`); returns the
+/// dumps.
+fn report_files(template: &str, start_dir: &Path, before: &Seen, quiet: bool) -> Vec<PathBuf> {
     let Some((dirs, name)) = dump_dirs(template, start_dir) else {
-        say!(
-            "heaplive: dump files go to {}",
-            start_dir.join(template).display()
-        );
-        return;
+        if !quiet {
+            say!(
+                "heaplive: dump files go to {}",
+                start_dir.join(template).display()
+            );
+        }
+        return Vec::new();
     };
     let mut found: Vec<(Option<SystemTime>, PathBuf)> = dump_files(&dirs, &name)
         .into_iter()
@@ -462,12 +479,15 @@ fn report_files(template: &str, start_dir: &Path, before: &Seen) {
             .any(|v| n.ends_with(v))
     };
     let dumps: Vec<&PathBuf> = found.iter().map(|f| &f.1).filter(|p| !is_view(p)).collect();
+    if quiet {
+        return dumps.into_iter().cloned().collect();
+    }
     if dumps.is_empty() {
         say!(
             "heaplive: no dump files matching {} were written (a process killed by a signal writes no exit dump)",
             start_dir.join(template).display()
         );
-        return;
+        return Vec::new();
     }
     // Each dump, then the views written next to it (HEAPLIVE_VIEWS); the
     // peak's stacks are named on their own line.
@@ -515,4 +535,6 @@ fn report_files(template: &str, start_dir: &Path, before: &Seen) {
         }
     }
     say!("heaplive: view with 'heaplive top FILE' or 'heaplive flamegraph FILE -o live.svg'");
+    say!("{}", crate::run_report::hint(&dumps));
+    dumps.into_iter().cloned().collect()
 }

@@ -182,6 +182,13 @@ setting!(
     "also dump periodically: 30, 500ms, 5m, 1h (seconds without a unit); at most 365 days"
 );
 setting!(
+    TIMELINE,
+    c"HEAPLIVE_TIMELINE",
+    "1s",
+    Duration,
+    "the timeline's period (NAME.timeline.tsv beside each dump: live and allocated totals over time, a row per dump and leak warning), 0 = off: 100ms, 1s, 1m"
+);
+setting!(
     FORMAT,
     c"HEAPLIVE_FORMAT",
     "folded",
@@ -344,6 +351,7 @@ pub struct Defaults {
     pub dump_empty: bool,
     pub signal: i32,
     pub dump_every_ms: u64,
+    pub timeline_ms: u64,
     pub format: crate::grammar::Formats,
     pub views: crate::grammar::Views,
     pub peak_growth: f64,
@@ -368,6 +376,7 @@ pub const DEFAULTS: Defaults = Defaults {
     dump_empty: false,
     signal: libc::SIGUSR2,
     dump_every_ms: 0,
+    timeline_ms: 1000,
     format: crate::grammar::Formats {
         folded: true,
         pprof: false,
@@ -405,6 +414,7 @@ pub const ALL: &[&Setting] = &[
     &DUMP_EMPTY,
     &SIGNAL,
     &DUMP_EVERY,
+    &TIMELINE,
     &FORMAT,
     &VIEWS,
     &PEAK_GROWTH,
@@ -546,6 +556,7 @@ mod tests {
             dump_empty: g::boolean(text(&DUMP_EMPTY)).unwrap(),
             signal: crate::signal::parse(text(&SIGNAL)).unwrap(),
             dump_every_ms: g::dump_every(text(&DUMP_EVERY)).unwrap(),
+            timeline_ms: g::dump_every(text(&TIMELINE)).unwrap(),
             format: g::format(text(&FORMAT)).unwrap(),
             views: g::views(text(&VIEWS)).unwrap(),
             peak_growth: g::peak_growth(text(&PEAK_GROWTH)).unwrap(),

@@ -81,6 +81,10 @@ pub enum Rank {
     /// with [`SpinLock::try_lock`]: a capture that finds it busy leaves the
     /// frame to libgcc instead of waiting. Its holder takes no other lock.
     UnwindContext,
+    /// The timeline's rows (`hot::timeline`): taken only with
+    /// [`SpinLock::try_lock`] on allocation paths (a row that finds it busy
+    /// waits for the next sample); its holder takes no other lock.
+    Timeline,
     /// heaplive's own heap (`ownheap`): taken by every Rust allocation of
     /// the library, with any lock above held; its holder takes no other
     /// lock and only calls `mmap`.
@@ -88,7 +92,7 @@ pub enum Rank {
 }
 
 impl Rank {
-    pub const ALL: [Rank; 13] = [
+    pub const ALL: [Rank; 14] = [
         Rank::Reporting,
         Rank::Dump,
         Rank::Modules,
@@ -101,6 +105,7 @@ impl Rank {
         Rank::LiveShard,
         Rank::ShadowLeaf,
         Rank::UnwindContext,
+        Rank::Timeline,
         Rank::OwnHeap,
     ];
 }

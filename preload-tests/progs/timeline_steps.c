@@ -1,0 +1,55 @@
+/* Grows in steps, then frees (preload-tests/timeline.rs): STEP bytes more
+ * at grow_site per step, 5 steps, then all freed; between steps it churns
+ * (a 16-byte malloc and its free, over and over) for CHURN_MS by the
+ * coarse clock, so that the timeline gets rows at every level. Dumps with
+ * heaplive_dump(NULL) after steps 2 and 4. Argument: CHURN_MS (default 60).
+ * With a second argument "long": churns that many ms once, dumping after
+ * 500 ms (the ring test). No stdio: nothing else allocates. */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+int heaplive_dump(const char *path) __attribute__((weak));
+
+#define STEP ((3u << 20) + 7)
+
+static long now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+__attribute__((noinline)) void *grow_site(size_t n) {
+    void *p = malloc(n);
+    memset(p, 1, 64);
+    return p;
+}
+
+__attribute__((noinline)) void churn(long ms) {
+    long end = now_ms() + ms;
+    while (now_ms() < end) {
+        volatile char *p = malloc(16);
+        p[0] = 1;
+        free((void *)p);
+    }
+}
+
+int main(int argc, char **argv) {
+    long ms = argc > 1 ? atol(argv[1]) : 60;
+    if (argc > 2 && strcmp(argv[2], "long") == 0) {
+        churn(500);
+        if (heaplive_dump) heaplive_dump(NULL);
+        churn(ms);
+        return 0;
+    }
+    void *held[5];
+    churn(ms);
+    for (int k = 0; k < 5; k++) {
+        held[k] = grow_site(STEP);
+        churn(ms);
+        if ((k == 1 || k == 3) && heaplive_dump) heaplive_dump(NULL);
+    }
+    for (int k = 0; k < 5; k++) free(held[k]);
+    churn(ms);
+    return 0;
+}
