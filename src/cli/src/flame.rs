@@ -103,11 +103,8 @@ pub fn write_output(path: &str, svg: &[u8]) -> Res<()> {
     }
 }
 
-<<<<<<< HEAD
 fn render(profile: &Profile, title: &str, view: View) -> Res<Vec<u8>> {
-=======
-fn render(profile: &Profile, title: &str) -> Res<Vec<u8>> {
-    render_with(profile, title, "live bytes", None)
+    render_with(profile, title, view.counts(), None)
 }
 
 /// The SVG of `profile`, its subtitle counting `what` (`live bytes`),
@@ -119,7 +116,6 @@ pub fn render_with(
     what: &str,
     width: Option<usize>,
 ) -> Res<Vec<u8>> {
->>>>>>> report30
     let mut opt = inferno::flamegraph::Options::default();
     opt.image_width = width;
     if width.is_some() {
@@ -129,13 +125,8 @@ pub fn render_with(
     }
     opt.title = title.to_string();
     opt.subtitle = Some(format!(
-<<<<<<< HEAD
-        "{} {} ({}) in {} stacks",
-=======
         "{} {what} ({}) in {} stacks",
->>>>>>> report30
         grouped(profile.total()),
-        view.counts(),
         human(profile.total()),
         grouped(profile.stacks.len() as u128)
     ));

@@ -76,18 +76,15 @@ pub fn main(a: RunArgs) -> Res<()> {
         })
         .unwrap_or_else(|| template::DEFAULT.to_string());
     let start_dir = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
-<<<<<<< HEAD
     // The library lists every file it writes in a private file of ours
     // (HEAPLIVE_RUN_REPORT); without one (no private directory could be
     // made), the files matching the template that appeared or changed.
-    let channel = if quiet { None } else { Channel::new() };
+    let listing = !quiet || report.is_some();
+    let channel = if listing { Channel::new() } else { None };
     if let Some(c) = &channel {
         vars.push((settings::RUN_REPORT.name(), c.file.to_string_lossy().into_owned()));
     }
-    let before = if quiet || channel.is_some() {
-=======
-    let before = if quiet && report.is_none() {
->>>>>>> report30
+    let before = if !listing || channel.is_some() {
         Seen::new()
     } else {
         files_before(&template, &start_dir)
@@ -95,18 +92,14 @@ pub fn main(a: RunArgs) -> Res<()> {
 
     let code = run_child(&command, &preload, &vars, quiet)?;
 
-<<<<<<< HEAD
-    match &channel {
-        Some(c) => report_channel(c, &template, &start_dir),
-        None if !quiet => report_files(&template, &start_dir, &before),
-        None => {}
-=======
-    if !quiet || report.is_some() {
-        let dumps = report_files(&template, &start_dir, &before, quiet);
+    if listing {
+        let dumps = match &channel {
+            Some(c) => report_channel(c, &template, &start_dir, quiet),
+            None => report_files(&template, &start_dir, &before, quiet),
+        };
         if let Some(page) = report {
             crate::run_report::write(&page, &dumps, quiet)?;
         }
->>>>>>> report30
     }
     if code == 0 {
         Ok(())
@@ -331,16 +324,26 @@ fn reported(text: &str) -> Vec<(u32, String, Vec<PathBuf>)> {
 /// Lists, on stderr, the files the program and its children wrote (as
 /// their libraries reported them in the channel), by process, and the
 /// peak files' totals.
-fn report_channel(c: &Channel, template: &str, start_dir: &Path) {
+fn report_channel(c: &Channel, template: &str, start_dir: &Path, quiet: bool) -> Vec<PathBuf> {
     let text = std::fs::read(&c.file).unwrap_or_default();
     let groups = reported(&String::from_utf8_lossy(&text));
+    // The dumps (a process's folded files of live bytes), for the report.
+    let dumps: Vec<PathBuf> = groups
+        .iter()
+        .flat_map(|g| &g.2)
+        .filter(|p| is_dump(p))
+        .cloned()
+        .collect();
+    if quiet {
+        return dumps;
+    }
     let n: usize = groups.iter().map(|g| g.2.len()).sum();
     if n == 0 {
         say!(
             "heaplive: no dump files were written (template {}; a process killed by a signal writes no exit dump)",
             start_dir.join(template).display()
         );
-        return;
+        return dumps;
     }
     let plural = |k: usize, s: &str, p: &str| format!("{k} {}", if k == 1 { s } else { p });
     let files = plural(n, "file", "files");
@@ -372,6 +375,20 @@ fn report_channel(c: &Channel, template: &str, start_dir: &Path) {
         }
     }
     say!("heaplive: view with 'heaplive top FILE' or 'heaplive flamegraph FILE -o live.svg'");
+    if !dumps.is_empty() {
+        say!("{}", crate::run_report::hint(&dumps.iter().collect::<Vec<_>>()));
+    }
+    dumps
+}
+
+/// A dump's own folded file (live bytes), not one of the views or files
+/// written beside it.
+fn is_dump(p: &Path) -> bool {
+    let n = p.to_string_lossy();
+    n.ends_with(".folded")
+        && ![".alloc.folded", ".samples.folded", ".peak.folded", ".variance.folded"]
+            .iter()
+            .any(|v| n.ends_with(v))
 }
 
 /// What a file was when the program started: a file that is the same
