@@ -278,7 +278,7 @@ fn attach_at_a_memory_limit_is_refused_and_the_target_untouched() {
         let dir = tempdir("attach-memlimit");
         let (want_out, _) = plain_run(&prog, &[], &dir);
         let mut t = Target::start(&prog, &[], &dir);
-        let pid = t.child.id() as libc::pid_t;
+        let pid = t.p.pid() as libc::pid_t;
         let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
         let used: u64 = status
             .lines()

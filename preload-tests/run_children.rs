@@ -156,7 +156,7 @@ fn run_lists_every_childs_files_and_no_outsiders() {
 #[test]
 fn run_says_when_no_file_was_written() {
     let dir = tempdir("run-nofiles");
-    let o = crate::cli::run_with_lib(
+    let o = crate::cli_processes::run_with_lib(
         dir.path(),
         &["run", "--", "sh", "-c", "cd / && exec cat /dev/null"],
         &[("HEAPLIVE_DUMP_AT_EXIT", "0")],

@@ -299,7 +299,7 @@ fn suspects(dumps: &[Dump]) -> Json {
             })
             .map(|(s, &b)| (s, b))
             .collect();
-        grew.sort_by(|a, b| b.1.cmp(&a.1));
+        grew.sort_by_key(|b| std::cmp::Reverse(b.1));
         for (s, _) in grew.into_iter().take(50) {
             let series = lives
                 .iter()
@@ -353,7 +353,7 @@ fn endpoints(p: &Profile) -> Json {
         }
     }
     let mut v: Vec<(&str, u64)> = by.into_iter().collect();
-    v.sort_by(|a, b| b.1.cmp(&a.1));
+    v.sort_by_key(|b| std::cmp::Reverse(b.1));
     Json::Arr(
         v.into_iter()
             .take(50)
