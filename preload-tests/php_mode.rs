@@ -1054,7 +1054,7 @@ $ps = []; for ($i = 0; $i < 5000; $i++) { $ps[] = new P($i); }\n\
 $o[] = point();\n\
 $ps = null; gc_collect_cycles();\n\
 $o[] = point();\n\
-memory_reset_peak_usage();\n\
+if (function_exists('memory_reset_peak_usage')) { memory_reset_peak_usage(); }\n\
 $o[] = point();\n\
 echo implode(\"\\n\", $o), \"\\n\";\n";
 
