@@ -186,7 +186,7 @@ fn thin(rows: &mut [Row]) -> usize {
         let r = rows[i];
         let keep = if r.kind == TICK {
             ticks += 1;
-            ticks % 2 == 0
+            ticks.is_multiple_of(2)
         } else if skip_marks > 0 {
             skip_marks -= 1;
             false
