@@ -640,12 +640,15 @@ fn run_lists_the_files_written() {
     assert_eq!(written.len(), 1, "one exit dump: {written:?}\n{}", show(&o));
     let err = stderr(&o);
     // The dump and its timeline (exact mode: no samples file).
-    assert!(err.contains("2 files written (1 dump and 1 view):"), "{err}");
-    let timeline = written[0].to_str().unwrap().replace(".folded", ".timeline.tsv");
     assert!(
-        err.contains(&format!("  {timeline}\n")),
+        err.contains("2 files written (1 dump and 1 view):"),
         "{err}"
     );
+    let timeline = written[0]
+        .to_str()
+        .unwrap()
+        .replace(".folded", ".timeline.tsv");
+    assert!(err.contains(&format!("  {timeline}\n")), "{err}");
     assert!(
         err.contains(&format!("  {}\n", written[0].display())),
         "{err}"
