@@ -234,7 +234,7 @@ echo "STDOUT=$(LD_PRELOAD=$LIB HEAPLIVE_DUMP_AT_EXIT=0 $LINKPROGS/links_prog /de
     ]
     .iter()
     .map(|s| format!("h.{p}.{s} "))
-        .collect();
+    .collect();
     assert_eq!(get(&m, "FALLBACK", &t), want, "every file in /tmp\n{t}");
     assert_eq!(get(&m, "SAID", &t), "1", "{t}");
     // The views are named after the live file, in /tmp by then.

@@ -46,7 +46,10 @@ fn only_programs_named_in_heaplive_programs_are_profiled() {
     assert_eq!(stdout(&o), "hi\n", "{}", show(&o));
     // The dump and its timeline (NAME.timeline.tsv).
     assert_eq!(files.len(), 2, "{files:?}");
-    assert!(files.iter().all(|f| f.starts_with("sec_dump.")), "{files:?}");
+    assert!(
+        files.iter().all(|f| f.starts_with("sec_dump.")),
+        "{files:?}"
+    );
     // One line, the profiled program's exit summary: none from the others.
     let err = stderr(&o);
     assert_eq!(err.lines().count(), 1, "{err}");
