@@ -72,7 +72,9 @@ pub fn at_dump(written: &Path, n: u32, why: &str, smaps: Option<&str>, explicit:
     if rows.try_reserve_exact(timeline::CAPACITY).is_err() {
         return;
     }
-    timeline::with_rows(&mut |r| rows.extend_from_slice(r));
+    if !timeline::with_rows(&mut |r| rows.extend_from_slice(r)) {
+        return;
+    }
     let text = text_of(
         &rows,
         sys::getpid(),
