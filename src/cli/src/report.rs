@@ -26,7 +26,7 @@ const MAX_FLAMES: usize = 24;
 /// reads its window's width at load, which an iframe may not have yet.
 const FLAME_WIDTH: usize = 1100;
 /// The views a dump may have beside its live file.
-pub const VIEWS: [&str; 4] = ["live", "alloc", "peak", "temporary"];
+pub const VIEWS: [&str; 3] = ["live", "alloc", "peak"];
 
 /// One dump, as read.
 struct Dump {
