@@ -117,7 +117,13 @@ fn run_lists_the_files_written() {
     let written = folded_files(&out);
     assert_eq!(written.len(), 1, "one exit dump: {written:?}\n{}", show(&o));
     let err = stderr(&o);
-    assert!(err.contains("1 file written by pid "), "{err}");
+    // The dump and its timeline (exact mode: no samples file).
+    assert!(err.contains("2 files written by pid "), "{err}");
+    let timeline = written[0]
+        .to_str()
+        .unwrap()
+        .replace(".folded", ".timeline.tsv");
+    assert!(err.contains(&format!("  {timeline}\n")), "{err}");
     assert!(
         err.contains(&format!("  {}\n", written[0].display())),
         "{err}"

@@ -133,6 +133,7 @@ echo "NEAR=$(grep -c 'exit dump' /tmp/heaplive.0.log)"
         "pb.gz",
         "peak.folded",
         "samples.folded",
+        "timeline.tsv",
     ]
     .iter()
     .map(|s| format!("heaplive.links_prog.{p}.1.{s} "))
@@ -149,7 +150,7 @@ echo "NEAR=$(grep -c 'exit dump' /tmp/heaplive.0.log)"
     assert_eq!(get(&m, "P_OUT", &t), "program output ", "{t}");
     assert_eq!(
         get(&m, "P_FALLBACK", &t),
-        "alloc.folded folded pb.gz peak.folded samples.folded ",
+        "alloc.folded folded pb.gz peak.folded samples.folded timeline.tsv ",
         "{t}"
     );
     assert_eq!(get(&m, "P_LINES", &t), "2", "{t}");
@@ -224,10 +225,16 @@ echo "STDOUT=$(LD_PRELOAD=$LIB HEAPLIVE_DUMP_AT_EXIT=0 $LINKPROGS/links_prog /de
     assert_intact(&m, &t);
     assert_eq!(get(&m, "RC", &t), "5", "{t}");
     let p = get(&m, "P", &t);
-    let want: String = ["alloc.folded", "folded", "peak.folded", "samples.folded"]
-        .iter()
-        .map(|s| format!("h.{p}.{s} "))
-        .collect();
+    let want: String = [
+        "alloc.folded",
+        "folded",
+        "peak.folded",
+        "samples.folded",
+        "timeline.tsv",
+    ]
+    .iter()
+    .map(|s| format!("h.{p}.{s} "))
+    .collect();
     assert_eq!(get(&m, "FALLBACK", &t), want, "every file in /tmp\n{t}");
     assert_eq!(get(&m, "SAID", &t), "1", "{t}");
     // The views are named after the live file, in /tmp by then.

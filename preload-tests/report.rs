@@ -48,7 +48,10 @@ fn chromium(dir: &Path, page: &Path, what: &[&str]) -> Output {
             "--host-resolver-rules=MAP * ~NOTFOUND",
             "--window-size=1200,1800",
         ])
-        .arg(format!("--user-data-dir={}", dir.join("chromium-profile").display()))
+        .arg(format!(
+            "--user-data-dir={}",
+            dir.join("chromium-profile").display()
+        ))
         .args(what)
         .arg(format!("file://{}", page.display()))
         .output()
@@ -98,7 +101,10 @@ fn the_report_in_a_real_browser_shows_the_known_sites() {
     let o = chromium(dir.path(), &page, &["--dump-dom"]);
     let dom = String::from_utf8_lossy(&o.stdout).to_string();
     let err = String::from_utf8_lossy(&o.stderr).to_string();
-    assert!(dom.contains("data-drawn=\"yes\""), "the script ran to its end:\n{dom}");
+    assert!(
+        dom.contains("data-drawn=\"yes\""),
+        "the script ran to its end:\n{dom}"
+    );
     assert!(
         !err.contains("CONSOLE"),
         "console messages (errors) while drawing:\n{err}"
@@ -118,12 +124,18 @@ fn the_report_in_a_real_browser_shows_the_known_sites() {
     // held_site did not change: not in the table of changes.
     let diff_at = dom.find("<table class=\"diff\">").unwrap();
     let diff_end = diff_at + dom[diff_at..].find("</table>").unwrap();
-    assert!(!dom[diff_at..diff_end].contains("held_site\""), "held_site did not change");
+    assert!(
+        !dom[diff_at..diff_end].contains("held_site\""),
+        "held_site did not change"
+    );
     // And it grew at every dump: the leak suspects' first row.
     assert!(first_stack(&dom, "suspects").ends_with("grow_site"));
     // The flame graphs are inferno's SVG, embedded.
     assert!(dom.contains("<iframe class=\"flame\""), "{dom}");
-    assert!(html.contains("inferno") || html.contains("flamegraph"), "inferno's SVG embedded");
+    assert!(
+        html.contains("inferno") || html.contains("flamegraph"),
+        "inferno's SVG embedded"
+    );
     // A screenshot of the drawn page (a PNG of the window's size).
     let shot = dir.path().join("report.png");
     chromium(
@@ -157,7 +169,9 @@ fn the_embedded_data_holds_the_dumps_to_the_byte() {
     let last = json.rfind("\"n\":5").expect("dump 5");
     let live = &json[last..];
     let bytes_of = |site: &str| -> u64 {
-        let at = live.find(&format!("{site}\",\"bytes\":")).unwrap_or_else(|| panic!("{site}"));
+        let at = live
+            .find(&format!("{site}\",\"bytes\":"))
+            .unwrap_or_else(|| panic!("{site}"));
         let rest = &live[at + site.len() + 10..];
         rest[..rest.find([',', '}']).unwrap()].parse().unwrap()
     };
@@ -197,8 +211,14 @@ fn run_prints_the_report_command_and_writes_the_page() {
         )),
         "{err}"
     );
-    assert!(err.contains(&format!("heaplive: report page: {}", page.display())), "{err}");
+    assert!(
+        err.contains(&format!("heaplive: report page: {}", page.display())),
+        "{err}"
+    );
     let html = std::fs::read_to_string(&page).unwrap();
     assert_eq!(html.matches("id=\"heaplive-data\"").count(), 1);
-    assert!(html.contains("grow_site") && html.contains("\"n\":5"), "the run's five dumps");
+    assert!(
+        html.contains("grow_site") && html.contains("\"n\":5"),
+        "the run's five dumps"
+    );
 }

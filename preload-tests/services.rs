@@ -44,8 +44,12 @@ fn only_programs_named_in_heaplive_programs_are_profiled() {
     let (o, out, files) = run(" sec_dum?, php-fpm*");
     assert_eq!(o.status.code(), Some(7), "{}", show(&o));
     assert_eq!(stdout(&o), "hi\n", "{}", show(&o));
-    assert_eq!(files.len(), 1, "{files:?}");
-    assert!(files[0].starts_with("sec_dump."), "{files:?}");
+    // The dump and its timeline (NAME.timeline.tsv).
+    assert_eq!(files.len(), 2, "{files:?}");
+    assert!(
+        files.iter().all(|f| f.starts_with("sec_dump.")),
+        "{files:?}"
+    );
     // One line, the profiled program's exit summary: none from the others.
     let err = stderr(&o);
     assert_eq!(err.lines().count(), 1, "{err}");
@@ -325,7 +329,7 @@ echo "MODE=$(stat -c %a .)"
 echo "MASTER=$(ls | grep -c "^php-fpm8.2\.$M\.1\.folded$")"
 echo "WORKER_FILES=$(ls | grep -E '^php-fpm8\.2\.[0-9]+\.[0-9]+\.folded$' | grep -vc "\.$M\.")"
 echo "WORKER_OWNERS=$(ls | grep -E '^php-fpm8\.2\.[0-9]+\.[0-9]+\.folded$' | grep -v "\.$M\." | xargs -r stat -c %U | sort -u | tr '\n' ' ')"
-echo "OTHERS=$(ls | grep -Evc '^(php-fpm8\.2\.[0-9]+\.[0-9]+((\.peak|\.samples)?\.folded|\.maps\.txt)|heaplive\.(0|33)\.log)$')"
+echo "OTHERS=$(ls | grep -Evc '^(php-fpm8\.2\.[0-9]+\.[0-9]+((\.peak|\.samples)?\.folded|\.maps\.txt|\.timeline\.tsv)|heaplive\.(0|33)\.log)$')"
 echo "LOG33=$(grep -c ': exit dump /var/tmp/heaplive/' heaplive.33.log)"
 echo "SKIPPED33=$(grep -c ': exit dump skipped: nothing live' heaplive.33.log)"
 echo "ROOTDIR=$(ls -A / | grep -c heaplive)"

@@ -27,7 +27,9 @@ fn rows(path: &Path) -> Vec<Row> {
     let mut lines = text.lines().filter(|l| !l.starts_with('#'));
     assert_eq!(
         lines.next(),
-        Some("t_ms\tunix_ms\tkind\tlive_bytes\tlive_low\tlive_high\tallocated_bytes\trss_bytes\trss_kinds\town_bytes\tdump"),
+        Some(
+            "t_ms\tunix_ms\tkind\tlive_bytes\tlive_low\tlive_high\tallocated_bytes\trss_bytes\trss_kinds\town_bytes\tdump"
+        ),
         "{text}"
     );
     lines
@@ -87,10 +89,20 @@ fn rows_follow_the_known_totals_to_the_byte_in_exact_mode() {
     let marks: Vec<&Row> = exit.iter().filter(|r| r.kind == "dump").collect();
     assert_eq!(marks.len(), 3, "{exit:#?}");
     for (i, (m, f)) in marks.iter().zip(&dumps).enumerate() {
-        assert_eq!(m.dump, format!("{} {}", i + 1, if i == 2 { "exit" } else { "requested" }));
-        assert_eq!(m.live, common::total(&common::parse_folded(f)) as i64, "{m:?}");
+        assert_eq!(
+            m.dump,
+            format!("{} {}", i + 1, if i == 2 { "exit" } else { "requested" })
+        );
+        assert_eq!(
+            m.live,
+            common::total(&common::parse_folded(f)) as i64,
+            "{m:?}"
+        );
         assert_eq!((m.low, m.high), (m.live, m.live), "exact: no interval");
-        assert!(m.rss.is_some_and(|r| r > 0) && m.own.is_some_and(|b| b > 0), "{m:?}");
+        assert!(
+            m.rss.is_some_and(|r| r > 0) && m.own.is_some_and(|b| b > 0),
+            "{m:?}"
+        );
     }
     assert_eq!(marks[0].live - base, 2 * STEP);
     assert_eq!(marks[1].live - base, 4 * STEP);
@@ -109,7 +121,10 @@ fn rows_follow_the_known_totals_to_the_byte_in_exact_mode() {
         }
     }
     assert_eq!(levels, [0, 1, 2, 3, 4, 5, 0], "levels over time");
-    assert!(exit.windows(2).all(|w| w[0].allocated <= w[1].allocated && w[0].t_ms <= w[1].t_ms));
+    assert!(
+        exit.windows(2)
+            .all(|w| w[0].allocated <= w[1].allocated && w[0].t_ms <= w[1].t_ms)
+    );
     assert!(last.allocated - base >= 5 * STEP, "{last:?}");
     // Each dump's file holds the rows up to it: the first dump's, a prefix.
     let first = rows(&timeline_of(&dumps[0]));
@@ -147,36 +162,46 @@ fn sampled_rows_carry_an_interval() {
     // After two steps (6 MiB held in blocks far above R, sampled surely:
     // no variance) the estimate is 6 MiB and some; the rows taken at a
     // sampled 16-byte block (standing for about R bytes) have an interval.
-    assert!((marks[0].live - 2 * STEP).abs() < STEP / 2, "{:?}", marks[0]);
+    assert!(
+        (marks[0].live - 2 * STEP).abs() < STEP / 2,
+        "{:?}",
+        marks[0]
+    );
     assert!(exit.iter().any(|r| r.high > r.low), "{exit:#?}");
 }
 
-/// A long run at a short period: the buffer stays bounded (1,024 rows)
-/// and keeps the whole history (the rows before the first dump, made
-/// 500 ms in, are still there at exit, 6 s later, at a coarser step).
+/// More rows than the buffer holds (1,024): 1,100 dumps after some
+/// periodic rows. The exit dump's file holds at most 1,024 rows, and still
+/// the first ones (periodic rows, thinned to every other): a ring that
+/// overwrote the oldest would hold only dump rows. The marks beyond half
+/// the buffer are the older ones dropped.
 #[test]
 fn the_ring_stays_bounded_over_a_long_run() {
     let dir = common::tempdir("timeline_long");
     let p = common::compile("timeline_steps.c", "timeline_steps", dir.path(), &[]);
+    let explicit = dir.path().join("explicit.folded");
     let o = common::run_preloaded(
         dir.path(),
         &p,
-        &["6000", "long"],
+        &["100", "long", explicit.to_str().unwrap()],
         &[
             ("HEAPLIVE_SAMPLE_INTERVAL", "16"),
             ("HEAPLIVE_TIMELINE", "1ms"),
+            ("HEAPLIVE_SIGNAL", "none"),
+            ("HEAPLIVE_LOG", "/dev/null"),
         ],
     );
     assert!(o.status.success(), "{}", show(&o));
     let dumps = common::folded_files(dir.path());
-    assert_eq!(dumps.len(), 2, "{dumps:?}");
-    let exit = rows(&timeline_of(&dumps[1]));
-    assert!(exit.len() <= 1024, "{} rows", exit.len());
-    // At a row per timer tick (4 ms here) 6.5 s make over 1,024 rows: the
-    // buffer was thinned, not overwritten.
-    assert!(exit.len() > 300, "{} rows", exit.len());
-    let at = exit.iter().position(|r| r.dump == "1 requested").expect("the first dump's row");
-    assert!(at > 10, "rows before the first dump kept: {at}");
-    assert!(exit.len() - at > 100);
-    assert!(exit.windows(2).all(|w| w[0].t_ms <= w[1].t_ms));
+    let exit = dumps
+        .iter()
+        .find(|d| d.to_str().unwrap().ends_with(".1.folded"))
+        .unwrap_or_else(|| panic!("the exit dump: {dumps:?}"));
+    let rows = rows(&timeline_of(exit));
+    assert!(rows.len() <= 1024, "{} rows", rows.len());
+    assert_eq!(rows[0].kind, "tick", "the history's start is kept");
+    let marks = rows.iter().filter(|r| r.kind == "dump").count();
+    assert!((512..1024).contains(&marks), "{marks} dump rows of 1,101");
+    assert_eq!(rows.last().unwrap().dump, "1 exit");
+    assert!(rows.windows(2).all(|w| w[0].t_ms <= w[1].t_ms));
 }

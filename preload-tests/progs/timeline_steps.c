@@ -3,8 +3,9 @@
  * (a 16-byte malloc and its free, over and over) for CHURN_MS by the
  * coarse clock, so that the timeline gets rows at every level. Dumps with
  * heaplive_dump(NULL) after steps 2 and 4. Argument: CHURN_MS (default 60).
- * With a second argument "long": churns that many ms once, dumping after
- * 500 ms (the ring test). No stdio: nothing else allocates. */
+ * With a second argument "long" and a path: churns that many ms, then
+ * dumps to the path 1,100 times (the ring test: more rows than it holds).
+ * No stdio: nothing else allocates. */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -25,21 +26,26 @@ __attribute__((noinline)) void *grow_site(size_t n) {
     return p;
 }
 
+static void pair(void) {
+    volatile char *p = malloc(16);
+    p[0] = 1;
+    free((void *)p);
+}
+
+/* Pairs for `ms`, and one after: a process that did not run meanwhile
+ * (a loaded machine) still samples once when the time is up, so each
+ * phase gets a timeline row. */
 __attribute__((noinline)) void churn(long ms) {
     long end = now_ms() + ms;
-    while (now_ms() < end) {
-        volatile char *p = malloc(16);
-        p[0] = 1;
-        free((void *)p);
-    }
+    while (now_ms() < end) pair();
+    pair();
 }
 
 int main(int argc, char **argv) {
     long ms = argc > 1 ? atol(argv[1]) : 60;
-    if (argc > 2 && strcmp(argv[2], "long") == 0) {
-        churn(500);
-        if (heaplive_dump) heaplive_dump(NULL);
+    if (argc > 3 && strcmp(argv[2], "long") == 0) {
         churn(ms);
+        for (int i = 0; i < 1100 && heaplive_dump; i++) heaplive_dump(argv[3]);
         return 0;
     }
     void *held[5];

@@ -72,8 +72,16 @@ pub fn at_dump(written: &Path, n: u32, why: &str, smaps: Option<&str>, explicit:
     if rows.try_reserve_exact(timeline::CAPACITY).is_err() {
         return;
     }
-    timeline::with_rows(&mut |r| rows.extend_from_slice(r));
-    let text = text_of(&rows, sys::getpid(), cfg.exe.as_str(), cfg.interval, cfg.timeline_ms);
+    if !timeline::with_rows(&mut |r| rows.extend_from_slice(r)) {
+        return;
+    }
+    let text = text_of(
+        &rows,
+        sys::getpid(),
+        cfg.exe.as_str(),
+        cfg.interval,
+        cfg.timeline_ms,
+    );
     let path = path_of(written);
     let r = if explicit {
         output::write_explicit(&path, &mut |w| w.write_all(text.as_bytes()))
@@ -189,7 +197,17 @@ mod tests {
         let f: Vec<&str> = lines[3].split('\t').collect();
         assert_eq!(
             &f[2..],
-            ["dump", "100", "100", "100", "300", "8192", "malloc heap=8192", "4096", "2 exit"]
+            [
+                "dump",
+                "100",
+                "100",
+                "100",
+                "300",
+                "8192",
+                "malloc heap=8192",
+                "4096",
+                "2 exit"
+            ]
         );
     }
 }

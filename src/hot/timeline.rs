@@ -144,13 +144,28 @@ pub fn totals() -> Row {
     r
 }
 
-/// Adds a dump or leak row (heaplive's thread, or the thread that dumps):
-/// waits for the lock, whose holders never wait or call anything.
+/// The lock for a dump or leak row, tried for a while: its holders never
+/// wait or call anything, but one may be this very thread, interrupted by
+/// a signal handler that dumps (`heaplive_dump()`): then the row is left
+/// out rather than waited for forever.
+fn lock_for_a_while() -> Option<crate::hot::lock::Locked<'static, State>> {
+    for _ in 0..100_000 {
+        if let Some(l) = LOCK.try_lock() {
+            return Some(l);
+        }
+        core::hint::spin_loop();
+    }
+    None
+}
+
+/// Adds a dump or leak row (heaplive's thread, or the thread that dumps).
 pub fn mark(row: Row) {
     if config::get().timeline_ms == 0 {
         return;
     }
-    let mut st = LOCK.lock();
+    let Some(mut st) = lock_for_a_while() else {
+        return;
+    };
     if st.period_ns == 0 {
         st.period_ns = config::get().timeline_ms.saturating_mul(1_000_000);
     }
@@ -202,12 +217,16 @@ fn thin(rows: &mut [Row]) -> usize {
 }
 
 /// Calls `f` with the rows so far, oldest first (under the lock: `f` must
-/// not allocate; copy them out first).
-pub fn with_rows(f: &mut dyn FnMut(&[Row])) {
-    let st = LOCK.lock();
+/// not allocate; copy them out first). False, without calling `f`, when
+/// the lock stayed busy (see `lock_for_a_while`).
+pub fn with_rows(f: &mut dyn FnMut(&[Row])) -> bool {
+    let Some(st) = lock_for_a_while() else {
+        return false;
+    };
     // SAFETY: under LOCK.
     let rows = unsafe { &*ROWS.0.get() };
     f(&rows[..st.len]);
+    true
 }
 
 /// fork: the prepare handler takes the lock without waiting; a child whose

@@ -26,7 +26,7 @@ const MAX_FLAMES: usize = 24;
 /// reads its window's width at load, which an iframe may not have yet.
 const FLAME_WIDTH: usize = 1100;
 /// The views a dump may have beside its live file.
-pub const VIEWS: [&str; 4] = ["live", "alloc", "peak", "temporary"];
+pub const VIEWS: [&str; 3] = ["live", "alloc", "peak"];
 
 /// One dump, as read.
 struct Dump {
@@ -94,7 +94,12 @@ pub fn merge_timelines(files: Vec<Vec<TimelineRow>>) -> Vec<TimelineRow> {
     all.sort_by_key(|r| r.t_ms());
     let mut out: Vec<TimelineRow> = Vec::new();
     for r in all {
-        if !out.iter().rev().take_while(|o| o.t_ms() == r.t_ms()).any(|o| *o == r) {
+        if !out
+            .iter()
+            .rev()
+            .take_while(|o| o.t_ms() == r.t_ms())
+            .any(|o| *o == r)
+        {
             out.push(r);
         }
     }
@@ -164,7 +169,10 @@ fn read_processes(files: &[String]) -> Res<Vec<Process>> {
         let key = match crate::flame::parse_name(f) {
             Some((exe, pid, n)) => ((exe, pid), n),
             None => {
-                let base = Path::new(f).file_name().and_then(|b| b.to_str()).unwrap_or(f);
+                let base = Path::new(f)
+                    .file_name()
+                    .and_then(|b| b.to_str())
+                    .unwrap_or(f);
                 ((base.to_string(), 0), i as u32 + 1)
             }
         };
@@ -221,11 +229,7 @@ fn stacks_json(file: &str, view: &str, p: &Profile) -> Json {
         }
         let st = rows.as_ref().and_then(|r| r.get(stack));
         let iv = st.and_then(|s| {
-            crate::top::interval_of(
-                bytes,
-                s.samples,
-                Some(s.variance.round() as u64),
-            )
+            crate::top::interval_of(bytes, s.samples, Some(s.variance.round() as u64))
         });
         let mut o = Json::obj()
             .with("stack", Json::str(stack))
@@ -262,13 +266,8 @@ fn diff_svg(a: &Profile, b: &Profile, title: &str) -> Option<String> {
     };
     let mut folded = Vec::new();
     let opt = inferno::differential::Options::default();
-    inferno::differential::from_readers(
-        opt,
-        text(a).as_bytes(),
-        text(b).as_bytes(),
-        &mut folded,
-    )
-    .ok()?;
+    inferno::differential::from_readers(opt, text(a).as_bytes(), text(b).as_bytes(), &mut folded)
+        .ok()?;
     let mut fo = inferno::flamegraph::Options::default();
     fo.title = title.to_string();
     fo.count_name = "bytes".to_string();
@@ -348,7 +347,9 @@ fn series(dumps: &[Dump]) -> Json {
 fn endpoints(p: &Profile) -> Json {
     let mut by: BTreeMap<&str, u64> = BTreeMap::new();
     for (stack, &b) in &p.stacks {
-        if let Some(f) = heaplive_format::folded::frames(stack).find(|f| crate::top::is_request_frame(f)) {
+        if let Some(f) =
+            heaplive_format::folded::frames(stack).find(|f| crate::top::is_request_frame(f))
+        {
             *by.entry(f).or_insert(0) += b;
         }
     }
@@ -426,7 +427,10 @@ fn process_json(p: &Process) -> Json {
     }
     for (a, b) in pairs.into_iter().filter(|&(_, b)| b >= flames_from) {
         let (da, db) = (&p.dumps[a], &p.dumps[b]);
-        let title = format!("{} (pid {}): dump {} to dump {}", p.program, p.pid, da.n, db.n);
+        let title = format!(
+            "{} (pid {}): dump {} to dump {}",
+            p.program, p.pid, da.n, db.n
+        );
         if let Some(svg) = diff_svg(&da.views[0].1, &db.views[0].1, &title) {
             diffs.push(
                 Json::obj()
@@ -452,7 +456,10 @@ fn process_json(p: &Process) -> Json {
         .with("diffs", Json::Arr(diffs))
         .with("suspects", suspects(&p.dumps))
         .with("series", series(&p.dumps))
-        .with("endpoints", last.as_ref().map_or(Json::Arr(vec![]), endpoints));
+        .with(
+            "endpoints",
+            last.as_ref().map_or(Json::Arr(vec![]), endpoints),
+        );
     if let Some(r) = p.interval {
         o = o.with("interval", Json::num(r as f64));
     }
@@ -464,7 +471,10 @@ fn page(processes: &[Process], title: &str) -> String {
     let data = Json::obj()
         .with("version", Json::num(1.0))
         .with("title", Json::str(title))
-        .with("processes", Json::Arr(processes.iter().map(process_json).collect()));
+        .with(
+            "processes",
+            Json::Arr(processes.iter().map(process_json).collect()),
+        );
     // Split at the markers first: a title or a stack may contain one.
     let title = crate::report_json::html_escape(title);
     let mut out = String::new();
@@ -485,8 +495,16 @@ fn page(processes: &[Process], title: &str) -> String {
 }
 
 pub fn main(a: ReportArgs) -> Res<()> {
-    let ReportArgs { output, title, files } = a;
-    let files = if files.is_empty() { vec![".".to_string()] } else { files };
+    let ReportArgs {
+        output,
+        title,
+        files,
+    } = a;
+    let files = if files.is_empty() {
+        vec![".".to_string()]
+    } else {
+        files
+    };
     let processes = read_processes(&files)?;
     if processes.is_empty() {
         return error(format!("{}: no dumps", files.join(", ")));
@@ -520,8 +538,16 @@ mod tests {
 
     #[test]
     fn timelines_parse_and_merge_by_time_once() {
-        let a = format!("# x\n{TIMELINE_HEADER}\n{}\n{}\n", row(1, "tick", 5), row(3, "tick", 6));
-        let b = format!("{TIMELINE_HEADER}\n{}\n{}\n", row(1, "tick", 5), row(2, "tick", 7));
+        let a = format!(
+            "# x\n{TIMELINE_HEADER}\n{}\n{}\n",
+            row(1, "tick", 5),
+            row(3, "tick", 6)
+        );
+        let b = format!(
+            "{TIMELINE_HEADER}\n{}\n{}\n",
+            row(1, "tick", 5),
+            row(2, "tick", 7)
+        );
         let (a, b) = (parse_timeline(&a).unwrap(), parse_timeline(&b).unwrap());
         let m = merge_timelines(vec![a, b]);
         let ts: Vec<u64> = m.iter().map(|r| r.t_ms()).collect();

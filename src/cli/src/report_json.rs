@@ -114,9 +114,14 @@ mod tests {
 
     #[test]
     fn values_and_escapes() {
-        let j = Json::obj()
-            .with("a", Json::num(3.0))
-            .with("b", Json::Arr(vec![Json::Null, Json::num(0.5), Json::str("x\"</script>\n")]));
+        let j = Json::obj().with("a", Json::num(3.0)).with(
+            "b",
+            Json::Arr(vec![
+                Json::Null,
+                Json::num(0.5),
+                Json::str("x\"</script>\n"),
+            ]),
+        );
         assert_eq!(
             j.to_script_text(),
             r#"{"a":3,"b":[null,0.5,"x\"\u003c/script>\n"]}"#

@@ -522,6 +522,11 @@ fn report_files(template: &str, start_dir: &Path, before: &Seen, quiet: bool) ->
                 listed.push(v);
             }
         }
+        // The timeline beside it (not a .folded file: looked for by name).
+        let t = format!("{stem}.timeline.tsv");
+        if Path::new(&t).is_file() {
+            listed.push(t);
+        }
         let peak = format!("{stem}.peak.folded");
         if found.iter().any(|f| f.1 == Path::new(&peak)) {
             peaks.push(peak);

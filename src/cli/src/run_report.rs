@@ -14,7 +14,9 @@ const NAMED: usize = 4;
 pub fn hint(dumps: &[&PathBuf]) -> String {
     let shell = |p: &std::path::Path| {
         let s = p.to_string_lossy();
-        if s.bytes().all(|b| b.is_ascii_alphanumeric() || b"./_-+%,:=@".contains(&b)) {
+        if s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"./_-+%,:=@".contains(&b))
+        {
             s.into_owned()
         } else {
             format!("'{}'", s.replace('\'', "'\\''"))
@@ -25,7 +27,13 @@ pub fn hint(dumps: &[&PathBuf]) -> String {
     } else {
         let mut dirs: Vec<String> = dumps
             .iter()
-            .map(|d| shell(d.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."))))
+            .map(|d| {
+                shell(
+                    d.parent()
+                        .filter(|p| !p.as_os_str().is_empty())
+                        .unwrap_or(std::path::Path::new(".")),
+                )
+            })
             .collect();
         dirs.sort();
         dirs.dedup();
@@ -48,7 +56,10 @@ pub fn write(page: &str, dumps: &[PathBuf], quiet: bool) -> Res<()> {
     crate::report::main(ReportArgs {
         output: Some(page.to_string()),
         title: None,
-        files: dumps.iter().map(|d| d.to_string_lossy().into_owned()).collect(),
+        files: dumps
+            .iter()
+            .map(|d| d.to_string_lossy().into_owned())
+            .collect(),
     })?;
     if !quiet {
         say!("heaplive: report page: {page}");
@@ -68,8 +79,13 @@ mod tests {
             hint(&[&a, &b]),
             "heaplive: all of it in one page: heaplive report /t/heaplive.a.1.1.folded '/t/x y/heaplive.a.1.2.folded' -o report.html"
         );
-        let many: Vec<PathBuf> = (1..=6).map(|n| PathBuf::from(format!("/t/heaplive.a.1.{n}.folded"))).collect();
+        let many: Vec<PathBuf> = (1..=6)
+            .map(|n| PathBuf::from(format!("/t/heaplive.a.1.{n}.folded")))
+            .collect();
         let refs: Vec<&PathBuf> = many.iter().collect();
-        assert_eq!(hint(&refs), "heaplive: all of it in one page: heaplive report /t -o report.html");
+        assert_eq!(
+            hint(&refs),
+            "heaplive: all of it in one page: heaplive report /t -o report.html"
+        );
     }
 }
