@@ -245,6 +245,59 @@ fn check_role(
     }
 }
 
+/// The three roles of `steps` (grow, flat, small) simulated against the
+/// threshold (`threshold` blocks, `growth` between warnings) and checked
+/// against their lines, and no other stack warned: returns the amounts
+/// each role warned at.
+#[allow(clippy::too_many_arguments)]
+fn check_roles(
+    ws: &[Warning],
+    s: &Shape,
+    threshold: i64,
+    growth: f64,
+    block: i64,
+    by_blocks: bool,
+    threshold_text: &str,
+    context: &str,
+) -> (Vec<i64>, Vec<i64>, Vec<i64>) {
+    let g = simulate(&s.grow, threshold, growth);
+    let f = simulate(&s.flat, threshold, growth);
+    let sm = simulate(&s.small, threshold, growth);
+    check_role(
+        ws,
+        "grow_alloc",
+        &g,
+        block,
+        by_blocks,
+        threshold_text,
+        context,
+    );
+    check_role(
+        ws,
+        "flat_alloc",
+        &f,
+        block,
+        by_blocks,
+        threshold_text,
+        context,
+    );
+    check_role(
+        ws,
+        "small_alloc",
+        &sm,
+        block,
+        by_blocks,
+        threshold_text,
+        context,
+    );
+    assert_eq!(
+        ws.len(),
+        g.len() + f.len(),
+        "no other stack warns\n{context}"
+    );
+    (g, f, sm)
+}
+
 fn run_steps(tag: &str, env: &[(&str, &str)]) -> (TempDir, Output, String) {
     run_steps_paused(tag, "400", env)
 }
@@ -269,18 +322,10 @@ fn exact_bytes_warn_once_per_doubling() {
     let block = 64 * KIB;
     let s = shape(MIB, block);
     let t = MIB / block;
-    let (g, f, sm) = (
-        simulate(&s.grow, t, 2.0),
-        simulate(&s.flat, t, 2.0),
-        simulate(&s.small, t, 2.0),
-    );
+    let (g, f, sm) = check_roles(&ws, &s, t, 2.0, block, false, "1.0 MiB", &ctx);
     assert_eq!(g.len(), 4, "the plan: 1, 2, 4, 8 MiB");
     assert_eq!(f.len(), 1);
     assert!(sm.is_empty());
-    check_role(&ws, "grow_alloc", &g, block, false, "1.0 MiB", &ctx);
-    check_role(&ws, "flat_alloc", &f, block, false, "1.0 MiB", &ctx);
-    check_role(&ws, "small_alloc", &sm, block, false, "1.0 MiB", &ctx);
-    assert_eq!(ws.len(), g.len() + f.len(), "no other stack warns\n{ctx}");
     let pid = ws[0].pid;
     assert!(ws.iter().all(|w| w.pid == pid), "one pid\n{ctx}");
     // Caller frames follow the leaf.
@@ -330,11 +375,7 @@ fn exact_bytes_growth_factor_one_and_a_half() {
     let block = 64 * KIB;
     let s = shape(MIB, block);
     let t = MIB / block;
-    let (g, f, sm) = (
-        simulate(&s.grow, t, 1.5),
-        simulate(&s.flat, t, 1.5),
-        simulate(&s.small, t, 1.5),
-    );
+    let (g, f, _) = check_roles(&ws, &s, t, 1.5, block, false, "1.0 MiB", &ctx);
     // 1, 1.5, 2.25, 3.375, 5.0625, 7.625 MiB (the last rounded up to a block).
     assert_eq!(g.len(), 6);
     assert_eq!(
@@ -342,10 +383,6 @@ fn exact_bytes_growth_factor_one_and_a_half() {
         2,
         "flat reaches 1.5 MiB exactly, then churns without growing"
     );
-    check_role(&ws, "grow_alloc", &g, block, false, "1.0 MiB", &ctx);
-    check_role(&ws, "flat_alloc", &f, block, false, "1.0 MiB", &ctx);
-    check_role(&ws, "small_alloc", &sm, block, false, "1.0 MiB", &ctx);
-    assert_eq!(ws.len(), g.len() + f.len(), "no other stack warns\n{ctx}");
     let sum = summary_line(&stderr(&o)).unwrap_or_else(|| panic!("no `at exit:` line\n{ctx}"));
     assert!(sum.contains("; 2 stacks warned; "), "{ctx}");
 }
@@ -359,16 +396,8 @@ fn exact_blocks_threshold() {
     let ws = warnings(&stderr(&o), &ctx);
     let block = 64 * KIB;
     let s = shape(MIB, block);
-    let (g, f, sm) = (
-        simulate(&s.grow, 16, 2.0),
-        simulate(&s.flat, 16, 2.0),
-        simulate(&s.small, 16, 2.0),
-    );
+    let (g, f, sm) = check_roles(&ws, &s, 16, 2.0, block, true, "16", &ctx);
     assert_eq!((g.len(), f.len(), sm.len()), (4, 1, 0));
-    check_role(&ws, "grow_alloc", &g, block, true, "16", &ctx);
-    check_role(&ws, "flat_alloc", &f, block, true, "16", &ctx);
-    check_role(&ws, "small_alloc", &sm, block, true, "16", &ctx);
-    assert_eq!(ws.len(), g.len() + f.len(), "no other stack warns\n{ctx}");
     let sum = summary_line(&stderr(&o)).unwrap_or_else(|| panic!("no `at exit:` line\n{ctx}"));
     assert!(sum.contains("; 2 stacks warned; "), "{ctx}");
 }
