@@ -513,15 +513,15 @@ fn sampled_mode_warns_for_the_growing_stack_only() {
     }
 }
 
-/// 16 threads cross the threshold at one barrier: lines stay whole, and
-/// what the rate limit holds back is counted on a later line.
-#[test]
-pub(crate) fn many_threads_at_once_then_a_later_warning() {
-    let dir = tempdir("leak-threads");
+/// The `threads` step (16 threads cross 1 MiB at one barrier; main's own
+/// warning after `pause_ms`), exact mode: its directory, output and the
+/// output shown for failures; it must succeed.
+fn run_threads(tag: &str, pause_ms: &str) -> (TempDir, std::process::Output, String) {
+    let dir = tempdir(tag);
     let o = run_preloaded(
         &dir,
         &prog(),
-        &["threads", "1500"],
+        &["threads", pause_ms],
         &[
             ("HEAPLIVE_SAMPLE_INTERVAL", "1"),
             ("HEAPLIVE_WARN_BYTES", "1M"),
@@ -529,6 +529,14 @@ pub(crate) fn many_threads_at_once_then_a_later_warning() {
     );
     let ctx = show(&o);
     assert!(o.status.success(), "{ctx}");
+    (dir, o, ctx)
+}
+
+/// 16 threads cross the threshold at one barrier: lines stay whole, and
+/// what the rate limit holds back is counted on a later line.
+#[test]
+pub(crate) fn many_threads_at_once_then_a_later_warning() {
+    let (_dir, o, ctx) = run_threads("leak-threads", "1500");
     let ws = warnings(&stderr(&o), &ctx);
     let lines = ws.len() as u64;
     let suppressed: u64 = ws.iter().map(|w| w.suppressed).sum();
@@ -559,18 +567,7 @@ pub(crate) fn many_threads_at_once_then_a_later_warning() {
 /// silently; what is still held back is reported by the end of the run.
 #[test]
 fn many_threads_at_once_then_exit() {
-    let dir = tempdir("leak-threads-exit");
-    let o = run_preloaded(
-        &dir,
-        &prog(),
-        &["threads", "0"],
-        &[
-            ("HEAPLIVE_SAMPLE_INTERVAL", "1"),
-            ("HEAPLIVE_WARN_BYTES", "1M"),
-        ],
-    );
-    let ctx = show(&o);
-    assert!(o.status.success(), "{ctx}");
+    let (_dir, o, ctx) = run_threads("leak-threads-exit", "0");
     let err = stderr(&o);
     let ws = warnings(&err, &ctx);
     for w in &ws {
