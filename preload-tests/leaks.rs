@@ -245,6 +245,59 @@ fn check_role(
     }
 }
 
+/// The three roles of `steps` (grow, flat, small) simulated against the
+/// threshold (`threshold` blocks, `growth` between warnings) and checked
+/// against their lines, and no other stack warned: returns the amounts
+/// each role warned at.
+#[allow(clippy::too_many_arguments)]
+fn check_roles(
+    ws: &[Warning],
+    s: &Shape,
+    threshold: i64,
+    growth: f64,
+    block: i64,
+    by_blocks: bool,
+    threshold_text: &str,
+    context: &str,
+) -> (Vec<i64>, Vec<i64>, Vec<i64>) {
+    let g = simulate(&s.grow, threshold, growth);
+    let f = simulate(&s.flat, threshold, growth);
+    let sm = simulate(&s.small, threshold, growth);
+    check_role(
+        ws,
+        "grow_alloc",
+        &g,
+        block,
+        by_blocks,
+        threshold_text,
+        context,
+    );
+    check_role(
+        ws,
+        "flat_alloc",
+        &f,
+        block,
+        by_blocks,
+        threshold_text,
+        context,
+    );
+    check_role(
+        ws,
+        "small_alloc",
+        &sm,
+        block,
+        by_blocks,
+        threshold_text,
+        context,
+    );
+    assert_eq!(
+        ws.len(),
+        g.len() + f.len(),
+        "no other stack warns\n{context}"
+    );
+    (g, f, sm)
+}
+
 fn run_steps(tag: &str, env: &[(&str, &str)]) -> (TempDir, Output, String) {
     run_steps_paused(tag, "400", env)
 }
@@ -269,18 +322,10 @@ fn exact_bytes_warn_once_per_doubling() {
     let block = 64 * KIB;
     let s = shape(MIB, block);
     let t = MIB / block;
-    let (g, f, sm) = (
-        simulate(&s.grow, t, 2.0),
-        simulate(&s.flat, t, 2.0),
-        simulate(&s.small, t, 2.0),
-    );
+    let (g, f, sm) = check_roles(&ws, &s, t, 2.0, block, false, "1.0 MiB", &ctx);
     assert_eq!(g.len(), 4, "the plan: 1, 2, 4, 8 MiB");
     assert_eq!(f.len(), 1);
     assert!(sm.is_empty());
-    check_role(&ws, "grow_alloc", &g, block, false, "1.0 MiB", &ctx);
-    check_role(&ws, "flat_alloc", &f, block, false, "1.0 MiB", &ctx);
-    check_role(&ws, "small_alloc", &sm, block, false, "1.0 MiB", &ctx);
-    assert_eq!(ws.len(), g.len() + f.len(), "no other stack warns\n{ctx}");
     let pid = ws[0].pid;
     assert!(ws.iter().all(|w| w.pid == pid), "one pid\n{ctx}");
     // Caller frames follow the leaf.
@@ -330,11 +375,7 @@ fn exact_bytes_growth_factor_one_and_a_half() {
     let block = 64 * KIB;
     let s = shape(MIB, block);
     let t = MIB / block;
-    let (g, f, sm) = (
-        simulate(&s.grow, t, 1.5),
-        simulate(&s.flat, t, 1.5),
-        simulate(&s.small, t, 1.5),
-    );
+    let (g, f, _) = check_roles(&ws, &s, t, 1.5, block, false, "1.0 MiB", &ctx);
     // 1, 1.5, 2.25, 3.375, 5.0625, 7.625 MiB (the last rounded up to a block).
     assert_eq!(g.len(), 6);
     assert_eq!(
@@ -342,10 +383,6 @@ fn exact_bytes_growth_factor_one_and_a_half() {
         2,
         "flat reaches 1.5 MiB exactly, then churns without growing"
     );
-    check_role(&ws, "grow_alloc", &g, block, false, "1.0 MiB", &ctx);
-    check_role(&ws, "flat_alloc", &f, block, false, "1.0 MiB", &ctx);
-    check_role(&ws, "small_alloc", &sm, block, false, "1.0 MiB", &ctx);
-    assert_eq!(ws.len(), g.len() + f.len(), "no other stack warns\n{ctx}");
     let sum = summary_line(&stderr(&o)).unwrap_or_else(|| panic!("no `at exit:` line\n{ctx}"));
     assert!(sum.contains("; 2 stacks warned; "), "{ctx}");
 }
@@ -359,16 +396,8 @@ fn exact_blocks_threshold() {
     let ws = warnings(&stderr(&o), &ctx);
     let block = 64 * KIB;
     let s = shape(MIB, block);
-    let (g, f, sm) = (
-        simulate(&s.grow, 16, 2.0),
-        simulate(&s.flat, 16, 2.0),
-        simulate(&s.small, 16, 2.0),
-    );
+    let (g, f, sm) = check_roles(&ws, &s, 16, 2.0, block, true, "16", &ctx);
     assert_eq!((g.len(), f.len(), sm.len()), (4, 1, 0));
-    check_role(&ws, "grow_alloc", &g, block, true, "16", &ctx);
-    check_role(&ws, "flat_alloc", &f, block, true, "16", &ctx);
-    check_role(&ws, "small_alloc", &sm, block, true, "16", &ctx);
-    assert_eq!(ws.len(), g.len() + f.len(), "no other stack warns\n{ctx}");
     let sum = summary_line(&stderr(&o)).unwrap_or_else(|| panic!("no `at exit:` line\n{ctx}"));
     assert!(sum.contains("; 2 stacks warned; "), "{ctx}");
 }
@@ -484,15 +513,15 @@ fn sampled_mode_warns_for_the_growing_stack_only() {
     }
 }
 
-/// 16 threads cross the threshold at one barrier: lines stay whole, and
-/// what the rate limit holds back is counted on a later line.
-#[test]
-pub(crate) fn many_threads_at_once_then_a_later_warning() {
-    let dir = tempdir("leak-threads");
+/// The `threads` step (16 threads cross 1 MiB at one barrier; main's own
+/// warning after `pause_ms`), exact mode: its directory, output and the
+/// output shown for failures; it must succeed.
+fn run_threads(tag: &str, pause_ms: &str) -> (TempDir, std::process::Output, String) {
+    let dir = tempdir(tag);
     let o = run_preloaded(
         &dir,
         &prog(),
-        &["threads", "1500"],
+        &["threads", pause_ms],
         &[
             ("HEAPLIVE_SAMPLE_INTERVAL", "1"),
             ("HEAPLIVE_WARN_BYTES", "1M"),
@@ -500,6 +529,14 @@ pub(crate) fn many_threads_at_once_then_a_later_warning() {
     );
     let ctx = show(&o);
     assert!(o.status.success(), "{ctx}");
+    (dir, o, ctx)
+}
+
+/// 16 threads cross the threshold at one barrier: lines stay whole, and
+/// what the rate limit holds back is counted on a later line.
+#[test]
+pub(crate) fn many_threads_at_once_then_a_later_warning() {
+    let (_dir, o, ctx) = run_threads("leak-threads", "1500");
     let ws = warnings(&stderr(&o), &ctx);
     let lines = ws.len() as u64;
     let suppressed: u64 = ws.iter().map(|w| w.suppressed).sum();
@@ -530,18 +567,7 @@ pub(crate) fn many_threads_at_once_then_a_later_warning() {
 /// silently; what is still held back is reported by the end of the run.
 #[test]
 fn many_threads_at_once_then_exit() {
-    let dir = tempdir("leak-threads-exit");
-    let o = run_preloaded(
-        &dir,
-        &prog(),
-        &["threads", "0"],
-        &[
-            ("HEAPLIVE_SAMPLE_INTERVAL", "1"),
-            ("HEAPLIVE_WARN_BYTES", "1M"),
-        ],
-    );
-    let ctx = show(&o);
-    assert!(o.status.success(), "{ctx}");
+    let (_dir, o, ctx) = run_threads("leak-threads-exit", "0");
     let err = stderr(&o);
     let ws = warnings(&err, &ctx);
     for w in &ws {
