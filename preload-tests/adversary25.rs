@@ -88,3 +88,41 @@ fn dump_of_a_process_that_exits_just_after_its_dump() {
         assert_eq!(o.status.code(), Some(0), "{}", show(&o));
     }
 }
+
+/// A dump signal sent before the first sample waits for heaplive's thread
+/// (src/hot/trigger.rs): at the timeout `heaplive dump` says so, instead
+/// of a bare "no dump after N s". A sampling interval of 1 GiB makes a
+/// sample of this program's few allocations unlikely (under 2 in 10,000).
+#[test]
+fn dump_timeout_says_the_signal_waits_for_the_first_sample() {
+    let dir = tempdir("adv-dump-pending");
+    // cli_grow installs no handler of its own (which would start
+    // heaplive's thread).
+    let prog = compile("cli_grow.c", "cli_grow", &dir, &[]);
+    let mut c = preloaded_command(&dir, &prog, &[], &[("HEAPLIVE_SAMPLE_INTERVAL", "1G")]);
+    c.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut p = Running::spawn(&mut c);
+    assert_eq!(p.line().as_deref(), Some("ready"));
+    let pid = p.pid();
+    let o = heaplive(&["dump", "--timeout", "1", &pid.to_string()]);
+    assert_eq!(o.status.code(), Some(1), "{}", show(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains(&format!(
+            "pid {pid}: no dump after 1 s: SIGUSR2 is pending and heaplive's thread is not running yet"
+        )),
+        "{err}"
+    );
+    // The dump comes at exit, and the program ends as it would.
+    drop(p.child().stdin.take());
+    let o = p.wait();
+    assert_eq!(o.status.code(), Some(0), "{}", show(&o));
+    assert_eq!(
+        folded_files(&dir).len(),
+        2,
+        "the signal's dump and the exit dump\n{}",
+        show(&o)
+    );
+}

@@ -105,9 +105,18 @@ pub fn main(a: DumpArgs) -> Res<()> {
                         )
                     })
                 }
-                _ if Instant::now() >= deadline => {
-                    fail(format!("pid {}: no dump after {timeout} s", t.pid))
-                }
+                _ if Instant::now() >= deadline => fail(format!(
+                    "pid {}: no dump after {timeout} s{}",
+                    t.pid,
+                    if waits_for_thread(t.pid, t.signal) {
+                        format!(
+                            ": {} is pending and heaplive's thread is not running yet (it starts at the first sampled allocation): the dump is written then, or at exit",
+                            Name(t.signal)
+                        )
+                    } else {
+                        String::new()
+                    }
+                )),
                 _ => still.push(t),
             }
         }
@@ -619,6 +628,23 @@ fn unreadable_why(pid: i32, e: &std::io::Error) -> String {
     } else {
         " (it is not dumpable: a setuid or setgid program, or one that called prctl(PR_SET_DUMPABLE, 0); run heaplive dump as root)".to_string()
     }
+}
+
+/// Is `sig` pending for the whole process with no thread named heaplive
+/// to take it (a signal before the first sample waits for one)?
+fn waits_for_thread(pid: i32, sig: i32) -> bool {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let pending = status
+        .lines()
+        .find_map(|l| l.strip_prefix("ShdPnd:"))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        .is_some_and(|m| m & (1u64 << (sig - 1)) != 0);
+    let thread = std::fs::read_dir(format!("/proc/{pid}/task")).is_ok_and(|d| {
+        d.flatten().any(|t| {
+            std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == "heaplive")
+        })
+    });
+    pending && !thread
 }
 
 /// Whether `pid` has a handler for `sig`, from SigCgt in /proc/PID/status.
