@@ -5,7 +5,7 @@
 
 use crate::common::*;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 /// `prog args` under heaplive in `dir`, exact mode, its stdout piped (the
 /// `ready PID` line), stdin piped, stderr kept.
