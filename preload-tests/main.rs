@@ -3,6 +3,7 @@
 //! sizes), and installed programs nobody here wrote. They need
 //! `target/release/libheaplive.so`: `make test` builds it first.
 
+mod adversary25;
 mod attach;
 mod cli;
 mod cli_processes;

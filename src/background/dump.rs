@@ -29,8 +29,9 @@ pub struct DumpState {
     /// Files written by this process (`%n` of the next is this + 1).
     pub seq: u32,
     /// Dumps written by this process, explicit paths included (the status
-    /// file's count, which `heaplive dump` waits on).
+    /// file's count, which `heaplive dump` waits on), and the rest of it.
     pub dumps: u32,
+    status: output::StatusNote,
     sums: Vec<live::StackSum>,
     /// Snapshots taken for dump signals that arrived while a dump was
     /// being built (`dumper::poll_signals`), oldest first, written next.
@@ -46,6 +47,7 @@ impl DumpState {
             symbolizer: None,
             seq: 0,
             dumps: 0,
+            status: output::StatusNote::EMPTY,
             sums: Vec::new(),
             queued: std::collections::VecDeque::new(),
             forked: false,
@@ -470,9 +472,11 @@ pub fn write_locked(
     path: Option<&Path>,
     why: &str,
 ) -> std::io::Result<Written> {
-    write_view(st, Which::Live(&snap.stacks), snap, path, why, &|_, _| {
+    let r = write_view(st, Which::Live(&snap.stacks), snap, path, why, &|_, _| {
         String::new()
-    })
+    });
+    st.status.note_failure(&r, why, st.dumps);
+    r
 }
 
 /// Writes the next dump of `which` (`snap`: the live snapshot it comes
@@ -709,7 +713,7 @@ pub fn write_view(
         ms
     ));
     st.dumps = (st.dumps + 1).max(if path.is_none() { n } else { 0 });
-    output::write_status(pid, st.dumps, &written, cfg.signal);
+    st.status.written(&written, st.dumps);
     Ok(Written {
         path: written,
         total,
@@ -920,10 +924,9 @@ fn report(r: std::io::Result<Written>, why: &str) -> std::io::Result<Written> {
     r
 }
 
-/// In a forked child: files count from 1 again.
+/// In a forked child: files count from 1 again, the parent's queue goes.
 pub fn reset_after_fork(st: &mut DumpState) {
-    st.seq = 0;
-    st.dumps = 0;
+    (st.seq, st.dumps, st.status) = (0, 0, output::StatusNote::EMPTY);
     st.forked = true;
     // The parent's: its dumps, not the child's.
     st.queued.clear();

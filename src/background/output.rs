@@ -566,21 +566,55 @@ fn status_dir_passes(st: &libc::stat, uid: u32) -> bool {
     .is_ok()
 }
 
-/// Records the number of dumps, the last file and the dump signal, so that
-/// `heaplive dump` can tell when a requested dump is done.
-pub fn write_status(pid: u32, dumps: u32, last: &Path, signal: i32) {
-    let Some(dir) = status_dir(true) else {
-        return;
+/// What the status file says besides the count of dumps: the last file
+/// written, the signal dumps that failed and the last reason, so that
+/// `heaplive dump` can tell when a requested dump is done, or why not.
+pub struct StatusNote {
+    last: Option<PathBuf>,
+    failed: u32,
+    why: Option<String>,
+}
+
+impl StatusNote {
+    pub const EMPTY: StatusNote = StatusNote {
+        last: None,
+        failed: 0,
+        why: None,
     };
-    clean_dead_status(&dir);
-    let text = status::encode(&status::Status {
-        dumps: dumps.into(),
-        last: Some(last.display().to_string()),
-        signal: Some(signal),
-    });
-    let _ = write_atomic(&dir.join(pid.to_string()), &mut |w| {
-        w.write_all(text.as_bytes())
-    });
+
+    /// Dump number `dumps` is in `path`.
+    pub fn written(&mut self, path: &Path, dumps: u32) {
+        self.last = Some(path.to_path_buf());
+        self.write(dumps);
+    }
+
+    /// After a dump (`why` says which kind): a signal dump, which `heaplive
+    /// dump` may be waiting for, that failed is counted with its reason.
+    pub fn note_failure<T>(&mut self, r: &std::io::Result<T>, why: &str, dumps: u32) {
+        if let (Err(e), "signal") = (r, why) {
+            self.failed += 1;
+            self.why = Some(e.to_string());
+            self.write(dumps);
+        }
+    }
+
+    fn write(&self, dumps: u32) {
+        let Some(dir) = status_dir(true) else {
+            return;
+        };
+        clean_dead_status(&dir);
+        let text = status::encode(&status::Status {
+            dumps: dumps.into(),
+            last: self.last.as_ref().map(|p| p.display().to_string()),
+            signal: Some(crate::hot::config::get().signal),
+            failed: self.failed.into(),
+            why: self.why.clone(),
+        });
+        let pid = crate::hot::sys::getpid();
+        let _ = write_atomic(&dir.join(pid.to_string()), &mut |w| {
+            w.write_all(text.as_bytes())
+        });
+    }
 }
 
 /// At the start of heaplive's thread, when the dump signal is not USR2: a
@@ -597,9 +631,8 @@ pub fn write_start_status(pid: u32, signal: i32) {
         return;
     }
     let text = status::encode(&status::Status {
-        dumps: 0,
-        last: None,
         signal: Some(signal),
+        ..status::Status::default()
     });
     let _ = write_atomic(&path, &mut |w| w.write_all(text.as_bytes()));
 }

@@ -58,16 +58,20 @@ pub fn main(a: DumpArgs) -> Res<()> {
         }
     }
     let deadline = Instant::now() + Duration::from_secs_f64(timeout);
+    // Woken when a status directory changes: a process that writes its
+    // dump and exits at once (its status file leaves with it) is read in
+    // between.
+    let watch = Watch::new(&pending);
     while !pending.is_empty() {
         let mut still = Vec::new();
         for t in pending {
             // Alive first, then the status: a process that writes its dump
             // and exits between the two reads is not "exited before".
             let was_alive = alive(t.pid);
-            match read_status(t.pid, t.proc.started) {
+            match read_status_as(t.pid, &t.uids, t.proc.started) {
                 Some(s) if s.dumps > t.before => match s.last {
                     Some(path) => {
-                        if let Err(Fail::Error(e)) = out_line(&View::of(t.pid).outside(&path)) {
+                        if let Err(Fail::Error(e)) = out_line(&t.view.outside(&path)) {
                             fail(e)
                         }
                     }
@@ -76,24 +80,49 @@ pub fn main(a: DumpArgs) -> Res<()> {
                         t.pid, s.dumps
                     )),
                 },
-                _ if !was_alive => fail(format!(
-                    "pid {} ({}): {} before writing a dump",
+                Some(s) if s.failed > t.before_failed => fail(format!(
+                    "pid {} ({}): its dump failed: {}",
                     t.pid,
                     t.proc.comm,
-                    std::fs::read_to_string(format!("/proc/{}/stat", t.pid))
+                    s.why
+                        .as_deref()
+                        .unwrap_or("no reason given (see its stderr or HEAPLIVE_LOG)")
+                )),
+                _ if !was_alive => {
+                    let ended = std::fs::read_to_string(format!("/proc/{}/stat", t.pid))
                         .ok()
                         .and_then(|s| how_it_ended(&s, t.signal))
-                        .unwrap_or_else(|| "exited".to_string())
-                )),
-                _ if Instant::now() >= deadline => {
-                    fail(format!("pid {}: no dump after {timeout} s", t.pid))
+                        .unwrap_or_else(|| "exited".to_string());
+                    fail(if watch.changed(&t) {
+                        format!(
+                            "pid {} ({}): wrote a dump, then {ended} before I could read which file (its status file left with it): the newest file in its output directory",
+                            t.pid, t.proc.comm
+                        )
+                    } else {
+                        format!(
+                            "pid {} ({}): {ended} before writing a dump",
+                            t.pid, t.proc.comm
+                        )
+                    })
                 }
+                _ if Instant::now() >= deadline => fail(format!(
+                    "pid {}: no dump after {timeout} s{}",
+                    t.pid,
+                    if waits_for_thread(t.pid, t.signal) {
+                        format!(
+                            ": {} is pending and heaplive's thread is not running yet (it starts at the first sampled allocation): the dump is written then, or at exit",
+                            Name(t.signal)
+                        )
+                    } else {
+                        String::new()
+                    }
+                )),
                 _ => still.push(t),
             }
         }
         pending = still;
         if !pending.is_empty() {
-            std::thread::sleep(Duration::from_millis(20));
+            watch.wait(Duration::from_millis(20));
         }
     }
     if failed { Err(Fail::Reported) } else { Ok(()) }
@@ -219,9 +248,12 @@ pub fn children_of(parent: i32) -> Vec<i32> {
 /// owned by that uid or root, of at most `status::MAX_SIZE` bytes, opened
 /// without following symlinks or blocking on a FIFO. Anything else is
 /// ignored (with a note on stderr when something is planted there).
-fn read_status(pid: i32, started: Option<SystemTime>) -> Option<Status> {
+///
+/// The uids are read before (the process may have exited since, and /proc
+/// forgotten them).
+fn read_status_as(pid: i32, uids: &[u32], started: Option<SystemTime>) -> Option<Status> {
     let view = View::of(pid);
-    for uid in uids_of(pid) {
+    for &uid in uids {
         match read_status_of(&view, uid, started) {
             Ok(Some(s)) => return Some(s),
             Ok(None) => {}
@@ -424,6 +456,96 @@ struct Target {
     proc: Proc,
     signal: i32,
     before: u64,
+    before_failed: u64,
+    uids: Vec<u32>,
+    view: View,
+}
+
+/// An inotify watch on the status directories of the targets.
+struct Watch {
+    fd: Option<std::os::fd::OwnedFd>,
+    /// (watch descriptor, status file name) per target.
+    names: Vec<(i32, String)>,
+    seen: std::cell::RefCell<Vec<(i32, String)>>,
+}
+
+impl Watch {
+    fn new(targets: &[Target]) -> Watch {
+        use std::os::fd::FromRawFd;
+        // SAFETY: no preconditions; the descriptor is ours.
+        let raw = unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) };
+        // SAFETY: a fresh descriptor of ours.
+        let fd = (raw >= 0).then(|| unsafe { std::os::fd::OwnedFd::from_raw_fd(raw) });
+        let mut names = Vec::new();
+        for t in targets {
+            let Some(&uid) = t.uids.first() else { continue };
+            let dir = t.view.outside(&status::dir(uid).to_string_lossy());
+            let Ok(c) = std::ffi::CString::new(dir) else {
+                continue;
+            };
+            // SAFETY: our descriptor and a NUL-terminated path.
+            let wd = unsafe {
+                libc::inotify_add_watch(raw, c.as_ptr(), libc::IN_MOVED_TO | libc::IN_CLOSE_WRITE)
+            };
+            if wd >= 0 {
+                names.push((wd, t.view.nspid.to_string()));
+            }
+        }
+        Watch {
+            fd,
+            names,
+            seen: Default::default(),
+        }
+    }
+
+    /// Waits up to `d` for a change (or sleeps, without a watch), and
+    /// notes which status files changed.
+    fn wait(&self, d: Duration) {
+        use std::os::fd::AsRawFd;
+        let Some(fd) = &self.fd else {
+            std::thread::sleep(d);
+            return;
+        };
+        let mut p = libc::pollfd {
+            fd: fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd.
+        unsafe { libc::poll(&mut p, 1, d.as_millis() as i32) };
+        let mut buf = [0u8; 4096];
+        loop {
+            // SAFETY: our descriptor and a buffer of its length.
+            let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+            let Ok(n) = usize::try_from(n) else { return };
+            let mut at = 0;
+            let head = std::mem::size_of::<libc::inotify_event>();
+            while at + head <= n {
+                // SAFETY: the kernel wrote a whole event here (unaligned read).
+                let e: libc::inotify_event =
+                    unsafe { std::ptr::read_unaligned(buf[at..].as_ptr().cast()) };
+                let name = &buf[at + head..(at + head + e.len as usize).min(n)];
+                let name = name.split(|&b| b == 0).next().unwrap_or(b"");
+                self.seen
+                    .borrow_mut()
+                    .push((e.wd, String::from_utf8_lossy(name).into_owned()));
+                at += head + e.len as usize;
+            }
+        }
+    }
+
+    /// Did `t`'s status file change while we waited?
+    fn changed(&self, t: &Target) -> bool {
+        let name = t.view.nspid.to_string();
+        self.names.iter().any(|(wd, n)| {
+            *n == name
+                && self
+                    .seen
+                    .borrow()
+                    .iter()
+                    .any(|(w, m)| w == wd && *m == name)
+        })
+    }
 }
 
 fn prepare(pid: i32) -> Result<Target, String> {
@@ -454,8 +576,10 @@ fn prepare(pid: i32) -> Result<Target, String> {
             "{who}: not running heaplive (libheaplive.so not in {maps_path})"
         ));
     }
-    let status = read_status(pid, proc.started);
+    let uids = uids_of(pid);
+    let status = read_status_as(pid, &uids, proc.started);
     let before = status.as_ref().map_or(0, |s| s.dumps);
+    let before_failed = status.as_ref().map_or(0, |s| s.failed);
     // The status file's signal passes the library's policy too: the
     // directory is shared, and a fault signal is never sent.
     let signal = match status.and_then(|s| s.signal).map(signal::check) {
@@ -480,6 +604,9 @@ fn prepare(pid: i32) -> Result<Target, String> {
         proc,
         signal,
         before,
+        before_failed,
+        uids,
+        view: View::of(pid),
     })
 }
 
@@ -501,6 +628,23 @@ fn unreadable_why(pid: i32, e: &std::io::Error) -> String {
     } else {
         " (it is not dumpable: a setuid or setgid program, or one that called prctl(PR_SET_DUMPABLE, 0); run heaplive dump as root)".to_string()
     }
+}
+
+/// Is `sig` pending for the whole process with no thread named heaplive
+/// to take it (a signal before the first sample waits for one)?
+fn waits_for_thread(pid: i32, sig: i32) -> bool {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let pending = status
+        .lines()
+        .find_map(|l| l.strip_prefix("ShdPnd:"))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        .is_some_and(|m| m & (1u64 << (sig - 1)) != 0);
+    let thread = std::fs::read_dir(format!("/proc/{pid}/task")).is_ok_and(|d| {
+        d.flatten().any(|t| {
+            std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == "heaplive")
+        })
+    });
+    pending && !thread
 }
 
 /// Whether `pid` has a handler for `sig`, from SigCgt in /proc/PID/status.

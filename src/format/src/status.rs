@@ -1,6 +1,7 @@
 //! The status file: after every dump the library atomically rewrites
 //! `/tmp/heaplive-<uid>/<pid>` (uid: the process's effective uid) with
-//! `dumps N`, `last /abs/path` and `signal N` (0: no dump signal);
+//! `dumps N`, `last /abs/path` and `signal N` (0: no dump signal), and
+//! after a signal dump failed `failed N` and `why TEXT` (the last reason);
 //! `heaplive dump` reads it to know which signal to send and when the
 //! requested dump is done.
 //!
@@ -74,6 +75,10 @@ pub struct Status {
     pub last: Option<String>,
     /// The dump signal, 0 when the process has none; None when not given.
     pub signal: Option<i32>,
+    /// Signal dumps that failed so far (`heaplive dump` waits on this too).
+    pub failed: u64,
+    /// Why the last of them failed (one line).
+    pub why: Option<String>,
 }
 
 /// The file's text.
@@ -90,6 +95,16 @@ pub fn encode(s: &Status) -> String {
     if let Some(sig) = s.signal {
         t.push_str(&format!("signal {sig}\n"));
     }
+    if s.failed > 0 {
+        t.push_str(&format!("failed {}\n", s.failed));
+    }
+    if let Some(why) = &s.why {
+        let why: String = why
+            .chars()
+            .map(|c| if c == '\n' { ' ' } else { c })
+            .collect();
+        t.push_str(&format!("why {why}\n"));
+    }
     t
 }
 
@@ -101,6 +116,8 @@ pub fn decode(text: &str) -> Status {
             Some(("dumps", n)) => s.dumps = n.trim().parse().unwrap_or(0),
             Some(("last", p)) => s.last = Some(p.to_string()),
             Some(("signal", n)) => s.signal = n.trim().parse().ok(),
+            Some(("failed", n)) => s.failed = n.trim().parse().unwrap_or(0),
+            Some(("why", w)) => s.why = Some(w.to_string()),
             _ => {}
         }
     }
@@ -117,6 +134,7 @@ mod tests {
             dumps: 3,
             last: Some("/tmp/heaplive.a b.1.3.folded".into()),
             signal: Some(12),
+            ..Status::default()
         };
         let text = encode(&s);
         assert_eq!(
@@ -125,6 +143,17 @@ mod tests {
         );
         assert_eq!(decode(&text), s);
         assert_eq!(decode("dumps x\nother\n"), Status::default());
+        let failed = Status {
+            failed: 2,
+            why: Some("No space left on device".into()),
+            ..s.clone()
+        };
+        let text = encode(&failed);
+        assert!(
+            text.ends_with("failed 2\nwhy No space left on device\n"),
+            "{text}"
+        );
+        assert_eq!(decode(&text), failed);
         assert_eq!(path(33, 42), PathBuf::from("/tmp/heaplive-33/42"));
         assert!(check_dir(true, false, 33, 0o40700, 33).is_ok());
         assert!(check_dir(true, true, 33, 0o700, 33).is_err());
