@@ -32,6 +32,8 @@ mod php_fpm;
 mod php_hooks;
 mod php_mode;
 mod php_requests;
+mod php_xdebug;
+mod readme_examples;
 mod real_programs;
 mod runtime_pools;
 mod run_children;

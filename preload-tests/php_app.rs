@@ -8,6 +8,7 @@ use crate::common::*;
 use crate::php_fpm::{Fpm, FpmOpts, fcgi_get};
 use crate::php_mode::age;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
 fn script(dir: &Path, name: &str, text: &str) -> PathBuf {
     let p = dir.join(name);
@@ -271,4 +272,58 @@ fn fpm_ondemand_pool_keeps_every_request_peak_and_no_empty_file() {
     let d = dir.path().to_str().unwrap();
     let text = ok(heaplive(&["top", "--endpoints", d]));
     assert!(text.contains("1 endpoints in 50 files"), "{text}");
+}
+
+/// Debian's php8.2 is stripped: one line per process says its frames show
+/// as `php8.2+0x...` and gives the build id its debug symbols would be
+/// found by (the one `readelf -n` reads from the file), once.
+#[test]
+fn stripped_php_gets_one_line_with_its_build_id() {
+    let dir = tempdir("php-app-stripped");
+    let s = script(
+        dir.path(),
+        "t.php",
+        "<?php $a = []; for ($i = 0; $i < 100; $i++) { $a[] = str_repeat('x', 5000); } echo count($a), \"\\n\";\n",
+    );
+    let bin = crate::php_fpm::php_bin();
+    let found = std::env::var("PATH")
+        .unwrap_or_default()
+        .split(':')
+        .map(|d| Path::new(d).join(&bin))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| PathBuf::from(&bin));
+    let php = std::fs::canonicalize(found).unwrap();
+    let notes = Command::new("readelf")
+        .arg("-n")
+        .arg(&php)
+        .output()
+        .unwrap();
+    let id = String::from_utf8_lossy(&notes.stdout)
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Build ID: ").map(str::to_string))
+        .expect("a build id");
+    let o = run_preloaded(
+        dir.path(),
+        &php,
+        &[s.to_str().unwrap()],
+        &[
+            ("HEAPLIVE_SAMPLE_INTERVAL", "1"),
+            ("HEAPLIVE_SIGNAL", "none"),
+        ],
+    );
+    let err = stderr(&o);
+    let hints: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("frames of modules without symbols"))
+        .collect();
+    assert_eq!(hints.len(), 1, "{err}");
+    assert!(
+        hints[0].contains(&format!("{} has build id {id}: ", php.display()))
+            && hints[0].contains(&format!(
+                "/usr/lib/debug/.build-id/{}/{}.debug",
+                &id[..2],
+                &id[2..]
+            )),
+        "{err}"
+    );
 }

@@ -25,12 +25,19 @@ have strace || need+=(strace)
 have dpkg-source || need+=(dpkg-dev)
 have man || need+=(man-db)
 have chromium || need+=(chromium)  # the report page in a real browser (preload-tests/report.rs)
+# Xdebug (preload-tests/php_xdebug.rs): loaded by the tests with
+# `-d zend_extension=xdebug.so` only, never for every PHP run.
+[ -e /usr/lib/php/20220829/xdebug.so ] || need+=(php8.2-xdebug)
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing test dependencies: ${need[*]}"
   SUDO=""
   [ "$(id -u)" = 0 ] || SUDO=sudo
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
+  # The package enables it for every SAPI: off again (the tests load it).
+  if printf '%s\n' "${need[@]}" | grep -qx php8.2-xdebug; then
+    $SUDO phpdismod -v 8.2 xdebug
+  fi
 fi
 # glibc's malloc tests (preload-tests/glibc.rs): the Debian source of the
 # installed glibc, fetched once into target/glibc-tests.

@@ -51,6 +51,7 @@ struct Syms {
     sapi_module: AtomicUsize,
     error_cb: AtomicUsize,
     memory_usage: AtomicUsize,
+    compile_file: AtomicUsize,
 }
 
 #[allow(clippy::declare_interior_mutable_const)]
@@ -74,6 +75,7 @@ static S: Syms = Syms {
     sapi_module: Z,
     error_cb: Z,
     memory_usage: Z,
+    compile_file: Z,
 };
 
 /// What was there before us in PHP's hook pointers.
@@ -159,6 +161,7 @@ pub fn init() {
         (&S.sapi_module, b"sapi_module\0"),
         (&S.error_cb, b"zend_error_cb\0"),
         (&S.memory_usage, b"zend_memory_usage\0"),
+        (&S.compile_file, b"zend_compile_file\0"),
     ];
     for (slot, name) in names {
         slot.store(sym(name), Relaxed);
@@ -694,6 +697,51 @@ fn wrap_error_cb(major: u32, minor: u32) {
         PREV_ERROR_CB.store(prev, Relaxed);
         p.write(error_cb as *const () as usize);
     }
+    // Xdebug (develop and debug modes) sets `zend_error_cb` to its own in
+    // its RINIT, after ours, and its callback does not chain to ours: the
+    // wrapper is put back in front of it when the request's first script
+    // is compiled (after every RINIT, before any code runs).
+    let compile = S.compile_file.load(Relaxed);
+    if compile != 0 {
+        // SAFETY: `zend_compile_file` is a function pointer variable of the
+        // executable (opcache and Xdebug chain it the same way); no other
+        // thread runs PHP (non-ZTS).
+        unsafe {
+            let p = compile as *mut usize;
+            let prev = p.read();
+            if prev != 0 {
+                PREV_COMPILE_FILE.store(prev, Relaxed);
+                p.write(compile_file as *const () as usize);
+            }
+        }
+    }
+}
+
+/// What `zend_compile_file` held before us.
+static PREV_COMPILE_FILE: AtomicUsize = AtomicUsize::new(0);
+
+/// `zend_compile_file(file_handle, type)`: puts the memory_limit wrapper
+/// back in front of a callback installed since (Xdebug's), then compiles.
+extern "C" fn compile_file(file_handle: usize, ty: c_int) -> usize {
+    let slot = S.error_cb.load(Relaxed);
+    let ours = error_cb as *const () as usize;
+    if slot != 0 && PREV_ERROR_CB.load(Relaxed) != 0 {
+        // SAFETY: as in `wrap_error_cb`.
+        unsafe {
+            let p = slot as *mut usize;
+            let now = p.read();
+            if now != ours && now != 0 {
+                PREV_ERROR_CB.store(now, Relaxed);
+                p.write(ours);
+            }
+        }
+    }
+    c!(
+        PREV_COMPILE_FILE.load(Relaxed),
+        fn(usize, c_int) -> usize,
+        file_handle,
+        ty
+    )
 }
 
 /// The wrapper. Five word arguments: 7.4's callback takes a va_list (a

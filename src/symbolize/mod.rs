@@ -99,6 +99,70 @@ struct ModState {
     basename: String,
     dwarf: Option<Dwarf>,
     symbols: RangeTable,
+    /// No debug information and no `.symtab` (a stripped binary: Debian's
+    /// php-fpm8.2): its path and build id, for the one-line hint given the
+    /// first time one of its addresses has no name (`hint_no_symbols`).
+    stripped: Option<(String, String)>,
+    hinted: core::cell::Cell<bool>,
+}
+
+/// Stripped modules whose addresses got no name (path, build id), in the
+/// order met; the hint about them is given once per process.
+static UNNAMED: std::sync::Mutex<Vec<(String, String)>> = std::sync::Mutex::new(Vec::new());
+static HINTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// After a dump: one line, once per process, when frames of stripped
+/// modules (no debug information, no `.symtab`: Debian's php-fpm8.2)
+/// showed as `module+0x...`: which, and where their debug symbols would be
+/// found, by the build id of the first (the executable when it is one).
+pub fn hint_no_symbols() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let Ok(list) = UNNAMED.lock() else {
+        return;
+    };
+    if list.is_empty() || HINTED.swap(true, Relaxed) {
+        return;
+    }
+    let exe = crate::hot::config::get().exe.as_str().to_string();
+    let base = |p: &str| {
+        Path::new(p)
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or(p)
+            .to_string()
+    };
+    let first = list
+        .iter()
+        .find(|(p, _)| base(p) == exe)
+        .unwrap_or(&list[0]);
+    let (path, id) = first;
+    let where_ = if id.len() > 2 {
+        let (dir, rest) = id.split_at(2);
+        format!(
+            "{path} has build id {id}: install its debug symbols (Debian: its -dbgsym package from the debian-debug archive, or debuginfod), or put them at /usr/lib/debug/.build-id/{dir}/{rest}.debug or in a directory of HEAPLIVE_DEBUG_DIRS"
+        )
+    } else {
+        format!("{path} has no build id: put its debug file in a directory of HEAPLIVE_DEBUG_DIRS")
+    };
+    let names: Vec<String> = list.iter().take(4).map(|(p, _)| base(p)).collect();
+    let more = if list.len() > 4 {
+        format!(" and {} more", list.len() - 4)
+    } else {
+        String::new()
+    };
+    crate::hot::log::line(format_args!(
+        "heaplive[{}]: frames of modules without symbols show as module+0x... ({}{more}); {where_}",
+        crate::hot::sys::getpid(),
+        names.join(", "),
+    ));
+}
+
+fn note_unnamed(path: &str, build_id: &str) {
+    if let Ok(mut l) = UNNAMED.lock()
+        && l.len() < 64
+    {
+        l.push((path.to_string(), build_id.to_string()));
+    }
 }
 
 impl Symbolizer {
@@ -185,6 +249,13 @@ impl Symbolizer {
         let mapping = Some(state.first_mapping + ri);
         let probe = addr.wrapping_sub(state.bias);
         let symbol = state.symbols.find(probe);
+        if symbol.is_none()
+            && state.dwarf.is_none()
+            && let Some((path, id)) = &state.stripped
+            && !state.hinted.replace(true)
+        {
+            note_unnamed(path, id);
+        }
         let fallback = || match symbol {
             Some(name) => demangle_name(name, demangle),
             None => format!(
@@ -387,6 +458,8 @@ fn load_module(
         basename,
         dwarf: None,
         symbols: RangeTable::default(),
+        stripped: None,
+        hinted: core::cell::Cell::new(false),
     };
 
     let binary = Mapped::open(path, opened);
@@ -447,6 +520,9 @@ fn load_module(
             .as_ref()
             .and_then(|b| b.parse().map(|o| symbols_of(o.dynamic_symbols(), probes)))
             .unwrap_or_default();
+        if state.dwarf.is_none() && binary.is_some() {
+            state.stripped = Some((module.path.clone(), hex(&build_id)));
+        }
     }
     let syms = syms.0;
     poll();

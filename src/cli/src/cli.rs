@@ -335,7 +335,7 @@ for blocks sampled with certainty, 37 times the sample interval and more),
 the total's interval, and as its last line a bound on what stacks with no
 sample can hold. Several files: the variances add. Exact mode has no error
 bars.",
-    override_usage = "heaplive top FILE|DIR... [-n N] [--inclusive] [--php] [--endpoints] [--bytes] [--width W]",
+    override_usage = "heaplive top FILE|DIR... [-n N] [--inclusive [--by-line]] [--php] [--endpoints] [--bytes] [--width W]",
     after_help = "\
 Examples:
   heaplive top heaplive.php-fpm8.2.4242.1.folded
@@ -349,6 +349,10 @@ pub struct TopArgs {
     /// (leaf) bytes beside it
     #[arg(long)]
     pub inclusive: bool,
+    /// with --inclusive: a row per function and line (`f (a.php:12)`,
+    /// `f (a.php:30)`) instead of one per function (`f (a.php)`)
+    #[arg(long, requires = "inclusive")]
+    pub by_line: bool,
     /// PHP frames only (dumps of php-fpm and php-cli): native frames are
     /// folded away, so stacks read 'Repo::load (Repo.php:41) <- {main}
     /// (index.php:12)'; ZendMM memory keeps its [zend_mm] leaf, and stacks

@@ -26,7 +26,7 @@ pub fn main(mut a: TopArgs) -> Res<()> {
         profile = php_frames_only(&profile);
     }
     let mut text = if a.inclusive {
-        top_functions(&profile, &t)
+        top_functions(&profile, &t, a.by_line)
     } else {
         // With --php the sample counts and variances fold the same way as
         // the bytes (variances add).
@@ -384,9 +384,16 @@ fn top_stacks(
     out
 }
 
-fn top_functions(p: &Profile, t: &Table) -> String {
+/// Per function (`by_line`: per function and line), inclusive and self.
+fn top_functions(p: &Profile, t: &Table, by_line: bool) -> String {
     let total = p.total();
-    let mut rows: Vec<(&str, (u128, u128))> = function_totals(p).into_iter().collect();
+    let merged;
+    let mut rows: Vec<(&str, (u128, u128))> = if by_line {
+        function_totals(p).into_iter().collect()
+    } else {
+        merged = crate::table::function_totals_merged(p);
+        merged.iter().map(|(f, &v)| (f.as_str(), v)).collect()
+    };
     rows.sort_by(|a, b| b.1.0.cmp(&a.1.0).then(b.1.1.cmp(&a.1.1)).then(a.0.cmp(b.0)));
     let shown = t.shown(rows.len());
     let w = rows[..shown]
