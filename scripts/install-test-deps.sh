@@ -24,6 +24,7 @@ have strace || need+=(strace)
 [ -e /usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4 ] || need+=(libtcmalloc-minimal4)
 have dpkg-source || need+=(dpkg-dev)
 have man || need+=(man-db)
+have node || need+=(nodejs)
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing test dependencies: ${need[*]}"
   SUDO=""

@@ -80,7 +80,10 @@ pub fn main(a: RunArgs) -> Res<()> {
     // made), the files matching the template that appeared or changed.
     let channel = if quiet { None } else { Channel::new() };
     if let Some(c) = &channel {
-        vars.push((settings::RUN_REPORT.name(), c.file.to_string_lossy().into_owned()));
+        vars.push((
+            settings::RUN_REPORT.name(),
+            c.file.to_string_lossy().into_owned(),
+        ));
     }
     let before = if quiet || channel.is_some() {
         Seen::new()
@@ -296,7 +299,9 @@ fn reported(text: &str) -> Vec<(u32, String, Vec<PathBuf>)> {
         let (Some(pid), Some(prog), Some(path)) = (f.next(), f.next(), f.next()) else {
             continue;
         };
-        let Ok(pid) = pid.parse::<u32>() else { continue };
+        let Ok(pid) = pid.parse::<u32>() else {
+            continue;
+        };
         if last.insert(path, (pid, prog)).is_none() {
             order.push(path);
         }
