@@ -30,10 +30,17 @@
 //! cached too ("unsupported"), so the fallback is decided in one probe.
 //!
 //! Where libgcc stops, we stop, on the same frame: a return address marked
-//! undefined (`_start`, `clone`), a zero return address, or an address
-//! without an FDE (JIT code, stripped stubs) — unless its code is the
-//! `rt_sigreturn` sequence libgcc recognises without an FDE, which falls
-//! back. Addresses without an FDE are not cached (JIT code comes and goes).
+//! undefined (`_start`, `clone`) or a zero return address. At an address
+//! without an FDE libgcc stops too; we go on by the frame pointer
+//! (`frame_pointer_step`, off the common path): JIT code (V8, LuaJIT, PHP's
+//! JIT) and V8's builtins have no FDE but keep `rbp` frames, so a node
+//! program's stacks reach `main`. The two words read there must lie in the
+//! mapping that holds the thread's stack pointer, above it, and each `rbp`
+//! must climb, so the walk never faults and ends; where they do not, the
+//! stack ends as libgcc's does. (So HEAPLIVE_UNWIND=check reports such
+//! stacks as longer than libgcc's.) The `rt_sigreturn` sequence libgcc
+//! recognises without an FDE falls back. Addresses without an FDE are not
+//! cached (JIT code comes and goes).
 //!
 //! Modules that go away: every entry carries the epoch it was computed in,
 //! and our `dlclose` bumps the epoch before and after the real call, so no
