@@ -34,7 +34,11 @@ fn well_formed(svg: &str, dir: &std::path::Path) {
         .arg(&f)
         .output()
         .expect("python3");
-    assert!(o.status.success(), "SVG is not well-formed XML: {}", stderr(&o));
+    assert!(
+        o.status.success(),
+        "SVG is not well-formed XML: {}",
+        stderr(&o)
+    );
 }
 
 #[test]
@@ -57,20 +61,44 @@ fn top_diff_and_flamegraph_label_each_view() {
         .lines()
         .find(|l| l.ends_with("  STACK"))
         .unwrap_or_else(|| panic!("no stack header:\n{d}"));
-    let cols: Vec<&str> = header.split("  ").map(str::trim).filter(|c| !c.is_empty()).collect();
-    assert_eq!(cols, ["CHANGE", "OLD ALLOCATED", "NEW ALLOCATED", "STACK"], "{d}");
+    let cols: Vec<&str> = header
+        .split("  ")
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .collect();
+    assert_eq!(
+        cols,
+        ["CHANGE", "OLD ALLOCATED", "NEW ALLOCATED", "STACK"],
+        "{d}"
+    );
     let d = ok(heaplive(&["diff", &live, &live]));
     assert!(!d.contains("ALLOCATED"), "{d}");
 
     for (file, title, counts) in [
-        (&live, "Live heap of app (pid 42), dump 3", "4,096 live bytes"),
-        (&alloc, "Allocated bytes of app (pid 42), dump 3", "8,192 bytes allocated"),
-        (&peak, "Live heap at the peak of app (pid 42), dump 3", "16,384 live bytes at the peak"),
+        (
+            &live,
+            "Live heap of app (pid 42), dump 3",
+            "4,096 live bytes",
+        ),
+        (
+            &alloc,
+            "Allocated bytes of app (pid 42), dump 3",
+            "8,192 bytes allocated",
+        ),
+        (
+            &peak,
+            "Live heap at the peak of app (pid 42), dump 3",
+            "16,384 live bytes at the peak",
+        ),
     ] {
         let svg = svg_of(&["flamegraph", file]);
         assert!(svg.contains(title), "{title} in the SVG of {file}");
         assert!(svg.contains(counts), "{counts} in the SVG of {file}");
-        for other in ["Live heap of", "Allocated bytes of", "Live heap at the peak of"] {
+        for other in [
+            "Live heap of",
+            "Allocated bytes of",
+            "Live heap at the peak of",
+        ] {
             assert!(
                 other == &title[..other.len().min(title.len())] || !svg.contains(other),
                 "{other} in the SVG of {file}"
@@ -95,12 +123,21 @@ fn flamegraph_draws_a_diff_as_a_differential_flame_graph() {
     let svg = svg_of(&["flamegraph", &change]);
     well_formed(&svg, dir.path());
     assert!(svg.contains("Change in the heap: change.folded"), "title");
-    assert!(svg.contains("5,500 -&gt; 10,100 bytes") || svg.contains("5,500 -> 10,100 bytes"), "subtitle");
+    assert!(
+        svg.contains("5,500 -&gt; 10,100 bytes") || svg.contains("5,500 -> 10,100 bytes"),
+        "subtitle"
+    );
     // Width is the new bytes, and each box's tooltip carries the change
     // (inferno: `name (N bytes, P%; +D%)`): 9,000 of 10,100 bytes, +8,000
     // of the 10,100 = +79.21%.
-    assert!(svg.contains("grown_site (9,000 bytes, 89.11%; +79.21%)"), "{svg}");
-    assert!(svg.contains("shrunk_site (1,000 bytes, 9.90%; -29.70%)"), "{svg}");
+    assert!(
+        svg.contains("grown_site (9,000 bytes, 89.11%; +79.21%)"),
+        "{svg}"
+    );
+    assert!(
+        svg.contains("shrunk_site (1,000 bytes, 9.90%; -29.70%)"),
+        "{svg}"
+    );
     // Red for growth, blue for shrinking: the fill of each box.
     let fill_of = |name: &str| {
         let at = svg.find(&format!("<title>{name} (")).expect(name);
@@ -118,9 +155,15 @@ fn flamegraph_draws_a_diff_as_a_differential_flame_graph() {
         (v[0], v[1], v[2])
     };
     let (r, g, b) = rgb(&fill_of("grown_site"));
-    assert!(r == 255 && g < 255 && b < 255, "grown_site is red: {r},{g},{b}");
+    assert!(
+        r == 255 && g < 255 && b < 255,
+        "grown_site is red: {r},{g},{b}"
+    );
     let (r, g, b) = rgb(&fill_of("shrunk_site"));
-    assert!(b == 255 && r < 255 && g < 255, "shrunk_site is blue: {r},{g},{b}");
+    assert!(
+        b == 255 && r < 255 && g < 255,
+        "shrunk_site is blue: {r},{g},{b}"
+    );
 
     // A dump still reads as a dump; --php on a differential file is refused.
     let o = heaplive(&["flamegraph", "--php", &change]);

@@ -26,19 +26,29 @@ fn complete(words: &[&str]) -> Vec<String> {
         .output()
         .expect("bash");
     assert!(o.status.success(), "{}", show(&o));
-    stdout(&o).lines().filter(|l| !l.is_empty()).map(String::from).collect()
+    stdout(&o)
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(String::from)
+        .collect()
 }
 
 #[test]
 fn signal_and_format_complete_their_values() {
     let got = complete(&["heaplive", "run", "--signal", ""]);
     for want in ["USR1", "USR2", "RTMIN+3", "none"] {
-        assert!(got.iter().any(|g| g == want), "--signal offers {want}: {got:?}");
+        assert!(
+            got.iter().any(|g| g == want),
+            "--signal offers {want}: {got:?}"
+        );
     }
     let got = complete(&["heaplive", "run", "--format", "f"]);
     assert_eq!(got, ["folded", "folded,pprof"], "--format f");
     let got = complete(&["heaplive", "attach", "--signal", "RT"]);
-    assert!(got.iter().all(|g| g.starts_with("RTMIN")) && !got.is_empty(), "{got:?}");
+    assert!(
+        got.iter().all(|g| g.starts_with("RTMIN")) && !got.is_empty(),
+        "{got:?}"
+    );
 }
 
 #[test]
@@ -58,8 +68,14 @@ fn dump_completes_the_pids_running_heaplive() {
     });
     for sub in ["dump", "start", "stop", "detach"] {
         let got = complete(&["heaplive", sub, ""]);
-        assert!(got.contains(&p), "{sub} offers the profiled pid {p}: {got:?}");
-        assert!(!got.contains(&q), "{sub} does not offer {q}, not profiled: {got:?}");
+        assert!(
+            got.contains(&p),
+            "{sub} offers the profiled pid {p}: {got:?}"
+        );
+        assert!(
+            !got.contains(&q),
+            "{sub} does not offer {q}, not profiled: {got:?}"
+        );
     }
     // After an option and its operands too; --timeout's value is not a pid.
     let got = complete(&["heaplive", "dump", "--children", &p[..1]]);
@@ -68,13 +84,19 @@ fn dump_completes_the_pids_running_heaplive() {
     assert!(!got.contains(&p), "--timeout wants seconds: {got:?}");
     // attach: any process.
     let got = complete(&["heaplive", "attach", ""]);
-    assert!(got.contains(&q) && got.contains(&p), "attach offers every pid");
+    assert!(
+        got.contains(&q) && got.contains(&p),
+        "attach offers every pid"
+    );
     // Options still complete as before.
     let got = complete(&["heaplive", "dump", "--ch"]);
     assert_eq!(got, ["--children"]);
     // zsh and fish get the same pid completion.
     for shell in ["zsh", "fish"] {
         let s = ok(heaplive(&["completions", shell]));
-        assert!(s.contains("_heaplive_pids") && s.contains("libheaplive"), "{shell}");
+        assert!(
+            s.contains("_heaplive_pids") && s.contains("libheaplive"),
+            "{shell}"
+        );
     }
 }

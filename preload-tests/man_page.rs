@@ -20,7 +20,11 @@ fn rendered() -> (String, String) {
         .stderr(Stdio::piped())
         .spawn()
         .expect("man (man-db: scripts/install-test-deps.sh)");
-    man.stdin.take().unwrap().write_all(page.as_bytes()).unwrap();
+    man.stdin
+        .take()
+        .unwrap()
+        .write_all(page.as_bytes())
+        .unwrap();
     let o = man.wait_with_output().unwrap();
     assert!(o.status.success(), "{}", show(&o));
     (stdout(&o), stderr(&o))
@@ -34,7 +38,13 @@ fn the_man_page_has_every_command_setting_and_example() {
     // The sections, in order.
     let mut at = 0;
     for section in [
-        "NAME", "SYNOPSIS", "DESCRIPTION", "COMMANDS", "SETTINGS", "FILES", "EXAMPLES",
+        "NAME",
+        "SYNOPSIS",
+        "DESCRIPTION",
+        "COMMANDS",
+        "SETTINGS",
+        "FILES",
+        "EXAMPLES",
         "EXIT STATUS",
     ] {
         let i = lines
@@ -46,8 +56,18 @@ fn the_man_page_has_every_command_setting_and_example() {
     }
     // Every subcommand has its own part, with its options.
     for sub in [
-        "run", "dump", "start", "stop", "attach", "detach", "top", "diff", "merge",
-        "flamegraph", "completions", "man",
+        "run",
+        "dump",
+        "start",
+        "stop",
+        "attach",
+        "detach",
+        "top",
+        "diff",
+        "merge",
+        "flamegraph",
+        "completions",
+        "man",
     ] {
         assert!(
             lines.contains(&format!("   heaplive {sub}").as_str()),
@@ -68,20 +88,38 @@ fn the_man_page_has_every_command_setting_and_example() {
             );
         }
     }
-    for opt in ["--interval BYTES", "--children", "--inclusive", "--folded", "--title TITLE"] {
+    for opt in [
+        "--interval BYTES",
+        "--children",
+        "--inclusive",
+        "--folded",
+        "--title TITLE",
+    ] {
         assert!(lines.iter().any(|l| l.trim().starts_with(opt)), "{opt}");
     }
     // The settings table: every setting, with its default.
     for s in heaplive_format::settings::ALL {
         let head = format!("       {} (default: {})", s.name(), s.default);
-        assert!(lines.contains(&head.as_str()), "setting {}:\n{text}", s.name());
+        assert!(
+            lines.contains(&head.as_str()),
+            "setting {}:\n{text}",
+            s.name()
+        );
     }
-    for f in ["heaplive.EXE.PID.N.folded", "NAME.peak.folded", "NAME.samples.folded"] {
+    for f in [
+        "heaplive.EXE.PID.N.folded",
+        "NAME.peak.folded",
+        "NAME.samples.folded",
+    ] {
         assert!(lines.iter().any(|l| l.trim() == f), "file {f}");
     }
     // No other page is cited: heaplive installs only heaplive(1).
     for (i, _) in text.match_indices("(1)") {
-        let before: String = text[..i].chars().rev().take_while(|c| c.is_alphanumeric() || *c == '-').collect();
+        let before: String = text[..i]
+            .chars()
+            .rev()
+            .take_while(|c| c.is_alphanumeric() || *c == '-')
+            .collect();
         let name: String = before.chars().rev().collect();
         assert!(name.eq_ignore_ascii_case("heaplive"), "cites {name}(1)");
     }

@@ -34,7 +34,8 @@ fn listing(err: &str) -> (Vec<(u32, String, Vec<PathBuf>)>, usize) {
         .find_map(|l| {
             let rest = l.strip_prefix("heaplive: ")?;
             let (n, rest) = rest.split_once(' ')?;
-            rest.contains(" written by ").then(|| n.parse::<usize>().ok())?
+            rest.contains(" written by ")
+                .then(|| n.parse::<usize>().ok())?
         })
         .unwrap_or_else(|| panic!("no count line:\n{err}"));
     let mut groups: Vec<(u32, String, Vec<PathBuf>)> = Vec::new();
@@ -108,7 +109,11 @@ fn run_lists_every_childs_files_and_no_outsiders() {
     let listed: Vec<&PathBuf> = groups.iter().flat_map(|g| &g.2).collect();
     let unique: BTreeSet<PathBuf> = listed.iter().map(|p| (*p).clone()).collect();
     assert_eq!(unique.len(), listed.len(), "each file once:\n{err}");
-    assert_eq!(count, listed.len(), "the count line counts the files listed:\n{err}");
+    assert_eq!(
+        count,
+        listed.len(),
+        "the count line counts the files listed:\n{err}"
+    );
 
     // What is on disk: the run's files and the outsider's (and the
     // shells' marker); the listing is exactly the run's.
@@ -147,7 +152,11 @@ fn run_lists_every_childs_files_and_no_outsiders() {
             .filter(|g| g.1 == "cat" && g.2.iter().any(|f| f.parent() == Some(&root.join(d))))
             .count()
     };
-    assert_eq!(in_dir("sub/deeper"), 1, "the grandchild's cat in sub/deeper:\n{err}");
+    assert_eq!(
+        in_dir("sub/deeper"),
+        1,
+        "the grandchild's cat in sub/deeper:\n{err}"
+    );
     assert_eq!(in_dir("sub"), 1, "the exec'd cat in sub:\n{err}");
     assert!(groups.len() >= 2, "{err}");
 }
@@ -173,7 +182,8 @@ fn run_says_when_no_file_was_written() {
         .map(|e| e.path())
         .collect();
     assert!(
-        left.iter().all(|p| !p.to_string_lossy().contains("heaplive-run.")),
+        left.iter()
+            .all(|p| !p.to_string_lossy().contains("heaplive-run.")),
         "run removes its private directory: {left:?}"
     );
 }

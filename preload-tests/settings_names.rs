@@ -16,7 +16,12 @@ fn run(dir: &Path, env: &[(&str, &str)]) -> String {
     let mut c = preloaded_command(dir, &prog, &[], env);
     c.stdin(std::fs::File::open(&input).unwrap());
     let o = c.output().unwrap();
-    assert_eq!(o.status.code(), Some(5), "exit status unchanged\n{}", show(&o));
+    assert_eq!(
+        o.status.code(),
+        Some(5),
+        "exit status unchanged\n{}",
+        show(&o)
+    );
     assert_eq!(stdout(&o), "ready\n", "output unchanged");
     stderr(&o)
 }
@@ -32,7 +37,10 @@ fn an_unknown_setting_gets_one_line_naming_the_closest() {
             ("HEAPLIVE_NOTHING_LIKE_THIS", "1"),
         ],
     );
-    let lines: Vec<&str> = err.lines().filter(|l| l.contains("unknown setting")).collect();
+    let lines: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("unknown setting"))
+        .collect();
     assert_eq!(lines.len(), 3, "one line per unknown variable:\n{err}");
     for (bad, near) in [
         ("HEAPLIVE_SAMPL_INTERVAL", Some("HEAPLIVE_SAMPLE_INTERVAL")),
@@ -54,7 +62,11 @@ fn an_unknown_setting_gets_one_line_naming_the_closest() {
     // so the dump has a samples file beside it (exact mode has none).
     let dumps = folded_files(&dir);
     assert_eq!(dumps.len(), 1, "{dumps:?}\n{err}");
-    assert_eq!(view_files(&dir, "samples").len(), 1, "sampled, not exact:\n{err}");
+    assert_eq!(
+        view_files(&dir, "samples").len(),
+        1,
+        "sampled, not exact:\n{err}"
+    );
 }
 
 #[test]
@@ -78,7 +90,8 @@ fn known_variables_get_no_warning() {
     let dump = folded_files(&dir);
     assert_eq!(dump.len(), 1);
     assert!(
-        text.lines().any(|l| l.ends_with(&format!("\tcli_grow\t{}", dump[0].display()))),
+        text.lines()
+            .any(|l| l.ends_with(&format!("\tcli_grow\t{}", dump[0].display()))),
         "{text}"
     );
 }
@@ -86,9 +99,18 @@ fn known_variables_get_no_warning() {
 #[test]
 fn the_command_suggests_the_option_meant() {
     for (args, want) in [
-        (&["run", "--intervall", "1", "--", "true"][..], "did you mean '--interval'?"),
-        (&["top", "--inclusiv", "x.folded"][..], "did you mean '--inclusive'?"),
-        (&["diff", "--folde", "a", "b"][..], "did you mean '--folded'?"),
+        (
+            &["run", "--intervall", "1", "--", "true"][..],
+            "did you mean '--interval'?",
+        ),
+        (
+            &["top", "--inclusiv", "x.folded"][..],
+            "did you mean '--inclusive'?",
+        ),
+        (
+            &["diff", "--folde", "a", "b"][..],
+            "did you mean '--folded'?",
+        ),
     ] {
         let o = heaplive(args);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", show(&o));

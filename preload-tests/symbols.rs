@@ -610,7 +610,7 @@ fn perf_map_names_jit_code() {
     assert!(o.status.success() && pid.is_some(), "{ctx}");
     let stacks = only_folded(&dir);
     assert_eq!(
-        bytes_by_leaf(&stacks).get("jitted_alloc"),
+        bytes_by_leaf(&stacks).get("jitted_alloc [jit]"),
         Some(&(3 * 4242)),
         "{ctx}"
     );

@@ -28,6 +28,7 @@ have chromium || need+=(chromium)  # the report page in a real browser (preload-
 # Xdebug (preload-tests/php_xdebug.rs): loaded by the tests with
 # `-d zend_extension=xdebug.so` only, never for every PHP run.
 [ -e /usr/lib/php/20220829/xdebug.so ] || need+=(php8.2-xdebug)
+have node || need+=(nodejs)
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing test dependencies: ${need[*]}"
   SUDO=""

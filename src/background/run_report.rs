@@ -92,14 +92,20 @@ mod tests {
         std::fs::create_dir_all(&d).unwrap();
         let f = d.join("files");
         let fb = f.as_os_str().as_encoded_bytes().to_vec();
-        assert!(append(&fb, b"1\ta\t/x\n").is_err(), "no file: nothing created");
+        assert!(
+            append(&fb, b"1\ta\t/x\n").is_err(),
+            "no file: nothing created"
+        );
         assert!(!f.exists());
         std::fs::write(&f, b"").unwrap();
         append(&fb, b"1\ta\t/x\n").unwrap();
         append(&fb, b"2\tb\t/y\n").unwrap();
         assert_eq!(std::fs::read(&f).unwrap(), b"1\ta\t/x\n2\tb\t/y\n");
         let db = d.as_os_str().as_encoded_bytes().to_vec();
-        assert!(append(&db, b"3\tc\t/z\n").is_err(), "a directory is refused");
+        assert!(
+            append(&db, b"3\tc\t/z\n").is_err(),
+            "a directory is refused"
+        );
         std::fs::remove_dir_all(&d).unwrap();
     }
 }

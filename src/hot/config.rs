@@ -324,7 +324,10 @@ fn warn_unknown(name: &[u8]) {
             let _ = writeln!(b, " ignored (did you mean {}?)", near.name());
         }
         None => {
-            let _ = writeln!(b, " ignored (the settings: heaplive(1), README \"Settings\")");
+            let _ = writeln!(
+                b,
+                " ignored (the settings: heaplive(1), README \"Settings\")"
+            );
         }
     }
     crate::hot::sys::write_all(2, b.as_bytes());

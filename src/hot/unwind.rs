@@ -30,10 +30,17 @@
 //! cached too ("unsupported"), so the fallback is decided in one probe.
 //!
 //! Where libgcc stops, we stop, on the same frame: a return address marked
-//! undefined (`_start`, `clone`), a zero return address, or an address
-//! without an FDE (JIT code, stripped stubs) — unless its code is the
-//! `rt_sigreturn` sequence libgcc recognises without an FDE, which falls
-//! back. Addresses without an FDE are not cached (JIT code comes and goes).
+//! undefined (`_start`, `clone`) or a zero return address. At an address
+//! without an FDE libgcc stops too; we go on by the frame pointer
+//! (`frame_pointer_step`, off the common path): JIT code (V8, LuaJIT, PHP's
+//! JIT) and V8's builtins have no FDE but keep `rbp` frames, so a node
+//! program's stacks reach `main`. The two words read there must lie in the
+//! mapping that holds the thread's stack pointer, above it, and each `rbp`
+//! must climb, so the walk never faults and ends; where they do not, the
+//! stack ends as libgcc's does. (So HEAPLIVE_UNWIND=check reports such
+//! stacks as longer than libgcc's.) The `rt_sigreturn` sequence libgcc
+//! recognises without an FDE falls back. Addresses without an FDE are not
+//! cached (JIT code comes and goes).
 //!
 //! Modules that go away: every entry carries the epoch it was computed in,
 //! and our `dlclose` bumps the epoch before and after the real call, so no
@@ -610,7 +617,18 @@ pub fn walk(mut push: impl FnMut(usize) -> bool) -> bool {
                     r.pack()
                 }
                 Found::NoFde => {
-                    return !is_sigreturn(pc);
+                    if is_sigreturn(pc) {
+                        return false;
+                    }
+                    // JIT code (V8, LuaJIT, PHP's JIT) and V8's builtins
+                    // have no FDE but keep frame pointers.
+                    match frame_pointer_step(sp, bp) {
+                        Some((p, s, b)) => {
+                            (pc, sp, bp) = (p, s, b);
+                            continue;
+                        }
+                        None => return true,
+                    }
                 }
                 Found::Busy => return false,
             }
@@ -639,9 +657,115 @@ pub fn walk(mut push: impl FnMut(usize) -> bool) -> bool {
     }
 }
 
+/// One step through a frame without an FDE by its frame pointer: the
+/// caller's rbp at `[rbp]`, the return address at `[rbp + 8]`, the
+/// caller's stack pointer `rbp + 16`. Only when both words lie on this
+/// thread's stack, above `sp` (the stack mapping holding `sp`, read once
+/// per thread from /proc/self/maps and kept in its TLS, read again when
+/// `sp` leaves it: a fiber), so the reads never fault; the chain must
+/// climb (each rbp above the last frame), so it ends. None: the stack ends
+/// here, as it did before JIT frames were followed.
+#[cold]
+#[inline(never)]
+fn frame_pointer_step(sp: usize, bp: usize) -> Option<(usize, usize, usize)> {
+    let (lo, hi) = thread_stack(sp)?;
+    let top = bp.checked_add(16)?;
+    if !bp.is_multiple_of(8) || bp < sp || bp < lo || top > hi {
+        return None;
+    }
+    // SAFETY: [bp, bp + 16) is inside the mapping that holds this thread's
+    // stack pointer, between it and the mapping's end: mapped memory.
+    let (caller_bp, ra) = unsafe {
+        (
+            (bp as *const usize).read(),
+            (bp as *const usize).add(1).read(),
+        )
+    };
+    if ra < 4096 {
+        return None;
+    }
+    Some((ra, top, caller_bp))
+}
+
+/// The mapping `[lo, hi)` that holds `sp` (this thread's stack).
+fn thread_stack(sp: usize) -> Option<(usize, usize)> {
+    let st = crate::hot::guard::state();
+    // SAFETY: this thread's own block.
+    let (lo, hi) = unsafe { ((*st).stack_lo as usize, (*st).stack_hi as usize) };
+    if lo <= sp && sp < hi {
+        return Some((lo, hi));
+    }
+    let (lo, hi) = mapping_of(sp)?;
+    // SAFETY: as above.
+    unsafe {
+        (*st).stack_lo = lo as u64;
+        (*st).stack_hi = hi as u64;
+    }
+    Some((lo, hi))
+}
+
+/// The mapping of /proc/self/maps that holds `addr`, read with open and
+/// read into a buffer on the stack (no allocation, no lock; errno kept).
+fn mapping_of(addr: usize) -> Option<(usize, usize)> {
+    let _errno = crate::hot::sys::ErrnoGuard::save();
+    // SAFETY: a NUL-terminated path; the descriptor is closed below.
+    let fd = unsafe {
+        libc::open(
+            c"/proc/self/maps".as_ptr(),
+            libc::O_RDONLY | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return None;
+    }
+    let mut buf = [0u8; 2048];
+    // Per line `lo-hi perms ...`: 0 reading lo, 1 reading hi, 2 the rest.
+    let (mut state, mut lo, mut hi) = (0u8, 0usize, 0usize);
+    let mut found = None;
+    'read: loop {
+        // SAFETY: reads into our buffer.
+        let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+        if n <= 0 {
+            break;
+        }
+        for &b in &buf[..n as usize] {
+            let digit = (b as char).to_digit(16).unwrap_or(0) as usize;
+            match (state, b) {
+                (_, b'\n') => (state, lo, hi) = (0, 0, 0),
+                (0, b'-') => state = 1,
+                (0, _) => lo = lo.wrapping_shl(4) | digit,
+                (1, b' ') => {
+                    if lo <= addr && addr < hi {
+                        found = Some((lo, hi));
+                        break 'read;
+                    }
+                    state = 2;
+                }
+                (1, _) => hi = hi.wrapping_shl(4) | digit,
+                _ => {}
+            }
+        }
+    }
+    // SAFETY: our descriptor.
+    unsafe { libc::close(fd) };
+    found
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_stack_mapping_holds_the_stack() {
+        let x = 0u64;
+        let sp = &x as *const u64 as usize;
+        let (lo, hi) = mapping_of(sp).expect("the stack is mapped");
+        assert!(
+            lo <= sp && sp < hi && hi - lo >= 4096,
+            "{lo:x} {sp:x} {hi:x}"
+        );
+        assert_eq!(mapping_of(16), None, "page zero is not mapped");
+    }
 
     #[test]
     fn rules_pack_and_unpack() {

@@ -141,7 +141,7 @@ pub fn init() {
         clear_dlerror();
         return;
     }
-    let names: [(&AtomicUsize, &[u8]); 18] = [
+    let names: [(&AtomicUsize, &[u8]); 19] = [
         (&S.get_heap, b"zend_mm_get_heap\0"),
         (&S.is_zend_mm, b"is_zend_mm\0"),
         (&S.set_handlers, b"zend_mm_set_custom_handlers\0"),

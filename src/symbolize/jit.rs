@@ -1,6 +1,6 @@
 //! Names for code outside every module: `/tmp/perf-<pid>.map` (written by
-//! JITs such as PHP's opcache in perf mode, V8, LuaJIT), else `[jit]` for
-//! executable anonymous memory.
+//! JITs such as PHP's opcache in perf mode, V8, LuaJIT), marked `NAME [jit]`,
+//! else `[jit]` for executable anonymous memory.
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -63,7 +63,9 @@ impl Jit {
 
     pub(super) fn frame(&mut self, addr: u64, demangle: bool) -> Frame {
         let function = match self.perf_name(addr) {
-            Some(name) => demangle_name(&name, demangle),
+            // Marked: a frame of JIT code, reached through its frame
+            // pointer (`hot::unwind`), named by the JIT's perf map.
+            Some(name) => format!("{} [jit]", demangle_name(&name, demangle)),
             None if self.in_anon_exec(addr) => "[jit]".to_owned(),
             None => "[unknown]".to_owned(),
         };

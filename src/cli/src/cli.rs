@@ -111,14 +111,18 @@ impl clap::builder::TypedValueParser for WithValues {
     fn possible_values(
         &self,
     ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
-        Some(Box::new(self.values.iter().map(clap::builder::PossibleValue::new)))
+        Some(Box::new(
+            self.values.iter().map(clap::builder::PossibleValue::new),
+        ))
     }
 }
 
 fn signal() -> WithValues {
     WithValues {
         setting: &settings::SIGNAL,
-        values: &["USR2", "USR1", "RTMIN", "RTMIN+1", "RTMIN+2", "RTMIN+3", "none"],
+        values: &[
+            "USR2", "USR1", "RTMIN", "RTMIN+1", "RTMIN+2", "RTMIN+3", "none",
+        ],
     }
 }
 fn format() -> WithValues {

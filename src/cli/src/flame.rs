@@ -202,9 +202,9 @@ fn render_differential(
             "--php does not apply to a differential file: diff the --php views instead",
         );
     }
-    let (old, new) = d
-        .values()
-        .fold((0u128, 0u128), |(a, b), &(o, n)| (a + o as u128, b + n as u128));
+    let (old, new) = d.values().fold((0u128, 0u128), |(a, b), &(o, n)| {
+        (a + o as u128, b + n as u128)
+    });
     if new == 0 {
         return error(format!(
             "{file}: every NEW count is 0, nothing to draw (widths are the NEW bytes)"
@@ -226,10 +226,7 @@ fn render_differential(
     opt.count_name = "bytes".to_string();
     opt.name_type = "Function:".to_string();
     opt.deterministic = true;
-    let lines: Vec<String> = d
-        .iter()
-        .map(|(s, (o, n))| format!("{s} {o} {n}"))
-        .collect();
+    let lines: Vec<String> = d.iter().map(|(s, (o, n))| format!("{s} {o} {n}")).collect();
     let mut svg = Vec::new();
     match inferno::flamegraph::from_lines(&mut opt, lines.iter().map(String::as_str), &mut svg) {
         Ok(()) => Ok(svg),

@@ -257,7 +257,11 @@ impl View {
     pub fn of(paths: &[String]) -> View {
         let mut views = paths.iter().map(|p| View::of_file(p));
         let first = views.next().unwrap_or(View::Live);
-        if views.all(|v| v == first) { first } else { View::Mixed }
+        if views.all(|v| v == first) {
+            first
+        } else {
+            View::Mixed
+        }
     }
 
     /// The column header of a table of bytes (`top`, `diff`).

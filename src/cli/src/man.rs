@@ -53,7 +53,12 @@ fn blocks(out: &mut String, text: &str) {
 fn arg_head(a: &Arg) -> String {
     let value = a
         .get_value_names()
-        .map(|v| v.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(" "))
+        .map(|v| {
+            v.iter()
+                .map(|n| n.to_string())
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
         .unwrap_or_default();
     let takes_value = a.get_num_args().is_some_and(|n| n.takes_values());
     let mut names = Vec::new();
@@ -106,7 +111,10 @@ fn usage(sub: &Command) -> String {
     let mut c = sub.clone().bin_name(format!("heaplive {}", sub.get_name()));
     let text = c.render_usage().to_string();
     let text = text.trim();
-    text.strip_prefix("Usage:").unwrap_or(text).trim().to_string()
+    text.strip_prefix("Usage:")
+        .unwrap_or(text)
+        .trim()
+        .to_string()
 }
 
 /// The synopsis of a subcommand, unfilled.

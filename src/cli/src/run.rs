@@ -82,7 +82,10 @@ pub fn main(a: RunArgs) -> Res<()> {
     let listing = !quiet || report.is_some();
     let channel = if listing { Channel::new() } else { None };
     if let Some(c) = &channel {
-        vars.push((settings::RUN_REPORT.name(), c.file.to_string_lossy().into_owned()));
+        vars.push((
+            settings::RUN_REPORT.name(),
+            c.file.to_string_lossy().into_owned(),
+        ));
     }
     let before = if !listing || channel.is_some() {
         Seen::new()
@@ -302,7 +305,9 @@ fn reported(text: &str) -> Vec<(u32, String, Vec<PathBuf>)> {
         let (Some(pid), Some(prog), Some(path)) = (f.next(), f.next(), f.next()) else {
             continue;
         };
-        let Ok(pid) = pid.parse::<u32>() else { continue };
+        let Ok(pid) = pid.parse::<u32>() else {
+            continue;
+        };
         if last.insert(path, (pid, prog)).is_none() {
             order.push(path);
         }

@@ -325,10 +325,17 @@ fn top_stacks(
     let mut out = if bars {
         format!(
             "{:>w$}  {:>6}  {:>7}  {:>iw$}  STACK (leaf first)\n",
-            t.view.column(), "SHARE", "SAMPLES", "95% INTERVAL"
+            t.view.column(),
+            "SHARE",
+            "SAMPLES",
+            "95% INTERVAL"
         )
     } else {
-        format!("{:>w$}  {:>6}  STACK (leaf first)\n", t.view.column(), "SHARE")
+        format!(
+            "{:>w$}  {:>6}  STACK (leaf first)\n",
+            t.view.column(),
+            "SHARE"
+        )
     };
     let mut shown_bytes = 0u128;
     for (((stack, count), size), cell) in rows[..shown].iter().zip(&sizes).zip(&cells) {

@@ -502,8 +502,14 @@ mod tests {
     #[test]
     fn misspelled_names_find_their_setting() {
         let near = |n: &str| closest(n.as_bytes()).map(|s| s.name());
-        assert_eq!(near("HEAPLIVE_SAMPL_INTERVAL"), Some("HEAPLIVE_SAMPLE_INTERVAL"));
-        assert_eq!(near("HEAPLIVE_SAMPLE_INTERVALL"), Some("HEAPLIVE_SAMPLE_INTERVAL"));
+        assert_eq!(
+            near("HEAPLIVE_SAMPL_INTERVAL"),
+            Some("HEAPLIVE_SAMPLE_INTERVAL")
+        );
+        assert_eq!(
+            near("HEAPLIVE_SAMPLE_INTERVALL"),
+            Some("HEAPLIVE_SAMPLE_INTERVAL")
+        );
         assert_eq!(near("HEAPLIVE_OUPUT"), Some("HEAPLIVE_OUTPUT"));
         assert_eq!(near("HEAPLIVE_signal"), Some("HEAPLIVE_SIGNAL"));
         assert_eq!(near("HEAPLIVE_DUMP_AT_EXT"), Some("HEAPLIVE_DUMP_AT_EXIT"));

@@ -51,9 +51,14 @@ pub struct ThreadState {
     /// `hot::prim::lock`): bit r set while this thread holds a lock of
     /// rank r.
     pub locks_held: u32,
+    /// The stack mapping this thread last unwound JIT frames on (`[lo,
+    /// hi)`, from /proc/self/maps; 0 = not read): frame-pointer reads stay
+    /// inside it (`hot::unwind`).
+    pub stack_lo: u64,
+    pub stack_hi: u64,
 }
 
-const _: () = assert!(core::mem::size_of::<ThreadState>() == 80);
+const _: () = assert!(core::mem::size_of::<ThreadState>() == 96);
 
 #[cfg(not(target_arch = "x86_64"))]
 compile_error!("heaplive's initial-exec TLS access is written for x86_64");
@@ -64,9 +69,9 @@ core::arch::global_asm!(
     ".globl heaplive_thread_state",
     ".hidden heaplive_thread_state",
     ".type heaplive_thread_state, @object",
-    ".size heaplive_thread_state, 80",
+    ".size heaplive_thread_state, 96",
     "heaplive_thread_state:",
-    ".zero 80",
+    ".zero 96",
     ".popsection",
 );
 

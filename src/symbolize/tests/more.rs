@@ -54,11 +54,11 @@ fn jit_code_from_perf_map_or_anonymous_mapping() {
     );
     assert_eq!(s.lookup(8).1[0].function, "[unknown]");
     std::fs::write(&perf, format!("{base:x} 100 _ZN2js3jitEv\n")).unwrap();
-    assert_eq!(s.lookup(base + 0x10).1[0].function, "js::jit");
+    assert_eq!(s.lookup(base + 0x10).1[0].function, "js::jit [jit]");
     assert_eq!(s.lookup(base + 0x100).1[0].function, "[jit]");
     // Rewritten (size changes): re-read.
     std::fs::write(&perf, format!("0x{base:x} 0x200 lua_trace_7\n")).unwrap();
-    assert_eq!(s.lookup(base + 0x100).1[0].function, "lua_trace_7");
+    assert_eq!(s.lookup(base + 0x100).1[0].function, "lua_trace_7 [jit]");
     std::fs::remove_file(&perf).unwrap();
     // SAFETY: the mapping made above, no longer used.
     unsafe { libc::munmap(p, 8192) };
