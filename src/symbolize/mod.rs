@@ -114,8 +114,9 @@ static HINTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::ne
 /// After a dump: one line, once per process, when frames of stripped
 /// modules (no debug information, no `.symtab`: Debian's php-fpm8.2)
 /// showed as `module+0x...`: which, and where their debug symbols would be
-/// found, by the build id of the first (the executable when it is one).
-pub fn hint_no_symbols() {
+/// found, by the build id of the first (the executable, named `exe`,
+/// when it is one).
+pub fn hint_no_symbols(exe: &str) {
     use std::sync::atomic::Ordering::Relaxed;
     let Ok(list) = UNNAMED.lock() else {
         return;
@@ -123,7 +124,6 @@ pub fn hint_no_symbols() {
     if list.is_empty() || HINTED.swap(true, Relaxed) {
         return;
     }
-    let exe = crate::hot::config::get().exe.as_str().to_string();
     let base = |p: &str| {
         Path::new(p)
             .file_name()
