@@ -707,7 +707,7 @@ pub fn write_view(
         snap.took_ns as f64 / 1e6,
         ms
     ));
-    crate::symbolize::hint_no_symbols();
+    crate::symbolize::hint_no_symbols(cfg.exe.as_str());
     st.dumps = (st.dumps + 1).max(if path.is_none() { n } else { 0 });
     output::write_status(pid, st.dumps, &written, cfg.signal);
     Ok(Written {

@@ -115,7 +115,7 @@ static HINTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::ne
 /// modules (no debug information, no `.symtab`: Debian's php-fpm8.2)
 /// showed as `module+0x...`: which, and where their debug symbols would be
 /// found, by the build id of the first (the executable when it is one).
-pub fn hint_no_symbols() {
+pub fn hint_no_symbols(exe: &str) {
     use std::sync::atomic::Ordering::Relaxed;
     let Ok(list) = UNNAMED.lock() else {
         return;
@@ -123,7 +123,6 @@ pub fn hint_no_symbols() {
     if list.is_empty() || HINTED.swap(true, Relaxed) {
         return;
     }
-    let exe = crate::hot::config::get().exe.as_str().to_string();
     let base = |p: &str| {
         Path::new(p)
             .file_name()
