@@ -712,7 +712,7 @@ pub fn write_view(
         snap.took_ns as f64 / 1e6,
         ms
     ));
-    crate::symbolize::hint_no_symbols(crate::hot::config::get().exe.as_str());
+    crate::symbolize::hint_no_symbols(cfg.exe.as_str());
     st.dumps = (st.dumps + 1).max(if path.is_none() { n } else { 0 });
     st.status.written(&written, st.dumps);
     Ok(Written {
