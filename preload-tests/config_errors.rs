@@ -6,7 +6,7 @@ use std::path::Path;
 
 /// Runs a small program that exits through exit() with status 5 (it reads
 /// "quit" from a file given as stdin).
-fn sh(dir: &Path, env: &[(&str, &str)]) -> std::process::Output {
+pub(crate) fn sh(dir: &Path, env: &[(&str, &str)]) -> std::process::Output {
     let prog = compile("cli_grow.c", "cli_grow", dir, &[]);
     let input = dir.join("input");
     std::fs::write(&input, "quit\n").unwrap();

@@ -8,22 +8,10 @@ use crate::common::*;
 use std::path::Path;
 
 /// The test program under the library with `env` (no inherited
-/// HEAPLIVE_*), its exit status and stdout checked unchanged; its stderr.
+/// HEAPLIVE_*), its exit status and stdout checked unchanged
+/// (`config_errors::sh`); its stderr.
 fn run(dir: &Path, env: &[(&str, &str)]) -> String {
-    let prog = compile("cli_grow.c", "cli_grow", dir, &[]);
-    let input = dir.join("input");
-    std::fs::write(&input, "quit\n").unwrap();
-    let mut c = preloaded_command(dir, &prog, &[], env);
-    c.stdin(std::fs::File::open(&input).unwrap());
-    let o = c.output().unwrap();
-    assert_eq!(
-        o.status.code(),
-        Some(5),
-        "exit status unchanged\n{}",
-        show(&o)
-    );
-    assert_eq!(stdout(&o), "ready\n", "output unchanged");
-    stderr(&o)
+    stderr(&crate::config_errors::sh(dir, env))
 }
 
 #[test]
