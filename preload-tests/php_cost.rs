@@ -12,34 +12,19 @@
 //! php8.2-cli comes from scripts/install-test-deps.sh (`make test`).
 
 use crate::common::*;
-use crate::php_fpm::{dumps_in_log, kill, php_bin, wait_for};
+use crate::php_fpm::{dumps_in_log, kill, wait_for};
 use crate::php_mode::{finish, log_of, require_php, spawn_php, wait_ready};
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 use std::time::Instant;
 
 /// Runs `php script` in `dir` to its end, with the preload or with the
 /// same environment without it (`XX_PRELOAD`: PHP copies the environment
 /// into its own memory, so its size must not differ).
 fn run_php(dir: &Path, script: &Path, preload: bool, env: &[(&str, &str)]) -> Output {
-    let mut c = Command::new(php_bin());
-    c.arg(script).current_dir(dir);
-    for (k, _) in std::env::vars() {
-        if k.starts_with("HEAPLIVE_") || k == "USE_ZEND_ALLOC" || k == "LD_PRELOAD" {
-            c.env_remove(k);
-        }
-    }
-    c.env(
-        if preload { "LD_PRELOAD" } else { "XX_PRELOAD" },
-        lib().display().to_string(),
-    )
-    .env("HEAPLIVE_OUTPUT", dir.join("heaplive.%e.%p.%n.folded"))
-    .env("HEAPLIVE_LOG", dir.join("heaplive.log"));
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    c.output()
-        .unwrap_or_else(|e| panic!("start {}: {e}", php_bin()))
+    crate::php_mode::spawn_php(dir, script, preload, env)
+        .wait_with_output()
+        .expect("php ran")
 }
 
 /// Every kind of ZendMM call, printing PHP's own figures as it goes: small
