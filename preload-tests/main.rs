@@ -36,6 +36,7 @@ mod signals_self;
 mod startcost;
 mod stress;
 mod symbols;
+mod temporary;
 mod timeline;
 mod unwind;
 mod views;

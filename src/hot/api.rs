@@ -177,7 +177,7 @@ fn zend_realloc_sampled(p: usize, q: usize, new_block: usize) -> bool {
     }
     let _busy = Busy::enter();
     let _errno = ErrnoGuard::save();
-    let Some(e) = live::untrack_kind(p, live::ZEND_MM) else {
+    let Some((e, _)) = live::untrack_kind(p, live::ZEND_MM) else {
         return false;
     };
     let interval = config::get().interval;
@@ -301,7 +301,7 @@ fn keep_sample(e: Entry, interval: u64) {
     account(&e, interval);
     if kind == live::ZEND_MM && !php::note_zend_sample(addr) {
         // Nothing would drop it at request end: drop it now.
-        if let Some(e) = live::untrack(addr) {
+        if let Some((e, _)) = live::untrack(addr) {
             unaccount(&e, interval);
         }
     }
@@ -314,7 +314,8 @@ pub fn drop_zend_samples() {
     let _errno = ErrnoGuard::save();
     let interval = config::get().interval;
     php::drain_zend_samples(|addr| {
-        if let Some(e) = live::untrack_kind(addr, live::ZEND_MM) {
+        if let Some((e, age)) = live::untrack_kind(addr, live::ZEND_MM) {
+            freed(&e, age, interval);
             unaccount(&e, interval);
         }
     });
@@ -399,6 +400,16 @@ fn account(e: &Entry, interval: u64) {
     }
 }
 
+/// The temporary view: a sample freed at `age` (a realloc's old block
+/// too: as in the allocation view, its new block is a new allocation).
+#[inline]
+fn freed(e: &Entry, age: u32, interval: u64) {
+    if let Some(class) = live::lifetime_class(age) {
+        let (b, m, v) = amounts(e, interval);
+        stacks::account_freed(e.stack(), class, b, m, v);
+    }
+}
+
 fn unaccount(e: &Entry, interval: u64) {
     let (b, m, v) = amounts(e, interval);
     if stacks::slot(e.stack()).is_some() {
@@ -434,8 +445,10 @@ fn untrack_slow(p: *mut c_void) -> Option<Entry> {
     }
     let _busy = Busy::enter();
     let _errno = ErrnoGuard::save();
-    let e = live::untrack(p as usize)?;
-    unaccount(&e, config::get().interval);
+    let (e, age) = live::untrack(p as usize)?;
+    let interval = config::get().interval;
+    freed(&e, age, interval);
+    unaccount(&e, interval);
     Some(e)
 }
 
