@@ -52,6 +52,27 @@ fn exact_mode_attributes_the_temporary_site_to_the_byte() {
     assert!(head.trim_start().starts_with("FREED<1MS"), "{out}");
     let first = lines.next().unwrap();
     assert!(first.contains("temporary_site"), "{out}");
+
+    // `heaplive report`: the dump's selectable views include `temporary`,
+    // whose top stack is temporary_site with its bytes.
+    let page = dir.path().join("report.html");
+    common::ok(common::heaplive(&[
+        "report",
+        dir.path().to_str().unwrap(),
+        "-o",
+        page.to_str().unwrap(),
+    ]));
+    let html = std::fs::read_to_string(&page).unwrap();
+    let at = html
+        .find("\"temporary\":{\"total\":")
+        .unwrap_or_else(|| panic!("no temporary view in the page's data"));
+    let view = &html[at..];
+    let first = &view[view.find("\"stack\":\"").unwrap() + 9..];
+    let first = &first[..first.find("\",").unwrap()];
+    assert!(first.ends_with(";temporary_site"), "top stack {first}");
+    let bytes = &view[view.find("\"bytes\":").unwrap() + 8..];
+    let bytes: u64 = bytes[..bytes.find([',', '}']).unwrap()].parse().unwrap();
+    assert_eq!(bytes, got);
 }
 
 /// Sampled mode (the default interval, 512 KiB; a 64 KiB block is sampled
