@@ -315,8 +315,7 @@ pub fn drop_zend_samples() {
     let interval = config::get().interval;
     php::drain_zend_samples(|addr| {
         if let Some((e, age)) = live::untrack_kind(addr, live::ZEND_MM) {
-            freed(&e, age, interval);
-            unaccount(&e, interval);
+            unaccount_freed(&e, age, interval);
         }
     });
 }
@@ -400,18 +399,23 @@ fn account(e: &Entry, interval: u64) {
     }
 }
 
-/// The temporary view: a sample freed at `age` (a realloc's old block
-/// too: as in the allocation view, its new block is a new allocation).
-#[inline]
-fn freed(e: &Entry, age: u32, interval: u64) {
+/// A sample freed at `age`: out of its stack's live totals and, with the
+/// temporary view, into its lifetime class (a realloc's old block too: as
+/// in the allocation view, its new block is a new allocation). The
+/// amounts are computed once for both.
+fn unaccount_freed(e: &Entry, age: u32, interval: u64) {
+    let a = amounts(e, interval);
     if let Some(class) = live::lifetime_class(age) {
-        let (b, m, v) = amounts(e, interval);
-        stacks::account_freed(e.stack(), class, b, m, v);
+        stacks::account_freed(e.stack(), class, a.0, a.1, a.2);
     }
+    unaccount_amounts(e, a);
 }
 
 fn unaccount(e: &Entry, interval: u64) {
-    let (b, m, v) = amounts(e, interval);
+    unaccount_amounts(e, amounts(e, interval));
+}
+
+fn unaccount_amounts(e: &Entry, (b, m, v): (i64, i64, i64)) {
     if stacks::slot(e.stack()).is_some() {
         crate::hot::peak::shrinking(b);
         if e.kind() == live::ZEND_MM {
@@ -446,9 +450,7 @@ fn untrack_slow(p: *mut c_void) -> Option<Entry> {
     let _busy = Busy::enter();
     let _errno = ErrnoGuard::save();
     let (e, age) = live::untrack(p as usize)?;
-    let interval = config::get().interval;
-    freed(&e, age, interval);
-    unaccount(&e, interval);
+    unaccount_freed(&e, age, config::get().interval);
     Some(e)
 }
 
