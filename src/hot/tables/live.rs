@@ -392,6 +392,22 @@ pub fn untrack(addr: usize) -> Option<(Entry, u32)> {
 
 #[cfg(test)]
 #[test]
+fn lifetime_classes_have_their_bounds() {
+    keep_times();
+    let tick = TICK_UNITS.load(core::sync::atomic::Ordering::Relaxed);
+    assert!((1..=16).contains(&tick), "a coarse tick of {tick} units");
+    assert_eq!(lifetime_class(NO_AGE), None);
+    assert_eq!(lifetime_class(0), Some(FREED_1MS));
+    assert_eq!(lifetime_class(tick), Some(FREED_1MS));
+    assert_eq!(lifetime_class(tick + 1), Some(FREED_1S));
+    // 1 s is 953.7 units of 2^20 ns.
+    assert_eq!(lifetime_class(954 + tick), Some(FREED_1S));
+    assert_eq!(lifetime_class(955 + tick), Some(FREED_LATER));
+    assert_eq!(lifetime_class(NO_AGE - 1), Some(FREED_LATER));
+}
+
+#[cfg(test)]
+#[test]
 fn times_follow_their_entries_through_growth_and_shifts() {
     keep_times();
     let mut t = Table {
