@@ -218,7 +218,7 @@ pub fn folded_files(dir: &Path) -> Vec<PathBuf> {
 /// `alloc`), or None.
 pub fn view_of(p: &Path) -> Option<&'static str> {
     let name = p.file_name()?.to_str()?;
-    ["alloc", "peak", "samples", "variance"]
+    ["alloc", "peak", "samples", "variance", "temporary"]
         .into_iter()
         .find(|v| name.ends_with(&format!(".{v}.folded")))
 }

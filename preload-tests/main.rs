@@ -49,6 +49,7 @@ mod signals_self;
 mod startcost;
 mod stress;
 mod symbols;
+mod temporary;
 mod timeline;
 mod unwind;
 mod views;

@@ -195,6 +195,9 @@ struct Vals {
     /// Estimated variances of `bytes` and `alloc_bytes` (bytes squared).
     variance: f64,
     alloc_variance: f64,
+    /// The temporary view: bytes freed per lifetime class, and variances.
+    freed: [u64; 3],
+    freed_variance: [f64; 3],
 }
 
 /// What a dump shows: the stacks live now (with their allocation view), or
@@ -241,9 +244,22 @@ fn build_profile(st: &mut DumpState, which: Which) -> std::io::Result<(Profile, 
             // not symbolize every stack ever sampled (at a php-cli exit,
             // with nothing live, that was most of the dump's time: libc's
             // compressed DWARF read for frames no file shows).
-            let alloc_wanted = cfg.views.alloc || cfg.pprof;
+            let alloc_wanted = cfg.views.alloc || cfg.pprof || cfg.views.temporary;
             for id in (1..stacks::count()).filter(|_| alloc_wanted) {
                 if let Some(s) = stacks::slot(id) {
+                    if cfg.views.temporary {
+                        let freed = s.freed.each_ref().map(|f| f.bytes.load(Relaxed));
+                        if freed.iter().any(|&b| b > 0) {
+                            let a = per_stack.entry(id).or_default();
+                            a.freed = freed;
+                            a.freed_variance = s.freed.each_ref().map(|f| {
+                                crate::hot::sampler::variance_of_units(
+                                    f.variance.load(Relaxed) as f64,
+                                    cfg.interval,
+                                )
+                            });
+                        }
+                    }
                     let b = s.alloc_bytes.load(Relaxed);
                     if b > 0 {
                         let a = per_stack.entry(id).or_default();
@@ -371,6 +387,8 @@ fn build_profile(st: &mut DumpState, which: Which) -> std::io::Result<(Profile, 
             samples: v.samples,
             variance: v.variance,
             alloc_variance: v.alloc_variance,
+            freed: v.freed,
+            freed_variance: v.freed_variance,
         });
     }
     let started = STARTED_NS.load(Relaxed);
@@ -599,6 +617,12 @@ pub fn write_view(
             })?;
             also += &format!(" and {}", p.display());
         }
+        if cfg.views.temporary && live_view {
+            let p = output::write_with_fallback(&view_path(&live_file, "temporary"), &mut |w| {
+                crate::background::folded::write_folded_by(&profile, |s| s.freed[0], w)
+            })?;
+            also += &format!(" and {}", p.display());
+        }
         // At exit, when the peak was above the live total now: the stacks
         // at the peak (`NAME.peak.folded`), before the samples file that
         // carries their variances.
@@ -611,6 +635,11 @@ pub fn write_view(
             write_variance(&live_file, "variance", &profile, |s| s.variance)?;
             if live_view && cfg.views.alloc {
                 write_variance(&live_file, "alloc.variance", &profile, |s| s.alloc_variance)?;
+            }
+            if live_view && cfg.views.temporary {
+                write_variance(&live_file, "temporary.variance", &profile, |s| {
+                    s.freed_variance[0]
+                })?;
             }
             if let Some((_, pp)) = &peak {
                 write_variance(&live_file, "peak.variance", pp, |s| s.variance)?;

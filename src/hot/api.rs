@@ -177,7 +177,7 @@ fn zend_realloc_sampled(p: usize, q: usize, new_block: usize) -> bool {
     }
     let _busy = Busy::enter();
     let _errno = ErrnoGuard::save();
-    let Some(e) = live::untrack_kind(p, live::ZEND_MM) else {
+    let Some((e, _)) = live::untrack_kind(p, live::ZEND_MM) else {
         return false;
     };
     php::forget_zend_sample(p);
@@ -307,7 +307,7 @@ fn keep_sample(e: Entry, interval: u64) {
     account(&e, interval);
     if kind == live::ZEND_MM && !php::note_zend_sample(addr) {
         // Nothing would drop it at request end: drop it now.
-        if let Some(e) = live::untrack(addr) {
+        if let Some((e, _)) = live::untrack(addr) {
             unaccount(&e, interval);
         }
     }
@@ -320,8 +320,8 @@ pub fn drop_zend_samples() {
     let _errno = ErrnoGuard::save();
     let interval = config::get().interval;
     php::drain_zend_samples(|addr| {
-        if let Some(e) = live::untrack_kind(addr, live::ZEND_MM) {
-            unaccount(&e, interval);
+        if let Some((e, age)) = live::untrack_kind(addr, live::ZEND_MM) {
+            unaccount_freed(&e, age, interval);
         }
     });
 }
@@ -405,8 +405,23 @@ fn account(e: &Entry, interval: u64) {
     }
 }
 
+/// A sample freed at `age`: out of its stack's live totals and, with the
+/// temporary view, into its lifetime class (a realloc's old block too: as
+/// in the allocation view, its new block is a new allocation). The
+/// amounts are computed once for both.
+fn unaccount_freed(e: &Entry, age: u32, interval: u64) {
+    let a = amounts(e, interval);
+    if let Some(class) = live::lifetime_class(age) {
+        stacks::account_freed(e.stack(), class, a.0, a.1, a.2);
+    }
+    unaccount_amounts(e, a);
+}
+
 fn unaccount(e: &Entry, interval: u64) {
-    let (b, m, v) = amounts(e, interval);
+    unaccount_amounts(e, amounts(e, interval));
+}
+
+fn unaccount_amounts(e: &Entry, (b, m, v): (i64, i64, i64)) {
     if stacks::slot(e.stack()).is_some() {
         crate::hot::peak::shrinking(b);
         if e.kind() == live::ZEND_MM {
@@ -440,11 +455,11 @@ fn untrack_slow(p: *mut c_void) -> Option<Entry> {
     }
     let _busy = Busy::enter();
     let _errno = ErrnoGuard::save();
-    let e = live::untrack(p as usize)?;
+    let (e, age) = live::untrack(p as usize)?;
     if e.kind() == live::ZEND_MM {
         php::forget_zend_sample(p as usize);
     }
-    unaccount(&e, config::get().interval);
+    unaccount_freed(&e, age, config::get().interval);
     Some(e)
 }
 

@@ -374,6 +374,9 @@ fn apply(c: &Config, e: &Effects) {
     crate::hot::peak::arm_peak_dump(0, e.peak_growth);
     crate::hot::track::set_active(c.start, false);
     crate::hot::poison::set(e.poison);
+    if c.views.temporary {
+        crate::hot::live::keep_times();
+    }
 }
 
 /// Reads every variable from `env` into `c` (a bad value: one warning

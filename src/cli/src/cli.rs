@@ -338,7 +338,12 @@ interval of the estimate (exact Poisson-based for few samples; zero width
 for blocks sampled with certainty, 37 times the sample interval and more),
 the total's interval, and as its last line a bound on what stacks with no
 sample can hold. Several files: the variances add. Exact mode has no error
-bars.",
+bars.
+
+Temporary allocations: with HEAPLIVE_VIEWS=...,temporary every dump has
+NAME.temporary.folded, per stack the bytes of sampled blocks freed within
+1 ms; 'heaplive top NAME.temporary.folded' ranks them (column FREED<1MS;
+95% intervals from NAME.temporary.variance.folded with ...,variance).",
     override_usage = "heaplive top FILE|DIR... [-n N] [--inclusive [--by-line]] [--php] [--endpoints] [--bytes] [--width W]",
     after_help = "\
 Examples:

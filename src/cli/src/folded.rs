@@ -145,7 +145,7 @@ pub fn load(path: &str) -> Res<Profile> {
 
 /// The files that the arguments name: a directory stands for its dumps,
 /// the `*.folded` files in it (sorted by name), less hidden ones (a dump
-/// being written), the companion views `NAME.alloc.folded`,
+/// being written), the companion views `NAME.alloc.folded`, `NAME.temporary.folded`,
 /// `NAME.samples.folded`, `NAME.peak.folded` and the variance files
 /// `*.variance.folded`, and empty files: the dump
 /// of a process that never sampled (nothing live to add).
@@ -222,6 +222,7 @@ pub fn is_dump_name(n: &str) -> bool {
             ".alloc.folded",
             ".samples.folded",
             ".peak.folded",
+            ".temporary.folded",
             ".variance.folded",
         ]
         .iter()

@@ -26,7 +26,8 @@ const MAX_FLAMES: usize = 24;
 /// reads its window's width at load, which an iframe may not have yet.
 const FLAME_WIDTH: usize = 1100;
 /// The views a dump may have beside its live file.
-pub const VIEWS: [&str; 3] = ["live", "alloc", "peak"];
+/// (`temporary`: bytes of sampled blocks freed within 1 ms, per stack.)
+pub const VIEWS: [&str; 4] = ["live", "alloc", "peak", "temporary"];
 
 /// One dump, as read.
 struct Dump {
@@ -218,6 +219,12 @@ fn stacks_json(file: &str, view: &str, p: &Profile) -> Json {
     } else {
         None
     };
+    // The temporary view keeps no sample counts: its intervals come from
+    // `NAME.temporary.variance.folded` when written.
+    let variances = (view == "temporary")
+        .then(|| companion(file, ".temporary.folded"))
+        .flatten()
+        .and_then(|f| crate::top::companions_of(&[f], "variance"));
     let mut v: Vec<(&String, &u64)> = p.stacks.iter().collect();
     v.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
     let mut out = Vec::new();
@@ -228,9 +235,16 @@ fn stacks_json(file: &str, view: &str, p: &Profile) -> Json {
             continue;
         }
         let st = rows.as_ref().and_then(|r| r.get(stack));
-        let iv = st.and_then(|s| {
-            crate::top::interval_of(bytes, s.samples, Some(s.variance.round() as u64))
-        });
+        let iv = match &variances {
+            Some(v) => crate::top::interval_of(
+                bytes,
+                None,
+                Some(v.stacks.get(stack).copied().unwrap_or(0)),
+            ),
+            None => st.and_then(|s| {
+                crate::top::interval_of(bytes, s.samples, Some(s.variance.round() as u64))
+            }),
+        };
         let mut o = Json::obj()
             .with("stack", Json::str(stack))
             .with("bytes", Json::num(bytes as f64));

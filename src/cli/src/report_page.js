@@ -181,7 +181,7 @@
     function draw() {
       var d = p.dumps[di], v = d.views[view] || d.views.live;
       box.textContent = '';
-      box.appendChild(el('div', { 'class': 'note' }, d.file + ': ' + human(v.total) + ' in ' + v.stacks.length + ' stacks' + (v.others ? ' (and ' + human(v.others) + ' in smaller ones)' : '')));
+      box.appendChild(el('div', { 'class': 'note' }, (view === 'temporary' ? 'Freed within 1 ms since the start (temporary allocations), ' : '') + d.file + ': ' + human(v.total) + ' in ' + v.stacks.length + ' stacks' + (v.others ? ' (and ' + human(v.others) + ' in smaller ones)' : '')));
       var t = table('top', [['#', 'num'], ['bytes', 'num'], ['95% interval', 'num'], ['share', 'num'], ['stack (innermost first)']]);
       v.stacks.slice(0, 30).forEach(function (s, i) {
         addRow(t, [[String(i + 1), 'num'], [human(s.bytes), 'num'], [s.low !== undefined ? human(s.low) + '..' + human(s.high) : '-', 'num'],

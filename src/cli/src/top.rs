@@ -34,7 +34,14 @@ pub fn main(mut a: TopArgs) -> Res<()> {
         let samples = companions_of(&a.files, "samples").map(fold);
         let variances = companions_of(&a.files, "variance").map(fold);
         let r = interval_of_files(&a.files);
-        top_stacks(&profile, &t, a.files.len(), samples, variances, r)
+        // The temporary view's files (`NAME.temporary.folded`) hold bytes
+        // freed within 1 ms, not live bytes: the column says so.
+        let temporary = a
+            .files
+            .iter()
+            .all(|f| dump_and_view(f).is_some_and(|(_, v)| v == "temporary"));
+        let label = if temporary { "FREED<1MS" } else { t.view.column() };
+        top_stacks(&profile, &t, a.files.len(), samples, variances, r, label)
     };
     text += &app.unwrap_or_default();
     emit(|out| out.write_all(text.as_bytes()))
@@ -117,7 +124,7 @@ pub fn interval_of_files(files: &[String]) -> Option<u64> {
 /// (`NAME`, `alloc`), `NAME.folded` (`NAME`, `live`).
 fn dump_and_view(f: &str) -> Option<(&str, &'static str)> {
     let base = f.strip_suffix(".folded")?;
-    for view in ["alloc", "peak"] {
+    for view in ["alloc", "peak", "temporary"] {
         if let Some(dump) = base.strip_suffix(&format!(".{view}")) {
             return Some((dump, view));
         }
@@ -131,6 +138,11 @@ fn dump_and_view(f: &str) -> Option<(&str, &'static str)> {
 /// has a sample).
 pub fn samples_rows(f: &str) -> Option<Option<BTreeMap<String, samples::Stat>>> {
     let (dump, view) = dump_and_view(f)?;
+    if view == "temporary" {
+        // No sample counts are kept for it: its variances are in
+        // `NAME.temporary.variance.folded`.
+        return None;
+    }
     let path = format!("{dump}.samples.folded");
     let bytes = folded::read_regular_text(&path)?;
     if !samples::is_v2(&bytes) {
@@ -287,6 +299,7 @@ fn top_stacks(
     samples: Option<Profile>,
     variances: Option<Profile>,
     sample_interval: Option<u64>,
+    label: &str,
 ) -> String {
     let total = p.total();
     let mut rows: Vec<(&String, u64)> = p.stacks.iter().map(|(s, &c)| (s, c)).collect();
@@ -325,17 +338,10 @@ fn top_stacks(
     let mut out = if bars {
         format!(
             "{:>w$}  {:>6}  {:>7}  {:>iw$}  STACK (leaf first)\n",
-            t.view.column(),
-            "SHARE",
-            "SAMPLES",
-            "95% INTERVAL"
+            label, "SHARE", "SAMPLES", "95% INTERVAL"
         )
     } else {
-        format!(
-            "{:>w$}  {:>6}  STACK (leaf first)\n",
-            t.view.column(),
-            "SHARE"
-        )
+        format!("{:>w$}  {:>6}  STACK (leaf first)\n", label, "SHARE")
     };
     let mut shown_bytes = 0u128;
     for (((stack, count), size), cell) in rows[..shown].iter().zip(&sizes).zip(&cells) {

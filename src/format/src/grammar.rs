@@ -215,10 +215,14 @@ pub struct Views {
     /// `NAME.peak.variance.folded` (sampled mode only; off by default:
     /// without them the intervals come from the sample counts).
     pub variance: bool,
+    /// Lifetimes of the sampled blocks freed: `NAME.temporary.folded`
+    /// (bytes freed within 1 ms per stack) and the pprof sample types
+    /// `freed_1ms_space`, `freed_1s_space`, `freed_later_space`.
+    pub temporary: bool,
 }
 
-/// `live`, `alloc`, `peak`, `samples`, `variance`, comma-separated, in any
-/// order.
+/// `live`, `alloc`, `peak`, `samples`, `variance`, `temporary`,
+/// comma-separated, in any order.
 pub fn parse_views(v: &[u8]) -> Option<Views> {
     let mut f = Views {
         live: false,
@@ -226,6 +230,7 @@ pub fn parse_views(v: &[u8]) -> Option<Views> {
         peak: false,
         samples: false,
         variance: false,
+        temporary: false,
     };
     for part in trim(v).split(|&b| b == b',') {
         match trim(part) {
@@ -234,6 +239,7 @@ pub fn parse_views(v: &[u8]) -> Option<Views> {
             s if s.eq_ignore_ascii_case(b"peak") => f.peak = true,
             s if s.eq_ignore_ascii_case(b"samples") => f.samples = true,
             s if s.eq_ignore_ascii_case(b"variance") => f.variance = true,
+            s if s.eq_ignore_ascii_case(b"temporary") => f.temporary = true,
             _ => return None,
         }
     }
@@ -243,7 +249,7 @@ pub fn parse_views(v: &[u8]) -> Option<Views> {
 /// `HEAPLIVE_VIEWS`.
 pub fn views(v: &[u8]) -> Result<Views, &'static str> {
     parse_views(v)
-        .ok_or("is not a list of live, alloc, peak, samples, variance (example: live,alloc,peak)")
+        .ok_or("is not a list of live, alloc, peak, samples, variance, temporary (example: live,alloc,peak)")
 }
 
 /// `HEAPLIVE_PEAK_GROWTH`; 0 = off, else a factor above 1.
@@ -580,6 +586,7 @@ mod tests {
         let v = views(b"live, alloc").unwrap();
         assert!(v.live && v.alloc && !v.peak);
         assert!(views(b"peak").unwrap().peak);
+        assert!(views(b"live,temporary").unwrap().temporary);
         let v = views(b"live,samples,variance").unwrap();
         assert!(v.samples && v.variance && !v.alloc);
         assert!(!views(b"live,samples").unwrap().variance);

@@ -79,13 +79,19 @@ const FLUSH_BYTES: usize = 64 * 1024;
 
 /// The sample types, in the order of each sample's values (Go's heap
 /// profiles have the same four; the default is `inuse_space`).
-pub const SAMPLE_TYPES: [(&str, &str); 6] = [
+/// The last three: the temporary view (`HEAPLIVE_VIEWS=temporary`; zero
+/// without it), un-biased bytes of the sampled blocks freed within 1 ms,
+/// within 1 s, and later.
+pub const SAMPLE_TYPES: [(&str, &str); 9] = [
     ("alloc_objects", "count"),
     ("alloc_space", "bytes"),
     ("inuse_objects", "count"),
     ("inuse_space", "bytes"),
     ("alloc_space_variance", "bytes_squared"),
     ("inuse_space_variance", "bytes_squared"),
+    ("freed_1ms_space", "bytes"),
+    ("freed_1s_space", "bytes"),
+    ("freed_later_space", "bytes"),
 ];
 
 /// Writes `p` as a gzip'd pprof protobuf. Ids are 1-based positions: mapping
@@ -125,6 +131,9 @@ pub fn write_pprof(p: &Profile, out: &mut impl Write) -> io::Result<()> {
             s.bytes,
             s.alloc_variance.round() as u64,
             s.variance.round() as u64,
+            s.freed[0],
+            s.freed[1],
+            s.freed[2],
         ]
         .map(|v| saturate(v) as u64);
         pb.message(PROFILE_SAMPLE, |m| {

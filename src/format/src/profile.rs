@@ -63,6 +63,11 @@ pub struct Sample {
     pub variance: f64,
     /// The estimated variance of `alloc_bytes`, the same way.
     pub alloc_variance: f64,
+    /// The temporary view: un-biased bytes of this stack's sampled blocks
+    /// freed within 1 ms, within 1 s, and later (zero without the view).
+    pub freed: [u64; 3],
+    /// Their estimated variances, the same way.
+    pub freed_variance: [f64; 3],
 }
 
 #[derive(Clone, Debug, Default)]

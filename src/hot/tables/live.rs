@@ -78,8 +78,67 @@ impl Entry {
 
 struct Table {
     slots: *mut Entry,
+    /// The temporary view (`HEAPLIVE_VIEWS=temporary`): each slot's
+    /// allocation time (`now_units`), parallel to `slots`; null when the
+    /// view is off or its memory could not be had (lifetimes unknown).
+    born: *mut u32,
     cap: usize,
     len: usize,
+}
+
+/// Whether the live table keeps allocation times (the temporary view).
+static TIMES: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
+
+/// The coarse clock's resolution in `now_units`, at least 1 (read once).
+static TICK_UNITS: core::sync::atomic::AtomicU32 = core::sync::atomic::AtomicU32::new(1);
+
+/// Keeps allocation times from now on (set at start-up, before samples).
+pub fn keep_times() {
+    use core::sync::atomic::Ordering::Relaxed;
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a plain out-parameter (the vDSO answers; no allocation).
+    if unsafe { libc::clock_getres(libc::CLOCK_MONOTONIC_COARSE, &mut ts) } == 0 {
+        let ns = ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64;
+        TICK_UNITS.store(ns.div_ceil(1 << 20).clamp(1, 1 << 16) as u32, Relaxed);
+    }
+    TIMES.store(true, Relaxed);
+}
+
+/// Lifetime classes of the temporary view.
+pub const FREED_1MS: usize = 0;
+pub const FREED_1S: usize = 1;
+pub const FREED_LATER: usize = 2;
+
+/// The class of a freed sample of `age` (`NO_AGE`: none). A block freed
+/// within 1 ms is in `FREED_1MS`; as the coarse clock moves in ticks
+/// (typically 4 ms), that class holds every block whose measured age is
+/// at most one tick (so blocks of up to two ticks can land in it), and
+/// `FREED_1S` those up to 1 s plus a tick.
+pub fn lifetime_class(age: u32) -> Option<usize> {
+    if age == NO_AGE {
+        return None;
+    }
+    let tick = TICK_UNITS.load(core::sync::atomic::Ordering::Relaxed);
+    Some(if age <= tick {
+        FREED_1MS
+    } else if age <= 954 + tick {
+        FREED_1S
+    } else {
+        FREED_LATER
+    })
+}
+
+/// An age not known (the sample was taken without a time).
+pub const NO_AGE: u32 = u32::MAX;
+
+/// The coarse clock in units of 2^20 ns (about 1.05 ms; wraps after 52
+/// days): a shift, no division.
+#[inline]
+fn now_units() -> u32 {
+    (crate::hot::sys::coarse_nanos() >> 20) as u32
 }
 
 // SAFETY: the table owns its mapping; access is under the shard lock.
@@ -93,6 +152,7 @@ const EMPTY: Shard = Shard(SpinLock::new(
     Rank::LiveShard,
     Table {
         slots: core::ptr::null_mut(),
+        born: core::ptr::null_mut(),
         cap: 0,
         len: 0,
     },
@@ -155,10 +215,24 @@ impl Table {
         unsafe { *self.slots.add(i) }
     }
 
-    fn set(&mut self, i: usize, e: Entry) {
+    fn set(&mut self, i: usize, e: Entry, born: u32) {
         debug_assert!(i < self.cap);
-        // SAFETY: as `at`; `&mut self` means we hold the shard lock.
-        unsafe { *self.slots.add(i) = e }
+        // SAFETY: as `at`; `&mut self` means we hold the shard lock; `born`
+        // maps `cap` times when not null.
+        unsafe {
+            *self.slots.add(i) = e;
+            if !self.born.is_null() {
+                *self.born.add(i) = born;
+            }
+        }
+    }
+
+    fn born_at(&self, i: usize) -> u32 {
+        if self.born.is_null() {
+            return NO_AGE;
+        }
+        // SAFETY: as `set`.
+        unsafe { *self.born.add(i) }
     }
 
     fn grow(&mut self) -> bool {
@@ -169,25 +243,36 @@ impl Table {
         if p.is_null() {
             return false;
         }
+        // The times fail softly: without them lifetimes are unknown.
+        let born = if TIMES.load(core::sync::atomic::Ordering::Relaxed) {
+            crate::hot::sys::map_populated(new_cap * 4) as *mut u32
+        } else {
+            core::ptr::null_mut()
+        };
         let old = Table {
             slots: self.slots,
+            born: self.born,
             cap: self.cap,
             len: self.len,
         };
         self.slots = p;
+        self.born = born;
         self.cap = new_cap;
         self.len = 0;
         for i in 0..old.cap {
             let e = old.at(i);
             if e.addr != 0 {
-                self.put(e);
+                self.put(e, old.born_at(i));
             }
         }
-        if !old.slots.is_null() {
-            // SAFETY: the old table is no longer referenced.
-            unsafe {
-                crate::hot::sys::unmap(old.slots.cast(), old.cap * core::mem::size_of::<Entry>())
-            };
+        // SAFETY: the old table is no longer referenced.
+        unsafe {
+            if !old.slots.is_null() {
+                crate::hot::sys::unmap(old.slots.cast(), old.cap * core::mem::size_of::<Entry>());
+            }
+            if !old.born.is_null() {
+                crate::hot::sys::unmap(old.born.cast(), old.cap * 4);
+            }
         }
         true
     }
@@ -195,12 +280,12 @@ impl Table {
     /// Stores `e`; returns the entry it replaced at the same address (a
     /// block freed behind our back, for example by a library bound to libc
     /// directly, whose address came back).
-    fn put(&mut self, e: Entry) -> Option<Entry> {
+    fn put(&mut self, e: Entry, born: u32) -> Option<Entry> {
         let mut i = self.home(e.addr);
         loop {
             let old = self.at(i);
             if old.addr == 0 || old.addr == e.addr {
-                self.set(i, e);
+                self.set(i, e, born);
                 if old.addr == 0 {
                     self.len += 1;
                     return None;
@@ -211,7 +296,9 @@ impl Table {
         }
     }
 
-    fn take(&mut self, addr: usize) -> Option<Entry> {
+    /// Removes the entry at `addr`; with it, its age (`now_units` since
+    /// its allocation) or `NO_AGE`.
+    fn take(&mut self, addr: usize) -> Option<(Entry, u32)> {
         if self.cap == 0 {
             return None;
         }
@@ -227,6 +314,12 @@ impl Table {
             i = (i + 1) & (self.cap - 1);
         }
         let found = self.at(i);
+        let born = self.born_at(i);
+        let age = if born == NO_AGE {
+            NO_AGE
+        } else {
+            now_units().wrapping_sub(born).min(NO_AGE - 1)
+        };
         // Backward-shift deletion: pull later entries of the run into the
         // hole when their home allows it.
         let mut hole = i;
@@ -240,14 +333,14 @@ impl Table {
             let dist_hole = hole.wrapping_sub(home) & (self.cap - 1);
             let dist_j = j.wrapping_sub(home) & (self.cap - 1);
             if dist_hole <= dist_j {
-                self.set(hole, e);
+                self.set(hole, e, self.born_at(j));
                 hole = j;
             }
             j = (j + 1) & (self.cap - 1);
         }
-        self.set(hole, Entry::default());
+        self.set(hole, Entry::default(), NO_AGE);
         self.len -= 1;
-        Some(found)
+        Some((found, age))
     }
 }
 
@@ -269,12 +362,17 @@ pub fn insert(e: Entry) -> Result<Option<Entry>, Refused> {
     if (t.len + 1) * 2 > t.cap && !t.grow() {
         return Err(Refused::NoMemory);
     }
-    Ok(t.put(e))
+    let born = if t.born.is_null() {
+        NO_AGE
+    } else {
+        now_units().min(NO_AGE - 1)
+    };
+    Ok(t.put(e, born))
 }
 
 /// Removes and returns the sample at `addr`, if any.
 pub fn remove(addr: usize) -> Option<Entry> {
-    shard_of(addr).lock().take(addr)
+    shard_of(addr).lock().take(addr).map(|(e, _)| e)
 }
 
 /// Removes the sample at `addr` and clears its shadow bit while the shard
@@ -282,7 +380,8 @@ pub fn remove(addr: usize) -> Option<Entry> {
 /// free path). While a fork is being prepared the sample stays: its bit
 /// stays set, so the next free or sampled malloc at this address replaces
 /// it.
-pub fn untrack(addr: usize) -> Option<Entry> {
+/// With the sample, its age (`NO_AGE` when not known).
+pub fn untrack(addr: usize) -> Option<(Entry, u32)> {
     let mut t = shard_of(addr).lock_unless_forking()?;
     let e = t.take(addr);
     if e.is_some() {
@@ -291,18 +390,77 @@ pub fn untrack(addr: usize) -> Option<Entry> {
     e
 }
 
+#[cfg(test)]
+#[test]
+fn lifetime_classes_have_their_bounds() {
+    keep_times();
+    let tick = TICK_UNITS.load(core::sync::atomic::Ordering::Relaxed);
+    assert!((1..=16).contains(&tick), "a coarse tick of {tick} units");
+    assert_eq!(lifetime_class(NO_AGE), None);
+    assert_eq!(lifetime_class(0), Some(FREED_1MS));
+    assert_eq!(lifetime_class(tick), Some(FREED_1MS));
+    assert_eq!(lifetime_class(tick + 1), Some(FREED_1S));
+    // 1 s is 953.7 units of 2^20 ns.
+    assert_eq!(lifetime_class(954 + tick), Some(FREED_1S));
+    assert_eq!(lifetime_class(955 + tick), Some(FREED_LATER));
+    assert_eq!(lifetime_class(NO_AGE - 1), Some(FREED_LATER));
+}
+
+#[cfg(test)]
+#[test]
+fn times_follow_their_entries_through_growth_and_shifts() {
+    keep_times();
+    let mut t = Table {
+        slots: core::ptr::null_mut(),
+        born: core::ptr::null_mut(),
+        cap: 0,
+        len: 0,
+    };
+    let now = now_units();
+    // Neighbouring blocks share windows: takes shift entries back.
+    let n = 3000usize;
+    for i in 0..n {
+        if (t.len + 1) * 2 > t.cap {
+            assert!(t.grow());
+        }
+        let age = (i % 1000) as u32;
+        t.put(
+            Entry::new(0x7f00_0000_0000 + i * 48, 8, 1, MALLOC),
+            now.wrapping_sub(age),
+        );
+    }
+    assert!(!t.born.is_null());
+    for i in (0..n).step_by(2).chain((1..n).step_by(2)) {
+        let (e, age) = t.take(0x7f00_0000_0000 + i * 48).unwrap();
+        assert_eq!(e.size(), 8);
+        let want = (i % 1000) as u32;
+        // The clock may have moved on by a tick or two meanwhile.
+        assert!(
+            age >= want && age <= want + 100,
+            "block {i}: age {age}, want {want}"
+        );
+    }
+    assert_eq!(t.len, 0);
+}
+
 /// Removes the sample at `addr` and clears its shadow bit, as `untrack`,
 /// but only if it is of `kind`.
-pub fn untrack_kind(addr: usize, kind: u32) -> Option<Entry> {
+pub fn untrack_kind(addr: usize, kind: u32) -> Option<(Entry, u32)> {
     let mut t = shard_of(addr).lock();
     match t.take(addr) {
-        Some(e) if e.kind() == kind => {
+        Some((e, age)) if e.kind() == kind => {
             crate::hot::shadow::clear(addr);
-            Some(e)
+            Some((e, age))
         }
-        Some(other) => {
-            // Another allocator's sample now lives at this address.
-            t.put(other);
+        Some((other, age)) => {
+            // Another allocator's sample now lives at this address (its
+            // age is kept only approximately: re-stamped `age` units ago).
+            let born = if age == NO_AGE {
+                NO_AGE
+            } else {
+                now_units().wrapping_sub(age).min(NO_AGE - 1)
+            };
+            t.put(other, born);
             None
         }
         None => None,
@@ -465,6 +623,7 @@ mod tests {
         for (name, addr, n) in patterns {
             let mut t = Table {
                 slots: core::ptr::null_mut(),
+                born: core::ptr::null_mut(),
                 cap: 0,
                 len: 0,
             };
@@ -472,7 +631,7 @@ mod tests {
                 if (t.len + 1) * 2 > t.cap {
                     assert!(t.grow());
                 }
-                assert_eq!(t.put(Entry::new(addr(i), 8, 1, MALLOC)), None);
+                assert_eq!(t.put(Entry::new(addr(i), 8, 1, MALLOC), NO_AGE), None);
             }
             let (max, mean) = displacement(&t);
             assert!(
@@ -480,7 +639,7 @@ mod tests {
                 "{name}: entries up to {max} slots from home, {mean:.1} on average"
             );
             for i in 0..n {
-                assert_eq!(t.take(addr(i)).map(|e| e.size()), Some(8), "{name}");
+                assert_eq!(t.take(addr(i)).map(|e| e.0.size()), Some(8), "{name}");
             }
             assert_eq!(t.len, 0);
             // SAFETY: the table is ours and no longer used.

@@ -81,6 +81,19 @@ pub struct Slot {
     /// and `request_peak_*` fields hold (`SAVING` while a thread copies).
     peak_epoch: AtomicU64,
     request_peak_epoch: AtomicU64,
+    /// The temporary view (`HEAPLIVE_VIEWS=temporary`): un-biased bytes,
+    /// milli-blocks and variance units of the samples freed, per lifetime
+    /// class (`live::FREED_1MS`, `FREED_1S`, `FREED_LATER`).
+    pub freed: [Freed; 3],
+}
+
+/// Freed samples of one lifetime class.
+#[repr(C)]
+#[derive(Default)]
+pub struct Freed {
+    pub bytes: AtomicU64,
+    pub milliblocks: AtomicU64,
+    pub variance: AtomicU64,
 }
 
 /// A slot's epoch while a thread copies its live amounts into a frozen copy.
@@ -404,6 +417,15 @@ pub fn account_alloc(id: StackId, bytes: i64, milliblocks: i64, variance: i64) {
 
 /// `len` bytes (8-aligned) of the stack table's arena, which lives as long
 /// as the process: for the names of pseudo frames (`names`).
+/// A sample of stack `id` freed in lifetime class `class`.
+pub fn account_freed(id: StackId, class: usize, bytes: i64, milliblocks: i64, variance: i64) {
+    if let Some(f) = slot(id).and_then(|s| s.freed.get(class)) {
+        f.bytes.fetch_add(bytes.max(0) as u64, Relaxed);
+        f.milliblocks.fetch_add(milliblocks.max(0) as u64, Relaxed);
+        f.variance.fetch_add(variance.max(0) as u64, Relaxed);
+    }
+}
+
 pub fn arena_alloc(len: usize) -> *mut u8 {
     ARENA.alloc(len)
 }

@@ -1,0 +1,36 @@
+/* The temporary view's test program (preload-tests/temporary.rs):
+ * temporary_site allocates a 64 KiB block and frees it at once, 16,384
+ * times (1 GiB in all); long_site allocates LONG_N blocks of LONG_SIZE
+ * bytes held to exit. No stdio. */
+#include <stdlib.h>
+#include <string.h>
+
+#define TEMP_SIZE (64u << 10)
+#define TEMP_N 16384
+#define LONG_SIZE ((1u << 20) + 7)
+#define LONG_N 64
+
+__attribute__((noinline)) void *temporary_site(size_t n) {
+    void *p = malloc(n);
+    memset(p, 1, 16);
+    return p;
+}
+
+__attribute__((noinline)) void *long_site(size_t n) {
+    void *p = malloc(n);
+    memset(p, 2, 16);
+    return p;
+}
+
+static void *held[LONG_N];
+
+int main(void) {
+    for (int i = 0; i < LONG_N; i++)
+        held[i] = long_site(LONG_SIZE);
+    for (int i = 0; i < TEMP_N; i++) {
+        void *p = temporary_site(TEMP_SIZE);
+        __asm__ volatile("" : : "r"(p) : "memory");
+        free(p);
+    }
+    return held[LONG_N - 1] == 0;
+}
