@@ -50,6 +50,7 @@ mod startcost;
 mod stress;
 mod symbols;
 mod timeline;
+mod top_pool;
 mod unwind;
 mod views;
 mod witness;
