@@ -237,6 +237,16 @@ fn table(rows: &[Row], t: &Table) -> String {
             t.size(sums[i] / rows.len() as u128)
         ));
     }
+    let shared: Vec<&str> = ["opcache", "JIT", "files"]
+        .into_iter()
+        .filter(|k| kinds.iter().any(|n| n == k))
+        .collect();
+    if rows.len() > 1 && !shared.is_empty() {
+        s.push_str(&format!(
+            "{} are pages shared between the workers: their SUM counts them once per worker\n",
+            shared.join(", ")
+        ));
+    }
     s
 }
 
