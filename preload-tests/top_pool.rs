@@ -5,7 +5,7 @@
 //! the rows of each worker's NAME.maps.txt and their sums.
 
 use crate::common::*;
-use crate::php_fpm::{Fpm, FpmOpts, children_of, dumps_in_log, kill, wait_for};
+use crate::php_fpm::{Fpm, FpmOpts, children_of, dumps_in_log, fcgi_get, kill, wait_for};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -73,6 +73,17 @@ fn top_pool_rows_are_the_workers_dumps_and_their_sum() {
         "{e}"
     );
 
+    // One request first, so that one worker's rows differ from the others'
+    // (its ZendMM keeps the request's chunks, 8 MiB here).
+    let script = dir.join("grow.php");
+    std::fs::write(
+        &script,
+        "<?php static $keep = []; $a = []; for ($i = 0; $i < 100000; $i++) { $a[] = str_repeat('y', 50) . $i; } echo count($a);\n",
+    )
+    .unwrap();
+    let r =
+        fcgi_get(fpm.port(), &script, "/grow.php", "").unwrap_or_else(|e| panic!("{e}\n{}", ctx()));
+    assert_eq!(r.body().trim(), "100000", "\n{}", ctx());
     for &w in &workers {
         kill(w, libc::SIGUSR2);
     }
