@@ -51,6 +51,7 @@ mod stress;
 mod symbols;
 mod temporary;
 mod timeline;
+mod top_pool;
 mod unwind;
 mod views;
 mod witness;

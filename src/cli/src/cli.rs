@@ -344,12 +344,14 @@ Temporary allocations: with HEAPLIVE_VIEWS=...,temporary every dump has
 NAME.temporary.folded, per stack the bytes of sampled blocks freed within
 1 ms; 'heaplive top NAME.temporary.folded' ranks them (column FREED<1MS;
 95% intervals from NAME.temporary.variance.folded with ...,variance).",
-    override_usage = "heaplive top FILE|DIR... [-n N] [--inclusive [--by-line]] [--php] [--endpoints] [--bytes] [--width W]",
+    override_usage = "heaplive top FILE|DIR... [-n N] [--inclusive [--by-line]] [--php] [--endpoints] [--bytes] [--width W]
+       heaplive top --pool MASTER_PID|DIR [--bytes]",
     after_help = "\
 Examples:
   heaplive top heaplive.php-fpm8.2.4242.1.folded
   heaplive top -n 50 --inclusive heaplive.php-fpm8.2.*.3.folded
-  heaplive top --endpoints /var/tmp/heaplive-peaks/",
+  heaplive top --endpoints /var/tmp/heaplive-peaks/
+  heaplive dump --children 4242 && heaplive top --pool 4242",
     help_template = TEMPLATE
 )]
 pub struct TopArgs {
@@ -374,9 +376,16 @@ pub struct TopArgs {
     /// the endpoints by peak
     #[arg(long, conflicts_with_all = ["inclusive", "php"])]
     pub endpoints: bool,
+    /// a pool's workers instead of stacks: the children of MASTER_PID (each
+    /// one's newest dump, from its status file) or a directory's dumps (the
+    /// newest per pid, NAME.PID.N.folded), one row each and their sum:
+    /// live bytes and the resident memory by kind of NAME.maps.txt
+    /// (ZendMM, malloc, opcache, stacks, files)
+    #[arg(long, value_name = "MASTER_PID|DIR", conflicts_with_all = ["inclusive", "php", "endpoints", "files"])]
+    pub pool: Option<String>,
     #[command(flatten)]
     pub table: TableArgs,
-    #[arg(value_name = "FILE", required = true, num_args = 1..)]
+    #[arg(value_name = "FILE", required_unless_present = "pool", num_args = 1..)]
     pub files: Vec<String>,
 }
 

@@ -241,6 +241,16 @@ pub fn children_of(parent: i32) -> Vec<i32> {
     kids
 }
 
+/// The file of the newest dump of a running process, as its status file
+/// names it (seen from here: `View::outside`); None without a status file
+/// or a dump (`top --pool`).
+pub fn latest_dump(pid: i32) -> Option<String> {
+    let started = Proc::read(pid).ok()?.started;
+    let s = read_status_as(pid, &uids_of(pid), started)?;
+    (s.dumps > 0).then_some(())?;
+    Some(View::of(pid).outside(&s.last?))
+}
+
 /// The process's status file, ignoring one older than the process: a file
 /// left by an earlier process that had the same pid. Only trusted when the
 /// directory `/tmp/heaplive-<uid>` (uid: one of the target's uids) is a real

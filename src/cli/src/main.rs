@@ -35,6 +35,7 @@ mod flame;
 mod folded;
 mod man;
 mod merge;
+mod pool;
 mod ptrace;
 mod report;
 mod report_json;

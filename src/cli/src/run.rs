@@ -381,7 +381,10 @@ fn report_channel(c: &Channel, template: &str, start_dir: &Path, quiet: bool) ->
     }
     say!("heaplive: view with 'heaplive top FILE' or 'heaplive flamegraph FILE -o live.svg'");
     if !dumps.is_empty() {
-        say!("{}", crate::run_report::hint(&dumps.iter().collect::<Vec<_>>()));
+        say!(
+            "{}",
+            crate::run_report::hint(&dumps.iter().collect::<Vec<_>>())
+        );
     }
     dumps
 }
@@ -391,9 +394,14 @@ fn report_channel(c: &Channel, template: &str, start_dir: &Path, quiet: bool) ->
 fn is_dump(p: &Path) -> bool {
     let n = p.to_string_lossy();
     n.ends_with(".folded")
-        && ![".alloc.folded", ".samples.folded", ".peak.folded", ".variance.folded"]
-            .iter()
-            .any(|v| n.ends_with(v))
+        && ![
+            ".alloc.folded",
+            ".samples.folded",
+            ".peak.folded",
+            ".variance.folded",
+        ]
+        .iter()
+        .any(|v| n.ends_with(v))
 }
 
 /// What a file was when the program started: a file that is the same

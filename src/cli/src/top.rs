@@ -9,6 +9,9 @@ use heaplive_format::{samples, stats};
 use std::collections::BTreeMap;
 
 pub fn main(mut a: TopArgs) -> Res<()> {
+    if let Some(target) = a.pool.clone() {
+        return crate::pool::main(&a, &target);
+    }
     let mut t = Table::from_args(&a.table);
     a.files = if a.endpoints {
         folded::expand_requests(&a.files)?
