@@ -7,8 +7,8 @@ pub mod leak_report;
 pub mod output;
 pub mod php;
 pub mod rss;
-pub mod runtime_pools;
 pub mod run_report;
+pub mod runtime_pools;
 pub mod timeline;
 
 // The pure writers and the profile they take live in the contract crate

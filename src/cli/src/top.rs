@@ -43,7 +43,11 @@ pub fn main(mut a: TopArgs) -> Res<()> {
             .files
             .iter()
             .all(|f| dump_and_view(f).is_some_and(|(_, v)| v == "temporary"));
-        let label = if temporary { "FREED<1MS" } else { t.view.column() };
+        let label = if temporary {
+            "FREED<1MS"
+        } else {
+            t.view.column()
+        };
         top_stacks(&profile, &t, a.files.len(), samples, variances, r, label)
     };
     text += &app.unwrap_or_default();
