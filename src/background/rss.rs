@@ -298,6 +298,12 @@ fn text_of(sums: &[u64; 8], header: &str) -> String {
 
 /// `NAME.maps.txt` beside `NAME.folded` (or `NAME.pb.gz`).
 pub fn maps_path(dump: &std::path::Path) -> std::path::PathBuf {
+    beside(dump, b".maps.txt")
+}
+
+/// The file `NAME<suffix>` written beside the dump `NAME.folded` (or
+/// `NAME.pb.gz`): its maps, its timeline.
+pub fn beside(dump: &std::path::Path, suffix: &[u8]) -> std::path::PathBuf {
     use std::os::unix::ffi::{OsStrExt, OsStringExt};
     let b = dump.as_os_str().as_bytes();
     let base = b
@@ -305,7 +311,7 @@ pub fn maps_path(dump: &std::path::Path) -> std::path::PathBuf {
         .or_else(|| b.strip_suffix(b".pb.gz"))
         .unwrap_or(b);
     let mut v = base.to_vec();
-    v.extend_from_slice(b".maps.txt");
+    v.extend_from_slice(suffix);
     std::path::PathBuf::from(std::ffi::OsString::from_vec(v))
 }
 

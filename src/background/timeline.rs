@@ -24,15 +24,7 @@ use std::path::{Path, PathBuf};
 
 /// `NAME.timeline.tsv` beside the dump `NAME.folded` (or `NAME.pb.gz`).
 pub fn path_of(dump: &Path) -> PathBuf {
-    use std::os::unix::ffi::{OsStrExt, OsStringExt};
-    let b = dump.as_os_str().as_bytes();
-    let base = b
-        .strip_suffix(b".folded")
-        .or_else(|| b.strip_suffix(b".pb.gz"))
-        .unwrap_or(b);
-    let mut v = base.to_vec();
-    v.extend_from_slice(b".timeline.tsv");
-    PathBuf::from(std::ffi::OsString::from_vec(v))
+    crate::background::rss::beside(dump, b".timeline.tsv")
 }
 
 /// At a leak warning: a row.

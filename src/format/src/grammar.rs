@@ -368,16 +368,22 @@ pub fn programs(v: &[u8]) -> Result<(), &'static str> {
         if p.contains(&b'/') {
             return Err("has a '/': patterns match the program name, not its path");
         }
-        let mut i = 0;
-        while i < p.len() {
-            if p[i] == b'[' {
-                match class_end(p, i) {
-                    Some(e) => i = e,
-                    None => return Err("has a '[' without its ']'"),
-                }
-            } else {
-                i += 1;
+        classes_closed(p)?;
+    }
+    Ok(())
+}
+
+/// Every `[` of the glob pattern `p` opens a class that a `]` closes.
+fn classes_closed(p: &[u8]) -> Result<(), &'static str> {
+    let mut i = 0;
+    while i < p.len() {
+        if p[i] == b'[' {
+            match class_end(p, i) {
+                Some(e) => i = e,
+                None => return Err("has a '[' without its ']'"),
             }
+        } else {
+            i += 1;
         }
     }
     Ok(())
@@ -396,17 +402,7 @@ pub fn php_library(v: &[u8]) -> Result<(), &'static str> {
     }
     for p in v.split(|&b| b == b',') {
         let p = trim(p);
-        let mut i = 0;
-        while i < p.len() {
-            if p[i] == b'[' {
-                match class_end(p, i) {
-                    Some(e) => i = e,
-                    None => return Err("has a '[' without its ']'"),
-                }
-            } else {
-                i += 1;
-            }
-        }
+        classes_closed(p)?;
     }
     Ok(())
 }
