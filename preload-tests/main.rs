@@ -16,6 +16,7 @@ mod config_errors;
 mod core_exact;
 mod dump_views;
 mod glibc;
+mod hardening3;
 mod heaptrack;
 mod install;
 mod intervals;
