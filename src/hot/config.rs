@@ -278,6 +278,11 @@ fn initial_stack() -> Option<(&'static [u8], CStrings)> {
 }
 
 /// One line on stderr: `heaplive: <variable>='<value>' <why>; using the default <default>`.
+/// Out of line: it runs only for a bad value, and inlined into each
+/// `load_var` and into `load_with` it pushed them out of the start-up window
+/// (src/layout.ld; startcost.rs checks it).
+#[cold]
+#[inline(never)]
 pub fn warn_bad(name: &str, value: &[u8], why: impl core::fmt::Display, default: &str) {
     let mut b = StackBuf::<512>::new();
     let _ = write!(b, "heaplive: {}='", name);
