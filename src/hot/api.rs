@@ -192,7 +192,8 @@ fn zend_realloc_sampled(p: usize, q: usize, new_block: usize) -> bool {
             return true;
         }
     }
-    keep_sample(e.moved(q, new_block), interval);
+    let e = e.moved(q, new_block);
+    keep_sample(e, interval, amounts(&e, interval));
     true
 }
 
@@ -273,15 +274,15 @@ fn record(addr: usize, size: usize, interval: u64, kind: u32) {
     // The allocation view counts each sample once, when it is taken (a
     // realloc's new block is a new allocation; a sample put back after a
     // failed realloc is not).
-    let (b, m, v) = amounts(&e, interval);
-    stacks::account_alloc(id, b, m, v);
-    keep_sample(e, interval);
+    let a = amounts(&e, interval);
+    stacks::account_alloc(id, a.0, a.1, a.2);
+    keep_sample(e, interval, a);
     crate::hot::timeline::at_sample();
 }
 
 /// Puts a sample in the live table, the shadow bitmap and its stack's
-/// totals (and, for ZendMM, the request's list).
-fn keep_sample(e: Entry, interval: u64) {
+/// totals (and, for ZendMM, the request's list); `a` is its `amounts`.
+fn keep_sample(e: Entry, interval: u64, a: (i64, i64, i64)) {
     let (addr, kind) = (e.addr, e.kind());
     match live::insert(e) {
         Err(live::Refused::NoMemory) => return out_of_memory(),
@@ -304,7 +305,7 @@ fn keep_sample(e: Entry, interval: u64) {
         }
         return;
     }
-    account(&e, interval);
+    account_amounts(&e, a);
     if kind == live::ZEND_MM && !php::note_zend_sample(addr) {
         // Nothing would drop it at request end: drop it now.
         if let Some((e, _)) = live::untrack(addr) {
@@ -377,20 +378,14 @@ fn out_of_memory() {
 /// A sample's bytes, milli-blocks and variance term (units of
 /// `sampler::variance_units`).
 fn amounts(e: &Entry, interval: u64) -> (i64, i64, i64) {
-    if interval <= 1 {
-        // Exact mode: a block is its size, one block.
-        return (e.size().min(i64::MAX as usize) as i64, 1000, 0);
-    }
-    let blocks = sampler::weight_blocks(e.size() as u64, interval);
-    (
-        e.weight(interval).round() as i64,
-        (blocks * 1000.0).round() as i64,
-        sampler::variance_units(e.size() as u64, interval),
-    )
+    sampler::amounts(e.size() as u64, interval)
 }
 
 fn account(e: &Entry, interval: u64) {
-    let (b, m, v) = amounts(e, interval);
+    account_amounts(e, amounts(e, interval));
+}
+
+fn account_amounts(e: &Entry, (b, m, v): (i64, i64, i64)) {
     if let Some((live_b, live_m)) = stacks::account(e.stack(), b, m, v) {
         crate::hot::peak::grew(b);
         if e.kind() == live::ZEND_MM {

@@ -64,7 +64,7 @@ fn a_sampled_block_is_filtered_and_forgotten_at_free() {
     let id = fake_stack(1);
     let p = 0x7300_0000_0040usize;
     let before = live_bytes(id);
-    keep_sample(Entry::new(p, 4096, id, live::MALLOC), interval);
+    keep(Entry::new(p, 4096, id, live::MALLOC), interval);
     assert!(
         !fast_free(p as *mut c_void),
         "a sampled address takes the slow path"
@@ -89,7 +89,7 @@ fn a_failed_realloc_puts_the_sample_back() {
     let id = fake_stack(2);
     let p = 0x7400_0000_0080usize;
     let before = live_bytes(id);
-    keep_sample(Entry::new(p, 100, id, live::MALLOC), interval);
+    keep(Entry::new(p, 100, id, live::MALLOC), interval);
     let during = live_bytes(id);
     let e = untrack_for_realloc(p as *mut c_void).expect("the sample");
     assert_eq!((e.addr, e.size(), e.stack()), (p, 100, id));
@@ -115,7 +115,7 @@ fn a_free_inside_the_library_leaves_the_sample_for_later() {
     let id = fake_stack(3);
     let p = 0x7500_0000_00c0usize;
     let before = live_bytes(id);
-    keep_sample(Entry::new(p, 32, id, live::MALLOC), interval);
+    keep(Entry::new(p, 32, id, live::MALLOC), interval);
     {
         let _busy = Busy::enter();
         on_free(p as *mut c_void);
@@ -139,4 +139,9 @@ fn set_active_reports_the_previous_state_and_signal_changes() {
     assert!(take_signal_change());
     assert!(!take_signal_change(), "reported once");
     set_active(was, false);
+}
+
+/// `keep_sample` with the sample's own amounts, as `record` calls it.
+fn keep(e: Entry, interval: u64) {
+    keep_sample(e, interval, amounts(&e, interval));
 }

@@ -768,27 +768,40 @@ fn walk_from(
     let mut steps = 0;
     while ex != 0 && n < MAX_PHP_FRAMES && steps < 4 * MAX_PHP_FRAMES {
         steps += 1;
-        let mut e = [0u8; EX_SIZE];
-        let in_place = match fast.as_deref() {
+        // The frame's four fields: read in place when the frame is in a
+        // chunk of the request's heap, else copied with process_vm_readv.
+        let (func, opline, call_info, prev) = match fast.as_deref() {
             Some(f) if f.in_chunk(ex, EX_SIZE) => {
                 // SAFETY: [ex, ex + EX_SIZE) lies in a chunk of the running
-                // request's ZendMM heap, mapped while the request runs.
-                unsafe { core::ptr::copy_nonoverlapping(ex as *const u8, e.as_mut_ptr(), EX_SIZE) };
-                true
+                // request's ZendMM heap, mapped while the request runs, and
+                // `ex` is 8-aligned (`in_chunk`).
+                unsafe {
+                    (
+                        ((ex + EX_FUNC) as *const usize).read(),
+                        ((ex + EX_OPLINE) as *const usize).read(),
+                        ((ex + EX_CALL_INFO) as *const u32).read(),
+                        ((ex + EX_PREV) as *const usize).read(),
+                    )
+                }
             }
-            _ => false,
+            _ => {
+                let mut e = [0u8; EX_SIZE];
+                if read(pid.get(), ex, &mut e) < EX_SIZE {
+                    out[n] = names::php_bad();
+                    n += 1;
+                    break;
+                }
+                (
+                    word(&e, EX_FUNC),
+                    word(&e, EX_OPLINE),
+                    word32(&e, EX_CALL_INFO),
+                    word(&e, EX_PREV),
+                )
+            }
         };
-        if !in_place && read(pid.get(), ex, &mut e) < EX_SIZE {
-            out[n] = names::php_bad();
-            n += 1;
-            break;
-        }
-        let func = word(&e, EX_FUNC);
         // A NULL func is a generator's placeholder frame (`yield from`):
         // nothing to show; the chain goes on through prev.
         if func != 0 {
-            let opline = word(&e, EX_OPLINE);
-            let call_info = word32(&e, EX_CALL_INFO);
             let name = match fast.as_deref_mut() {
                 Some(f) => f.frame_name(o, pid, func, opline, call_info),
                 None => frame_name(pid.get(), o, func, opline, call_info),
@@ -806,7 +819,6 @@ fn walk_from(
                 }
             }
         }
-        let prev = word(&e, EX_PREV);
         if prev == ex {
             break;
         }
@@ -1041,22 +1053,22 @@ impl Fast {
         // or none; the TOP bit), and for a function read in place the words
         // it is made of (sig).
         let (key, sig) = if self.in_chunk(func, FN_READ) || Self::in_static(func, FN_READ) {
-            let mut f = [0u8; FN_READ];
             // SAFETY: [func, func + FN_READ) is in a chunk of the running
-            // request's heap or in the executable's data: mapped.
-            unsafe { core::ptr::copy_nonoverlapping(func as *const u8, f.as_mut_ptr(), FN_READ) };
-            let kind = f[FN_TYPE];
-            let mut sig = mix(kind as u64, word(&f, FN_NAME) as u64);
-            sig = mix(sig, word(&f, FN_SCOPE) as u64);
+            // request's heap or in the executable's data: mapped; `func` is
+            // 8-aligned (`in_chunk`, `in_static`) and every offset read is
+            // within FN_READ.
+            let w = |at: usize| unsafe { ((func + at) as *const usize).read_unaligned() };
+            let w32 = |at: usize| unsafe { ((func + at) as *const u32).read_unaligned() };
+            // SAFETY: as above.
+            let kind = unsafe { ((func + FN_TYPE) as *const u8).read() };
+            let mut sig = mix(kind as u64, w(FN_NAME) as u64);
+            sig = mix(sig, w(FN_SCOPE) as u64);
             let key = if kind == ZEND_USER_FUNCTION {
-                let opcodes = word(&f, o.op_opcodes);
-                let last = word32(&f, o.op_last);
+                let opcodes = w(o.op_opcodes);
+                let last = w32(o.op_last);
                 sig = mix(sig, opcodes as u64);
-                sig = mix(sig, word(&f, o.op_filename) as u64);
-                sig = mix(
-                    sig,
-                    (last as u64) << 32 | word32(&f, o.op_line_start) as u64,
-                );
+                sig = mix(sig, w(o.op_filename) as u64);
+                sig = mix(sig, (last as u64) << 32 | w32(o.op_line_start) as u64);
                 own_opline(opline, opcodes, last as usize) | top
             } else {
                 0
@@ -1153,23 +1165,7 @@ pub fn splice(buf: &mut [usize; MAX_FRAMES], n: usize, zend_mm: bool) -> usize {
                 (Some(i), Some(j)) => (i, j),
                 _ => (n, n),
             };
-            let mut out = [0usize; MAX_FRAMES];
-            let mut m = 0;
-            for &f in buf[..leaf_end]
-                .iter()
-                .chain(php[..k].iter())
-                .chain(buf[root_start..n].iter())
-            {
-                if m == MAX_FRAMES {
-                    // More than fit: the root end is cut.
-                    out[MAX_FRAMES - 1] = names::truncated();
-                    break;
-                }
-                out[m] = f;
-                m += 1;
-            }
-            *buf = out;
-            n = m;
+            n = merge(buf, n, leaf_end, root_start, &php[..k]);
         }
     }
     if is_php_thread() {
@@ -1196,6 +1192,41 @@ pub fn splice(buf: &mut [usize; MAX_FRAMES], n: usize, zend_mm: bool) -> usize {
         }
     }
     n
+}
+
+/// In place in `buf`: the native frames `buf[..leaf_end]`, then `php`,
+/// then the native frames `buf[root_start..n]`; when more than fit, the
+/// root end is cut and the last frame says so. Returns the new length.
+/// (The same as copying the three parts frame by frame into a new buffer:
+/// `php_merge_test.rs`.)
+fn merge(
+    buf: &mut [usize; MAX_FRAMES],
+    n: usize,
+    leaf_end: usize,
+    root_start: usize,
+    php: &[usize],
+) -> usize {
+    let n = n.min(MAX_FRAMES);
+    let root_start = root_start.min(n);
+    let leaf_end = leaf_end.min(root_start);
+    let total = leaf_end + php.len() + (n - root_start);
+    let cut = total > MAX_FRAMES;
+    // The frames kept before the mark of a cut.
+    let keep = if cut { MAX_FRAMES - 1 } else { total };
+    // The root part first (it may overlap where the PHP frames go).
+    let root_at = leaf_end + php.len();
+    if root_at < keep {
+        let len = keep - root_at;
+        buf.copy_within(root_start..root_start + len, root_at);
+    }
+    let k = php.len().min(keep.saturating_sub(leaf_end));
+    buf[leaf_end..leaf_end + k].copy_from_slice(&php[..k]);
+    if cut {
+        buf[MAX_FRAMES - 1] = names::truncated();
+        MAX_FRAMES
+    } else {
+        total
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -1609,6 +1640,10 @@ pub fn drain_zend_samples(mut f: impl FnMut(usize)) -> usize {
     })
     .unwrap_or(0)
 }
+
+#[cfg(test)]
+#[path = "php_merge_test.rs"]
+mod merge_tests;
 
 #[cfg(test)]
 mod tests {

@@ -68,12 +68,6 @@ impl Entry {
     pub fn moved(&self, addr: usize, size: usize) -> Entry {
         Entry::new(addr, size, self.stack(), self.kind())
     }
-
-    /// Un-biased bytes this sample stands for (a function of its size and
-    /// the sampling interval, so it is not stored).
-    pub fn weight(&self, interval: u64) -> f64 {
-        crate::hot::sampler::weight_bytes(self.size() as u64, interval)
-    }
 }
 
 struct Table {
