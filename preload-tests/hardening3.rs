@@ -7,7 +7,7 @@
 //! hidden temporary is left.
 
 use crate::common::*;
-use crate::security::{get, in_private_tmp};
+use crate::security::{get, in_private_tmp_with};
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
@@ -26,15 +26,17 @@ fn prog() -> &'static PathBuf {
 /// user's, and `as_evil LIMITS... -- CMD...` to run as that user under
 /// `prlimit`.
 fn run(script: &str) -> (std::collections::BTreeMap<String, String>, String) {
+    // The program is copied before the private /tmp is mounted: the
+    // checkout may be under /tmp (a clone there failed with "cp: cannot
+    // stat" when the copy came after).
     let full = format!(
-        "cp '{}' \"$S/hard3\" && chmod 755 \"$S/hard3\" || exit 89\nH=$S/hard3\n\
+        "H=$S/hard3\n\
          chmod 755 \"$LIB\"\n\
          mkdir -m 755 /tmp/out && chown $EVIL /tmp/out\nOUT=/tmp/out\n\
          temps() {{ find /tmp -name '*heaplive-tmp*' | wc -l; }}\n\
-         {script}\n",
-        prog().display()
+         {script}\n"
     );
-    in_private_tmp(&full)
+    in_private_tmp_with(&full, &[("hard3", prog())])
 }
 
 const PLAIN: &str = "fork=0 errno=0 child=9 thread=0 ready ";

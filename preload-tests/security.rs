@@ -64,15 +64,33 @@ pub(crate) fn attacker() {
 /// $PROGS, $HEAPLIVE and $EVIL, and reports with `echo KEY=value` lines,
 /// returned as a map (with the whole output for messages).
 pub(crate) fn in_private_tmp(script: &str) -> (BTreeMap<String, String>, String) {
+    in_private_tmp_with(script, &[])
+}
+
+/// `in_private_tmp`, with `files` (name, path) copied first to `$S/name`
+/// (mode 755): a test program built under the checkout, which may be
+/// under /tmp and hidden by the tmpfs.
+pub(crate) fn in_private_tmp_with(
+    script: &str,
+    files: &[(&str, &std::path::Path)],
+) -> (BTreeMap<String, String>, String) {
     attacker();
     // The library, the command and the test programs are copied out first:
     // the checkout itself may live under /tmp, which the tmpfs hides.
+    let mut extra = String::new();
+    for (name, path) in files {
+        extra.push_str(&format!(
+            "cp '{}' \"$S/{name}\" && chmod 755 \"$S/{name}\" || exit 89\n",
+            path.display()
+        ));
+    }
     let full = format!(
         "set -u\n\
          S=$(mktemp -d /run/heaplive-test.XXXXXX) || exit 91\n\
          trap 'rm -rf \"$S\"' EXIT\n\
          chmod 755 \"$S\"\n\
          cp \"$LIB\" \"$S/libheaplive.so\" && cp \"$HEAPLIVE\" \"$S/heaplive\" && cp -r \"$PROGS\" \"$S/progs\" || exit 92\n\
+         {extra}\
          LIB=$S/libheaplive.so HEAPLIVE=$S/heaplive PROGS=$S/progs\n\
          mount -t tmpfs -o mode=1777 heaplive-test /tmp || exit 90\ncd /tmp\n{script}\n"
     );
