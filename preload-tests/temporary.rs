@@ -52,6 +52,11 @@ fn exact_mode_attributes_the_temporary_site_to_the_byte() {
     assert!(head.trim_start().starts_with("FREED<1MS"), "{out}");
     let first = lines.next().unwrap();
     assert!(first.contains("temporary_site"), "{out}");
+    // The same table from the live file or the directory with `--view`.
+    for from in [live.to_str().unwrap(), dir.path().to_str().unwrap()] {
+        let by_view = common::ok(common::heaplive(&["top", "--view", "temporary", from]));
+        assert_eq!(by_view, out, "top --view temporary {from}");
+    }
 
     // `heaplive report`: the dump's selectable views include `temporary`,
     // whose top stack is temporary_site with its bytes.
@@ -73,6 +78,24 @@ fn exact_mode_attributes_the_temporary_site_to_the_byte() {
     let bytes = &view[view.find("\"bytes\":").unwrap() + 8..];
     let bytes: u64 = bytes[..bytes.find([',', '}']).unwrap()].parse().unwrap();
     assert_eq!(bytes, got);
+
+    // A directory where one dump has no temporary view: that dump is left
+    // out, and one line says so.
+    std::fs::write(
+        dir.path().join("heaplive.other.77.1.folded"),
+        "main;other_site 4096\n",
+    )
+    .unwrap();
+    let d = dir.path().to_str().unwrap();
+    let o = common::heaplive(&["top", "--view", "temporary", d]);
+    assert!(o.status.success(), "{}", show(&o));
+    assert_eq!(common::stdout(&o), out);
+    assert_eq!(
+        common::stderr(&o),
+        format!(
+            "heaplive top: 1 of the 2 dumps in {d} have no temporary file (the dump was taken without HEAPLIVE_VIEWS=...,temporary): left out\n"
+        )
+    );
 }
 
 /// Sampled mode (the default interval, 512 KiB; a 64 KiB block is sampled
@@ -110,6 +133,25 @@ fn off_by_default() {
     let o = common::run_preloaded(dir.path(), &p, &[], &[("HEAPLIVE_SAMPLE_INTERVAL", "1")]);
     assert!(o.status.success(), "{}", show(&o));
     assert!(common::view_files(dir.path(), "temporary").is_empty());
-    let l = common::parse_folded(&common::folded_files(dir.path())[0]);
+    let live = common::folded_files(dir.path())[0].clone();
+    let l = common::parse_folded(&live);
     assert_eq!(common::bytes_under(&l, "long_site"), LONG_BYTES);
+    // `top --view temporary` says which file is missing and why.
+    let live = live.to_str().unwrap();
+    let want = live.replace(".folded", ".temporary.folded");
+    common::fails_with(
+        common::heaplive(&["top", "--view", "temporary", live]),
+        1,
+        &format!(
+            "heaplive: {want}: no such file (the dump was taken without HEAPLIVE_VIEWS=...,temporary)"
+        ),
+    );
+    let d = dir.path().to_str().unwrap();
+    common::fails_with(
+        common::heaplive(&["top", "--view", "temporary", d]),
+        1,
+        &format!(
+            "heaplive: {d}: no dump with a temporary file (the dump was taken without HEAPLIVE_VIEWS=...,temporary)"
+        ),
+    );
 }

@@ -342,14 +342,16 @@ bars.
 
 Temporary allocations: with HEAPLIVE_VIEWS=...,temporary every dump has
 NAME.temporary.folded, per stack the bytes of sampled blocks freed within
-1 ms; 'heaplive top NAME.temporary.folded' ranks them (column FREED<1MS;
+1 ms; 'heaplive top NAME.temporary.folded' (or 'heaplive top --view
+temporary NAME.folded', or a directory) ranks them (column FREED<1MS;
 95% intervals from NAME.temporary.variance.folded with ...,variance).",
-    override_usage = "heaplive top FILE|DIR... [-n N] [--inclusive [--by-line]] [--php] [--endpoints] [--bytes] [--width W]
+    override_usage = "heaplive top FILE|DIR... [-n N] [--view VIEW] [--inclusive [--by-line]] [--php] [--endpoints] [--bytes] [--width W]
        heaplive top --pool MASTER_PID|DIR [--bytes]",
     after_help = "\
 Examples:
   heaplive top heaplive.php-fpm8.2.4242.1.folded
   heaplive top -n 50 --inclusive heaplive.php-fpm8.2.*.3.folded
+  heaplive top --view temporary heaplive.app.4242.1.folded
   heaplive top --endpoints /var/tmp/heaplive-peaks/
   heaplive dump --children 4242 && heaplive top --pool 4242",
     help_template = TEMPLATE
@@ -381,8 +383,15 @@ pub struct TopArgs {
     /// newest per pid, NAME.PID.N.folded), one row each and their sum:
     /// live bytes and the resident memory by kind of NAME.maps.txt
     /// (ZendMM, malloc, opcache, stacks, files)
-    #[arg(long, value_name = "MASTER_PID|DIR", conflicts_with_all = ["inclusive", "php", "endpoints", "files"])]
+    #[arg(long, value_name = "MASTER_PID|DIR", conflicts_with_all = ["inclusive", "php", "endpoints", "files", "view"])]
     pub pool: Option<String>,
+    /// the view of each dump to rank, whichever of its files is named (or
+    /// the dumps of a directory): live (NAME.folded), alloc
+    /// (NAME.alloc.folded), peak (NAME.peak.folded), temporary
+    /// (NAME.temporary.folded: bytes freed within 1 ms,
+    /// HEAPLIVE_VIEWS=...,temporary)
+    #[arg(long, value_name = "VIEW", value_parser = ["live", "alloc", "peak", "temporary"], conflicts_with = "endpoints")]
+    pub view: Option<String>,
     #[command(flatten)]
     pub table: TableArgs,
     #[arg(value_name = "FILE", required_unless_present = "pool", num_args = 1..)]

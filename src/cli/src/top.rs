@@ -15,6 +15,8 @@ pub fn main(mut a: TopArgs) -> Res<()> {
     let mut t = Table::from_args(&a.table);
     a.files = if a.endpoints {
         folded::expand_requests(&a.files)?
+    } else if let Some(view) = &a.view {
+        files_of_view(&a.files, view)?
     } else {
         folded::expand(&a.files)?
     };
@@ -52,6 +54,72 @@ pub fn main(mut a: TopArgs) -> Res<()> {
     };
     text += &app.unwrap_or_default();
     emit(|out| out.write_all(text.as_bytes()))
+}
+
+/// `top --view VIEW`: each dump's file of that view, whichever of the
+/// dump's files was named (`NAME.folded`, `NAME.alloc.folded`, ...). A
+/// named file whose dump has no such view is an error naming the file and
+/// the setting that writes it; of a directory's dumps, those without it
+/// are left out (one line says how many), and none is an error.
+fn files_of_view(paths: &[String], view: &str) -> Res<Vec<String>> {
+    let of = |f: &str| {
+        let (dump, _) = dump_and_view(f)?;
+        Some(if view == "live" {
+            format!("{dump}.folded")
+        } else {
+            format!("{dump}.{view}.folded")
+        })
+    };
+    let why = match view {
+        "alloc" => "the dump was taken without HEAPLIVE_VIEWS=...,alloc",
+        "peak" => {
+            "a peak file is written at exit, when the peak was above the exit total (HEAPLIVE_VIEWS=...,peak)"
+        }
+        "temporary" => "the dump was taken without HEAPLIVE_VIEWS=...,temporary",
+        _ => "no such dump",
+    };
+    let exists = |p: &str| std::path::Path::new(p).is_file();
+    let mut out: Vec<String> = Vec::new();
+    for p in paths {
+        if p != "-" && std::path::Path::new(p).is_dir() {
+            let dumps = folded::expand(std::slice::from_ref(p))?;
+            let found: Vec<String> = dumps
+                .iter()
+                .filter_map(|f| of(f))
+                .filter(|f| exists(f))
+                .collect();
+            if found.is_empty() {
+                return error(format!("{p}: no dump with a {view} file ({why})"));
+            }
+            if found.len() < dumps.len() {
+                say!(
+                    "heaplive top: {} of the {} dumps in {p} have no {view} file ({why}): left out",
+                    dumps.len() - found.len(),
+                    dumps.len()
+                );
+            }
+            out.extend(
+                found
+                    .into_iter()
+                    .filter(|f| !out.contains(f))
+                    .collect::<Vec<_>>(),
+            );
+            continue;
+        }
+        let Some(f) = of(p) else {
+            return error(format!(
+                "{p}: --view takes a dump's files (NAME.folded, NAME.VIEW.folded) or directories"
+            ));
+        };
+        if !exists(&f) {
+            return error(format!("{f}: no such file ({why})"));
+        }
+        // Two files of one dump: it is ranked once.
+        if !out.contains(&f) {
+            out.push(f);
+        }
+    }
+    Ok(out)
 }
 
 /// `top --php`'s last line: the application frame (a PHP frame neither
