@@ -52,6 +52,7 @@ mod stress;
 mod symbols;
 mod temporary;
 mod timeline;
+mod top_app;
 mod top_pool;
 mod unwind;
 mod views;

@@ -23,6 +23,10 @@ pub fn main(mut a: TopArgs) -> Res<()> {
         let text = top_endpoints(&a.files, &t)?;
         return emit(|out| out.write_all(text.as_bytes()));
     }
+    if a.app {
+        let text = top_app(&a.files, &t)?;
+        return emit(|out| out.write_all(text.as_bytes()));
+    }
     let mut profile = folded::load_all(&a.files)?;
     let app = a.php.then(|| application_line(&profile, &t));
     if a.php {
@@ -69,6 +73,98 @@ fn application_line(p: &Profile, t: &Table) -> String {
             t.size(sum.total as u128)
         ),
         None => "no application frame (every PHP frame is [internal] or [library]: HEAPLIVE_PHP_LIBRARY)\n".into(),
+    }
+}
+
+/// The row of `top --app` for the stacks with no frame of the executable.
+const NO_APP_FRAME: &str = "[no frame of the executable]";
+
+/// `top --app`: the live bytes of every stack under its innermost frame
+/// that is in the main executable (named by `NAME.app.txt` beside each
+/// dump, `format::app_frames`), summed per such frame; the stacks with none
+/// (a shared library's constructor, a thread a library started) in one
+/// row, [`NO_APP_FRAME`].
+fn top_app(files: &[String], t: &Table) -> Res<String> {
+    let mut rows: BTreeMap<String, u128> = BTreeMap::new();
+    let mut stacks = 0usize;
+    for f in files {
+        let frames = app_frames_of(f)?;
+        let p = folded::load(f)?;
+        for (stack, &n) in &p.stacks {
+            let key = stack
+                .split(';')
+                .rev()
+                .find(|fr| frames.contains(*fr))
+                .unwrap_or(NO_APP_FRAME);
+            *rows.entry(key.to_string()).or_insert(0) += n as u128;
+        }
+        stacks += p.stacks.len();
+    }
+    let total: u128 = rows.values().sum();
+    let mut rows: Vec<(String, u128)> = rows.into_iter().collect();
+    rows.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    let shown = t.shown(rows.len());
+    let w = rows[..shown]
+        .iter()
+        .map(|r| t.size(r.1).len())
+        .chain([t.size(total).len(), 10])
+        .max()
+        .unwrap_or(10);
+    let mut out = format!(
+        "{:>w$}  {:>6}  APPLICATION FRAME (the innermost frame in the executable)\n",
+        t.view.column(),
+        "SHARE"
+    );
+    for (frame, bytes) in &rows[..shown] {
+        out += &format!(
+            "{:>w$}  {:>6}  {}\n",
+            t.size(*bytes),
+            percent(*bytes, total),
+            shorten_frame(frame, t.room(w + 10))
+        );
+    }
+    if shown < rows.len() {
+        let rest: u128 = rows[shown..].iter().map(|r| r.1).sum();
+        out += &format!(
+            "{:>w$}  {:>6}  ({} more frames)\n",
+            t.size(rest),
+            percent(rest, total),
+            grouped((rows.len() - shown) as u128)
+        );
+    }
+    let from = if files.len() == 1 {
+        String::new()
+    } else {
+        format!(" from {} files", files.len())
+    };
+    out += &format!(
+        "{:>w$}  {:>6}  total: {} bytes in {} stacks{from}\n",
+        t.size(total),
+        percent(total, total),
+        total,
+        grouped(stacks as u128)
+    );
+    Ok(out)
+}
+
+/// The executable's frames of the dump `f` is a file of: its
+/// `NAME.app.txt`.
+fn app_frames_of(f: &str) -> Res<std::collections::BTreeSet<String>> {
+    let dump = match dump_and_view(f) {
+        Some((dump, _)) if f != "-" => dump,
+        _ => {
+            return error(format!(
+                "{f}: --app reads the NAME.app.txt beside a dump's NAME.folded: give the dump's file{}",
+                if f == "-" { ", not standard input" } else { "" }
+            ));
+        }
+    };
+    let path = format!("{dump}.app.txt");
+    match folded::read_regular_text(&path) {
+        Some(bytes) => heaplive_format::app_frames::parse(&path, &bytes).or_else(error),
+        None => error(format!(
+            "{f}: no {path} beside it: a dump names the executable's frames when HEAPLIVE_VIEWS includes app (HEAPLIVE_VIEWS=live,peak,samples,app)"
+        )),
     }
 }
 

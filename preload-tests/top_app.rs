@@ -1,0 +1,154 @@
+//! `heaplive top --app` (issue 29 item 1, natively): a C program whose
+//! functions call a shared library's allocating function, in exact mode
+//! with `HEAPLIVE_VIEWS=...,app`. The folded file's leaf is the library's
+//! `lib_buffer`; `top --app` must give the bytes to the executable's
+//! callers (`make_table`, `make_index`), put the stack of the library's own
+//! thread (no frame of the executable) in one row, and name the frames of a
+//! stripped executable by offset.
+
+use crate::common::*;
+use heaplive_format::units::percent;
+use std::path::Path;
+
+/// Builds `libapp_lib.so` and the executable `name` linked to it in `dir`
+/// (the library found through the run path).
+fn build(dir: &Path, name: &str) -> std::path::PathBuf {
+    compile("app_lib.c", "libapp_lib.so", dir, &["-shared", "-fPIC"]);
+    compile(
+        "app_main.c",
+        name,
+        dir,
+        &[
+            &format!("-L{}", dir.display()),
+            "-lapp_lib",
+            &format!("-Wl,-rpath,{}", dir.display()),
+        ],
+    )
+}
+
+/// Runs `exe` in exact mode with the app view; returns its one dump.
+fn dump_of(dir: &Path, exe: &Path) -> String {
+    let o = run_preloaded(
+        dir,
+        exe,
+        &[],
+        &[
+            ("HEAPLIVE_SAMPLE_INTERVAL", "1"),
+            ("HEAPLIVE_VIEWS", "live,peak,app"),
+        ],
+    );
+    assert!(o.status.success(), "{}", show(&o));
+    let files = folded_files(dir);
+    assert_eq!(files.len(), 1, "{files:?}");
+    files[0].display().to_string()
+}
+
+/// `top --app --bytes`'s table for these rows (frame, bytes), in order.
+fn table(rows: &[(&str, u64)], stacks: usize) -> String {
+    let total: u64 = rows.iter().map(|r| r.1).sum();
+    let w = total.to_string().len().max(10);
+    let mut out = format!(
+        "{:>w$}  {:>6}  APPLICATION FRAME (the innermost frame in the executable)\n",
+        "LIVE", "SHARE"
+    );
+    for (f, b) in rows {
+        out += &format!("{b:>w$}  {:>6}  {f}\n", percent(*b as u128, total as u128));
+    }
+    out += &format!(
+        "{total:>w$}  {:>6}  total: {total} bytes in {stacks} stacks\n",
+        "100.0%"
+    );
+    out
+}
+
+#[test]
+fn top_app_names_the_executables_callers_not_the_librarys_function() {
+    let dir = tempdir("top-app");
+    let exe = build(dir.path(), "app_main");
+    let dump = dump_of(dir.path(), &exe);
+    let stacks = parse_folded(Path::new(&dump));
+    // The library's function holds the bytes in the folded file.
+    assert_eq!(bytes_by_leaf(&stacks).get("lib_buffer"), Some(&37000));
+    // pthread_create's own block (glibc's thread descriptor vector, sized
+    // by glibc) has `main` as its innermost frame of the executable.
+    let thread_setup: u64 = stacks
+        .iter()
+        .filter(|s| s.has("lib_start_worker"))
+        .map(|s| s.bytes)
+        .sum();
+    assert!(thread_setup > 0, "{stacks:?}");
+    assert_eq!(
+        stacks.iter().find(|s| s.leaf() == "lib_worker").map(|s| s.bytes),
+        Some(4096),
+        "{stacks:?}"
+    );
+    let want = table(
+        &[
+            ("make_table", 30000),
+            ("make_index", 7000),
+            ("[no frame of the executable]", 4096),
+            ("main", thread_setup),
+        ],
+        stacks.len(),
+    );
+    assert_eq!(ok(heaplive(&["top", "--app", "--bytes", &dump])), want);
+    let app = std::fs::read_to_string(dump.replace(".folded", ".app.txt")).unwrap();
+    assert_eq!(
+        app,
+        format!(
+            "# heaplive executable frames 1\n# executable {}\n_start\nmain\nmake_index\nmake_table\n",
+            exe.display()
+        )
+    );
+
+    // Without the app view: one line saying how to get it.
+    std::fs::remove_file(dump.replace(".folded", ".app.txt")).unwrap();
+    fails_with(
+        heaplive(&["top", "--app", &dump]),
+        1,
+        &format!(
+            "heaplive: {dump}: no {} beside it: a dump names the executable's frames when HEAPLIVE_VIEWS includes app (HEAPLIVE_VIEWS=live,peak,samples,app)",
+            dump.replace(".folded", ".app.txt")
+        ),
+    );
+}
+
+#[test]
+fn top_app_names_a_stripped_executables_frames_by_offset() {
+    let dir = tempdir("top-app-stripped");
+    let exe = build(dir.path(), "app_stripped");
+    let o = std::process::Command::new("strip")
+        .arg(&exe)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", show(&o));
+    let dump = dump_of(dir.path(), &exe);
+    let stacks = parse_folded(Path::new(&dump));
+    // Without symbols a frame is its return address, `app_stripped+0x...`:
+    // each call site of lib_buffer (make_table's loop is unrolled into
+    // three) is a frame of its own, and so a row of its own.
+    let mut rows: std::collections::BTreeMap<String, u64> = Default::default();
+    for s in &stacks {
+        let at = |name: &str| s.frames.iter().position(|f| f == name);
+        let key = if s.leaf() == "lib_worker" {
+            "[no frame of the executable]".to_string()
+        } else if let Some(i) = at("lib_buffer").or(at("lib_start_worker")) {
+            s.frames[i - 1].clone()
+        } else {
+            panic!("{stacks:?}")
+        };
+        assert!(
+            key.starts_with("app_stripped+0x") || key.starts_with("[no frame"),
+            "{key}"
+        );
+        *rows.entry(key).or_insert(0) += s.bytes;
+    }
+    let callers = stacks.iter().filter(|s| s.leaf() == "lib_buffer").count();
+    assert_eq!(callers, 4, "{stacks:?}");
+    let mut rows: Vec<(&str, u64)> = rows.iter().map(|(k, &v)| (k.as_str(), v)).collect();
+    rows.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    assert_eq!(
+        ok(heaplive(&["top", "--app", "--bytes", &dump])),
+        table(&rows, stacks.len())
+    );
+}
