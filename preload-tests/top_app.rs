@@ -78,7 +78,10 @@ fn top_app_names_the_executables_callers_not_the_librarys_function() {
         .sum();
     assert!(thread_setup > 0, "{stacks:?}");
     assert_eq!(
-        stacks.iter().find(|s| s.leaf() == "lib_worker").map(|s| s.bytes),
+        stacks
+            .iter()
+            .find(|s| s.leaf() == "lib_worker")
+            .map(|s| s.bytes),
         Some(4096),
         "{stacks:?}"
     );
