@@ -30,6 +30,7 @@ mod ownmem;
 mod peak_true;
 mod php_app;
 mod php_cost;
+mod php_error_cb;
 mod php_fpm;
 mod php_hooks;
 mod php_mode;

@@ -1,0 +1,169 @@
+//! heaplive's `zend_error_cb` wrapper and an extension that wraps the
+//! callback in every request (issue 29 item 5, follow-up): heaplive puts
+//! its wrapper back in front of a callback installed after it (Xdebug's)
+//! when the request's script is compiled; an extension whose callback
+//! chains to the one it found (heaplive's wrapper) then made a cycle,
+//! heaplive's wrapper -> the extension's -> heaplive's wrapper -> ..., a
+//! stack overflow at the first warning. `progs/php_rewrap_ext.c` is such an
+//! extension (RINIT wraps, RSHUTDOWN restores), built with php8.2-dev's
+//! headers (`php-config8.2`, scripts/install-test-deps.sh) and loaded from
+//! an ini file in `PHP_INI_SCAN_DIR`; it logs each call, and a call from
+//! inside itself as `cycle` (instead of overflowing the stack). Under
+//! php-fpm with one worker and several requests, one of them over
+//! memory_limit: each error reaches the extension once and PHP's own
+//! callback once (the warning is displayed), the memory_limit dump happens
+//! once, and the worker lives on; the same as without heaplive.
+
+use crate::common::*;
+use crate::php_fpm::{Fpm, FpmOpts, fcgi_get};
+use std::path::Path;
+use std::process::Command;
+
+const WARN: &str = "<?php\necho $undefined_var;\necho \"ok \", getmypid(), \"\\n\";\n";
+const FILL: &str = "<?php\n\
+function fill_rows() {\n\
+    $rows = [];\n\
+    for ($i = 0; ; $i++) { $rows[] = str_repeat('x', 4000) . $i; }\n\
+}\n\
+fill_rows();\n";
+
+/// Builds the extension into `dir` and an ini directory that loads it;
+/// returns the directory for `PHP_INI_SCAN_DIR`.
+fn extension(dir: &Path) -> String {
+    let inc = Command::new("php-config8.2")
+        .arg("--includes")
+        .output()
+        .unwrap_or_else(|e| {
+            panic!("php-config8.2 ({e}): install php8.2-dev with scripts/install-test-deps.sh (`make test` does)")
+        });
+    assert!(inc.status.success(), "{}", show(&inc));
+    let flags: Vec<String> = stdout(&inc).split_whitespace().map(String::from).collect();
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let mut extra = vec!["-shared", "-fPIC"];
+    extra.extend(flags);
+    let so = compile("php_rewrap_ext.c", "rewrap.so", dir, &extra);
+    let ini = dir.join("conf.d");
+    std::fs::create_dir_all(&ini).unwrap();
+    std::fs::write(
+        ini.join("rewrap.ini"),
+        format!("extension={}\n", so.display()),
+    )
+    .unwrap();
+    // A leading ':' keeps the default scan directory (opcache and the
+    // other extensions of the installed PHP) before this one.
+    format!(":{}", ini.display())
+}
+
+/// The requests' bodies and the extension's log, with or without the
+/// preload.
+fn run(preload: bool) -> (Vec<String>, String, String) {
+    let dir = tempdir(if preload {
+        "php-error-cb"
+    } else {
+        "php-error-cb-plain"
+    });
+    let scan = extension(dir.path());
+    let log = dir.path().join("rewrap.log");
+    let warn = dir.path().join("warn.php");
+    let fill = dir.path().join("fill.php");
+    std::fs::write(&warn, WARN).unwrap();
+    std::fs::write(&fill, FILL).unwrap();
+    let opts = FpmOpts {
+        children: 1,
+        preload,
+        memory_limit: "16M",
+        pool_extra: "php_admin_flag[display_errors] = on\nphp_admin_flag[html_errors] = off\n",
+        ..FpmOpts::default()
+    };
+    let mut fpm = Fpm::start_opts(
+        dir.path(),
+        true,
+        &[
+            ("HEAPLIVE_SAMPLE_INTERVAL", "64K"),
+            ("PHP_INI_SCAN_DIR", &scan),
+            ("REWRAP_LOG", log.to_str().unwrap()),
+        ],
+        &opts,
+    );
+    let ctx = fpm.ctx();
+    let mut bodies = Vec::new();
+    for script in [&warn, &warn, &fill, &warn] {
+        let r = fcgi_get(fpm.port(), script, "/x", "").unwrap_or_else(|e| panic!("{e}\n{}", ctx()));
+        let body = r
+            .stdout
+            .split_once("\r\n\r\n")
+            .map_or(r.stdout.as_str(), |(_, b)| b)
+            .to_string();
+        bodies.push(body);
+    }
+    fpm.quit();
+    let heaplive_log = std::fs::read_to_string(dir.path().join("heaplive.log")).unwrap_or_default();
+    (
+        bodies,
+        std::fs::read_to_string(&log).unwrap_or_default(),
+        heaplive_log,
+    )
+}
+
+#[test]
+fn an_extension_that_rewraps_the_error_callback_each_request_makes_no_cycle() {
+    let (bodies, ext_log, heaplive_log) = run(true);
+    let (plain_bodies, plain_ext_log, _) = run(false);
+    // One worker served all four (the last one too): it never crashed.
+    let pid = bodies[0]
+        .rsplit_once("ok ")
+        .map(|(_, p)| p.trim().to_string())
+        .unwrap_or_else(|| panic!("{bodies:?}"));
+    let warning = "\nWarning: Undefined variable $undefined_var in ";
+    for (i, b) in bodies.iter().enumerate() {
+        if i != 2 {
+            assert!(
+                b.ends_with(&format!("ok {pid}\n")),
+                "request {i}: {b:?}\n{heaplive_log}"
+            );
+            // PHP's own callback ran once: the warning is displayed once.
+            assert_eq!(b.matches(warning).count(), 1, "request {i}: {b:?}");
+        } else {
+            assert_eq!(
+                b.matches("Fatal error: Allowed memory size of 16777216 bytes exhausted")
+                    .count(),
+                1,
+                "{b:?}"
+            );
+        }
+    }
+    // The extension's callback: once per error, never from inside itself.
+    let warned = "rewrap_cb type=2 Undefined variable $undefined_var\n";
+    let fatal = "rewrap_cb type=1 Allowed memory size of 16777216 bytes ex\n";
+    assert_eq!(
+        ext_log,
+        format!("{warned}{warned}{fatal}{warned}"),
+        "{heaplive_log}"
+    );
+    // As without heaplive (pids and the script's directory aside).
+    assert_eq!(ext_log, plain_ext_log);
+    let strip = |b: &str| {
+        b.lines()
+            .map(|l| {
+                l.split(" in /")
+                    .next()
+                    .unwrap_or(l)
+                    .split(" pid")
+                    .next()
+                    .unwrap_or(l)
+            })
+            .map(|l| l.split_whitespace().next().unwrap_or("").to_string())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        bodies.iter().map(|b| strip(b)).collect::<Vec<_>>(),
+        plain_bodies.iter().map(|b| strip(b)).collect::<Vec<_>>()
+    );
+    // The memory_limit dump: once, for the one error.
+    let dumps: Vec<&str> = heaplive_log
+        .lines()
+        .filter(|l| l.contains("]: memory_limit dump "))
+        .collect();
+    assert_eq!(dumps.len(), 1, "{heaplive_log}");
+    assert!(dumps[0].contains("fill_rows (fill.php:4)"), "{}", dumps[0]);
+}

@@ -1,0 +1,73 @@
+/* A PHP extension (preload-tests/php_error_cb.rs) that wraps zend_error_cb
+ * in each request's RINIT and puts the one before back in RSHUTDOWN, the
+ * way APM extensions hook errors per request. Its callback chains to the
+ * callback it found, which after the first request is heaplive's wrapper:
+ * heaplive must neither call itself through it (a cycle) nor bypass it.
+ * Every call is logged to the file named by REWRAP_LOG (opened at MINIT,
+ * in php-fpm's master, before workers clear their environment); a call
+ * from inside itself is logged as a cycle and not chained further, so a
+ * cycle shows as a line instead of a stack overflow. Built with php8.2-dev's
+ * headers: gcc -shared -fPIC $(php-config8.2 --includes). */
+#include "php.h"
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+static void (*prev_cb)(int, zend_string *, const uint32_t, zend_string *);
+static int log_fd = -1;
+static int depth;
+
+static void say(const char *what, int type, zend_string *message) {
+    char buf[256];
+    int n = snprintf(buf, sizeof buf, "%s type=%d %.*s\n", what, type,
+                     (int)(ZSTR_LEN(message) > 40 ? 40 : ZSTR_LEN(message)),
+                     ZSTR_VAL(message));
+    if (log_fd >= 0 && n > 0)
+        (void)!write(log_fd, buf, (size_t)n);
+}
+
+static void rewrap_cb(int type, zend_string *file, const uint32_t line, zend_string *message) {
+    if (depth > 0) {
+        say("cycle", type, message);
+        return;
+    }
+    say("rewrap_cb", type, message);
+    depth++;
+    prev_cb(type, file, line, message);
+    depth--;
+}
+
+static PHP_MINIT_FUNCTION(rewrap) {
+    const char *p = getenv("REWRAP_LOG");
+    if (p)
+        log_fd = open(p, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    return SUCCESS;
+}
+
+static PHP_RINIT_FUNCTION(rewrap) {
+    depth = 0; /* a fatal error longjmps out of the callback */
+    prev_cb = zend_error_cb;
+    zend_error_cb = rewrap_cb;
+    return SUCCESS;
+}
+
+static PHP_RSHUTDOWN_FUNCTION(rewrap) {
+    if (zend_error_cb == rewrap_cb)
+        zend_error_cb = prev_cb;
+    return SUCCESS;
+}
+
+zend_module_entry rewrap_module_entry = {
+    STANDARD_MODULE_HEADER,
+    "rewrap",
+    NULL,
+    PHP_MINIT(rewrap),
+    NULL,
+    PHP_RINIT(rewrap),
+    PHP_RSHUTDOWN(rewrap),
+    NULL,
+    "1.0",
+    STANDARD_MODULE_PROPERTIES};
+
+ZEND_GET_MODULE(rewrap)
