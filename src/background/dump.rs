@@ -817,7 +817,10 @@ fn write_app_frames(live_file: &Path, profiles: &[&Profile], explicit: bool) {
     let exe = std::fs::read_link("/proc/self/exe")
         .map(|p| p.display().to_string())
         .unwrap_or_default();
-    let frames = heaplive_format::app_frames::of_profiles(profiles, &exe);
+    // A stripped executable's frames are addresses: each with the start
+    // of its function, from the unwind tables.
+    let start = |a: u64| crate::hot::unwind::function_start(a as usize).map(|s| s as u64);
+    let frames = heaplive_format::app_frames::of_profiles(profiles, &exe, &start);
     let text = heaplive_format::app_frames::text(&exe, &frames);
     let path = crate::background::rss::beside(live_file, b".app.txt");
     let mut fill = |w: &mut dyn std::io::Write| w.write_all(text.as_bytes());

@@ -91,10 +91,11 @@ fn top_app(files: &[String], t: &Table) -> Res<String> {
         let frames = app_frames_of(f)?;
         let p = folded::load(f)?;
         for (stack, &n) in &p.stacks {
+            // A frame of a stripped executable counts for its function.
             let key = stack
                 .split(';')
                 .rev()
-                .find(|fr| frames.contains(*fr))
+                .find_map(|fr| frames.get(fr).map(|func| func.as_deref().unwrap_or(fr)))
                 .unwrap_or(NO_APP_FRAME);
             *rows.entry(key.to_string()).or_insert(0) += n as u128;
         }
@@ -149,7 +150,7 @@ fn top_app(files: &[String], t: &Table) -> Res<String> {
 
 /// The executable's frames of the dump `f` is a file of: its
 /// `NAME.app.txt`.
-fn app_frames_of(f: &str) -> Res<std::collections::BTreeSet<String>> {
+fn app_frames_of(f: &str) -> Res<heaplive_format::app_frames::Frames> {
     let dump = match dump_and_view(f) {
         Some((dump, _)) if f != "-" => dump,
         _ => {
