@@ -27,14 +27,30 @@ function fill_rows() {\n\
 }\n\
 fill_rows();\n";
 
+/// The php-config of the PHP under test: beside `HEAPLIVE_TEST_PHP` (a
+/// PHP built from source, scripts/check-php-version.sh), else Debian's
+/// php-config8.2 (php8.2-dev).
+fn php_config() -> String {
+    match std::env::var("HEAPLIVE_TEST_PHP") {
+        Ok(php) => Path::new(&php)
+            .with_file_name("php-config")
+            .display()
+            .to_string(),
+        Err(_) => "php-config8.2".into(),
+    }
+}
+
 /// Builds the extension into `dir` and an ini directory that loads it;
 /// returns the directory for `PHP_INI_SCAN_DIR`.
 fn extension(dir: &Path) -> String {
-    let inc = Command::new("php-config8.2")
+    let inc = Command::new(php_config())
         .arg("--includes")
         .output()
         .unwrap_or_else(|e| {
-            panic!("php-config8.2 ({e}): install php8.2-dev with scripts/install-test-deps.sh (`make test` does)")
+            panic!(
+                "{} ({e}): install php8.2-dev with scripts/install-test-deps.sh (`make test` does)",
+                php_config()
+            )
         });
     assert!(inc.status.success(), "{}", show(&inc));
     let flags: Vec<String> = stdout(&inc).split_whitespace().map(String::from).collect();

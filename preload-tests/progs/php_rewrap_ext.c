@@ -7,14 +7,22 @@
  * in php-fpm's master, before workers clear their environment); a call
  * from inside itself is logged as a cycle and not chained further, so a
  * cycle shows as a line instead of a stack overflow. Built with php8.2-dev's
- * headers: gcc -shared -fPIC $(php-config8.2 --includes). */
+ * headers: gcc -shared -fPIC $(php-config8.2 --includes); PHP 8.0 and later. */
 #include "php.h"
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
-static void (*prev_cb)(int, zend_string *, const uint32_t, zend_string *);
+#if PHP_VERSION_ID < 80000
+#error "the callback of PHP 7.4 takes a format and a va_list: not written here"
+#elif PHP_VERSION_ID < 80100
+typedef const char *file_t; /* 8.0 */
+#else
+typedef zend_string *file_t;
+#endif
+
+static void (*prev_cb)(int, file_t, const uint32_t, zend_string *);
 static int log_fd = -1;
 static int depth;
 
@@ -27,7 +35,7 @@ static void say(const char *what, int type, zend_string *message) {
         (void)!write(log_fd, buf, (size_t)n);
 }
 
-static void rewrap_cb(int type, zend_string *file, const uint32_t line, zend_string *message) {
+static void rewrap_cb(int type, file_t file, const uint32_t line, zend_string *message) {
     if (depth > 0) {
         say("cycle", type, message);
         return;
