@@ -5,13 +5,16 @@
  * heaplive must neither call itself through it (a cycle) nor bypass it.
  * Every call is logged to the file named by REWRAP_LOG (opened at MINIT,
  * in php-fpm's master, before workers clear their environment); a call
- * from inside itself is logged as a cycle and not chained further, so a
- * cycle shows as a line instead of a stack overflow. Built with php8.2-dev's
+ * from inside itself for the same error is logged as a cycle and not
+ * chained further, so a cycle shows as a line instead of a stack overflow.
+ * A user warning whose message holds "nested" makes the callback raise a
+ * notice before it chains (an error inside the error callback). Built with php8.2-dev's
  * headers: gcc -shared -fPIC $(php-config8.2 --includes); PHP 8.0 and later. */
 #include "php.h"
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #if PHP_VERSION_ID < 80000
@@ -24,7 +27,6 @@ typedef zend_string *file_t;
 
 static void (*prev_cb)(int, file_t, const uint32_t, zend_string *);
 static int log_fd = -1;
-static int depth;
 
 static void say(const char *what, int type, zend_string *message) {
     char buf[256];
@@ -35,15 +37,23 @@ static void say(const char *what, int type, zend_string *message) {
         (void)!write(log_fd, buf, (size_t)n);
 }
 
+/* The message whose call is running (NULL: none). */
+static zend_string *running;
+
 static void rewrap_cb(int type, file_t file, const uint32_t line, zend_string *message) {
-    if (depth > 0) {
+    if (running == message) {
         say("cycle", type, message);
         return;
     }
     say("rewrap_cb", type, message);
-    depth++;
+    /* Another error raised while this one is handled (a legitimate nested
+     * call, not a cycle): a warning whose message asks for it. */
+    if (type == E_USER_WARNING && strstr(ZSTR_VAL(message), "nested"))
+        zend_error(E_NOTICE, "raised by the extension's callback");
+    zend_string *outer = running;
+    running = message;
     prev_cb(type, file, line, message);
-    depth--;
+    running = outer;
 }
 
 static PHP_MINIT_FUNCTION(rewrap) {
@@ -54,7 +64,7 @@ static PHP_MINIT_FUNCTION(rewrap) {
 }
 
 static PHP_RINIT_FUNCTION(rewrap) {
-    depth = 0; /* a fatal error longjmps out of the callback */
+    running = NULL; /* a fatal error longjmps out of the callback */
     prev_cb = zend_error_cb;
     zend_error_cb = rewrap_cb;
     return SUCCESS;
