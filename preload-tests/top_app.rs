@@ -174,3 +174,66 @@ fn top_app_names_a_stripped_executables_functions_by_offset() {
         )
     );
 }
+
+/// In sampled mode, `top --app` shows each frame's samples and 95%
+/// interval, the samples and variances of its stacks added up: the same
+/// rows as `heaplive top` of a dump whose stacks were the frames already
+/// (the files written here by hand).
+#[test]
+fn top_app_adds_up_the_samples_and_variances_of_each_frames_stacks() {
+    let dir = tempdir("top-app-sampled");
+    let dump = dir.file(
+        "heaplive.srv.7.1.folded",
+        b"_start;main;make_table;lib_buffer 409600\n\
+          _start;main;make_table;lib_copy 81920\n\
+          _start;main;make_index;lib_buffer 122880\n\
+          clone3;start_thread;lib_worker 40960\n",
+    );
+    dir.file(
+        "heaplive.srv.7.1.samples.folded",
+        b"# heaplive samples 2\n# interval 40960\n\
+          live 10 1677721600 _start;main;make_table;lib_buffer\n\
+          live 2 335544320 _start;main;make_table;lib_copy\n\
+          live 3 503316480 _start;main;make_index;lib_buffer\n\
+          live 1 167772160 clone3;start_thread;lib_worker\n",
+    );
+    dir.file(
+        "heaplive.srv.7.1.app.txt",
+        b"# heaplive executable frames 1\n# executable /srv/srv\n_start\nmain\nmake_index\nmake_table\n",
+    );
+    // The same, folded to the frames by hand.
+    let folded = dir.file(
+        "heaplive.frames.8.1.folded",
+        b"make_table 491520\nmake_index 122880\n[no frame of the executable] 40960\n",
+    );
+    dir.file(
+        "heaplive.frames.8.1.samples.folded",
+        b"# heaplive samples 2\n# interval 40960\n\
+          live 12 2013265920 make_table\n\
+          live 3 503316480 make_index\n\
+          live 1 167772160 [no frame of the executable]\n",
+    );
+    let app = ok(heaplive(&["top", "--app", "--bytes", &dump]));
+    let plain = ok(heaplive(&["top", "--bytes", &folded]));
+    let (app_lines, plain_lines): (Vec<&str>, Vec<&str>) =
+        (app.lines().collect(), plain.lines().collect());
+    assert_eq!(app_lines.len(), plain_lines.len(), "{app}\n{plain}");
+    assert_eq!(
+        app_lines[0].replace(
+            "APPLICATION FRAME (the innermost frame in the executable)",
+            "STACK (leaf first)"
+        ),
+        plain_lines[0],
+        "{app}"
+    );
+    assert!(app_lines[0].contains("SAMPLES"), "{app}");
+    // The rows and the last line alike; the total line counts 4 stacks
+    // where the hand-folded file has 3.
+    assert_eq!(app_lines[1..4], plain_lines[1..4], "{app}\n{plain}");
+    assert_eq!(
+        app_lines[4].replace("in 4 stacks", "in 3 stacks"),
+        plain_lines[4],
+        "{app}\n{plain}"
+    );
+    assert_eq!(app_lines[5..], plain_lines[5..], "{app}\n{plain}");
+}

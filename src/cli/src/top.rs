@@ -52,7 +52,17 @@ pub fn main(mut a: TopArgs) -> Res<()> {
         } else {
             t.view.column()
         };
-        top_stacks(&profile, &t, a.files.len(), samples, variances, r, label)
+        let kind = Rows::stacks(profile.stacks.len());
+        top_stacks(
+            &profile,
+            &t,
+            a.files.len(),
+            samples,
+            variances,
+            r,
+            label,
+            &kind,
+        )
     };
     text += &app.unwrap_or_default();
     emit(|out| out.write_all(text.as_bytes()))
@@ -85,67 +95,58 @@ const NO_APP_FRAME: &str = "[no frame of the executable]";
 /// (a shared library's constructor, a thread a library started) in one
 /// row, [`NO_APP_FRAME`].
 fn top_app(files: &[String], t: &Table) -> Res<String> {
-    let mut rows: BTreeMap<String, u128> = BTreeMap::new();
+    let mut by_frame = Profile::default();
+    // The samples and variances fold the same way (they add), when every
+    // file has them (sampled mode).
+    let mut samples = Some(Profile::default());
+    let mut variances = Some(Profile::default());
     let mut stacks = 0usize;
     for f in files {
         let frames = app_frames_of(f)?;
+        let fold = |p: &Profile| {
+            let mut out = Profile::default();
+            for (stack, &n) in &p.stacks {
+                // A frame of a stripped executable counts for its function.
+                let key = stack
+                    .split(';')
+                    .rev()
+                    .find_map(|fr| frames.get(fr).map(|func| func.as_deref().unwrap_or(fr)))
+                    .unwrap_or(NO_APP_FRAME);
+                let slot = out.stacks.entry(key.to_string()).or_insert(0);
+                *slot = slot.saturating_add(n);
+            }
+            out
+        };
         let p = folded::load(f)?;
-        for (stack, &n) in &p.stacks {
-            // A frame of a stripped executable counts for its function.
-            let key = stack
-                .split(';')
-                .rev()
-                .find_map(|fr| frames.get(fr).map(|func| func.as_deref().unwrap_or(fr)))
-                .unwrap_or(NO_APP_FRAME);
-            *rows.entry(key.to_string()).or_insert(0) += n as u128;
-        }
         stacks += p.stacks.len();
+        by_frame.try_add(fold(&p)).or_else(error)?;
+        let one = std::slice::from_ref(f);
+        for (sum, what) in [(&mut samples, "samples"), (&mut variances, "variance")] {
+            *sum = match (sum.take(), companions_of(one, what)) {
+                (Some(mut s), Some(c)) => {
+                    s.add(fold(&c));
+                    Some(s)
+                }
+                _ => None,
+            };
+        }
     }
-    let total: u128 = rows.values().sum();
-    let mut rows: Vec<(String, u128)> = rows.into_iter().collect();
-    rows.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-    let shown = t.shown(rows.len());
-    let w = rows[..shown]
-        .iter()
-        .map(|r| t.size(r.1).len())
-        .chain([t.size(total).len(), 10])
-        .max()
-        .unwrap_or(10);
-    let mut out = format!(
-        "{:>w$}  {:>6}  APPLICATION FRAME (the innermost frame in the executable)\n",
-        t.view.column(),
-        "SHARE"
-    );
-    for (frame, bytes) in &rows[..shown] {
-        out += &format!(
-            "{:>w$}  {:>6}  {}\n",
-            t.size(*bytes),
-            percent(*bytes, total),
-            shorten_frame(frame, t.room(w + 10))
-        );
-    }
-    if shown < rows.len() {
-        let rest: u128 = rows[shown..].iter().map(|r| r.1).sum();
-        out += &format!(
-            "{:>w$}  {:>6}  ({} more frames)\n",
-            t.size(rest),
-            percent(rest, total),
-            grouped((rows.len() - shown) as u128)
-        );
-    }
-    let from = if files.len() == 1 {
-        String::new()
-    } else {
-        format!(" from {} files", files.len())
+    let kind = Rows {
+        header: "APPLICATION FRAME (the innermost frame in the executable)",
+        noun: "frames",
+        stacks,
     };
-    out += &format!(
-        "{:>w$}  {:>6}  total: {} bytes in {} stacks{from}\n",
-        t.size(total),
-        percent(total, total),
-        total,
-        grouped(stacks as u128)
-    );
-    Ok(out)
+    let r = interval_of_files(files);
+    Ok(top_stacks(
+        &by_frame,
+        t,
+        files.len(),
+        samples,
+        variances,
+        r,
+        t.view.column(),
+        &kind,
+    ))
 }
 
 /// The executable's frames of the dump `f` is a file of: its
@@ -396,6 +397,25 @@ fn top_endpoints(files: &[String], t: &Table) -> Res<String> {
     Ok(out)
 }
 
+/// What the rows of [`top_stacks`] are: its last column's header, their
+/// name in "(N more ...)", and the stacks the total line counts.
+struct Rows {
+    header: &'static str,
+    noun: &'static str,
+    stacks: usize,
+}
+
+impl Rows {
+    fn stacks(stacks: usize) -> Rows {
+        Rows {
+            header: "STACK (leaf first)",
+            noun: "stacks",
+            stacks,
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
 fn top_stacks(
     p: &Profile,
     t: &Table,
@@ -404,6 +424,7 @@ fn top_stacks(
     variances: Option<Profile>,
     sample_interval: Option<u64>,
     label: &str,
+    kind: &Rows,
 ) -> String {
     let total = p.total();
     let mut rows: Vec<(&String, u64)> = p.stacks.iter().map(|(s, &c)| (s, c)).collect();
@@ -441,11 +462,11 @@ fn top_stacks(
     let extra = if bars { 11 + iw } else { 0 };
     let mut out = if bars {
         format!(
-            "{:>w$}  {:>6}  {:>7}  {:>iw$}  STACK (leaf first)\n",
-            label, "SHARE", "SAMPLES", "95% INTERVAL"
+            "{:>w$}  {:>6}  {:>7}  {:>iw$}  {}\n",
+            label, "SHARE", "SAMPLES", "95% INTERVAL", kind.header
         )
     } else {
-        format!("{:>w$}  {:>6}  STACK (leaf first)\n", label, "SHARE")
+        format!("{:>w$}  {:>6}  {}\n", label, "SHARE", kind.header)
     };
     let mut shown_bytes = 0u128;
     for (((stack, count), size), cell) in rows[..shown].iter().zip(&sizes).zip(&cells) {
@@ -467,10 +488,11 @@ fn top_stacks(
     if shown < rows.len() {
         let rest = total - shown_bytes;
         out += &format!(
-            "{:>w$}  {:>6}  ({} more stacks)\n",
+            "{:>w$}  {:>6}  ({} more {})\n",
             t.size(rest),
             percent(rest, total),
-            grouped((rows.len() - shown) as u128)
+            grouped((rows.len() - shown) as u128),
+            kind.noun
         );
     }
     let files = if nfiles == 1 {
@@ -491,7 +513,7 @@ fn top_stacks(
         t.size(total),
         percent(total, total),
         total,
-        grouped(rows.len() as u128),
+        grouped(kind.stacks as u128),
     );
     let r = sample_interval.filter(|_| variances.is_some());
     if let Some(line) = unseen_line(p, samples.as_ref(), r) {
