@@ -29,6 +29,9 @@ have chromium || need+=(chromium)  # the report page in a real browser (preload-
 # `-d zend_extension=xdebug.so` only, never for every PHP run.
 [ -e /usr/lib/php/20220829/xdebug.so ] || need+=(php8.2-xdebug)
 have node || need+=(nodejs)
+# PHP's headers (preload-tests/php_error_cb.rs builds a small extension
+# that wraps zend_error_cb in every request).
+have php-config8.2 || need+=(php8.2-dev)
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing test dependencies: ${need[*]}"
   SUDO=""

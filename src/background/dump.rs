@@ -645,6 +645,12 @@ pub fn write_view(
                 write_variance(&live_file, "peak.variance", pp, |s| s.variance)?;
             }
         }
+        if cfg.views.app {
+            // The executable's frames of every file of the dump (`top --app`).
+            let mut of = vec![&profile];
+            of.extend(peak.as_ref().map(|(_, pp)| pp));
+            write_app_frames(&live_file, &of, path.is_some());
+        }
         if cfg.views.samples && cfg.interval > 1 {
             let peak_profile = peak.as_ref().map(|(_, pp)| pp);
             output::write_with_fallback(&view_path(&live_file, "samples"), &mut |w| {
@@ -795,6 +801,39 @@ fn write_maps(written: &Path, smaps: &str, why: &str, pid: u32, exe: &str, n: u3
         log::line(format_args!(
             "heaplive[{pid}]: {}: {e} (the dump itself is written)",
             rss.display()
+        ));
+    }
+}
+
+/// Writes `NAME.app.txt` beside the dump `live_file` (the `app` view,
+/// `format::app_frames`): the frames of the main executable, which the
+/// folded files do not tell from a shared library's. A failure is one
+/// line; the dump stands.
+fn write_app_frames(live_file: &Path, profiles: &[&Profile], explicit: bool) {
+    // heaplive_dump("/dev/stdout") and the like: no file beside it.
+    if explicit && !std::fs::symlink_metadata(live_file).is_ok_and(|m| m.is_file()) {
+        return;
+    }
+    let exe = std::fs::read_link("/proc/self/exe")
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    // A stripped executable's frames are addresses: each with the start
+    // of its function, from the unwind tables.
+    let start = |a: u64| crate::hot::unwind::function_start(a as usize).map(|s| s as u64);
+    let frames = heaplive_format::app_frames::of_profiles(profiles, &exe, &start);
+    let text = heaplive_format::app_frames::text(&exe, &frames);
+    let path = crate::background::rss::beside(live_file, b".app.txt");
+    let mut fill = |w: &mut dyn std::io::Write| w.write_all(text.as_bytes());
+    let r = if explicit {
+        output::write_explicit(&path, &mut fill)
+    } else {
+        output::write_with_fallback(&path, &mut fill)
+    };
+    if let Err(e) = r {
+        log::line(format_args!(
+            "heaplive[{}]: {}: {e} (the dump itself is written)",
+            sys::getpid(),
+            path.display()
         ));
     }
 }

@@ -470,6 +470,21 @@ fn compute(pc: usize) -> Found {
     Found::Rule(rule)
 }
 
+/// The first address of the function that holds `addr` (a return address
+/// minus one), from the unwind tables (its FDE's start): for grouping a
+/// stripped executable's frames by function (`top --app`). None when no
+/// FDE covers it (code without unwind tables, a JIT's).
+pub fn function_start(addr: usize) -> Option<usize> {
+    let mut bases = DwarfEhBases {
+        tbase: 0,
+        dbase: 0,
+        func: 0,
+    };
+    // SAFETY: a lookup by address, as in `compute`.
+    let fde = unsafe { (libgcc().find_fde)(addr as *const _, &mut bases) } as usize;
+    (fde != 0 && bases.func != 0 && bases.func <= addr).then_some(bases.func)
+}
+
 /// # Safety
 /// `fde` must point at a complete FDE of a mapped `.eh_frame`.
 unsafe fn rule_from_fde(

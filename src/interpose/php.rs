@@ -502,6 +502,8 @@ extern "C" fn request_startup(_type: c_int, _number: c_int) -> c_int {
     php::mark_php_thread();
     php::reset_request_peak();
     OOM_DUMPED.store(false, Relaxed);
+    // Left set by a fatal error's longjmp out of the error callback.
+    ACTIVE_FRAME.store(0, Relaxed);
     if config::get().php_request_frame {
         let _busy = crate::hot::guard::Busy::enter();
         php::set_request_frame(request_frame());
@@ -660,8 +662,17 @@ fn request_frame() -> usize {
 // has the heap dumped (`background::php::oom`), then chains: PHP's own
 // callback then logs the error and bails out (longjmp), as without us.
 
-/// What `zend_error_cb` held before us.
+/// What `zend_error_cb` held before us: at start-up, then the callback
+/// found in front of ours when the request's script is compiled.
 static PREV_ERROR_CB: AtomicUsize = AtomicUsize::new(0);
+/// What `zend_error_cb` held at start-up, when the wrapper went in (PHP's
+/// `php_error_cb`, or the callbacks that extensions chained in their
+/// MINIT): where a call of the wrapper from inside its own chain goes.
+static START_ERROR_CB: AtomicUsize = AtomicUsize::new(0);
+/// While the wrapper's chain runs: the stack address of the wrapper's frame
+/// and the error's message (0: not running). See `error_cb`.
+static ACTIVE_FRAME: AtomicUsize = AtomicUsize::new(0);
+static ACTIVE_MESSAGE: AtomicUsize = AtomicUsize::new(0);
 /// The callback's arguments: 1 = 8.1+ `(int, zend_string *file, u32,
 /// zend_string *message)`; 2 = 8.0 `(int, const char *file, u32,
 /// zend_string *message)`; 3 = 7.4 `(int, const char *file, u32, const
@@ -695,6 +706,7 @@ fn wrap_error_cb(major: u32, minor: u32) {
         }
         ERROR_CB_KIND.store(kind, Relaxed);
         PREV_ERROR_CB.store(prev, Relaxed);
+        START_ERROR_CB.store(prev, Relaxed);
         p.write(error_cb as *const () as usize);
     }
     // Xdebug (develop and debug modes) sets `zend_error_cb` to its own in
@@ -747,13 +759,49 @@ extern "C" fn compile_file(file_handle: usize, ty: c_int) -> usize {
 /// The wrapper. Five word arguments: 7.4's callback takes a va_list (a
 /// pointer on x86-64) as the fifth; later ones four, and the fifth register
 /// is passed on unread.
+///
+/// A call from inside its own chain: an extension that wraps
+/// `zend_error_cb` in each RINIT finds ours there (from the request
+/// before), and its callback chains to ours; `compile_file` then puts ours
+/// in front of it again, so ours -> the extension's -> ours. That second
+/// call forwards to the callback of start-up (`START_ERROR_CB`, PHP's
+/// own), not to `PREV_ERROR_CB` (a cycle, a stack overflow at the first
+/// warning): each callback of the chain runs once. It is told by the
+/// same error (message) arriving deeper on the stack while the first call
+/// runs; a fatal error longjmps out of the chain and leaves the marks set,
+/// but a later error has another message or a shallower frame, and RINIT
+/// clears them.
 extern "C" fn error_cb(ty: c_int, file: usize, line: u32, message: usize, args: usize) {
+    let marker = 0u8;
+    let frame = core::hint::black_box(&marker) as *const u8 as usize;
+    let active = ACTIVE_FRAME.load(Relaxed);
+    let again = active != 0 && frame < active && ACTIVE_MESSAGE.load(Relaxed) == message;
+    if again {
+        let start = START_ERROR_CB.load(Relaxed);
+        if start != 0 {
+            c!(
+                start,
+                fn(c_int, usize, u32, usize, usize) -> (),
+                ty,
+                file,
+                line,
+                message,
+                args
+            );
+        }
+        return;
+    }
     if ty & !E_DONT_BAIL == E_ERROR && !crate::hot::guard::busy() && !OOM_DUMPED.load(Relaxed) {
         let _errno = sys::ErrnoGuard::save();
         memory_limit_dump(file, line, message);
     }
     let prev = PREV_ERROR_CB.load(Relaxed);
     if prev != 0 {
+        // Another error while this one's chain runs (a callback that
+        // warns) sets its own marks and puts these back.
+        let saved = (active, ACTIVE_MESSAGE.load(Relaxed));
+        ACTIVE_FRAME.store(frame, Relaxed);
+        ACTIVE_MESSAGE.store(message, Relaxed);
         c!(
             prev,
             fn(c_int, usize, u32, usize, usize) -> (),
@@ -763,6 +811,8 @@ extern "C" fn error_cb(ty: c_int, file: usize, line: u32, message: usize, args: 
             message,
             args
         );
+        ACTIVE_FRAME.store(saved.0, Relaxed);
+        ACTIVE_MESSAGE.store(saved.1, Relaxed);
     }
 }
 

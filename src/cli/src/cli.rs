@@ -344,8 +344,14 @@ Temporary allocations: with HEAPLIVE_VIEWS=...,temporary every dump has
 NAME.temporary.folded, per stack the bytes of sampled blocks freed within
 1 ms; 'heaplive top NAME.temporary.folded' (or 'heaplive top --view
 temporary NAME.folded', or a directory) ranks them (column FREED<1MS;
-95% intervals from NAME.temporary.variance.folded with ...,variance).",
-    override_usage = "heaplive top FILE|DIR... [-n N] [--view VIEW] [--inclusive [--by-line]] [--php] [--endpoints] [--bytes] [--width W]
+95% intervals from NAME.temporary.variance.folded with ...,variance).
+
+Application frames: with HEAPLIVE_VIEWS=...,app every dump has NAME.app.txt,
+the names of the main executable's frames; 'heaplive top --app NAME.folded'
+groups the live bytes by the innermost frame of each stack that is in the
+executable (not in a shared library), the way --php names PHP's application
+frame.",
+    override_usage = "heaplive top FILE|DIR... [-n N] [--view VIEW] [--inclusive [--by-line]] [--php] [--app] [--endpoints] [--bytes] [--width W]
        heaplive top --pool MASTER_PID|DIR [--bytes]",
     after_help = "\
 Examples:
@@ -372,18 +378,24 @@ pub struct TopArgs {
     /// with no PHP frame become '[no PHP code]'
     #[arg(long)]
     pub php: bool,
+    /// per application frame instead of per stack: the bytes of each stack
+    /// under its innermost frame in the main executable (not in a shared
+    /// library), from the dump's NAME.app.txt (HEAPLIVE_VIEWS=...,app);
+    /// stacks with no frame of the executable make one row
+    #[arg(long, conflicts_with_all = ["inclusive", "php"])]
+    pub app: bool,
     /// PHP endpoints instead of stacks: per request root frame ([GET
     /// /api/report]), the highest and mean bytes over the dumps it is in;
     /// on a directory of per-request peak dumps (HEAPLIVE_PHP_PEAK_BYTES),
     /// the endpoints by peak
-    #[arg(long, conflicts_with_all = ["inclusive", "php"])]
+    #[arg(long, conflicts_with_all = ["inclusive", "php", "app"])]
     pub endpoints: bool,
     /// a pool's workers instead of stacks: the children of MASTER_PID (each
     /// one's newest dump, from its status file) or a directory's dumps (the
     /// newest per pid, NAME.PID.N.folded), one row each and their sum:
     /// live bytes and the resident memory by kind of NAME.maps.txt
     /// (ZendMM, malloc, opcache, stacks, files)
-    #[arg(long, value_name = "MASTER_PID|DIR", conflicts_with_all = ["inclusive", "php", "endpoints", "files", "view"])]
+    #[arg(long, value_name = "MASTER_PID|DIR", conflicts_with_all = ["inclusive", "php", "app", "endpoints", "files", "view"])]
     pub pool: Option<String>,
     /// the view of each dump to rank, whichever of its files is named (or
     /// the dumps of a directory): live (NAME.folded), alloc

@@ -158,6 +158,10 @@ const FILES: &[(&str, &str)] = &[
         "PHP mode: resident memory by kind (ZendMM, opcache, malloc, stacks, files) beside the dump.",
     ),
     (
+        "NAME.app.txt",
+        "The names of the main executable's frames, for heaplive top --app (HEAPLIVE_VIEWS=...,app).",
+    ),
+    (
         "/tmp/heaplive-EUID/PID",
         "The status file of a process (dumps so far, the last file, the dump signal), read by heaplive dump; removed at exit.",
     ),

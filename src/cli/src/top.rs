@@ -25,6 +25,10 @@ pub fn main(mut a: TopArgs) -> Res<()> {
         let text = top_endpoints(&a.files, &t)?;
         return emit(|out| out.write_all(text.as_bytes()));
     }
+    if a.app {
+        let text = top_app(&a.files, &t)?;
+        return emit(|out| out.write_all(text.as_bytes()));
+    }
     let mut profile = folded::load_all(&a.files)?;
     let app = a.php.then(|| application_line(&profile, &t));
     if a.php {
@@ -50,7 +54,17 @@ pub fn main(mut a: TopArgs) -> Res<()> {
         } else {
             t.view.column()
         };
-        top_stacks(&profile, &t, a.files.len(), samples, variances, r, label)
+        let kind = Rows::stacks(profile.stacks.len());
+        top_stacks(
+            &profile,
+            &t,
+            a.files.len(),
+            samples,
+            variances,
+            r,
+            label,
+            &kind,
+        )
     };
     text += &app.unwrap_or_default();
     emit(|out| out.write_all(text.as_bytes()))
@@ -137,6 +151,90 @@ fn application_line(p: &Profile, t: &Table) -> String {
             t.size(sum.total as u128)
         ),
         None => "no application frame (every PHP frame is [internal] or [library]: HEAPLIVE_PHP_LIBRARY)\n".into(),
+    }
+}
+
+/// The row of `top --app` for the stacks with no frame of the executable.
+const NO_APP_FRAME: &str = "[no frame of the executable]";
+
+/// `top --app`: the live bytes of every stack under its innermost frame
+/// that is in the main executable (named by `NAME.app.txt` beside each
+/// dump, `format::app_frames`), summed per such frame; the stacks with none
+/// (a shared library's constructor, a thread a library started) in one
+/// row, [`NO_APP_FRAME`].
+fn top_app(files: &[String], t: &Table) -> Res<String> {
+    let mut by_frame = Profile::default();
+    // The samples and variances fold the same way (they add), when every
+    // file has them (sampled mode).
+    let mut samples = Some(Profile::default());
+    let mut variances = Some(Profile::default());
+    let mut stacks = 0usize;
+    for f in files {
+        let frames = app_frames_of(f)?;
+        let fold = |p: &Profile| {
+            let mut out = Profile::default();
+            for (stack, &n) in &p.stacks {
+                // A frame of a stripped executable counts for its function.
+                let key = stack
+                    .split(';')
+                    .rev()
+                    .find_map(|fr| frames.get(fr).map(|func| func.as_deref().unwrap_or(fr)))
+                    .unwrap_or(NO_APP_FRAME);
+                let slot = out.stacks.entry(key.to_string()).or_insert(0);
+                *slot = slot.saturating_add(n);
+            }
+            out
+        };
+        let p = folded::load(f)?;
+        stacks += p.stacks.len();
+        by_frame.try_add(fold(&p)).or_else(error)?;
+        let one = std::slice::from_ref(f);
+        for (sum, what) in [(&mut samples, "samples"), (&mut variances, "variance")] {
+            *sum = match (sum.take(), companions_of(one, what)) {
+                (Some(mut s), Some(c)) => {
+                    s.add(fold(&c));
+                    Some(s)
+                }
+                _ => None,
+            };
+        }
+    }
+    let kind = Rows {
+        header: "APPLICATION FRAME (the innermost frame in the executable)",
+        noun: "frames",
+        stacks,
+    };
+    let r = interval_of_files(files);
+    Ok(top_stacks(
+        &by_frame,
+        t,
+        files.len(),
+        samples,
+        variances,
+        r,
+        t.view.column(),
+        &kind,
+    ))
+}
+
+/// The executable's frames of the dump `f` is a file of: its
+/// `NAME.app.txt`.
+fn app_frames_of(f: &str) -> Res<heaplive_format::app_frames::Frames> {
+    let dump = match dump_and_view(f) {
+        Some((dump, _)) if f != "-" => dump,
+        _ => {
+            return error(format!(
+                "{f}: --app reads the NAME.app.txt beside a dump's NAME.folded: give the dump's file{}",
+                if f == "-" { ", not standard input" } else { "" }
+            ));
+        }
+    };
+    let path = format!("{dump}.app.txt");
+    match folded::read_regular_text(&path) {
+        Some(bytes) => heaplive_format::app_frames::parse(&path, &bytes).or_else(error),
+        None => error(format!(
+            "{f}: no {path} beside it: a dump names the executable's frames when HEAPLIVE_VIEWS includes app (HEAPLIVE_VIEWS=live,peak,samples,app)"
+        )),
     }
 }
 
@@ -367,6 +465,25 @@ fn top_endpoints(files: &[String], t: &Table) -> Res<String> {
     Ok(out)
 }
 
+/// What the rows of [`top_stacks`] are: its last column's header, their
+/// name in "(N more ...)", and the stacks the total line counts.
+struct Rows {
+    header: &'static str,
+    noun: &'static str,
+    stacks: usize,
+}
+
+impl Rows {
+    fn stacks(stacks: usize) -> Rows {
+        Rows {
+            header: "STACK (leaf first)",
+            noun: "stacks",
+            stacks,
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
 fn top_stacks(
     p: &Profile,
     t: &Table,
@@ -375,6 +492,7 @@ fn top_stacks(
     variances: Option<Profile>,
     sample_interval: Option<u64>,
     label: &str,
+    kind: &Rows,
 ) -> String {
     let total = p.total();
     let mut rows: Vec<(&String, u64)> = p.stacks.iter().map(|(s, &c)| (s, c)).collect();
@@ -412,11 +530,11 @@ fn top_stacks(
     let extra = if bars { 11 + iw } else { 0 };
     let mut out = if bars {
         format!(
-            "{:>w$}  {:>6}  {:>7}  {:>iw$}  STACK (leaf first)\n",
-            label, "SHARE", "SAMPLES", "95% INTERVAL"
+            "{:>w$}  {:>6}  {:>7}  {:>iw$}  {}\n",
+            label, "SHARE", "SAMPLES", "95% INTERVAL", kind.header
         )
     } else {
-        format!("{:>w$}  {:>6}  STACK (leaf first)\n", label, "SHARE")
+        format!("{:>w$}  {:>6}  {}\n", label, "SHARE", kind.header)
     };
     let mut shown_bytes = 0u128;
     for (((stack, count), size), cell) in rows[..shown].iter().zip(&sizes).zip(&cells) {
@@ -438,10 +556,11 @@ fn top_stacks(
     if shown < rows.len() {
         let rest = total - shown_bytes;
         out += &format!(
-            "{:>w$}  {:>6}  ({} more stacks)\n",
+            "{:>w$}  {:>6}  ({} more {})\n",
             t.size(rest),
             percent(rest, total),
-            grouped((rows.len() - shown) as u128)
+            grouped((rows.len() - shown) as u128),
+            kind.noun
         );
     }
     let files = if nfiles == 1 {
@@ -462,7 +581,7 @@ fn top_stacks(
         t.size(total),
         percent(total, total),
         total,
-        grouped(rows.len() as u128),
+        grouped(kind.stacks as u128),
     );
     let r = sample_interval.filter(|_| variances.is_some());
     if let Some(line) = unseen_line(p, samples.as_ref(), r) {

@@ -219,9 +219,12 @@ pub struct Views {
     /// (bytes freed within 1 ms per stack) and the pprof sample types
     /// `freed_1ms_space`, `freed_1s_space`, `freed_later_space`.
     pub temporary: bool,
+    /// The executable's frames, `NAME.app.txt` (`format::app_frames`),
+    /// for `heaplive top --app`.
+    pub app: bool,
 }
 
-/// `live`, `alloc`, `peak`, `samples`, `variance`, `temporary`,
+/// `live`, `alloc`, `peak`, `samples`, `variance`, `temporary`, `app`,
 /// comma-separated, in any order.
 pub fn parse_views(v: &[u8]) -> Option<Views> {
     let mut f = Views {
@@ -231,6 +234,7 @@ pub fn parse_views(v: &[u8]) -> Option<Views> {
         samples: false,
         variance: false,
         temporary: false,
+        app: false,
     };
     for part in trim(v).split(|&b| b == b',') {
         match trim(part) {
@@ -240,6 +244,7 @@ pub fn parse_views(v: &[u8]) -> Option<Views> {
             s if s.eq_ignore_ascii_case(b"samples") => f.samples = true,
             s if s.eq_ignore_ascii_case(b"variance") => f.variance = true,
             s if s.eq_ignore_ascii_case(b"temporary") => f.temporary = true,
+            s if s.eq_ignore_ascii_case(b"app") => f.app = true,
             _ => return None,
         }
     }
@@ -249,7 +254,7 @@ pub fn parse_views(v: &[u8]) -> Option<Views> {
 /// `HEAPLIVE_VIEWS`.
 pub fn views(v: &[u8]) -> Result<Views, &'static str> {
     parse_views(v)
-        .ok_or("is not a list of live, alloc, peak, samples, variance, temporary (example: live,alloc,peak)")
+        .ok_or("is not a list of live, alloc, peak, samples, variance, temporary, app (example: live,alloc,peak)")
 }
 
 /// `HEAPLIVE_PEAK_GROWTH`; 0 = off, else a factor above 1.

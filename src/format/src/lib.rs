@@ -12,6 +12,7 @@
 //! | [`samples`] | the samples file (version 2): samples and variance per view and stack |
 //! | [`stats`] | intervals of sampled estimates |
 //! | [`units`] | byte formatting for people |
+//! | [`app_frames`] | a native dump's executable frames, `NAME.app.txt` (`top --app`) |
 //! | [`php_frames`] | PHP mode's frames as text: which are PHP's, the application's; the fold of `top --php` |
 //! | [`profile`], [`pprof`] | the profile a dump builds, and its pprof writer |
 //! | [`safe_path`] | how the library and the command reach a file they write: no link or directory another user could have planted |
@@ -23,6 +24,7 @@
 //! return plain values or `&'static str` reasons, never allocate and never
 //! panic on any input (the library is built with panic=abort).
 
+pub mod app_frames;
 pub mod folded;
 pub mod grammar;
 pub mod php_frames;

@@ -200,7 +200,7 @@ setting!(
     c"HEAPLIVE_VIEWS",
     "live,peak,samples",
     Views,
-    "what a dump writes: live (NAME.folded), alloc (bytes allocated since start, NAME.alloc.folded), peak (at exit, the stacks at the highest live total, NAME.peak.folded), samples (live samples per stack, NAME.samples.folded, for heaplive top's 95% intervals; sampled mode only), variance (the variance of each stack's estimate beside each view, NAME.variance.folded, NAME.alloc.variance.folded, NAME.peak.variance.folded: heaplive top's intervals from the samples' own weights, zero for blocks that are always sampled; sampled mode only), temporary (lifetimes of the sampled blocks freed: NAME.temporary.folded, bytes freed within 1 ms per stack, and pprof sample types freed_1ms_space, freed_1s_space, freed_later_space)"
+    "what a dump writes: live (NAME.folded), alloc (bytes allocated since start, NAME.alloc.folded), peak (at exit, the stacks at the highest live total, NAME.peak.folded), samples (live samples per stack, NAME.samples.folded, for heaplive top's 95% intervals; sampled mode only), variance (the variance of each stack's estimate beside each view, NAME.variance.folded, NAME.alloc.variance.folded, NAME.peak.variance.folded: heaplive top's intervals from the samples' own weights, zero for blocks that are always sampled; sampled mode only), temporary (lifetimes of the sampled blocks freed: NAME.temporary.folded, bytes freed within 1 ms per stack, and pprof sample types freed_1ms_space, freed_1s_space, freed_later_space), app (the names of the main executable's frames, NAME.app.txt, for heaplive top --app)"
 );
 setting!(
     PEAK_GROWTH,
@@ -388,6 +388,7 @@ pub const DEFAULTS: Defaults = Defaults {
         samples: true,
         variance: false,
         temporary: false,
+        app: false,
     },
     peak_growth: 0.0,
     start: true,
