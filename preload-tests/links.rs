@@ -33,6 +33,26 @@ chmod 600 /tmp/secret/victim
 runuser -u $EVIL -- mkdir -m 755 /tmp/pool
 mkdir -m 1777 /tmp/shared
 plant() { runuser -u $EVIL -- ln -s "$2" "$1"; }
+# `start NAME ENV...`: links_wait under the preload with ENV (and $ARG as
+# its argument), its stdin a FIFO held open on fd 3 until `finish NAME`,
+# its output in /tmp/NAME.out and /tmp/NAME.err, $P its pid; returns once
+# it printed "ready" (a bounded wait, not a timing assertion).
+start() {
+    n=$1; shift
+    mkfifo /tmp/$n.in
+    env LD_PRELOAD=$LIB "$@" $LINKPROGS/links_wait ${ARG:-} < /tmp/$n.in > /tmp/$n.out 2> /tmp/$n.err &
+    P=$!
+    exec 3> /tmp/$n.in
+    for i in $(seq 600); do grep -qx ready /tmp/$n.out && return 0; sleep 0.05; done
+    echo "$n: not ready"; exit 96
+}
+finish() {
+    exec 3>&-
+    wait $P
+    echo "${1}_RC=$?"
+    echo "${1}_OUT=$(tr '\n' ' ' < /tmp/$1.out)"
+    sed "s/^/$1.err: /" /tmp/$1.err
+}
 intact() {
     echo "VICTIM=$(tr '\n' ' ' < /tmp/secret/victim)"
     echo "SECRET=$(ls -A /tmp/secret | tr '\n' ' ')"
@@ -328,4 +348,78 @@ $HEAPLIVE flamegraph /tmp/in.folded -o /tmp/shared/mine.svg && grep -q 'links_bi
     assert_eq!(get(&m, "B_SAID", &t), "1", "{t}");
     assert_eq!(get(&m, "STDOUT", &t), "1", "{t}");
     assert_eq!(get(&m, "MINE", &t), "1", "{t}");
+}
+
+/// The status directory `/tmp/heaplive-0` planted before root's process
+/// starts (a symlink to a directory of the other user's, mode 0777), with
+/// decoys at the fallback's names (`/tmp/heaplive-0.AAAAAA`, their own
+/// directory; `/tmp/heaplive-0.BBBBBB`, their link to root's /tmp/secret):
+/// nothing is written through the link or into the decoys, one line per
+/// process names the directory and why and where the status went instead
+/// (a new directory of root's, mode 0700, from mkdtemp), and `heaplive
+/// dump` still finds the dump there. HEAPLIVE_SIGNAL=USR1 writes a status
+/// file when heaplive's thread starts too (USR2 only after a dump).
+#[test]
+fn a_planted_status_directory_is_not_followed() {
+    let (m, t) = run(r#"
+runuser -u $EVIL -- mkdir -m 777 /tmp/evil
+plant /tmp/heaplive-0 /tmp/evil
+runuser -u $EVIL -- mkdir -m 700 /tmp/heaplive-0.AAAAAA
+plant /tmp/heaplive-0.BBBBBB /tmp/secret
+export HEAPLIVE_SAMPLE_INTERVAL=4096
+for sig in USR2 USR1; do
+    start $sig HEAPLIVE_SIGNAL=$sig HEAPLIVE_OUTPUT=/tmp/s.%p.%n.folded
+    $HEAPLIVE dump $P > /tmp/$sig.dump 2> /tmp/$sig.dump.err
+    echo "${sig}_DUMP_RC=$?"
+    echo "${sig}_DUMP=$(cat /tmp/$sig.dump)"
+    echo "${sig}_WANT=/tmp/s.$P.1.folded"
+    sed "s/^/$sig.dump.err: /" /tmp/$sig.dump.err
+    # Root's own fallback directories, and what each holds while it runs.
+    echo "${sig}_HELD=$(find /tmp -maxdepth 1 -name 'heaplive-0.*' -user root -perm 700 -type d | while read d; do ls $d; done | tr '\n' ' ')"
+    FB=$(find /tmp -maxdepth 1 -name 'heaplive-0.*' -user root -perm 700 -type d)
+    echo "${sig}_PID=$P "
+    finish $sig
+    echo "${sig}_SAID=$(grep -c "^heaplive\[$P\]: status directory /tmp/heaplive-0 is a symlink; using $FB instead (remove /tmp/heaplive-0 to use it again)$" /tmp/$sig.err)"
+    echo "${sig}_STATUS_LINES=$(grep -c 'status directory' /tmp/$sig.err)"
+done
+echo "FALLBACKS=$(find /tmp -maxdepth 1 -name 'heaplive-0.*' -user root | wc -l)"
+echo "LEFT=$(find /tmp -maxdepth 1 -name 'heaplive-0.*' -user root | while read d; do ls -A $d; done | wc -l)"
+echo "EVIL_DIR=$(ls -A /tmp/evil /tmp/heaplive-0.AAAAAA | grep -vc ':$\|^$')"
+echo "LINK=$(stat -c %F /tmp/heaplive-0)"
+"#);
+    assert_intact(&m, &t);
+    for sig in ["USR2", "USR1"] {
+        let k = |s: &str| format!("{sig}_{s}");
+        assert_eq!(get(&m, &k("DUMP_RC"), &t), "0", "heaplive dump\n{t}");
+        assert_eq!(
+            get(&m, &k("DUMP"), &t),
+            get(&m, &k("WANT"), &t),
+            "heaplive dump names the dump\n{t}"
+        );
+        assert_eq!(
+            get(&m, &k("HELD"), &t),
+            get(&m, &k("PID"), &t),
+            "the status file is in root's fallback directory\n{t}"
+        );
+        assert_eq!(get(&m, &k("RC"), &t), "6", "{t}");
+        assert_eq!(get(&m, &k("OUT"), &t), "ready done ", "{t}");
+        assert_eq!(get(&m, &k("SAID"), &t), "1", "one line says why\n{t}");
+        assert_eq!(get(&m, &k("STATUS_LINES"), &t), "1", "{t}");
+    }
+    assert_eq!(
+        get(&m, "FALLBACKS", &t),
+        "1",
+        "one fallback, reused by the second process\n{t}"
+    );
+    assert_eq!(
+        get(&m, "LEFT", &t),
+        "0",
+        "status files are removed at exit\n{t}"
+    );
+    assert_eq!(
+        get(&m, "EVIL_DIR", &t),
+        "0",
+        "nothing in the other user's directories\n{t}"
+    );
+    assert_eq!(get(&m, "LINK", &t), "symbolic link", "{t}");
 }
