@@ -423,3 +423,98 @@ echo "LINK=$(stat -c %F /tmp/heaplive-0)"
     );
     assert_eq!(get(&m, "LINK", &t), "symbolic link", "{t}");
 }
+
+/// PHP mode's request-peak dumps (`NAME.request.folded` and its samples,
+/// maps and timeline files; HEAPLIVE_PHP_PEAK_BYTES=2M, a php-cli script
+/// peaking near 8 MiB): in the other user's directory (the default
+/// template, run there) every file goes to /tmp with one line each for the
+/// dump's own files; in root's sticky /tmp/shared the other user's links
+/// at the names of the request dump's other files, and at a fixed
+/// template's request name, are refused and the files land in /tmp.
+#[test]
+fn php_request_peak_dumps_through_planted_links_are_refused() {
+    crate::php_mode::require_php();
+    let php = crate::php_fpm::php_bin();
+    let (m, t) = run(&format!(
+        r#"
+PHP={php}
+cat > /tmp/r.php <<'PHPEOF'
+<?php
+function build_page() {{ $a = []; for ($i = 0; $i < 2000; $i++) {{ $a[] = str_repeat('p', 4000) . $i; }} return count($a); }}
+echo build_page(), "\n";
+PHPEOF
+chmod 644 /tmp/r.php
+export HEAPLIVE_PHP_PEAK_BYTES=2M HEAPLIVE_SAMPLE_INTERVAL=64K
+sh -c 'cd /tmp/pool && exec env LD_PRELOAD=$LIB $0 /tmp/r.php > /tmp/a.out 2> /tmp/a.err' $PHP
+echo "A_RC=$?"
+echo "A_OUT=$(cat /tmp/a.out)"
+sed 's/^/a.err: /' /tmp/a.err
+P=$(ls /tmp | sed -n 's/^heaplive\.php[0-9.]*\.\([0-9]*\)\.1\.request\.folded$/\1/p')
+echo "A_FILES=$(cd /tmp && ls heaplive.php*.$P.1.* 2>/dev/null | sed 's/^heaplive\.php[0-9.]*\.[0-9]*\.1\.//' | tr '\n' ' ')"
+echo "A_SAID=$(grep -c "^heaplive\[$P\]: cannot write /tmp/pool/heaplive\.php[0-9.]*\.$P\.1\.request\.folded (directory /tmp/pool on the way belongs to uid $(id -u $EVIL), who could plant links in it; not used); wrote /tmp/heaplive\.php[0-9.]*\.$P\.1\.request\.folded instead$" /tmp/a.err)"
+echo "A_PEAK=$(grep -c "^heaplive\[$P\]: request peak dump /tmp/heaplive\.php[0-9.]*\.$P\.1\.request\.folded: \[cli r\.php\] peaked at" /tmp/a.err)"
+echo "A_POOL=$(ls -A /tmp/pool | wc -l)"
+
+sh -c 'P=$$
+for s in request.samples.folded request.maps.txt request.timeline.tsv; do
+    runuser -u $EVIL -- ln -s /tmp/secret/victim /tmp/shared/r.$P.1.$s
+done
+exec env LD_PRELOAD=$LIB HEAPLIVE_OUTPUT=/tmp/shared/r.%p.%n.folded $0 /tmp/r.php > /tmp/b.out 2> /tmp/b.err' $PHP
+echo "B_RC=$?"
+echo "B_OUT=$(cat /tmp/b.out)"
+sed 's/^/b.err: /' /tmp/b.err
+P=$(ls /tmp/shared | sed -n 's/^r\.\([0-9]*\)\.1\.request\.folded$/\1/p')
+echo "B_P=$P"
+echo "B_STACK=$(grep -c 'build_page (r.php:2)' /tmp/shared/r.$P.1.request.folded)"
+echo "B_MOVED=$(cd /tmp && ls r.$P.1.request.* | tr '\n' ' ')"
+echo "B_LINKS=$(find /tmp/shared -name "r.$P.1.request.*" -type l -user $EVIL | wc -l)"
+echo "B_SAID=$(grep -c "^heaplive\[$P\]: cannot write /tmp/shared/r\.$P\.1\.request\.[a-z.]* (/tmp/shared/r\.$P\.1\.request\.[a-z.]* is a symlink owned by uid $(id -u $EVIL), not by root; not followed); wrote /tmp/r\.$P\.1\.request\.[a-z.]* instead$" /tmp/b.err)"
+echo "B_REFUSED=$(grep -c 'cannot write' /tmp/b.err)"
+
+plant /tmp/shared/fixed.request.folded /tmp/secret/victim
+LD_PRELOAD=$LIB HEAPLIVE_OUTPUT=/tmp/shared/fixed.folded $PHP /tmp/r.php > /tmp/c.out 2> /tmp/c.err
+echo "C_RC=$?"
+sed 's/^/c.err: /' /tmp/c.err
+echo "C_PEAK=$(grep -c '^heaplive\[[0-9]*\]: request peak dump /tmp/fixed\.request\.folded: \[cli r\.php\] peaked at' /tmp/c.err)"
+echo "C_SAID=$(grep -c '^heaplive\[[0-9]*\]: cannot write /tmp/shared/fixed\.request\.folded (/tmp/shared/fixed\.request\.folded is a symlink owned by uid [0-9]*, not by root; not followed); wrote /tmp/fixed\.request\.folded instead$' /tmp/c.err)"
+echo "C_STACK=$(grep -c 'build_page (r.php:2)' /tmp/fixed.request.folded)"
+"#
+    ));
+    assert_intact(&m, &t);
+    for k in ["A", "B"] {
+        assert_eq!(get(&m, &format!("{k}_RC"), &t), "0", "{t}");
+        assert_eq!(get(&m, &format!("{k}_OUT"), &t), "2000", "{t}");
+    }
+    assert_eq!(
+        get(&m, "A_FILES", &t),
+        "request.folded request.maps.txt request.samples.folded request.timeline.tsv ",
+        "the request dump's files, in /tmp\n{t}"
+    );
+    assert_eq!(get(&m, "A_SAID", &t), "1", "{t}");
+    assert_eq!(get(&m, "A_PEAK", &t), "1", "{t}");
+    assert_eq!(
+        get(&m, "A_POOL", &t),
+        "0",
+        "nothing in their directory\n{t}"
+    );
+    let p = get(&m, "B_P", &t);
+    let names =
+        |v: &[&str]| -> String { v.iter().map(|s| format!("r.{p}.1.request.{s} ")).collect() };
+    assert_eq!(get(&m, "B_STACK", &t), "1", "the request dump itself\n{t}");
+    assert_eq!(
+        get(&m, "B_MOVED", &t),
+        names(&["maps.txt", "samples.folded", "timeline.tsv"]),
+        "its other files, in /tmp\n{t}"
+    );
+    assert_eq!(
+        get(&m, "B_LINKS", &t),
+        "3",
+        "the links stay as they were\n{t}"
+    );
+    assert_eq!(get(&m, "B_SAID", &t), "3", "one line per file refused\n{t}");
+    assert_eq!(get(&m, "B_REFUSED", &t), "3", "{t}");
+    assert_eq!(get(&m, "C_RC", &t), "0", "{t}");
+    assert_eq!(get(&m, "C_PEAK", &t), "1", "{t}");
+    assert_eq!(get(&m, "C_SAID", &t), "1", "{t}");
+    assert_eq!(get(&m, "C_STACK", &t), "1", "{t}");
+}
