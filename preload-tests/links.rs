@@ -518,3 +518,64 @@ echo "C_STACK=$(grep -c 'build_page (r.php:2)' /tmp/fixed.request.folded)"
     assert_eq!(get(&m, "C_SAID", &t), "1", "{t}");
     assert_eq!(get(&m, "C_STACK", &t), "1", "{t}");
 }
+
+/// `heaplive run`'s private directory (`$TMPDIR/heaplive-run.XXXXXX`, the
+/// file its processes list their files in) with $TMPDIR a directory the
+/// other user owns, or one that anyone may write (0777, not sticky): they
+/// could swap the directory, once made, for a link to a directory of
+/// root's (here while the program runs: /tmp/secret2, holding a root-only
+/// `files`), which `run` would then read, list and remove. It is made in
+/// /tmp instead, one line names $TMPDIR and why, nothing is made in
+/// $TMPDIR, and `run` lists the program's files and exits with its status.
+#[test]
+fn heaplive_run_makes_no_private_directory_where_another_user_could_swap_it() {
+    let (m, t) = run(r#"
+mkdir -m 700 /tmp/secret2
+printf '1\tx\t/tmp/secret/victim\n' > /tmp/secret2/files
+chmod 600 /tmp/secret2/files
+mkdir -m 777 /tmp/open
+export HEAPLIVE_SAMPLE_INTERVAL=4096
+for k in pool open; do
+    mkfifo /tmp/$k.in
+    TMPDIR=/tmp/$k $HEAPLIVE run -o /tmp/shared/$k.%p.%n.folded -- $LINKPROGS/links_wait < /tmp/$k.in > /tmp/$k.out 2> /tmp/$k.err &
+    R=$!
+    exec 3> /tmp/$k.in
+    for i in $(seq 600); do grep -qx ready /tmp/$k.out && break; sleep 0.05; done
+    echo "${k}_MADE=$(ls -A /tmp/$k | wc -l)"
+    runuser -u $EVIL -- sh -c "for d in /tmp/$k/heaplive-run.*; do [ -e \$d ] && mv \$d /tmp/$k/moved && ln -s /tmp/secret2 \$d; done"
+    exec 3>&-
+    wait $R
+    echo "${k}_RC=$?"
+    sed "s/^/$k.err: /" /tmp/$k.err
+    P=$(sed -n 's/^heaplive: profiling pid \([0-9]*\);.*/\1/p' /tmp/$k.err)
+    echo "${k}_P=$P"
+    echo "${k}_LISTED=$(sed -n 's/^  //p' /tmp/$k.err | tr '\n' ' ')"
+    echo "${k}_HEAD=$(grep -c "^heaplive: [0-9]* files written by pid $P (links_wait):$" /tmp/$k.err)"
+    echo "${k}_SAID=$(grep -c "^heaplive: cannot make the private directory of this run in /tmp/$k (directory /tmp/$k on the way .*; not used); made /tmp/heaplive-run\.[A-Za-z0-9]\{6\} instead$" /tmp/$k.err)"
+    echo "${k}_LEFT=$(ls -A /tmp/$k | tr '\n' ' ')"
+done
+echo "SECRET2=$(cat /tmp/secret2/files | tr '\t\n' '  ')"
+echo "RUN_LEFT=$(ls -d /tmp/heaplive-run.* 2>/dev/null | wc -l)"
+"#);
+    assert_intact(&m, &t);
+    assert_eq!(
+        get(&m, "SECRET2", &t),
+        "1 x /tmp/secret/victim ",
+        "root's file stays\n{t}"
+    );
+    assert_eq!(get(&m, "RUN_LEFT", &t), "0", "removed at the end\n{t}");
+    for k in ["pool", "open"] {
+        let g = |s: &str| get(&m, &format!("{k}_{s}"), &t);
+        assert_eq!(g("MADE"), "0", "nothing made in $TMPDIR\n{t}");
+        assert_eq!(g("LEFT"), "", "{t}");
+        assert_eq!(g("RC"), "6", "the program's status\n{t}");
+        assert_eq!(g("SAID"), "1", "one line says why\n{t}");
+        assert_eq!(g("HEAD"), "1", "{t}");
+        let p = g("P");
+        let want: String = ["folded", "samples.folded", "timeline.tsv"]
+            .iter()
+            .map(|s| format!("/tmp/shared/{k}.{p}.1.{s} "))
+            .collect();
+        assert_eq!(g("LISTED"), want, "the program's files\n{t}");
+    }
+}
