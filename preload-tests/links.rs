@@ -579,3 +579,52 @@ echo "RUN_LEFT=$(ls -d /tmp/heaplive-run.* 2>/dev/null | wc -l)"
         assert_eq!(g("LISTED"), want, "the program's files\n{t}");
     }
 }
+
+/// `heaplive report -o` and `heaplive run --report` (the same writer as
+/// `flamegraph -o`): the other user's link, in their directory or in a
+/// sticky one, is refused with one line and status 1 (`run` says so in
+/// one line too and exits with its program's status, 5); a new file of
+/// root's and `-o /dev/stdout` are written. (`diff` and `merge` write to
+/// standard output only: they have no `-o`.)
+#[test]
+fn report_output_through_a_planted_link_is_refused() {
+    let (m, t) = run(r#"
+export HEAPLIVE_SAMPLE_INTERVAL=4096
+LD_PRELOAD=$LIB HEAPLIVE_OUTPUT=/tmp/in.folded $LINKPROGS/links_prog > /dev/null 2>&1
+plant /tmp/pool/r.html /tmp/secret/victim
+plant /tmp/shared/r.html /tmp/secret/victim
+$HEAPLIVE report /tmp/in.folded -o /tmp/pool/r.html > /dev/null 2> /tmp/a.err
+echo "A_RC=$?"
+sed 's/^/a.err: /' /tmp/a.err
+echo "A_SAID=$(grep -c "^heaplive: /tmp/pool/r.html: directory /tmp/pool on the way belongs to uid $(id -u $EVIL), who could plant links in it; not used$" /tmp/a.err)"
+echo "A_LINES=$(wc -l < /tmp/a.err)"
+$HEAPLIVE report /tmp/in.folded -o /tmp/shared/r.html > /dev/null 2> /tmp/b.err
+echo "B_RC=$?"
+echo "B_SAID=$(grep -c "^heaplive: /tmp/shared/r.html: /tmp/shared/r.html is a symlink owned by uid $(id -u $EVIL), not by root; not followed$" /tmp/b.err)"
+echo "B_LINES=$(wc -l < /tmp/b.err)"
+$HEAPLIVE report /tmp/in.folded -o /dev/stdout 2>/dev/null | grep -q 'id="heaplive-data"' && echo "STDOUT=1"
+$HEAPLIVE report /tmp/in.folded -o /tmp/shared/mine.html && grep -q 'id="heaplive-data"' /tmp/shared/mine.html && echo "MINE=1"
+$HEAPLIVE run -q --report /tmp/shared/r.html -o /tmp/run.%n.folded -- $LINKPROGS/links_prog > /tmp/c.out 2> /tmp/c.err
+echo "C_RC=$?"
+sed 's/^/c.err: /' /tmp/c.err
+echo "C_OUT=$(tr '\n' ' ' < /tmp/c.out)"
+echo "C_SAID=$(grep -c "^heaplive: /tmp/shared/r.html: /tmp/shared/r.html is a symlink owned by uid $(id -u $EVIL), not by root; not followed$" /tmp/c.err)"
+echo "C_LINES=$(wc -l < /tmp/c.err)"
+echo "C_DUMP=$(grep -c links_big /tmp/run.1.folded)"
+echo "LINKS=$(find /tmp/pool /tmp/shared -name r.html -type l -user $EVIL | wc -l)"
+"#);
+    assert_intact(&m, &t);
+    for k in ["A", "B"] {
+        assert_eq!(get(&m, &format!("{k}_RC"), &t), "1", "{t}");
+        assert_eq!(get(&m, &format!("{k}_SAID"), &t), "1", "{t}");
+        assert_eq!(get(&m, &format!("{k}_LINES"), &t), "1", "{t}");
+    }
+    assert_eq!(get(&m, "STDOUT", &t), "1", "{t}");
+    assert_eq!(get(&m, "MINE", &t), "1", "{t}");
+    assert_eq!(get(&m, "C_RC", &t), "5", "the program's status\n{t}");
+    assert_eq!(get(&m, "C_OUT", &t), "program output ", "{t}");
+    assert_eq!(get(&m, "C_SAID", &t), "1", "{t}");
+    assert_eq!(get(&m, "C_LINES", &t), "1", "{t}");
+    assert_eq!(get(&m, "C_DUMP", &t), "1", "{t}");
+    assert_eq!(get(&m, "LINKS", &t), "2", "the links stay\n{t}");
+}

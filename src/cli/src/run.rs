@@ -100,8 +100,13 @@ pub fn main(a: RunArgs) -> Res<()> {
             Some(c) => report_channel(c, &template, &start_dir, quiet),
             None => report_files(&template, &start_dir, &before, quiet),
         };
+        // A page that cannot be written (refused, disk full) is one line;
+        // the program's status is still the one passed on.
         if let Some(page) = report {
-            crate::run_report::write(&page, &dumps, quiet)?;
+            match crate::run_report::write(&page, &dumps, quiet) {
+                Err(Fail::Error(msg) | Fail::Usage(msg)) => say!("heaplive: {msg}"),
+                Ok(()) | Err(Fail::Reported | Fail::Exit(_)) => {}
+            }
         }
     }
     if code == 0 {
