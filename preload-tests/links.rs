@@ -465,7 +465,7 @@ echo "B_OUT=$(cat /tmp/b.out)"
 sed 's/^/b.err: /' /tmp/b.err
 P=$(ls /tmp/shared | sed -n 's/^r\.\([0-9]*\)\.1\.request\.folded$/\1/p')
 echo "B_P=$P"
-echo "B_STACK=$(grep -c 'build_page (r.php:2)' /tmp/shared/r.$P.1.request.folded)"
+grep -q 'build_page (r.php:2)' /tmp/shared/r.$P.1.request.folded && echo "B_STACK=1"
 echo "B_MOVED=$(cd /tmp && ls r.$P.1.request.* | tr '\n' ' ')"
 echo "B_LINKS=$(find /tmp/shared -name "r.$P.1.request.*" -type l -user $EVIL | wc -l)"
 echo "B_SAID=$(grep -c "^heaplive\[$P\]: cannot write /tmp/shared/r\.$P\.1\.request\.[a-z.]* (/tmp/shared/r\.$P\.1\.request\.[a-z.]* is a symlink owned by uid $(id -u $EVIL), not by root; not followed); wrote /tmp/r\.$P\.1\.request\.[a-z.]* instead$" /tmp/b.err)"
@@ -477,7 +477,7 @@ echo "C_RC=$?"
 sed 's/^/c.err: /' /tmp/c.err
 echo "C_PEAK=$(grep -c '^heaplive\[[0-9]*\]: request peak dump /tmp/fixed\.request\.folded: \[cli r\.php\] peaked at' /tmp/c.err)"
 echo "C_SAID=$(grep -c '^heaplive\[[0-9]*\]: cannot write /tmp/shared/fixed\.request\.folded (/tmp/shared/fixed\.request\.folded is a symlink owned by uid [0-9]*, not by root; not followed); wrote /tmp/fixed\.request\.folded instead$' /tmp/c.err)"
-echo "C_STACK=$(grep -c 'build_page (r.php:2)' /tmp/fixed.request.folded)"
+grep -q 'build_page (r.php:2)' /tmp/fixed.request.folded && echo "C_STACK=1"
 "#
     ));
     assert_intact(&m, &t);
@@ -627,4 +627,77 @@ echo "LINKS=$(find /tmp/pool /tmp/shared -name r.html -type l -user $EVIL | wc -
     assert_eq!(get(&m, "C_LINES", &t), "1", "{t}");
     assert_eq!(get(&m, "C_DUMP", &t), "1", "{t}");
     assert_eq!(get(&m, "LINKS", &t), "2", "the links stay\n{t}");
+}
+
+/// Templates whose directories come from `%e`, `%n` or `%p`: the other
+/// user made the directory `%e` names in a sticky directory (theirs, 0777;
+/// or a link of theirs to root's /tmp/secret), or links at the names `%n`
+/// makes: each dump is refused with one line and lands in /tmp, named
+/// with what the template's directories told apart, so that no dump
+/// there replaces another: `/tmp/shared/%e/e.%n.folded` falls back to
+/// `/tmp/links_prog.e.1.folded`, `/tmp/shared/%n/n.folded` to
+/// `/tmp/1.n.folded`, `/tmp/2.n.folded`, ... (it went to `/tmp/n.folded`
+/// every time, dump 2 numbered 10001), `/tmp/shared/%p/p.folded` to
+/// `/tmp/PID.p.folded`.
+#[test]
+fn template_directories_the_other_user_made_are_refused() {
+    let (m, t) = run(r#"
+export HEAPLIVE_SAMPLE_INTERVAL=4096
+mkdir -m 1777 /tmp/shared2
+runuser -u $EVIL -- mkdir -m 777 /tmp/shared/links_prog
+plant /tmp/shared2/links_prog /tmp/secret
+LD_PRELOAD=$LIB HEAPLIVE_OUTPUT=/tmp/shared/%e/e.%n.folded $LINKPROGS/links_prog > /dev/null 2> /tmp/e.err
+echo "E_RC=$?"
+sed 's/^/e.err: /' /tmp/e.err
+echo "E=$(grep -c links_big /tmp/links_prog.e.1.folded)"
+echo "E_SAID=$(grep -c "^heaplive\[[0-9]*\]: cannot write /tmp/shared/links_prog/e.1.folded (directory /tmp/shared/links_prog on the way belongs to uid $(id -u $EVIL), who could plant links in it; not used); wrote /tmp/links_prog.e.1.folded instead$" /tmp/e.err)"
+LD_PRELOAD=$LIB HEAPLIVE_OUTPUT=/tmp/shared2/%e/l.%n.folded $LINKPROGS/links_prog > /dev/null 2> /tmp/l.err
+echo "L_RC=$?"
+echo "L=$(grep -c links_big /tmp/links_prog.l.1.folded)"
+echo "L_SAID=$(grep -c "^heaplive\[[0-9]*\]: cannot write /tmp/shared2/links_prog/l.1.folded (/tmp/shared2/links_prog is a symlink owned by uid $(id -u $EVIL), not by root; not followed); wrote /tmp/links_prog.l.1.folded instead$" /tmp/l.err)"
+echo "THEIRS=$(ls -A /tmp/shared/links_prog | wc -l)"
+
+plant /tmp/shared/1 /tmp/secret
+plant /tmp/shared/2 /tmp/secret
+start n HEAPLIVE_OUTPUT=/tmp/shared/%n/n.folded
+$HEAPLIVE dump $P > /tmp/n.dumps
+$HEAPLIVE dump $P >> /tmp/n.dumps
+echo "N_DUMPS=$(tr '\n' ' ' < /tmp/n.dumps)"
+finish n
+for i in 1 2 3; do echo "N$i=$(grep -c links_keep /tmp/$i.n.folded)"; done
+echo "N_SAID=$(grep -c "^heaplive\[$P\]: cannot write /tmp/shared/[12]/n.folded (/tmp/shared/[12] is a symlink owned by uid $(id -u $EVIL), not by root; not followed); wrote /tmp/[12].n.folded instead$" /tmp/n.err)"
+echo "N3_SAID=$(grep -c "^heaplive\[$P\]: cannot write /tmp/shared/3/n.folded (No such file or directory (os error 2)); wrote /tmp/3.n.folded instead$" /tmp/n.err)"
+echo "N_FILES=$(cd /tmp && ls *n.folded *n.*.folded *n.timeline.tsv 2>/dev/null | sort -u | tr '\n' ' ')"
+
+for i in 1 2; do
+    LD_PRELOAD=$LIB HEAPLIVE_OUTPUT=/tmp/shared/%p/p.folded HEAPLIVE_VIEWS=live $LINKPROGS/links_prog > /dev/null 2>> /tmp/p.err
+done
+echo "P_FILES=$(cd /tmp && ls | grep -c '^[0-9]*\.p\.folded$')"
+echo "P_SAID=$(grep -c "^heaplive\[\([0-9]*\)\]: cannot write /tmp/shared/\1/p.folded (No such file or directory (os error 2)); wrote /tmp/\1.p.folded instead$" /tmp/p.err)"
+"#);
+    assert_intact(&m, &t);
+    for k in ["E", "L"] {
+        assert_eq!(get(&m, &format!("{k}_RC"), &t), "5", "{t}");
+        assert_eq!(get(&m, k, &t), "1", "{t}");
+        assert_eq!(get(&m, &format!("{k}_SAID"), &t), "1", "{t}");
+    }
+    assert_eq!(get(&m, "THEIRS", &t), "0", "{t}");
+    assert_eq!(
+        get(&m, "N_DUMPS", &t),
+        "/tmp/1.n.folded /tmp/2.n.folded ",
+        "heaplive dump names where they went\n{t}"
+    );
+    assert_eq!(get(&m, "n_RC", &t), "6", "{t}");
+    for i in 1..=3 {
+        assert_eq!(get(&m, &format!("N{i}"), &t), "1", "dump {i} kept\n{t}");
+    }
+    assert_eq!(get(&m, "N_SAID", &t), "2", "{t}");
+    assert_eq!(get(&m, "N3_SAID", &t), "1", "{t}");
+    assert_eq!(
+        get(&m, "N_FILES", &t),
+        "1.n.folded 1.n.samples.folded 1.n.timeline.tsv 2.n.folded 2.n.samples.folded 2.n.timeline.tsv 3.n.folded 3.n.samples.folded 3.n.timeline.tsv ",
+        "{t}"
+    );
+    assert_eq!(get(&m, "P_FILES", &t), "2", "one per process\n{t}");
+    assert_eq!(get(&m, "P_SAID", &t), "2", "{t}");
 }
