@@ -701,3 +701,59 @@ echo "P_SAID=$(grep -c "^heaplive\[\([0-9]*\)\]: cannot write /tmp/shared/\1/p.f
     assert_eq!(get(&m, "P_FILES", &t), "2", "one per process\n{t}");
     assert_eq!(get(&m, "P_SAID", &t), "2", "{t}");
 }
+
+/// Item 2 of the sweep: dumps onto a full disk (a tmpfs of 8 KiB, filled
+/// first). A signal dump sent from outside (`kill -USR2`) fails with one
+/// line, leaves no temporary, and the program runs on; `heaplive dump`
+/// says why the dump failed; the child the program forks then writes its
+/// exit dump onto the same disk: one line, no temporary, and the parent
+/// sees its status (9); the parent's exit dump fails the same way and it
+/// exits with its own status (6).
+#[test]
+fn dumps_onto_a_full_disk_fail_in_one_line_and_the_program_runs_on() {
+    let (m, t) = run(r#"
+mkdir /tmp/full
+mount -t tmpfs -o size=8k,mode=1777 heaplive-full /tmp/full || exit 97
+dd if=/dev/zero of=/tmp/full/fill bs=1k count=64 2> /dev/null
+echo "FREE=$(df --output=avail /tmp/full | tail -1 | tr -d ' ')"
+export HEAPLIVE_SAMPLE_INTERVAL=4096
+ARG=fork start full HEAPLIVE_OUTPUT=/tmp/full/d.%p.%n.folded
+kill -USR2 $P
+for i in $(seq 600); do grep -q 'signal dump' /tmp/full.err && break; sleep 0.05; done
+kill -0 $P && echo "ALIVE=1"
+echo "TEMPS_THEN=$(find /tmp -name '*heaplive-tmp*' | wc -l)"
+$HEAPLIVE dump $P > /tmp/dump.out 2> /tmp/dump.err
+echo "DUMP_RC=$?"
+sed 's/^/dump.err: /' /tmp/dump.err
+echo "DUMP_SAID=$(grep -c "^heaplive: pid $P (links_wait): its dump failed: cannot write /tmp/full/d\.$P\.1\.folded (No space left on device (os error 28))$" /tmp/dump.err)"
+kill -0 $P && echo "ALIVE2=1"
+finish full
+echo "SIGNAL_SAID=$(grep -c "^heaplive\[$P\]: signal dump failed: cannot write /tmp/full/d\.$P\.1\.folded (No space left on device (os error 28))$" /tmp/full.err)"
+echo "EXIT_SAID=$(grep -c "^heaplive\[$P\]: exit dump failed: cannot write /tmp/full/d\.$P\.1\.folded (No space left on device (os error 28))$" /tmp/full.err)"
+echo "CHILD_SAID=$(grep -v "^heaplive\[$P\]" /tmp/full.err | grep -c "^heaplive\[[0-9]*\]: exit dump failed: cannot write /tmp/full/d\.[0-9]*\.1\.folded (No space left on device (os error 28))$")"
+echo "FAILED_LINES=$(grep -c 'No space left' /tmp/full.err)"
+echo "OTHER=$(grep -v 'dump failed: \|^heaplive\[[0-9]*\]: peak [0-9.]* [KM]iB live (estimate) at [0-9.]* s after start$' /tmp/full.err | wc -l)"
+echo "ON_DISK=$(ls -A /tmp/full | tr '\n' ' ')"
+"#);
+    assert_intact(&m, &t);
+    assert_eq!(get(&m, "FREE", &t), "0", "the disk is full\n{t}");
+    assert_eq!(get(&m, "ALIVE", &t), "1", "the program runs on\n{t}");
+    assert_eq!(get(&m, "TEMPS_THEN", &t), "0", "{t}");
+    assert_eq!(get(&m, "DUMP_RC", &t), "1", "{t}");
+    assert_eq!(get(&m, "DUMP_SAID", &t), "1", "{t}");
+    assert_eq!(get(&m, "ALIVE2", &t), "1", "{t}");
+    assert_eq!(get(&m, "full_RC", &t), "6", "its own status\n{t}");
+    assert_eq!(
+        get(&m, "full_OUT", &t),
+        "ready child=9 done ",
+        "the child's status\n{t}"
+    );
+    // Two signal dumps (kill, heaplive dump), the child's and the
+    // parent's exit dumps: one line each.
+    assert_eq!(get(&m, "SIGNAL_SAID", &t), "2", "{t}");
+    assert_eq!(get(&m, "EXIT_SAID", &t), "1", "{t}");
+    assert_eq!(get(&m, "CHILD_SAID", &t), "1", "{t}");
+    assert_eq!(get(&m, "FAILED_LINES", &t), "4", "{t}");
+    assert_eq!(get(&m, "OTHER", &t), "0", "nothing else said\n{t}");
+    assert_eq!(get(&m, "ON_DISK", &t), "fill ", "{t}");
+}
