@@ -757,3 +757,61 @@ echo "ON_DISK=$(ls -A /tmp/full | tr '\n' ' ')"
     assert_eq!(get(&m, "OTHER", &t), "0", "nothing else said\n{t}");
     assert_eq!(get(&m, "ON_DISK", &t), "fill ", "{t}");
 }
+
+/// Item 3 of the sweep, the first-dump race: root's process is running
+/// and has not dumped yet, so /tmp/heaplive-0 does not exist; the other
+/// user makes it first (their directory, mode 0777 or 0700; or their link
+/// to a 0777 directory of theirs). At the first dump heaplive writes
+/// nothing into it, one line says why, the status goes to root's own
+/// fallback directory, and `heaplive dump` finds the dump.
+#[test]
+fn a_status_directory_made_first_by_another_user_is_not_used() {
+    let (m, t) = run(r#"
+export HEAPLIVE_SAMPLE_INTERVAL=4096
+for k in dir777 dir700 link; do
+    rm -rf /tmp/heaplive-0 /tmp/heaplive-0.* /tmp/theirs
+    start $k HEAPLIVE_OUTPUT=/tmp/$k.%n.folded
+    [ -e /tmp/heaplive-0 ] || echo "${k}_NOT_YET=1"
+    case $k in
+    dir777) runuser -u $EVIL -- mkdir -m 777 /tmp/heaplive-0 ;;
+    dir700) runuser -u $EVIL -- mkdir -m 700 /tmp/heaplive-0 ;;
+    link) runuser -u $EVIL -- mkdir -m 777 /tmp/theirs && plant /tmp/heaplive-0 /tmp/theirs ;;
+    esac
+    $HEAPLIVE dump $P > /tmp/$k.dump 2> /dev/null
+    echo "${k}_DUMP_RC=$?"
+    echo "${k}_DUMP=$(cat /tmp/$k.dump)"
+    FB=$(find /tmp -maxdepth 1 -name 'heaplive-0.*' -user root -perm 700 -type d)
+    echo "${k}_HELD=$(ls $FB 2>/dev/null | tr '\n' ' ')"
+    echo "${k}_PID=$P "
+    finish $k
+    case $k in
+    link) WHY="is a symlink" ;;
+    *) WHY="belongs to uid $(id -u $EVIL), not 0" ;;
+    esac
+    echo "${k}_SAID=$(grep -c "^heaplive\[$P\]: status directory /tmp/heaplive-0 $WHY; using $FB instead (remove /tmp/heaplive-0 to use it again)$" /tmp/$k.err)"
+    echo "${k}_LINES=$(grep -c 'status directory' /tmp/$k.err)"
+    echo "${k}_THEIRS=$(ls -A /tmp/heaplive-0/ | wc -l) $(stat -c %U /tmp/heaplive-0/)"
+done
+"#);
+    assert_intact(&m, &t);
+    for k in ["dir777", "dir700", "link"] {
+        let g = |s: &str| get(&m, &format!("{k}_{s}"), &t);
+        assert_eq!(g("NOT_YET"), "1", "no status directory before\n{t}");
+        assert_eq!(g("DUMP_RC"), "0", "{t}");
+        assert_eq!(g("DUMP"), format!("/tmp/{k}.1.folded"), "{t}");
+        assert_eq!(
+            g("HELD"),
+            g("PID"),
+            "the status in root's fallback directory\n{t}"
+        );
+        assert_eq!(g("RC"), "6", "{t}");
+        assert_eq!(g("OUT"), "ready done ", "{t}");
+        assert_eq!(g("SAID"), "1", "one line says why\n{t}");
+        assert_eq!(g("LINES"), "1", "{t}");
+        assert_eq!(
+            g("THEIRS"),
+            "0 heaplive-evil",
+            "nothing written into theirs\n{t}"
+        );
+    }
+}
