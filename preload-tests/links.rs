@@ -527,6 +527,8 @@ grep -q 'build_page (r.php:2)' /tmp/fixed.request.folded && echo "C_STACK=1"
 /// `files`), which `run` would then read, list and remove. It is made in
 /// /tmp instead, one line names $TMPDIR and why, nothing is made in
 /// $TMPDIR, and `run` lists the program's files and exits with its status.
+/// HEAPLIVE_RUN_REPORT set by hand to the other user's link or file is not
+/// appended to.
 #[test]
 fn heaplive_run_makes_no_private_directory_where_another_user_could_swap_it() {
     let (m, t) = run(r#"
@@ -554,8 +556,16 @@ for k in pool open; do
     echo "${k}_SAID=$(grep -c "^heaplive: cannot make the private directory of this run in /tmp/$k (directory /tmp/$k on the way .*; not used); made /tmp/heaplive-run\.[A-Za-z0-9]\{6\} instead$" /tmp/$k.err)"
     echo "${k}_LEFT=$(ls -A /tmp/$k | tr '\n' ' ')"
 done
-echo "SECRET2=$(cat /tmp/secret2/files | tr '\t\n' '  ')"
 echo "RUN_LEFT=$(ls -d /tmp/heaplive-run.* 2>/dev/null | wc -l)"
+# HEAPLIVE_RUN_REPORT by hand: the other user's link (in a sticky
+# directory) and their own file (in their directory) are not appended to.
+plant /tmp/shared/files /tmp/secret2/files
+runuser -u $EVIL -- sh -c ': > /tmp/pool/files'
+for f in /tmp/shared/files /tmp/pool/files; do
+    LD_PRELOAD=$LIB HEAPLIVE_RUN_REPORT=$f HEAPLIVE_OUTPUT=/tmp/hand.%p.folded $LINKPROGS/links_prog > /dev/null 2>&1
+done
+echo "HAND=$(ls /tmp | grep -c '^hand\.[0-9]*\.folded$') $(wc -c < /tmp/pool/files)"
+echo "SECRET2=$(cat /tmp/secret2/files | tr '\t\n' '  ')"
 "#);
     assert_intact(&m, &t);
     assert_eq!(
@@ -564,6 +574,11 @@ echo "RUN_LEFT=$(ls -d /tmp/heaplive-run.* 2>/dev/null | wc -l)"
         "root's file stays\n{t}"
     );
     assert_eq!(get(&m, "RUN_LEFT", &t), "0", "removed at the end\n{t}");
+    assert_eq!(
+        get(&m, "HAND", &t),
+        "2 0",
+        "dumps written, nothing appended to their file\n{t}"
+    );
     for k in ["pool", "open"] {
         let g = |s: &str| get(&m, &format!("{k}_{s}"), &t);
         assert_eq!(g("MADE"), "0", "nothing made in $TMPDIR\n{t}");
