@@ -33,6 +33,26 @@ chmod 600 /tmp/secret/victim
 runuser -u $EVIL -- mkdir -m 755 /tmp/pool
 mkdir -m 1777 /tmp/shared
 plant() { runuser -u $EVIL -- ln -s "$2" "$1"; }
+# `start NAME ENV...`: links_wait under the preload with ENV (and $ARG as
+# its argument), its stdin a FIFO held open on fd 3 until `finish NAME`,
+# its output in /tmp/NAME.out and /tmp/NAME.err, $P its pid; returns once
+# it printed "ready" (a bounded wait, not a timing assertion).
+start() {
+    n=$1; shift
+    mkfifo /tmp/$n.in
+    env LD_PRELOAD=$LIB "$@" $LINKPROGS/links_wait ${ARG:-} < /tmp/$n.in > /tmp/$n.out 2> /tmp/$n.err &
+    P=$!
+    exec 3> /tmp/$n.in
+    for i in $(seq 600); do grep -qx ready /tmp/$n.out && return 0; sleep 0.05; done
+    echo "$n: not ready"; exit 96
+}
+finish() {
+    exec 3>&-
+    wait $P
+    echo "${1}_RC=$?"
+    echo "${1}_OUT=$(tr '\n' ' ' < /tmp/$1.out)"
+    sed "s/^/$1.err: /" /tmp/$1.err
+}
 intact() {
     echo "VICTIM=$(tr '\n' ' ' < /tmp/secret/victim)"
     echo "SECRET=$(ls -A /tmp/secret | tr '\n' ' ')"
@@ -328,4 +348,485 @@ $HEAPLIVE flamegraph /tmp/in.folded -o /tmp/shared/mine.svg && grep -q 'links_bi
     assert_eq!(get(&m, "B_SAID", &t), "1", "{t}");
     assert_eq!(get(&m, "STDOUT", &t), "1", "{t}");
     assert_eq!(get(&m, "MINE", &t), "1", "{t}");
+}
+
+/// The status directory `/tmp/heaplive-0` planted before root's process
+/// starts (a symlink to a directory of the other user's, mode 0777), with
+/// decoys at the fallback's names (`/tmp/heaplive-0.AAAAAA`, their own
+/// directory; `/tmp/heaplive-0.BBBBBB`, their link to root's /tmp/secret):
+/// nothing is written through the link or into the decoys, one line per
+/// process names the directory and why and where the status went instead
+/// (a new directory of root's, mode 0700, from mkdtemp), and `heaplive
+/// dump` still finds the dump there. HEAPLIVE_SIGNAL=USR1 writes a status
+/// file when heaplive's thread starts too (USR2 only after a dump).
+#[test]
+fn a_planted_status_directory_is_not_followed() {
+    let (m, t) = run(r#"
+runuser -u $EVIL -- mkdir -m 777 /tmp/evil
+plant /tmp/heaplive-0 /tmp/evil
+runuser -u $EVIL -- mkdir -m 700 /tmp/heaplive-0.AAAAAA
+plant /tmp/heaplive-0.BBBBBB /tmp/secret
+export HEAPLIVE_SAMPLE_INTERVAL=4096
+for sig in USR2 USR1; do
+    start $sig HEAPLIVE_SIGNAL=$sig HEAPLIVE_OUTPUT=/tmp/s.%p.%n.folded
+    $HEAPLIVE dump $P > /tmp/$sig.dump 2> /tmp/$sig.dump.err
+    echo "${sig}_DUMP_RC=$?"
+    echo "${sig}_DUMP=$(cat /tmp/$sig.dump)"
+    echo "${sig}_WANT=/tmp/s.$P.1.folded"
+    sed "s/^/$sig.dump.err: /" /tmp/$sig.dump.err
+    # Root's own fallback directories, and what each holds while it runs.
+    echo "${sig}_HELD=$(find /tmp -maxdepth 1 -name 'heaplive-0.*' -user root -perm 700 -type d | while read d; do ls $d; done | tr '\n' ' ')"
+    FB=$(find /tmp -maxdepth 1 -name 'heaplive-0.*' -user root -perm 700 -type d)
+    echo "${sig}_PID=$P "
+    finish $sig
+    echo "${sig}_SAID=$(grep -c "^heaplive\[$P\]: status directory /tmp/heaplive-0 is a symlink; using $FB instead (remove /tmp/heaplive-0 to use it again)$" /tmp/$sig.err)"
+    echo "${sig}_STATUS_LINES=$(grep -c 'status directory' /tmp/$sig.err)"
+done
+echo "FALLBACKS=$(find /tmp -maxdepth 1 -name 'heaplive-0.*' -user root | wc -l)"
+echo "LEFT=$(find /tmp -maxdepth 1 -name 'heaplive-0.*' -user root | while read d; do ls -A $d; done | wc -l)"
+echo "EVIL_DIR=$(ls -A /tmp/evil /tmp/heaplive-0.AAAAAA | grep -vc ':$\|^$')"
+echo "LINK=$(stat -c %F /tmp/heaplive-0)"
+"#);
+    assert_intact(&m, &t);
+    for sig in ["USR2", "USR1"] {
+        let k = |s: &str| format!("{sig}_{s}");
+        assert_eq!(get(&m, &k("DUMP_RC"), &t), "0", "heaplive dump\n{t}");
+        assert_eq!(
+            get(&m, &k("DUMP"), &t),
+            get(&m, &k("WANT"), &t),
+            "heaplive dump names the dump\n{t}"
+        );
+        assert_eq!(
+            get(&m, &k("HELD"), &t),
+            get(&m, &k("PID"), &t),
+            "the status file is in root's fallback directory\n{t}"
+        );
+        assert_eq!(get(&m, &k("RC"), &t), "6", "{t}");
+        assert_eq!(get(&m, &k("OUT"), &t), "ready done ", "{t}");
+        assert_eq!(get(&m, &k("SAID"), &t), "1", "one line says why\n{t}");
+        assert_eq!(get(&m, &k("STATUS_LINES"), &t), "1", "{t}");
+    }
+    assert_eq!(
+        get(&m, "FALLBACKS", &t),
+        "1",
+        "one fallback, reused by the second process\n{t}"
+    );
+    assert_eq!(
+        get(&m, "LEFT", &t),
+        "0",
+        "status files are removed at exit\n{t}"
+    );
+    assert_eq!(
+        get(&m, "EVIL_DIR", &t),
+        "0",
+        "nothing in the other user's directories\n{t}"
+    );
+    assert_eq!(get(&m, "LINK", &t), "symbolic link", "{t}");
+}
+
+/// PHP mode's request-peak dumps (`NAME.request.folded` and its samples,
+/// maps and timeline files; HEAPLIVE_PHP_PEAK_BYTES=2M, a php-cli script
+/// peaking near 8 MiB): in the other user's directory (the default
+/// template, run there) every file goes to /tmp with one line each for the
+/// dump's own files; in root's sticky /tmp/shared the other user's links
+/// at the names of the request dump's other files, and at a fixed
+/// template's request name, are refused and the files land in /tmp.
+#[test]
+fn php_request_peak_dumps_through_planted_links_are_refused() {
+    crate::php_mode::require_php();
+    let php = crate::php_fpm::php_bin();
+    let (m, t) = run(&format!(
+        r#"
+PHP={php}
+cat > /tmp/r.php <<'PHPEOF'
+<?php
+function build_page() {{ $a = []; for ($i = 0; $i < 2000; $i++) {{ $a[] = str_repeat('p', 4000) . $i; }} return count($a); }}
+echo build_page(), "\n";
+PHPEOF
+chmod 644 /tmp/r.php
+export HEAPLIVE_PHP_PEAK_BYTES=2M HEAPLIVE_SAMPLE_INTERVAL=64K
+sh -c 'cd /tmp/pool && exec env LD_PRELOAD=$LIB $0 /tmp/r.php > /tmp/a.out 2> /tmp/a.err' $PHP
+echo "A_RC=$?"
+echo "A_OUT=$(cat /tmp/a.out)"
+sed 's/^/a.err: /' /tmp/a.err
+P=$(ls /tmp | sed -n 's/^heaplive\.php[0-9.]*\.\([0-9]*\)\.1\.request\.folded$/\1/p')
+echo "A_FILES=$(cd /tmp && ls heaplive.php*.$P.1.* 2>/dev/null | sed 's/^heaplive\.php[0-9.]*\.[0-9]*\.1\.//' | tr '\n' ' ')"
+echo "A_SAID=$(grep -c "^heaplive\[$P\]: cannot write /tmp/pool/heaplive\.php[0-9.]*\.$P\.1\.request\.folded (directory /tmp/pool on the way belongs to uid $(id -u $EVIL), who could plant links in it; not used); wrote /tmp/heaplive\.php[0-9.]*\.$P\.1\.request\.folded instead$" /tmp/a.err)"
+echo "A_PEAK=$(grep -c "^heaplive\[$P\]: request peak dump /tmp/heaplive\.php[0-9.]*\.$P\.1\.request\.folded: \[cli r\.php\] peaked at" /tmp/a.err)"
+echo "A_POOL=$(ls -A /tmp/pool | wc -l)"
+
+sh -c 'P=$$
+for s in request.samples.folded request.maps.txt request.timeline.tsv; do
+    runuser -u $EVIL -- ln -s /tmp/secret/victim /tmp/shared/r.$P.1.$s
+done
+exec env LD_PRELOAD=$LIB HEAPLIVE_OUTPUT=/tmp/shared/r.%p.%n.folded $0 /tmp/r.php > /tmp/b.out 2> /tmp/b.err' $PHP
+echo "B_RC=$?"
+echo "B_OUT=$(cat /tmp/b.out)"
+sed 's/^/b.err: /' /tmp/b.err
+P=$(ls /tmp/shared | sed -n 's/^r\.\([0-9]*\)\.1\.request\.folded$/\1/p')
+echo "B_P=$P"
+grep -q 'build_page (r.php:2)' /tmp/shared/r.$P.1.request.folded && echo "B_STACK=1"
+echo "B_MOVED=$(cd /tmp && ls r.$P.1.request.* | tr '\n' ' ')"
+echo "B_LINKS=$(find /tmp/shared -name "r.$P.1.request.*" -type l -user $EVIL | wc -l)"
+echo "B_SAID=$(grep -c "^heaplive\[$P\]: cannot write /tmp/shared/r\.$P\.1\.request\.[a-z.]* (/tmp/shared/r\.$P\.1\.request\.[a-z.]* is a symlink owned by uid $(id -u $EVIL), not by root; not followed); wrote /tmp/r\.$P\.1\.request\.[a-z.]* instead$" /tmp/b.err)"
+echo "B_REFUSED=$(grep -c 'cannot write' /tmp/b.err)"
+
+plant /tmp/shared/fixed.request.folded /tmp/secret/victim
+LD_PRELOAD=$LIB HEAPLIVE_OUTPUT=/tmp/shared/fixed.folded $PHP /tmp/r.php > /tmp/c.out 2> /tmp/c.err
+echo "C_RC=$?"
+sed 's/^/c.err: /' /tmp/c.err
+echo "C_PEAK=$(grep -c '^heaplive\[[0-9]*\]: request peak dump /tmp/fixed\.request\.folded: \[cli r\.php\] peaked at' /tmp/c.err)"
+echo "C_SAID=$(grep -c '^heaplive\[[0-9]*\]: cannot write /tmp/shared/fixed\.request\.folded (/tmp/shared/fixed\.request\.folded is a symlink owned by uid [0-9]*, not by root; not followed); wrote /tmp/fixed\.request\.folded instead$' /tmp/c.err)"
+grep -q 'build_page (r.php:2)' /tmp/fixed.request.folded && echo "C_STACK=1"
+"#
+    ));
+    assert_intact(&m, &t);
+    for k in ["A", "B"] {
+        assert_eq!(get(&m, &format!("{k}_RC"), &t), "0", "{t}");
+        assert_eq!(get(&m, &format!("{k}_OUT"), &t), "2000", "{t}");
+    }
+    assert_eq!(
+        get(&m, "A_FILES", &t),
+        "request.folded request.maps.txt request.samples.folded request.timeline.tsv ",
+        "the request dump's files, in /tmp\n{t}"
+    );
+    assert_eq!(get(&m, "A_SAID", &t), "1", "{t}");
+    assert_eq!(get(&m, "A_PEAK", &t), "1", "{t}");
+    assert_eq!(
+        get(&m, "A_POOL", &t),
+        "0",
+        "nothing in their directory\n{t}"
+    );
+    let p = get(&m, "B_P", &t);
+    let names =
+        |v: &[&str]| -> String { v.iter().map(|s| format!("r.{p}.1.request.{s} ")).collect() };
+    assert_eq!(get(&m, "B_STACK", &t), "1", "the request dump itself\n{t}");
+    assert_eq!(
+        get(&m, "B_MOVED", &t),
+        names(&["maps.txt", "samples.folded", "timeline.tsv"]),
+        "its other files, in /tmp\n{t}"
+    );
+    assert_eq!(
+        get(&m, "B_LINKS", &t),
+        "3",
+        "the links stay as they were\n{t}"
+    );
+    assert_eq!(get(&m, "B_SAID", &t), "3", "one line per file refused\n{t}");
+    assert_eq!(get(&m, "B_REFUSED", &t), "3", "{t}");
+    assert_eq!(get(&m, "C_RC", &t), "0", "{t}");
+    assert_eq!(get(&m, "C_PEAK", &t), "1", "{t}");
+    assert_eq!(get(&m, "C_SAID", &t), "1", "{t}");
+    assert_eq!(get(&m, "C_STACK", &t), "1", "{t}");
+}
+
+/// `heaplive run`'s private directory (`$TMPDIR/heaplive-run.XXXXXX`, the
+/// file its processes list their files in) with $TMPDIR a directory the
+/// other user owns, or one that anyone may write (0777, not sticky): they
+/// could swap the directory, once made, for a link to a directory of
+/// root's (here while the program runs: /tmp/secret2, holding a root-only
+/// `files`), which `run` would then read, list and remove. It is made in
+/// /tmp instead, one line names $TMPDIR and why, nothing is made in
+/// $TMPDIR, and `run` lists the program's files and exits with its status.
+/// HEAPLIVE_RUN_REPORT set by hand to the other user's link or file is not
+/// appended to.
+#[test]
+fn heaplive_run_makes_no_private_directory_where_another_user_could_swap_it() {
+    let (m, t) = run(r#"
+mkdir -m 700 /tmp/secret2
+printf '1\tx\t/tmp/secret/victim\n' > /tmp/secret2/files
+chmod 600 /tmp/secret2/files
+mkdir -m 777 /tmp/open
+export HEAPLIVE_SAMPLE_INTERVAL=4096
+for k in pool open; do
+    mkfifo /tmp/$k.in
+    TMPDIR=/tmp/$k $HEAPLIVE run -o /tmp/shared/$k.%p.%n.folded -- $LINKPROGS/links_wait < /tmp/$k.in > /tmp/$k.out 2> /tmp/$k.err &
+    R=$!
+    exec 3> /tmp/$k.in
+    for i in $(seq 600); do grep -qx ready /tmp/$k.out && break; sleep 0.05; done
+    echo "${k}_MADE=$(ls -A /tmp/$k | wc -l)"
+    runuser -u $EVIL -- sh -c "for d in /tmp/$k/heaplive-run.*; do [ -e \$d ] && mv \$d /tmp/$k/moved && ln -s /tmp/secret2 \$d; done"
+    exec 3>&-
+    wait $R
+    echo "${k}_RC=$?"
+    sed "s/^/$k.err: /" /tmp/$k.err
+    P=$(sed -n 's/^heaplive: profiling pid \([0-9]*\);.*/\1/p' /tmp/$k.err)
+    echo "${k}_P=$P"
+    echo "${k}_LISTED=$(sed -n 's/^  //p' /tmp/$k.err | tr '\n' ' ')"
+    echo "${k}_HEAD=$(grep -c "^heaplive: [0-9]* files written by pid $P (links_wait):$" /tmp/$k.err)"
+    echo "${k}_SAID=$(grep -c "^heaplive: cannot make the private directory of this run in /tmp/$k (directory /tmp/$k on the way .*; not used); made /tmp/heaplive-run\.[A-Za-z0-9]\{6\} instead$" /tmp/$k.err)"
+    echo "${k}_LEFT=$(ls -A /tmp/$k | tr '\n' ' ')"
+done
+echo "RUN_LEFT=$(ls -d /tmp/heaplive-run.* 2>/dev/null | wc -l)"
+# HEAPLIVE_RUN_REPORT by hand: the other user's link (in a sticky
+# directory) and their own file (in their directory) are not appended to.
+plant /tmp/shared/files /tmp/secret2/files
+runuser -u $EVIL -- sh -c ': > /tmp/pool/files'
+for f in /tmp/shared/files /tmp/pool/files; do
+    LD_PRELOAD=$LIB HEAPLIVE_RUN_REPORT=$f HEAPLIVE_OUTPUT=/tmp/hand.%p.folded $LINKPROGS/links_prog > /dev/null 2>&1
+done
+echo "HAND=$(ls /tmp | grep -c '^hand\.[0-9]*\.folded$') $(wc -c < /tmp/pool/files)"
+echo "SECRET2=$(cat /tmp/secret2/files | tr '\t\n' '  ')"
+"#);
+    assert_intact(&m, &t);
+    assert_eq!(
+        get(&m, "SECRET2", &t),
+        "1 x /tmp/secret/victim ",
+        "root's file stays\n{t}"
+    );
+    assert_eq!(get(&m, "RUN_LEFT", &t), "0", "removed at the end\n{t}");
+    assert_eq!(
+        get(&m, "HAND", &t),
+        "2 0",
+        "dumps written, nothing appended to their file\n{t}"
+    );
+    for k in ["pool", "open"] {
+        let g = |s: &str| get(&m, &format!("{k}_{s}"), &t);
+        assert_eq!(g("MADE"), "0", "nothing made in $TMPDIR\n{t}");
+        assert_eq!(g("LEFT"), "", "{t}");
+        assert_eq!(g("RC"), "6", "the program's status\n{t}");
+        assert_eq!(g("SAID"), "1", "one line says why\n{t}");
+        assert_eq!(g("HEAD"), "1", "{t}");
+        let p = g("P");
+        let want: String = ["folded", "samples.folded", "timeline.tsv"]
+            .iter()
+            .map(|s| format!("/tmp/shared/{k}.{p}.1.{s} "))
+            .collect();
+        assert_eq!(g("LISTED"), want, "the program's files\n{t}");
+    }
+}
+
+/// `heaplive report -o` and `heaplive run --report` (the same writer as
+/// `flamegraph -o`): the other user's link, in their directory or in a
+/// sticky one, is refused with one line and status 1 (`run` says so in
+/// one line too and exits with its program's status, 5); a new file of
+/// root's and `-o /dev/stdout` are written. (`diff` and `merge` write to
+/// standard output only: they have no `-o`.)
+#[test]
+fn report_output_through_a_planted_link_is_refused() {
+    let (m, t) = run(r#"
+export HEAPLIVE_SAMPLE_INTERVAL=4096
+LD_PRELOAD=$LIB HEAPLIVE_OUTPUT=/tmp/in.folded $LINKPROGS/links_prog > /dev/null 2>&1
+plant /tmp/pool/r.html /tmp/secret/victim
+plant /tmp/shared/r.html /tmp/secret/victim
+$HEAPLIVE report /tmp/in.folded -o /tmp/pool/r.html > /dev/null 2> /tmp/a.err
+echo "A_RC=$?"
+sed 's/^/a.err: /' /tmp/a.err
+echo "A_SAID=$(grep -c "^heaplive: /tmp/pool/r.html: directory /tmp/pool on the way belongs to uid $(id -u $EVIL), who could plant links in it; not used$" /tmp/a.err)"
+echo "A_LINES=$(wc -l < /tmp/a.err)"
+$HEAPLIVE report /tmp/in.folded -o /tmp/shared/r.html > /dev/null 2> /tmp/b.err
+echo "B_RC=$?"
+echo "B_SAID=$(grep -c "^heaplive: /tmp/shared/r.html: /tmp/shared/r.html is a symlink owned by uid $(id -u $EVIL), not by root; not followed$" /tmp/b.err)"
+echo "B_LINES=$(wc -l < /tmp/b.err)"
+$HEAPLIVE report /tmp/in.folded -o /dev/stdout 2>/dev/null | grep -q 'id="heaplive-data"' && echo "STDOUT=1"
+$HEAPLIVE report /tmp/in.folded -o /tmp/shared/mine.html && grep -q 'id="heaplive-data"' /tmp/shared/mine.html && echo "MINE=1"
+$HEAPLIVE run -q --report /tmp/shared/r.html -o /tmp/run.%n.folded -- $LINKPROGS/links_prog > /tmp/c.out 2> /tmp/c.err
+echo "C_RC=$?"
+sed 's/^/c.err: /' /tmp/c.err
+echo "C_OUT=$(tr '\n' ' ' < /tmp/c.out)"
+echo "C_SAID=$(grep -c "^heaplive: /tmp/shared/r.html: /tmp/shared/r.html is a symlink owned by uid $(id -u $EVIL), not by root; not followed$" /tmp/c.err)"
+echo "C_LINES=$(wc -l < /tmp/c.err)"
+echo "C_DUMP=$(grep -c links_big /tmp/run.1.folded)"
+echo "LINKS=$(find /tmp/pool /tmp/shared -name r.html -type l -user $EVIL | wc -l)"
+"#);
+    assert_intact(&m, &t);
+    for k in ["A", "B"] {
+        assert_eq!(get(&m, &format!("{k}_RC"), &t), "1", "{t}");
+        assert_eq!(get(&m, &format!("{k}_SAID"), &t), "1", "{t}");
+        assert_eq!(get(&m, &format!("{k}_LINES"), &t), "1", "{t}");
+    }
+    assert_eq!(get(&m, "STDOUT", &t), "1", "{t}");
+    assert_eq!(get(&m, "MINE", &t), "1", "{t}");
+    assert_eq!(get(&m, "C_RC", &t), "5", "the program's status\n{t}");
+    assert_eq!(get(&m, "C_OUT", &t), "program output ", "{t}");
+    assert_eq!(get(&m, "C_SAID", &t), "1", "{t}");
+    assert_eq!(get(&m, "C_LINES", &t), "1", "{t}");
+    assert_eq!(get(&m, "C_DUMP", &t), "1", "{t}");
+    assert_eq!(get(&m, "LINKS", &t), "2", "the links stay\n{t}");
+}
+
+/// Templates whose directories come from `%e`, `%n` or `%p`: the other
+/// user made the directory `%e` names in a sticky directory (theirs, 0777;
+/// or a link of theirs to root's /tmp/secret), or links at the names `%n`
+/// makes: each dump is refused with one line and lands in /tmp, named
+/// with what the template's directories told apart, so that no dump
+/// there replaces another: `/tmp/shared/%e/e.%n.folded` falls back to
+/// `/tmp/links_prog.e.1.folded`, `/tmp/shared/%n/n.folded` to
+/// `/tmp/1.n.folded`, `/tmp/2.n.folded`, ... (it went to `/tmp/n.folded`
+/// every time, dump 2 numbered 10001), `/tmp/shared/%p/p.folded` to
+/// `/tmp/PID.p.folded`.
+#[test]
+fn template_directories_the_other_user_made_are_refused() {
+    let (m, t) = run(r#"
+export HEAPLIVE_SAMPLE_INTERVAL=4096
+mkdir -m 1777 /tmp/shared2
+runuser -u $EVIL -- mkdir -m 777 /tmp/shared/links_prog
+plant /tmp/shared2/links_prog /tmp/secret
+LD_PRELOAD=$LIB HEAPLIVE_OUTPUT=/tmp/shared/%e/e.%n.folded $LINKPROGS/links_prog > /dev/null 2> /tmp/e.err
+echo "E_RC=$?"
+sed 's/^/e.err: /' /tmp/e.err
+echo "E=$(grep -c links_big /tmp/links_prog.e.1.folded)"
+echo "E_SAID=$(grep -c "^heaplive\[[0-9]*\]: cannot write /tmp/shared/links_prog/e.1.folded (directory /tmp/shared/links_prog on the way belongs to uid $(id -u $EVIL), who could plant links in it; not used); wrote /tmp/links_prog.e.1.folded instead$" /tmp/e.err)"
+LD_PRELOAD=$LIB HEAPLIVE_OUTPUT=/tmp/shared2/%e/l.%n.folded $LINKPROGS/links_prog > /dev/null 2> /tmp/l.err
+echo "L_RC=$?"
+echo "L=$(grep -c links_big /tmp/links_prog.l.1.folded)"
+echo "L_SAID=$(grep -c "^heaplive\[[0-9]*\]: cannot write /tmp/shared2/links_prog/l.1.folded (/tmp/shared2/links_prog is a symlink owned by uid $(id -u $EVIL), not by root; not followed); wrote /tmp/links_prog.l.1.folded instead$" /tmp/l.err)"
+echo "THEIRS=$(ls -A /tmp/shared/links_prog | wc -l)"
+
+plant /tmp/shared/1 /tmp/secret
+plant /tmp/shared/2 /tmp/secret
+start n HEAPLIVE_OUTPUT=/tmp/shared/%n/n.folded
+$HEAPLIVE dump $P > /tmp/n.dumps
+$HEAPLIVE dump $P >> /tmp/n.dumps
+echo "N_DUMPS=$(tr '\n' ' ' < /tmp/n.dumps)"
+finish n
+for i in 1 2 3; do echo "N$i=$(grep -c links_keep /tmp/$i.n.folded)"; done
+echo "N_SAID=$(grep -c "^heaplive\[$P\]: cannot write /tmp/shared/[12]/n.folded (/tmp/shared/[12] is a symlink owned by uid $(id -u $EVIL), not by root; not followed); wrote /tmp/[12].n.folded instead$" /tmp/n.err)"
+echo "N3_SAID=$(grep -c "^heaplive\[$P\]: cannot write /tmp/shared/3/n.folded (No such file or directory (os error 2)); wrote /tmp/3.n.folded instead$" /tmp/n.err)"
+echo "N_FILES=$(cd /tmp && ls *n.folded *n.*.folded *n.timeline.tsv 2>/dev/null | sort -u | tr '\n' ' ')"
+
+for i in 1 2; do
+    LD_PRELOAD=$LIB HEAPLIVE_OUTPUT=/tmp/shared/%p/p.folded HEAPLIVE_VIEWS=live $LINKPROGS/links_prog > /dev/null 2>> /tmp/p.err
+done
+echo "P_FILES=$(cd /tmp && ls | grep -c '^[0-9]*\.p\.folded$')"
+echo "P_SAID=$(grep -c "^heaplive\[\([0-9]*\)\]: cannot write /tmp/shared/\1/p.folded (No such file or directory (os error 2)); wrote /tmp/\1.p.folded instead$" /tmp/p.err)"
+"#);
+    assert_intact(&m, &t);
+    for k in ["E", "L"] {
+        assert_eq!(get(&m, &format!("{k}_RC"), &t), "5", "{t}");
+        assert_eq!(get(&m, k, &t), "1", "{t}");
+        assert_eq!(get(&m, &format!("{k}_SAID"), &t), "1", "{t}");
+    }
+    assert_eq!(get(&m, "THEIRS", &t), "0", "{t}");
+    assert_eq!(
+        get(&m, "N_DUMPS", &t),
+        "/tmp/1.n.folded /tmp/2.n.folded ",
+        "heaplive dump names where they went\n{t}"
+    );
+    assert_eq!(get(&m, "n_RC", &t), "6", "{t}");
+    for i in 1..=3 {
+        assert_eq!(get(&m, &format!("N{i}"), &t), "1", "dump {i} kept\n{t}");
+    }
+    assert_eq!(get(&m, "N_SAID", &t), "2", "{t}");
+    assert_eq!(get(&m, "N3_SAID", &t), "1", "{t}");
+    assert_eq!(
+        get(&m, "N_FILES", &t),
+        "1.n.folded 1.n.samples.folded 1.n.timeline.tsv 2.n.folded 2.n.samples.folded 2.n.timeline.tsv 3.n.folded 3.n.samples.folded 3.n.timeline.tsv ",
+        "{t}"
+    );
+    assert_eq!(get(&m, "P_FILES", &t), "2", "one per process\n{t}");
+    assert_eq!(get(&m, "P_SAID", &t), "2", "{t}");
+}
+
+/// Item 2 of the sweep: dumps onto a full disk (a tmpfs of 8 KiB, filled
+/// first). A signal dump sent from outside (`kill -USR2`) fails with one
+/// line, leaves no temporary, and the program runs on; `heaplive dump`
+/// says why the dump failed; the child the program forks then writes its
+/// exit dump onto the same disk: one line, no temporary, and the parent
+/// sees its status (9); the parent's exit dump fails the same way and it
+/// exits with its own status (6).
+#[test]
+fn dumps_onto_a_full_disk_fail_in_one_line_and_the_program_runs_on() {
+    let (m, t) = run(r#"
+mkdir /tmp/full
+mount -t tmpfs -o size=8k,mode=1777 heaplive-full /tmp/full || exit 97
+dd if=/dev/zero of=/tmp/full/fill bs=1k count=64 2> /dev/null
+echo "FREE=$(df --output=avail /tmp/full | tail -1 | tr -d ' ')"
+export HEAPLIVE_SAMPLE_INTERVAL=4096
+ARG=fork start full HEAPLIVE_OUTPUT=/tmp/full/d.%p.%n.folded
+kill -USR2 $P
+for i in $(seq 600); do grep -q 'signal dump' /tmp/full.err && break; sleep 0.05; done
+kill -0 $P && echo "ALIVE=1"
+echo "TEMPS_THEN=$(find /tmp -name '*heaplive-tmp*' | wc -l)"
+$HEAPLIVE dump $P > /tmp/dump.out 2> /tmp/dump.err
+echo "DUMP_RC=$?"
+sed 's/^/dump.err: /' /tmp/dump.err
+echo "DUMP_SAID=$(grep -c "^heaplive: pid $P (links_wait): its dump failed: cannot write /tmp/full/d\.$P\.1\.folded (No space left on device (os error 28))$" /tmp/dump.err)"
+kill -0 $P && echo "ALIVE2=1"
+finish full
+echo "SIGNAL_SAID=$(grep -c "^heaplive\[$P\]: signal dump failed: cannot write /tmp/full/d\.$P\.1\.folded (No space left on device (os error 28))$" /tmp/full.err)"
+echo "EXIT_SAID=$(grep -c "^heaplive\[$P\]: exit dump failed: cannot write /tmp/full/d\.$P\.1\.folded (No space left on device (os error 28))$" /tmp/full.err)"
+echo "CHILD_SAID=$(grep -v "^heaplive\[$P\]" /tmp/full.err | grep -c "^heaplive\[[0-9]*\]: exit dump failed: cannot write /tmp/full/d\.[0-9]*\.1\.folded (No space left on device (os error 28))$")"
+echo "FAILED_LINES=$(grep -c 'No space left' /tmp/full.err)"
+echo "OTHER=$(grep -v 'dump failed: \|^heaplive\[[0-9]*\]: peak [0-9.]* [KM]iB live (estimate) at [0-9.]* s after start$' /tmp/full.err | wc -l)"
+echo "ON_DISK=$(ls -A /tmp/full | tr '\n' ' ')"
+"#);
+    assert_intact(&m, &t);
+    assert_eq!(get(&m, "FREE", &t), "0", "the disk is full\n{t}");
+    assert_eq!(get(&m, "ALIVE", &t), "1", "the program runs on\n{t}");
+    assert_eq!(get(&m, "TEMPS_THEN", &t), "0", "{t}");
+    assert_eq!(get(&m, "DUMP_RC", &t), "1", "{t}");
+    assert_eq!(get(&m, "DUMP_SAID", &t), "1", "{t}");
+    assert_eq!(get(&m, "ALIVE2", &t), "1", "{t}");
+    assert_eq!(get(&m, "full_RC", &t), "6", "its own status\n{t}");
+    assert_eq!(
+        get(&m, "full_OUT", &t),
+        "ready child=9 done ",
+        "the child's status\n{t}"
+    );
+    // Two signal dumps (kill, heaplive dump), the child's and the
+    // parent's exit dumps: one line each.
+    assert_eq!(get(&m, "SIGNAL_SAID", &t), "2", "{t}");
+    assert_eq!(get(&m, "EXIT_SAID", &t), "1", "{t}");
+    assert_eq!(get(&m, "CHILD_SAID", &t), "1", "{t}");
+    assert_eq!(get(&m, "FAILED_LINES", &t), "4", "{t}");
+    assert_eq!(get(&m, "OTHER", &t), "0", "nothing else said\n{t}");
+    assert_eq!(get(&m, "ON_DISK", &t), "fill ", "{t}");
+}
+
+/// Item 3 of the sweep, the first-dump race: root's process is running
+/// and has not dumped yet, so /tmp/heaplive-0 does not exist; the other
+/// user makes it first (their directory, mode 0777 or 0700; or their link
+/// to a 0777 directory of theirs). At the first dump heaplive writes
+/// nothing into it, one line says why, the status goes to root's own
+/// fallback directory, and `heaplive dump` finds the dump.
+#[test]
+fn a_status_directory_made_first_by_another_user_is_not_used() {
+    let (m, t) = run(r#"
+export HEAPLIVE_SAMPLE_INTERVAL=4096
+for k in dir777 dir700 link; do
+    rm -rf /tmp/heaplive-0 /tmp/heaplive-0.* /tmp/theirs
+    start $k HEAPLIVE_OUTPUT=/tmp/$k.%n.folded
+    [ -e /tmp/heaplive-0 ] || echo "${k}_NOT_YET=1"
+    case $k in
+    dir777) runuser -u $EVIL -- mkdir -m 777 /tmp/heaplive-0 ;;
+    dir700) runuser -u $EVIL -- mkdir -m 700 /tmp/heaplive-0 ;;
+    link) runuser -u $EVIL -- mkdir -m 777 /tmp/theirs && plant /tmp/heaplive-0 /tmp/theirs ;;
+    esac
+    $HEAPLIVE dump $P > /tmp/$k.dump 2> /dev/null
+    echo "${k}_DUMP_RC=$?"
+    echo "${k}_DUMP=$(cat /tmp/$k.dump)"
+    FB=$(find /tmp -maxdepth 1 -name 'heaplive-0.*' -user root -perm 700 -type d)
+    echo "${k}_HELD=$(ls $FB 2>/dev/null | tr '\n' ' ')"
+    echo "${k}_PID=$P "
+    finish $k
+    case $k in
+    link) WHY="is a symlink" ;;
+    *) WHY="belongs to uid $(id -u $EVIL), not 0" ;;
+    esac
+    echo "${k}_SAID=$(grep -c "^heaplive\[$P\]: status directory /tmp/heaplive-0 $WHY; using $FB instead (remove /tmp/heaplive-0 to use it again)$" /tmp/$k.err)"
+    echo "${k}_LINES=$(grep -c 'status directory' /tmp/$k.err)"
+    echo "${k}_THEIRS=$(ls -A /tmp/heaplive-0/ | wc -l) $(stat -c %U /tmp/heaplive-0/)"
+done
+"#);
+    assert_intact(&m, &t);
+    for k in ["dir777", "dir700", "link"] {
+        let g = |s: &str| get(&m, &format!("{k}_{s}"), &t);
+        assert_eq!(g("NOT_YET"), "1", "no status directory before\n{t}");
+        assert_eq!(g("DUMP_RC"), "0", "{t}");
+        assert_eq!(g("DUMP"), format!("/tmp/{k}.1.folded"), "{t}");
+        assert_eq!(
+            g("HELD"),
+            g("PID"),
+            "the status in root's fallback directory\n{t}"
+        );
+        assert_eq!(g("RC"), "6", "{t}");
+        assert_eq!(g("OUT"), "ready done ", "{t}");
+        assert_eq!(g("SAID"), "1", "one line says why\n{t}");
+        assert_eq!(g("LINES"), "1", "{t}");
+        assert_eq!(
+            g("THEIRS"),
+            "0 heaplive-evil",
+            "nothing written into theirs\n{t}"
+        );
+    }
 }

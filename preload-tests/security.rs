@@ -25,6 +25,7 @@ fn progs() -> &'static PathBuf {
         // links.rs's program: in_private_tmp copies this directory out of
         // /tmp (where the checkout may be) before the tmpfs hides it.
         compile("links_prog.c", "links_prog", &d, &[]);
+        compile("links_wait.c", "links_wait", &d, &[]);
         d
     })
 }

@@ -531,15 +531,23 @@ pub fn write_view(
         ));
         if request { view_path(&p, "request") } else { p }
     };
+    // Where dump `n` goes when its own place is refused (`$TMPDIR`).
+    let alt_for = |n: u32| {
+        let a = Path::new(cfg.tmpdir.as_str()).join(output::fallback_name(
+            template,
+            pid,
+            cfg.exe.as_str(),
+            n,
+        ));
+        if request { view_path(&a, "request") } else { a }
+    };
     let target = match path {
         Some(p) => p.to_path_buf(),
         None => {
             // The same pid may have dumped before an exec (php-fpm's master
             // re-executes itself on reload): never overwrite its files.
             if template.contains("%n") {
-                while n < st.seq + 10_000
-                    && (name_for(n).exists() || fallback_of(&name_for(n)).exists())
-                {
+                while n < st.seq + 10_000 && (name_for(n).exists() || alt_for(n).exists()) {
                     n += 1;
                 }
             }
@@ -606,7 +614,7 @@ pub fn write_view(
             |w: &mut dyn std::io::Write| crate::background::folded::write_folded(&profile, w);
         written = Some(match path {
             Some(_) => output::write_explicit(&target, &mut fill)?,
-            None => output::write_with_fallback(&target, &mut fill)?,
+            None => output::write_with_fallback_as(&target, alt_name(&alt_for(n)), &mut fill)?,
         });
         crate::background::dumper::poll_signals(&mut st.queued);
         // The other views, named after the live file (where it went).
@@ -672,7 +680,11 @@ pub fn write_view(
         };
         let p = match path {
             Some(_) => output::write_explicit(&pb, &mut fill)?,
-            None => output::write_with_fallback(&pb, &mut fill)?,
+            None => output::write_with_fallback_as(
+                &pb,
+                alt_name(&output::pprof_name(&alt_for(n))),
+                &mut fill,
+            )?,
         };
         if written.is_some() {
             also += &format!(" and {}", p.display());
@@ -922,8 +934,9 @@ fn write_exit_peak(
 }
 
 /// Where a file would go when its directory refuses us.
-fn fallback_of(p: &Path) -> PathBuf {
-    Path::new(config::get().tmpdir.as_str()).join(p.file_name().unwrap_or(p.as_os_str()))
+/// The file name of a path (`write_with_fallback_as`'s fallback name).
+fn alt_name(p: &Path) -> &std::ffi::OsStr {
+    p.file_name().unwrap_or(p.as_os_str())
 }
 
 /// `&mut dyn Write` as a sized `impl Write`.

@@ -8,7 +8,7 @@ use std::io::{self, Write};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 
-pub use heaplive_format::template::expand;
+pub use heaplive_format::template::{expand, fallback_name};
 
 /// The pprof file that goes with a folded file name.
 pub fn pprof_name(folded: &Path) -> PathBuf {
@@ -345,6 +345,17 @@ pub fn write_with_fallback(
     path: &Path,
     fill: &mut dyn FnMut(&mut dyn Write) -> io::Result<()>,
 ) -> io::Result<PathBuf> {
+    write_with_fallback_as(path, path.file_name().unwrap_or(path.as_os_str()), fill)
+}
+
+/// `write_with_fallback` with the fallback named `alt_name` in $TMPDIR (a
+/// dump's own file: `template::fallback_name`, which keeps what its
+/// template's directories told apart).
+pub fn write_with_fallback_as(
+    path: &Path,
+    alt_name: &std::ffi::OsStr,
+    fill: &mut dyn FnMut(&mut dyn Write) -> io::Result<()>,
+) -> io::Result<PathBuf> {
     clean_dead_temps_once(path.parent().unwrap_or(Path::new(".")));
     let e = match write_atomic(path, fill) {
         Ok(()) => {
@@ -354,8 +365,7 @@ pub fn write_with_fallback(
         Err(e) => e,
     };
     let cfg = crate::hot::config::get();
-    let name = path.file_name().unwrap_or(path.as_os_str());
-    let alt = Path::new(cfg.tmpdir.as_str()).join(name);
+    let alt = Path::new(cfg.tmpdir.as_str()).join(alt_name);
     // Refused by the directory (permissions, read-only, gone, another
     // user could write it) or by what is there (another user's link or
     // file): the fallback. Not a FIFO without a reader (ENXIO), a

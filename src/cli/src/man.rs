@@ -171,7 +171,7 @@ const FILES: &[(&str, &str)] = &[
     ),
     (
         "$TMPDIR/heaplive-run.XXXXXX/files",
-        "heaplive run's private list of the files its processes wrote (HEAPLIVE_RUN_REPORT); removed when run ends.",
+        "heaplive run's private list of the files its processes wrote (HEAPLIVE_RUN_REPORT); in /tmp when another user owns $TMPDIR or may write it (one line says so); removed when run ends.",
     ),
 ];
 

@@ -80,7 +80,7 @@ pub fn main(a: RunArgs) -> Res<()> {
     // (HEAPLIVE_RUN_REPORT); without one (no private directory could be
     // made), the files matching the template that appeared or changed.
     let listing = !quiet || report.is_some();
-    let channel = if listing { Channel::new() } else { None };
+    let channel = if listing { Channel::new(quiet) } else { None };
     if let Some(c) = &channel {
         vars.push((
             settings::RUN_REPORT.name(),
@@ -100,8 +100,13 @@ pub fn main(a: RunArgs) -> Res<()> {
             Some(c) => report_channel(c, &template, &start_dir, quiet),
             None => report_files(&template, &start_dir, &before, quiet),
         };
+        // A page that cannot be written (refused, disk full) is one line;
+        // the program's status is still the one passed on.
         if let Some(page) = report {
-            crate::run_report::write(&page, &dumps, quiet)?;
+            match crate::run_report::write(&page, &dumps, quiet) {
+                Err(Fail::Error(msg) | Fail::Usage(msg)) => say!("heaplive: {msg}"),
+                Ok(()) | Err(Fail::Reported | Fail::Exit(_)) => {}
+            }
         }
     }
     if code == 0 {
@@ -249,46 +254,167 @@ pub fn find_library() -> Res<PathBuf> {
 }
 
 /// `heaplive run`'s private directory (`$TMPDIR/heaplive-run.XXXXXX`,
-/// mode 0700, made with mkdtemp) and the empty file in it where the
-/// library appends a line per file it writes; removed on drop.
+/// mode 0700) and the empty file in it where the library appends a line
+/// per file it writes; removed on drop. $TMPDIR must pass the checked walk
+/// the library's own files pass (`safe_path`: no directory on the way that
+/// another user owns or may write unless sticky, no symlink of theirs),
+/// else /tmp is used, with one line: another user who could rename the
+/// directory once made could put a link to a directory of root's in its
+/// place, which `run` would read, list and remove. Everything is done in
+/// checked directory descriptors (`mkdirat`, `openat` with `O_NOFOLLOW`,
+/// `unlinkat`), and the file is read through the descriptor made with it.
 struct Channel {
-    dir: PathBuf,
+    /// The directory it is in (`$TMPDIR` or /tmp), checked.
+    parent: heaplive_format::safe_path::Dir,
+    /// Its name there, `heaplive-run.XXXXXX`.
+    name: std::ffi::CString,
+    /// The directory itself (`O_PATH`).
+    dir: std::os::fd::OwnedFd,
+    /// The file, as the library is told it.
     file: PathBuf,
+    /// The file, opened when it was made (read at the end).
+    fd: std::fs::File,
 }
 
 impl Channel {
-    fn new() -> Option<Channel> {
-        use std::os::unix::ffi::{OsStrExt, OsStringExt};
-        use std::os::unix::fs::OpenOptionsExt;
-        let mut t = std::env::temp_dir()
-            .join("heaplive-run.XXXXXX")
-            .into_os_string()
-            .into_vec();
-        t.push(0);
-        // SAFETY: a NUL-terminated template that mkdtemp rewrites in place.
-        if unsafe { libc::mkdtemp(t.as_mut_ptr().cast()) }.is_null() {
-            return None;
+    fn new(quiet: bool) -> Option<Channel> {
+        use heaplive_format::safe_path;
+        use std::os::unix::ffi::OsStrExt;
+        let mut tmp = std::env::temp_dir();
+        if tmp.is_relative() {
+            tmp = std::env::current_dir().ok()?.join(tmp);
         }
-        t.pop();
-        let dir = PathBuf::from(OsStr::from_bytes(&t));
-        let file = dir.join("files");
-        let made = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&file);
-        if made.is_err() || file.to_string_lossy().contains(['\n', '\t']) {
-            let _ = std::fs::remove_dir_all(&dir);
-            return None;
+        let first = match safe_path::open_dir(tmp.as_os_str().as_bytes()) {
+            Ok(d) => Channel::make_in(d, &tmp).map_err(|e| io_msg(&e)),
+            Err(r) => Err(r.to_string()),
+        };
+        let why = match first {
+            Ok(c) => return Some(c),
+            Err(why) => why,
+        };
+        let slash_tmp = Path::new("/tmp");
+        let alt = (tmp != slash_tmp)
+            .then(|| safe_path::open_dir(b"/tmp").ok())
+            .flatten()
+            .and_then(|d| Channel::make_in(d, slash_tmp).ok());
+        if !quiet {
+            match &alt {
+                Some(c) => say!(
+                    "heaplive: cannot make the private directory of this run in {} ({why}); made {} instead",
+                    tmp.display(),
+                    c.file.parent().unwrap_or(slash_tmp).display()
+                ),
+                None => say!(
+                    "heaplive: cannot make the private directory of this run in {} ({why}); listing the files the template names instead",
+                    tmp.display()
+                ),
+            }
         }
-        Some(Channel { dir, file })
+        alt
+    }
+
+    /// Makes `heaplive-run.XXXXXX` (a random name, mode 0700) and its empty
+    /// file in `parent`, the checked directory `shown`.
+    fn make_in(parent: heaplive_format::safe_path::Dir, shown: &Path) -> std::io::Result<Channel> {
+        use std::ffi::CString;
+        use std::io::Error;
+        use std::os::fd::{FromRawFd, OwnedFd};
+        use std::os::unix::ffi::OsStrExt;
+        const CHARS: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+        let mut made = None;
+        for _ in 0..100 {
+            let mut r = [0u8; 6];
+            // SAFETY: a buffer of ours and its length.
+            if unsafe { libc::getrandom(r.as_mut_ptr().cast(), r.len(), 0) } != r.len() as isize {
+                return Err(Error::last_os_error());
+            }
+            let mut name = b"heaplive-run.".to_vec();
+            name.extend(r.iter().map(|b| CHARS[*b as usize % CHARS.len()]));
+            let name = CString::new(name).map_err(|_| Error::from_raw_os_error(libc::EINVAL))?;
+            // SAFETY: a NUL-terminated name in a checked directory
+            // descriptor; mkdirat never follows a link at the name.
+            if unsafe { libc::mkdirat(parent.fd(), name.as_ptr(), 0o700) } == 0 {
+                made = Some(name);
+                break;
+            }
+            let e = Error::last_os_error();
+            if e.raw_os_error() != Some(libc::EEXIST) {
+                return Err(e);
+            }
+        }
+        let name = made.ok_or_else(|| Error::from_raw_os_error(libc::EEXIST))?;
+        let remove = |parent: &heaplive_format::safe_path::Dir| {
+            // SAFETY: the name we made, in the same descriptor.
+            unsafe { libc::unlinkat(parent.fd(), name.as_ptr(), libc::AT_REMOVEDIR) };
+        };
+        // SAFETY: a NUL-terminated name; O_NOFOLLOW|O_DIRECTORY: the
+        // directory we made (in a checked directory nobody else may
+        // rename it in).
+        let dfd = unsafe {
+            libc::openat(
+                parent.fd(),
+                name.as_ptr(),
+                libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            )
+        };
+        if dfd < 0 {
+            let e = Error::last_os_error();
+            remove(&parent);
+            return Err(e);
+        }
+        // SAFETY: a descriptor of ours, owned from here on.
+        let dir = unsafe { OwnedFd::from_raw_fd(dfd) };
+        // SAFETY: a NUL-terminated name in the directory we made.
+        let ffd = unsafe {
+            libc::openat(
+                dfd,
+                c"files".as_ptr(),
+                libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+                0o600 as libc::c_uint,
+            )
+        };
+        if ffd < 0 {
+            let e = Error::last_os_error();
+            remove(&parent);
+            return Err(e);
+        }
+        // SAFETY: a descriptor of ours, owned by the File from here on.
+        let fd = unsafe { std::fs::File::from_raw_fd(ffd) };
+        let file = shown
+            .join(std::ffi::OsStr::from_bytes(name.as_bytes()))
+            .join("files");
+        let c = Channel {
+            parent,
+            name,
+            dir,
+            file,
+            fd,
+        };
+        if c.file.to_string_lossy().contains(['\n', '\t']) {
+            // Dropped: removed.
+            return Err(Error::from_raw_os_error(libc::EINVAL));
+        }
+        Ok(c)
+    }
+
+    /// What the library wrote into the file.
+    fn read(&self) -> Vec<u8> {
+        use std::io::{Read, Seek};
+        let mut text = Vec::new();
+        let mut f = &self.fd;
+        let _ = f.rewind().and_then(|_| f.read_to_end(&mut text));
+        text
     }
 }
 
 impl Drop for Channel {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.file);
-        let _ = std::fs::remove_dir(&self.dir);
+        use std::os::fd::AsRawFd;
+        // SAFETY: NUL-terminated names in descriptors of ours.
+        unsafe {
+            libc::unlinkat(self.dir.as_raw_fd(), c"files".as_ptr(), 0);
+            libc::unlinkat(self.parent.fd(), self.name.as_ptr(), libc::AT_REMOVEDIR);
+        }
     }
 }
 
@@ -330,7 +456,7 @@ fn reported(text: &str) -> Vec<(u32, String, Vec<PathBuf>)> {
 /// their libraries reported them in the channel), by process, and the
 /// peak files' totals.
 fn report_channel(c: &Channel, template: &str, start_dir: &Path, quiet: bool) -> Vec<PathBuf> {
-    let text = std::fs::read(&c.file).unwrap_or_default();
+    let text = c.read();
     let groups = reported(&String::from_utf8_lossy(&text));
     // The dumps (a process's folded files of live bytes), for the report.
     let dumps: Vec<PathBuf> = groups

@@ -86,6 +86,54 @@ pub fn expand(template: &str, pid: u32, exe: &str, n: u32) -> String {
     out
 }
 
+/// The `%p`, `%e` and `%n` a piece of a template holds (`%%` is none).
+fn codes(piece: &str) -> [bool; 3] {
+    let mut have = [false; 3];
+    let mut chars = piece.chars();
+    while let Some(c) = chars.next() {
+        if c == '%' {
+            match chars.next() {
+                Some('p') => have[0] = true,
+                Some('e') => have[1] = true,
+                Some('n') => have[2] = true,
+                _ => {}
+            }
+        }
+    }
+    have
+}
+
+/// The name a dump of `template` takes in `$TMPDIR` when its own place is
+/// refused: its file name, expanded. When a directory of the template
+/// holds a `%p`, `%e` or `%n` that the file name does not (so that the file
+/// name alone is the same for every dump, process or program:
+/// `/var/tmp/%n/live.folded`), the expanded directories that hold one
+/// come first, joined by `.` (`1.live.folded`, `2.live.folded`), so that
+/// no dump in `$TMPDIR` replaces another.
+pub fn fallback_name(template: &str, pid: u32, exe: &str, n: u32) -> String {
+    let (dirs, file) = template.rsplit_once('/').unwrap_or(("", template));
+    let in_file = codes(file);
+    let mut parts: Vec<&str> = dirs
+        .split('/')
+        .filter(|d| codes(d).iter().any(|&c| c))
+        .collect();
+    let missing = parts
+        .iter()
+        .any(|d| codes(d).iter().zip(in_file).any(|(&d, f)| d && !f));
+    if !missing {
+        parts.clear();
+    }
+    parts.push(file);
+    let mut out = String::new();
+    for (i, part) in parts.iter().enumerate() {
+        if i > 0 {
+            out.push('.');
+        }
+        out.push_str(&expand(part, pid, exe, n));
+    }
+    out
+}
+
 /// One piece of a file-name template.
 #[derive(Debug, PartialEq)]
 enum Piece {
@@ -259,6 +307,20 @@ mod tests {
         assert!(matches_dump_file("dump-%p", "dump-12.pb.gz"));
         // What expand writes, matches finds.
         assert!(matches(t, &expand(t, 4242, "a.b-c", 17)));
+    }
+
+    #[test]
+    fn fallback_names_keep_what_tells_dumps_apart() {
+        let f = |t: &str| fallback_name(t, 42, "app", 3);
+        assert_eq!(f(DEFAULT), "heaplive.app.42.3.folded");
+        assert_eq!(f("/var/tmp/%e/%p.%n.folded"), "app.42.3.folded");
+        assert_eq!(f("/var/tmp/%e/%e.%p.%n.folded"), "app.42.3.folded");
+        assert_eq!(f("/var/tmp/h.folded"), "h.folded");
+        assert_eq!(f("/var/tmp/%n/live.folded"), "3.live.folded");
+        assert_eq!(f("/var/tmp/%e/%p/live.%n.folded"), "app.42.live.3.folded");
+        assert_eq!(f("/d/%e-x/%%p/y/%p.folded"), "app-x.42.folded");
+        assert_eq!(f("/d/%%n/live.folded"), "live.folded");
+        assert_eq!(f("%p/live.folded"), "42.live.folded");
     }
 
     #[test]
