@@ -4,7 +4,8 @@
 #
 # Workloads (php8.2 cli, opcache on: -d opcache.enable_cli=1):
 #   pparser  Debian's php-parser parsing and pretty-printing the first 40
-#            .php files of /usr/share/php twice (bench/src/php_parser.php)
+#            .php files of its own tree /usr/share/php/PhpParser twice
+#            (bench/src/php_parser.php)
 #   cpu      bench.php's kernels: loops, strings, arrays, calls
 #            (bench/src/php_bench.php)
 # Configurations: none (no preload), native (HEAPLIVE_PHP=native), php512
