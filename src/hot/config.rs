@@ -588,13 +588,26 @@ fn load_var<T>(
 /// The program's name as it was started (argv[0]'s base name), with
 /// characters that do not belong in a file name replaced.
 fn exe_name() -> StackBuf<256> {
+    file_safe_name(short_name())
+}
+
+/// `name` as a file name's part: characters other than letters, digits and
+/// `.-_+` become `_`, and a name of dots only (`.`, `..`: a program can be
+/// started with any argv[0]) becomes underscores, so that `%e` in a
+/// template's directory never climbs or stays put (`/srv/d/%e/x.folded`).
+fn file_safe_name(name: &[u8]) -> StackBuf<256> {
     let mut out = StackBuf::<256>::new();
-    let name: &[u8] = match short_name() {
+    let name: &[u8] = match name {
         b"" => b"unknown",
         n => n,
     };
+    let dots = name.iter().take(200).all(|&b| b == b'.');
     for &b in name.iter().take(200) {
-        let ok = b.is_ascii_alphanumeric() || b == b'.' || b == b'-' || b == b'_' || b == b'+';
+        let ok = b.is_ascii_alphanumeric()
+            || (b == b'.' && !dots)
+            || b == b'-'
+            || b == b'_'
+            || b == b'+';
         out.push_bytes(&[if ok { b } else { b'_' }]);
     }
     if out.as_bytes().is_empty() {

@@ -78,3 +78,16 @@ fn parsing_reads_values_and_applies_nothing() {
     // Nothing applied: the live configuration is as before.
     assert_eq!(get().interval, s::DEFAULTS.sample_interval);
 }
+
+/// `%e` is the program's name made safe for a path: a name of dots only
+/// (argv[0] `..`) would climb out of a template's directory.
+#[test]
+fn program_names_of_dots_only_do_not_climb() {
+    assert_eq!(file_safe_name(b"..").as_bytes(), b"__");
+    assert_eq!(file_safe_name(b".").as_bytes(), b"_");
+    assert_eq!(file_safe_name(b"...").as_bytes(), b"___");
+    assert_eq!(file_safe_name(b"").as_bytes(), b"unknown");
+    assert_eq!(file_safe_name(b"php-fpm8.2").as_bytes(), b"php-fpm8.2");
+    assert_eq!(file_safe_name(b".hidden").as_bytes(), b".hidden");
+    assert_eq!(file_safe_name(b"a/b c").as_bytes(), b"a_b_c");
+}
