@@ -438,6 +438,47 @@ fn fpm_only_heavy_requests_write_peak_dumps() {
         .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
         .sum();
     assert!(merged >= 50 * (16 << 20), "{merged}");
+
+    // The report of the directory: the request-peak dumps are the worker's
+    // (one process, not one per file), and its PHP part ranks the
+    // endpoints by peak as `top --endpoints` does (highest, mean,
+    // requests).
+    let page = dir.join("report.html");
+    ok(heaplive(&["report", d, "-o", page.to_str().unwrap()]));
+    let html = std::fs::read_to_string(&page).unwrap();
+    let start = html.find("id=\"heaplive-data\">").unwrap() + "id=\"heaplive-data\">".len();
+    let json = &html[start..start + html[start..].find("</script>").unwrap()];
+    assert!(
+        !json.contains("\"pid\":0,"),
+        "a dump file made a process of its own"
+    );
+    let worker = fpm_worker_pid_of(&files[0]);
+    assert_eq!(
+        json.matches("\"program\":").count(),
+        json.matches("\"request_peaks\":").count()
+    );
+    let at = json
+        .find(&format!("\"pid\":{worker},"))
+        .unwrap_or_else(|| panic!("no process {worker} in the report"));
+    let peaks = &json[json[at..].find("\"request_peaks\":[").unwrap() + at..];
+    let peaks = &peaks[..peaks.find("}]").unwrap() + 1];
+    for row in &rows[..2] {
+        let (hi, mean, n) = (row[0], row[1], row[2]);
+        let endpoint = row[4..].join(" ");
+        let want = format!(
+            "{{\"request\":\"{endpoint}\",\"highest\":{hi},\"mean\":{mean},\"requests\":{n}}}"
+        );
+        assert!(peaks.contains(&want), "{want} not in {peaks}");
+    }
+    assert!(!peaks.contains("/api/light"), "{peaks}");
+}
+
+/// The worker's pid in a dump's name (`...PID.N.request.folded`).
+fn fpm_worker_pid_of(file: &Path) -> u32 {
+    let name = file.file_name().unwrap().to_string_lossy().into_owned();
+    let parts: Vec<&str> = name.split('.').collect();
+    let at = parts.iter().position(|&p| p == "request").unwrap();
+    parts[at - 2].parse().unwrap()
 }
 
 /// A long-running php-cli consumer that keeps 100 KiB per job in a static

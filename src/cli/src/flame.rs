@@ -234,12 +234,20 @@ fn render_differential(
     }
 }
 
-/// What a dump file's name says: `heaplive.<exe>.<pid>.<n>.folded`. The exe
-/// may itself contain dots (`php-fpm8.2`), so this parses from the end.
+/// What a dump file's name says: `heaplive.<exe>.<pid>.<n>.folded` (or
+/// `<name>.<pid>.<n>.folded` of a template like `fpm.%p.%n.folded`; a view
+/// `.alloc`, `.peak` or a request-peak dump's `.request` before `.folded`).
+/// The exe may itself contain dots (`php-fpm8.2`), so this parses from the
+/// end.
 pub fn parse_name(path: &str) -> Option<(String, u32, u32)> {
     let base = Path::new(path).file_name()?.to_str()?;
-    let core = base.strip_prefix("heaplive.")?.strip_suffix(".folded")?;
-    let core = [".alloc", ".peak"]
+    // `heaplive.EXE.PID.N` (the default template) or any `X.PID.N` (a
+    // template such as `fpm.%p.%n.folded`).
+    let core = base.strip_suffix(".folded")?;
+    let core = core.strip_prefix("heaplive.").unwrap_or(core);
+    // A view's file, or a PHP request-peak dump (`NAME.request.folded`):
+    // the process and dump number are NAME's.
+    let core = [".alloc", ".peak", ".request"]
         .iter()
         .find_map(|v| core.strip_suffix(v))
         .unwrap_or(core);
@@ -299,5 +307,13 @@ mod tests {
             Some(("a".into(), 1, 2))
         );
         assert_eq!(parse_name("other.folded"), None);
+        assert_eq!(
+            parse_name("/d/fpm.4242.7.request.folded"),
+            Some(("fpm".to_string(), 4242, 7))
+        );
+        assert_eq!(
+            parse_name("heaplive.php-fpm8.2.4242.3.request.folded"),
+            Some(("php-fpm8.2".to_string(), 4242, 3))
+        );
     }
 }

@@ -462,6 +462,30 @@ fn process_json(p: &Process) -> Json {
             .1
             .clone()
     });
+    // PHP's request-peak dumps of this process (`NAME.request.folded`,
+    // HEAPLIVE_PHP_PEAK_BYTES): per endpoint, its highest and mean peak
+    // and how many requests, as `top --endpoints` counts them.
+    let peaks: Vec<String> = p
+        .dumps
+        .iter()
+        .filter(|d| folded::is_request_peak_name(&d.file))
+        .map(|d| d.file.clone())
+        .collect();
+    let request_peaks = crate::top::endpoint_peaks(&peaks)
+        .map(|(rows, _)| rows)
+        .unwrap_or_default();
+    let request_peaks = Json::Arr(
+        request_peaks
+            .into_iter()
+            .map(|(e, (n, hi, sum))| {
+                Json::obj()
+                    .with("request", Json::str(&e))
+                    .with("highest", Json::num(hi as f64))
+                    .with("mean", Json::num((sum / n.max(1) as u128) as f64))
+                    .with("requests", Json::num(n as f64))
+            })
+            .collect(),
+    );
     let mut o = Json::obj()
         .with("program", Json::str(&p.program))
         .with("pid", Json::num(p.pid as f64))
@@ -473,7 +497,8 @@ fn process_json(p: &Process) -> Json {
         .with(
             "endpoints",
             last.as_ref().map_or(Json::Arr(vec![]), endpoints),
-        );
+        )
+        .with("request_peaks", request_peaks);
     if let Some(r) = p.interval {
         o = o.with("interval", Json::num(r as f64));
     }

@@ -246,8 +246,15 @@
 
   function php(p, sec) {
     var ooms = p.dumps.filter(function (d) { return d.why === 'memory_limit'; });
-    if (p.endpoints.length === 0 && ooms.length === 0) return;
+    var peaks = p.request_peaks || [];
+    if (p.endpoints.length === 0 && ooms.length === 0 && peaks.length === 0) return;
     sec.appendChild(el('h3', {}, 'PHP'));
+    if (peaks.length > 0) {
+      sec.appendChild(el('div', { 'class': 'note' }, 'Endpoints by peak (request-peak dumps, HEAPLIVE_PHP_PEAK_BYTES):'));
+      var rp = table('request-peaks', [['highest', 'num'], ['mean', 'num'], ['requests', 'num'], ['request']]);
+      peaks.forEach(function (e) { addRow(rp, [[human(e.highest), 'num'], [human(e.mean), 'num'], [String(e.requests), 'num'], [e.request]]); });
+      sec.appendChild(rp);
+    }
     if (p.endpoints.length > 0) {
       sec.appendChild(el('div', { 'class': 'note' }, 'Endpoints by bytes in the last dump (its peak view when it has one):'));
       var t = table('endpoints', [['bytes', 'num'], ['request']]);

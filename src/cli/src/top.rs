@@ -402,7 +402,14 @@ pub fn php_frames_only(p: &Profile) -> Profile {
 /// files, and the share of all bytes under a request frame. On a directory
 /// of per-request peak dumps (one request each), that ranks endpoints by
 /// peak.
-fn top_endpoints(files: &[String], t: &Table) -> Res<String> {
+/// An endpoint and (dumps it is in, highest bytes, sum of bytes).
+pub type EndpointPeak = (String, (u64, u128, u128));
+
+/// Per PHP endpoint (the request frame at a stack's root) over `files`:
+/// (endpoint, dumps it is in, highest bytes in one dump, sum over the
+/// dumps), the highest first; and the sum of all. `top --endpoints` and the
+/// report's request peaks.
+pub fn endpoint_peaks(files: &[String]) -> Res<(Vec<EndpointPeak>, u128)> {
     use std::collections::BTreeMap;
     // endpoint -> (dumps, highest, sum)
     let mut by: BTreeMap<String, (u64, u128, u128)> = BTreeMap::new();
@@ -424,13 +431,18 @@ fn top_endpoints(files: &[String], t: &Table) -> Res<String> {
             total += b;
         }
     }
-    if by.is_empty() {
+    let mut rows: Vec<EndpointPeak> = by.into_iter().collect();
+    rows.sort_by(|a, b| b.1.1.cmp(&a.1.1).then(a.0.cmp(&b.0)));
+    Ok((rows, total))
+}
+
+fn top_endpoints(files: &[String], t: &Table) -> Res<String> {
+    let (rows, total) = endpoint_peaks(files)?;
+    if rows.is_empty() {
         return error(
             "no PHP request frames ([GET /path], [cli script.php]) in these files: dumps of php-fpm or php-cli taken during requests, with HEAPLIVE_PHP_REQUEST_FRAME=1, have them",
         );
     }
-    let mut rows: Vec<(String, (u64, u128, u128))> = by.into_iter().collect();
-    rows.sort_by(|a, b| b.1.1.cmp(&a.1.1).then(a.0.cmp(&b.0)));
     let shown = t.shown(rows.len());
     let w = rows[..shown]
         .iter()
