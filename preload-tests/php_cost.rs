@@ -12,8 +12,9 @@
 //! php8.2-cli comes from scripts/install-test-deps.sh (`make test`).
 
 use crate::common::*;
-use crate::php_fpm::{dumps_in_log, kill, wait_for};
-use crate::php_mode::{finish, log_of, require_php, spawn_php, wait_ready};
+use crate::php_harness::{
+    dumps_in_log, finish, kill, log_of, require_php, spawn_php, wait_for, wait_ready,
+};
 use std::path::Path;
 use std::process::Output;
 use std::time::Instant;
@@ -22,7 +23,7 @@ use std::time::Instant;
 /// same environment without it (`XX_PRELOAD`: PHP copies the environment
 /// into its own memory, so its size must not differ).
 fn run_php(dir: &Path, script: &Path, preload: bool, env: &[(&str, &str)]) -> Output {
-    crate::php_mode::spawn_php(dir, script, preload, env)
+    spawn_php(dir, script, preload, env)
         .wait_with_output()
         .expect("php ran")
 }

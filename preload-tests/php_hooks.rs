@@ -7,8 +7,10 @@
 //! the frees of sampled blocks, every one found.
 
 use crate::common::*;
-use crate::php_fpm::{dumps_in_log, kill, top_stacks, wait_for};
-use crate::php_mode::{assert_within, finish, log_of, require_php, spawn_php, wait_ready};
+use crate::php_harness::{
+    assert_within, dumps_in_log, finish, kill, log_of, require_php, spawn_php, top_stacks,
+    wait_for, wait_ready,
+};
 use std::path::{Path, PathBuf};
 
 /// Runs `script` (which writes `ready` with its pid and a byte count, then
