@@ -810,11 +810,7 @@ fn attach_children_of_php_fpm() {
         total(&idle_stacks),
         top_stacks(&idle_stacks, 10)
     );
-    std::fs::write(dir.join("release"), "").expect("release");
-    let resp = req
-        .join()
-        .expect("request thread")
-        .unwrap_or_else(|e| panic!("the request: {e}\n{}", ctx()));
+    let resp = release_request(&fpm, req, "the request");
     assert_eq!(
         resp.body().trim(),
         format!("done {}", 48 << 20),

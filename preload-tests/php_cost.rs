@@ -12,9 +12,7 @@
 //! php8.2-cli comes from scripts/install-test-deps.sh (`make test`).
 
 use crate::common::*;
-use crate::php_harness::{
-    dumps_in_log, finish, kill, log_of, require_php, spawn_php, wait_for, wait_ready,
-};
+use crate::php_harness::{dump_while_ready, log_of, require_php, spawn_php};
 use std::path::Path;
 use std::process::Output;
 use std::time::Instant;
@@ -181,14 +179,7 @@ fn exact_mode_after_churn_matches_the_scripts_delta() {
          for ($i = 0; $i < 300 && !file_exists(__DIR__ . '/release'); $i++) { usleep(50000); }",
     );
     std::fs::write(&script, text).unwrap();
-    let mut child = spawn_php(&dir, &script, true, &[("HEAPLIVE_SAMPLE_INTERVAL", "1")]);
-    let (pid, delta) = wait_ready(&dir, &mut child);
-    kill(pid, libc::SIGUSR2);
-    let file = wait_for("the signal dump", &|| log_of(&dir), || {
-        dumps_in_log(&dir, pid, "signal").into_iter().next()
-    });
-    let out = finish(&dir, child);
-    assert!(out.status.success(), "{}\n{}", show(&out), log_of(&dir));
+    let (file, delta, _) = dump_while_ready(&dir, &script, &[("HEAPLIVE_SAMPLE_INTERVAL", "1")]);
     let stacks = parse_folded(&file);
     let under: u64 = stacks
         .iter()

@@ -42,11 +42,7 @@ fn fpm_workers_and_master_dump_on_usr2_and_live() {
     let idle_file = wait_for("the idle worker's signal dump", &ctx, || {
         dumps_in_log(&dir, idle, "signal").into_iter().next()
     });
-    std::fs::write(dir.join("release"), "").unwrap();
-    let resp = req
-        .join()
-        .unwrap()
-        .unwrap_or_else(|e| panic!("the busy request: {e}\n{}", ctx()));
+    let resp = release_request(&fpm, req, "the busy request");
     assert_eq!(
         resp.body().trim(),
         "done 500000",
@@ -207,11 +203,7 @@ fn fpm_zendmm_sqlite3_allocations_are_seen() {
     let (req, busy) = start_holding_request(&fpm, &script);
     assert!(workers.contains(&busy), "{busy} not in {workers:?}");
     let file = signal_dump(&dir, busy, "the worker's signal dump", &ctx);
-    std::fs::write(dir.join("release"), "").unwrap();
-    let resp = req
-        .join()
-        .unwrap()
-        .unwrap_or_else(|e| panic!("the request: {e}\n{}", ctx()));
+    let resp = release_request(&fpm, req, "the request");
     assert_eq!(
         resp.body().trim(),
         "rows 40000",

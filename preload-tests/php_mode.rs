@@ -36,15 +36,30 @@ fn cache_script(dir: &Path, name: &str, n: usize) -> PathBuf {
 }
 
 /// Runs the cache script with the preload, dumps it by signal while it
-/// holds the array, and returns (dump, delta, output).
-fn cli_cache_run(dir: &Path, n: usize, env: &[(&str, &str)]) -> (Vec<Stack>, u64, Output) {
-    require_php();
+/// holds the array, and returns (dump, delta, stdout).
+fn cli_cache_run(dir: &Path, n: usize, env: &[(&str, &str)]) -> (Vec<Stack>, u64, String) {
     let script = cache_script(dir, "build.php", n);
-    let mut child = spawn_php(dir, &script, true, env);
-    let (pid, delta) = wait_ready(dir, &mut child);
-    let (file, out) = dump_then_finish(dir, child, pid);
-    assert!(out.status.success(), "{}\n{}", show(&out), log_of(dir));
+    let (file, delta, out) = dump_while_ready(dir, &script, env);
     (parse_folded(&file), delta, out)
+}
+
+/// Runs the cache script of `n` strings with the library built from `src`
+/// preloaded before heaplive's, and dumps it by signal while it waits:
+/// (dump, output, the script, the LD_PRELOAD it ran with).
+fn cache_run_behind(
+    dir: &Path,
+    src: &str,
+    so: &str,
+    n: usize,
+) -> (PathBuf, Output, PathBuf, String) {
+    require_php();
+    let first = compile(src, so, dir, &["-shared", "-fPIC"]);
+    let script = cache_script(dir, "build.php", n);
+    let preload = format!("{} {}", first.display(), lib().display());
+    let mut child = spawn_php_with(dir, &script, true, &preload, &[]);
+    let (pid, _) = wait_ready(dir, &mut child);
+    let (file, out) = dump_then_finish(dir, child, pid);
+    (file, out, script, preload)
 }
 
 /// The same script in the same directory without the preload (after the
@@ -123,7 +138,7 @@ fn cli_build_cache_is_attributed_to_its_php_function_and_line() {
     // NAME.maps.txt beside the dump: the array's pages are resident ZendMM.
     check_maps_file(&dump_file(&dir), delta);
     // PHP's output (memory_get_usage and peak included) is unchanged.
-    assert_eq!(stdout(&out), plain_output(&dir, &env));
+    assert_eq!(out, plain_output(&dir, &env));
 }
 
 /// Exact mode: the array's bytes exactly, as memory_get_usage() counts them.
@@ -132,11 +147,7 @@ fn cli_exact_mode_matches_memory_get_usage() {
     let dir = tempdir("php-cli-exact");
     let env = [("HEAPLIVE_SAMPLE_INTERVAL", "1")];
     let (stacks, delta, out) = cli_cache_run(&dir, 2048, &env);
-    let under: u64 = stacks
-        .iter()
-        .filter(|s| s.frames.iter().any(|f| f.starts_with("build_cache (")))
-        .map(|s| s.bytes)
-        .sum();
+    let under = bytes_with_frame(&stacks, |f| f.starts_with("build_cache ("));
     assert_eq!(
         under,
         delta,
@@ -144,7 +155,7 @@ fn cli_exact_mode_matches_memory_get_usage() {
         top_stacks(&stacks, 10)
     );
     assert_eq!(bytes_under(&stacks, CACHE_FRAME), delta);
-    assert_eq!(stdout(&out), plain_output(&dir, &env));
+    assert_eq!(out, plain_output(&dir, &env));
 }
 
 /// Strings grown by `.=` (erealloc, mostly in place): exact mode matches
@@ -179,11 +190,7 @@ fn cli_strings_grown_by_erealloc_are_counted_right() {
         let (file, out) = dump_then_finish(&dir, child, pid);
         assert_eq!(stdout(&out), "24\n", "{}", show(&out));
         let stacks = parse_folded(&file);
-        let under: u64 = stacks
-            .iter()
-            .filter(|s| s.frames.iter().any(|f| f.starts_with("grow (grow.php:")))
-            .map(|s| s.bytes)
-            .sum();
+        let under = bytes_with_frame(&stacks, |f| f.starts_with("grow (grow.php:"));
         assert!(delta >= 24 << 20, "delta {delta}");
         if interval == "1" {
             assert_eq!(under, delta, "{}", top_stacks(&stacks, 10));
@@ -284,8 +291,7 @@ fn cli_generators_fibers_closures_and_includes_give_sensible_frames() {
     let (file, out) = dump_then_finish(&dir, child, pid);
     assert_eq!(stdout(&out), "7\n", "{}", show(&out));
     let stacks = parse_folded(&file);
-    let php: Vec<String> = stacks.iter().map(php_only).collect();
-    for want in [
+    let want = [
         "{main} (frames.php:5);inner_gen (frames.php:2);str_repeat [internal]",
         if fibers {
             "{main} (frames.php:7);Fiber::start [internal];{closure:frames.php:6-6} (frames.php:6);str_repeat [internal]"
@@ -295,18 +301,8 @@ fn cli_generators_fibers_closures_and_includes_give_sensible_frames() {
         "{main} (frames.php:9);array_map [internal];{closure:frames.php:8-8} (frames.php:8);str_repeat [internal]",
         "{main} (frames.php:11);K::m (frames.php:10);str_repeat [internal]",
         "{main} (frames.php:12);{include} (incl.php:2);str_repeat [internal]",
-    ] {
-        assert!(
-            php.iter().any(|p| p == want),
-            "no stack with PHP frames {want}\n{}",
-            php.join("\n")
-        );
-    }
-    assert!(
-        !stacks.iter().any(|s| s.has("[php?]")),
-        "{}",
-        top_stacks(&stacks, 20)
-    );
+    ];
+    assert_php_stacks(&stacks, &want);
 }
 
 #[test]
@@ -328,7 +324,7 @@ fn cli_use_zend_alloc_0_gives_php_frames_on_malloc_and_no_zend_mm_hooks() {
         "{}",
         log_of(&dir)
     );
-    assert_eq!(stdout(&out), plain_output(&dir, &env));
+    assert_eq!(out, plain_output(&dir, &env));
 }
 
 #[test]
@@ -345,7 +341,7 @@ fn cli_heaplive_php_off_is_as_before() {
             s.frames.join(";")
         );
     }
-    assert_eq!(stdout(&out), plain_output(&dir, &env));
+    assert_eq!(out, plain_output(&dir, &env));
     // The module shows in `php -m` only when PHP mode is on.
     let m = |v: &str| {
         let o = preloaded_command(&dir, Path::new(&php_bin()), &["-m"], &[("HEAPLIVE_PHP", v)])
@@ -361,19 +357,9 @@ fn cli_heaplive_php_off_is_as_before() {
 /// installed its handlers first: heaplive leaves ZendMM alone and says so.
 #[test]
 fn cli_another_zend_mm_hooker_makes_heaplive_back_off() {
-    require_php();
     let dir = tempdir("php-cli-other");
-    let hooker = compile(
-        "php_other_hooker.c",
-        "libother.so",
-        &dir,
-        &["-shared", "-fPIC"],
-    );
-    let script = cache_script(&dir, "build.php", 2048);
-    let preload = format!("{} {}", hooker.display(), lib().display());
-    let mut child = spawn_php_with(&dir, &script, true, &preload, &[]);
-    let (pid, _) = wait_ready(&dir, &mut child);
-    let (file, out) = dump_then_finish(&dir, child, pid);
+    let (file, out, script, preload) =
+        cache_run_behind(&dir, "php_other_hooker.c", "libother.so", 2048);
     assert!(out.status.success(), "{}", show(&out));
     assert!(
         stderr(&out).contains("other-hooker: ") && !stderr(&out).contains("other-hooker: 0 "),
@@ -424,19 +410,9 @@ fn cli_gc_mem_caches_is_unchanged() {
 /// runs as without heaplive.
 #[test]
 fn cli_seccomp_filter_that_kills_turns_php_frames_off() {
-    require_php();
     let dir = tempdir("php-cli-seccomp");
-    let filter = compile(
-        "seccomp_kill_vm_readv.c",
-        "libseccomp_kill.so",
-        &dir,
-        &["-shared", "-fPIC"],
-    );
-    let script = cache_script(&dir, "build.php", 256);
-    let preload = format!("{} {}", filter.display(), lib().display());
-    let mut child = spawn_php_with(&dir, &script, true, &preload, &[]);
-    let (pid, _) = wait_ready(&dir, &mut child);
-    let (file, out) = dump_then_finish(&dir, child, pid);
+    let (file, out, script, preload) =
+        cache_run_behind(&dir, "seccomp_kill_vm_readv.c", "libseccomp_kill.so", 256);
     assert!(out.status.success(), "{}\n{}", show(&out), log_of(&dir));
     assert!(
         log_of(&dir).contains("a seccomp filter refuses here: PHP frames are off"),

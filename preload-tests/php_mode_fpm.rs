@@ -9,28 +9,39 @@ use crate::common::*;
 use crate::php_harness::*;
 use std::path::{Path, PathBuf};
 
+/// A [`holding_script`] that builds `n` strings with build_cache
+/// (cache.php) and answers with their count and the script's own delta.
 fn holding(dir: &Path, name: &str, n: usize) -> PathBuf {
     std::fs::write(dir.join("cache.php"), CACHE_PHP).unwrap();
-    let busy = dir.join("busy.pid");
-    let release = dir.join("release");
-    let p = dir.join(name);
-    std::fs::write(
-        &p,
-        format!(
-            "<?php\n\
-             require __DIR__ . '/cache.php';\n\
+    holding_script(
+        dir,
+        name,
+        &format!(
+            "require __DIR__ . '/cache.php';\n\
              $delta = 0;\n\
-             $cache = build_cache({n}, 4000, $delta);\n\
-             file_put_contents('{busy}.tmp', getmypid());\n\
-             rename('{busy}.tmp', '{busy}');\n\
-             for ($i = 0; $i < 300 && !file_exists('{release}'); $i++) {{ usleep(50000); }}\n\
-             echo count($cache), ' ', $delta, \"\\n\";\n",
-            busy = busy.display(),
-            release = release.display()
+             $cache = build_cache({n}, 4000, $delta);"
         ),
+        "echo count($cache), ' ', $delta, \"\\n\";",
     )
-    .unwrap();
-    p
+}
+
+/// A pool of one worker (ZendMM on) in `dir/tag`, with the preload or
+/// without; `opts` for the rest. Returns the pool and its directory.
+fn one_worker(
+    dir: &Path,
+    tag: &str,
+    preload: bool,
+    env: &[(&str, &str)],
+    opts: FpmOpts,
+) -> (Fpm, PathBuf) {
+    let d = dir.join(tag);
+    std::fs::create_dir_all(&d).unwrap();
+    let opts = FpmOpts {
+        children: 1,
+        preload,
+        ..opts
+    };
+    (Fpm::start_opts(&d, true, env, &opts), d)
 }
 
 /// One held request: dumps its worker mid-request and the other worker
@@ -46,24 +57,10 @@ fn fpm_held_request(
     let (req, busy) = start_holding_request(fpm, script);
     let workers = children_of(fpm.pid());
     let idle = workers.iter().copied().find(|&w| w != busy);
-    let nb = dumps_in_log(dir, busy, "signal").len();
-    kill(busy, libc::SIGUSR2);
-    let busy_file = wait_for("the busy worker's dump", &ctx, || {
-        dumps_in_log(dir, busy, "signal").get(nb).cloned()
-    });
-    let idle_stacks = idle.map(|w| {
-        let ni = dumps_in_log(dir, w, "signal").len();
-        kill(w, libc::SIGUSR2);
-        let f = wait_for("the idle worker's dump", &ctx, || {
-            dumps_in_log(dir, w, "signal").get(ni).cloned()
-        });
-        parse_folded(&f)
-    });
-    std::fs::write(dir.join("release"), "").unwrap();
-    let resp = req
-        .join()
-        .unwrap()
-        .unwrap_or_else(|e| panic!("{e}\n{}", ctx()));
+    let busy_file = signal_dump(dir, busy, "the busy worker's dump", &ctx);
+    let idle_stacks =
+        idle.map(|w| parse_folded(&signal_dump(dir, w, "the idle worker's dump", &ctx)));
+    let resp = release_request(fpm, req, "the held request");
     let body = resp.body().trim().to_string();
     let (count, delta) = body
         .split_once(' ')
@@ -120,11 +117,7 @@ fn fpm_build_cache_by_php_function_mid_request_and_idle() {
         "an idle worker holds no ZendMM samples"
     );
     // After the request: its ZendMM samples are gone.
-    let n = dumps_in_log(&dir, pid, "signal").len();
-    kill(pid, libc::SIGUSR2);
-    let after = wait_for("the dump after the request", &ctx, || {
-        dumps_in_log(&dir, pid, "signal").get(n).cloned()
-    });
+    let after = signal_dump(&dir, pid, "the dump after the request", &ctx);
     let after = parse_folded(&after);
     assert_eq!(zend_mm_bytes(&after), 0, "{}", top_stacks(&after, 5));
     assert!(alive(pid));
@@ -141,11 +134,7 @@ fn fpm_exact_mode_matches_memory_get_usage() {
     let fpm = Fpm::start(&dir, true, &[("HEAPLIVE_SAMPLE_INTERVAL", "1")]);
     let script = holding(&dir, "build.php", 2048);
     let (busy, _, delta, _) = fpm_held_request(&fpm, &dir, &script);
-    let under: u64 = busy
-        .iter()
-        .filter(|s| s.frames.iter().any(|f| f.starts_with("build_cache (")))
-        .map(|s| s.bytes)
-        .sum();
+    let under = bytes_with_frame(&busy, |f| f.starts_with("build_cache ("));
     assert_eq!(under, delta, "{}", top_stacks(&busy, 10));
 }
 
@@ -167,14 +156,7 @@ fn fpm_per_request_reset() {
     .unwrap();
     age(&script);
     let run = |preload: bool, tag: &str| {
-        let d = dir.join(tag);
-        std::fs::create_dir_all(&d).unwrap();
-        let opts = FpmOpts {
-            children: 1,
-            preload,
-            ..FpmOpts::default()
-        };
-        let fpm = Fpm::start_opts(&d, true, &[], &opts);
+        let (fpm, d) = one_worker(&dir, tag, preload, &[], FpmOpts::default());
         let mut lines = Vec::new();
         let mut rss = Vec::new();
         let mut samples = Vec::new();
@@ -186,11 +168,7 @@ fn fpm_per_request_reset() {
                 if i == 499 {
                     rss.push(vm_rss(pid));
                 }
-                let n = dumps_in_log(&d, pid, "signal").len();
-                kill(pid, libc::SIGUSR2);
-                let f = wait_for("a dump between requests", &fpm.ctx(), || {
-                    dumps_in_log(&d, pid, "signal").get(n).cloned()
-                });
+                let f = signal_dump(&d, pid, "a dump between requests", &fpm.ctx());
                 let st = parse_folded(&f);
                 assert_eq!(
                     zend_mm_bytes(&st),
@@ -243,15 +221,17 @@ fn fpm_memory_limit_then_next_request_is_profiled() {
     std::fs::write(&limit, LIMIT_PHP).unwrap();
     age(&limit);
     let err_of = |preload: bool, tag: &str| {
-        let d = dir.join(tag);
-        std::fs::create_dir_all(&d).unwrap();
         let opts = FpmOpts {
-            children: 1,
-            preload,
             memory_limit: "32M",
             ..FpmOpts::default()
         };
-        let fpm = Fpm::start_opts(&d, true, &[("HEAPLIVE_SAMPLE_INTERVAL", "64K")], &opts);
+        let (fpm, _) = one_worker(
+            &dir,
+            tag,
+            preload,
+            &[("HEAPLIVE_SAMPLE_INTERVAL", "64K")],
+            opts,
+        );
         let r = fpm.get(&limit);
         (r.stdout.clone(), r.stderr.clone(), fpm)
     };
@@ -286,14 +266,7 @@ fn fpm_memory_figures_are_identical_with_and_without_heaplive() {
     std::fs::write(&script, MEMORY_FIGURES_PHP).unwrap();
     age(&script);
     let run = |preload: bool, tag: &str, env: &[(&str, &str)]| {
-        let d = dir.join(tag);
-        std::fs::create_dir_all(&d).unwrap();
-        let opts = FpmOpts {
-            children: 1,
-            preload,
-            ..FpmOpts::default()
-        };
-        let fpm = Fpm::start_opts(&d, true, env, &opts);
+        let (fpm, _) = one_worker(&dir, tag, preload, env, FpmOpts::default());
         (0..4)
             .map(|_| fpm.get(&script).body().trim().to_string())
             .collect::<Vec<_>>()

@@ -109,3 +109,20 @@ pub(crate) fn dump_then_finish(dir: &Path, child: Child, pid: u32) -> (PathBuf, 
     let file = signal_dump(dir, pid, "the signal dump", &|| log_of(dir));
     (file, finish(dir, child))
 }
+
+/// Runs `script` (which writes `ready` with its pid and a byte count, then
+/// waits for `release`) with the preload and `env`, dumps it by signal
+/// while it waits, and asserts it ends well; returns (dump, the script's
+/// count, its stdout).
+pub(crate) fn dump_while_ready(
+    dir: &Path,
+    script: &Path,
+    env: &[(&str, &str)],
+) -> (PathBuf, u64, String) {
+    super::require_php();
+    let mut child = spawn_php(dir, script, true, env);
+    let (pid, delta) = wait_ready(dir, &mut child);
+    let (file, out) = dump_then_finish(dir, child, pid);
+    assert!(out.status.success(), "{}\n{}", show(&out), log_of(dir));
+    (file, delta, stdout(&out))
+}

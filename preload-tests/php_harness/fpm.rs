@@ -338,3 +338,17 @@ pub(crate) fn start_holding_request_on(
     });
     (h, busy)
 }
+
+/// Creates `release` in the pool's directory (where a [`holding_script`]
+/// looks for it) and waits for the held request's answer; a failed request
+/// panics naming `what`.
+pub(crate) fn release_request(
+    fpm: &Fpm,
+    req: std::thread::JoinHandle<Result<Response, String>>,
+    what: &str,
+) -> Response {
+    std::fs::write(fpm.dir.join("release"), "").unwrap();
+    req.join()
+        .unwrap()
+        .unwrap_or_else(|e| panic!("{what}: {e}\n{}", fpm.ctx()()))
+}

@@ -232,12 +232,17 @@ fn is_engine_frame(f: &str) -> bool {
         || f.starts_with("ZEND_")
 }
 
-pub(crate) fn engine_bytes(stacks: &[Stack]) -> u64 {
+/// The bytes of the stacks with a frame for which `is` holds.
+pub(crate) fn bytes_with_frame(stacks: &[Stack], is: impl Fn(&str) -> bool) -> u64 {
     stacks
         .iter()
-        .filter(|s| s.frames.iter().any(|f| is_engine_frame(f)))
+        .filter(|s| s.frames.iter().any(|f| is(f)))
         .map(|s| s.bytes)
         .sum()
+}
+
+pub(crate) fn engine_bytes(stacks: &[Stack]) -> u64 {
+    bytes_with_frame(stacks, is_engine_frame)
 }
 
 fn is_sqlite_frame(f: &str) -> bool {
@@ -245,11 +250,7 @@ fn is_sqlite_frame(f: &str) -> bool {
 }
 
 pub(crate) fn sqlite_bytes(stacks: &[Stack]) -> u64 {
-    stacks
-        .iter()
-        .filter(|s| s.frames.iter().any(|f| is_sqlite_frame(f)))
-        .map(|s| s.bytes)
-        .sum()
+    bytes_with_frame(stacks, is_sqlite_frame)
 }
 
 /// The heaviest stacks of a file, for failure messages.
@@ -290,6 +291,27 @@ pub(crate) fn php_only(s: &Stack) -> String {
         .cloned()
         .collect::<Vec<_>>()
         .join(";")
+}
+
+/// Asserts that each of `want` is the PHP frames ([`php_only`]) of some
+/// stack, and that no frame reads `[php?]`; returns every stack's PHP
+/// frames.
+pub(crate) fn assert_php_stacks(stacks: &[Stack], want: &[impl AsRef<str>]) -> Vec<String> {
+    let php: Vec<String> = stacks.iter().map(php_only).collect();
+    for w in want {
+        let w = w.as_ref();
+        assert!(
+            php.iter().any(|p| p == w),
+            "no stack with PHP frames {w}\n{}",
+            php.join("\n")
+        );
+    }
+    assert!(
+        !stacks.iter().any(|s| s.has("[php?]")),
+        "{}",
+        top_stacks(stacks, 20)
+    );
+    php
 }
 
 /// `NAME.maps.txt` beside the dump `folded`: a row per kind whose bytes add
