@@ -621,7 +621,7 @@ fn attach_without_ptrace_permission_is_refused() {
     let plain = run_through(&mut runuser(&p));
     let t = Target::of(&mut runuser(&p));
     // runuser's child is the program (runuser waits for it).
-    let target = crate::php_fpm::children_of(t.p.pid())
+    let target = crate::php_harness::children_of(t.p.pid())
         .first()
         .copied()
         .unwrap_or(t.p.pid());
@@ -736,7 +736,7 @@ fn attach_sampled_mode_within_the_bound() {
 
 #[test]
 fn attach_children_of_php_fpm() {
-    use crate::php_fpm::*;
+    use crate::php_harness::*;
     let dir = tempdir("attach-fpm");
     // Started without the preload; USE_ZEND_ALLOC=0 makes PHP's allocations
     // plain mallocs.
@@ -810,11 +810,7 @@ fn attach_children_of_php_fpm() {
         total(&idle_stacks),
         top_stacks(&idle_stacks, 10)
     );
-    std::fs::write(dir.join("release"), "").expect("release");
-    let resp = req
-        .join()
-        .expect("request thread")
-        .unwrap_or_else(|e| panic!("the request: {e}\n{}", ctx()));
+    let resp = release_request(&fpm, req, "the request");
     assert_eq!(
         resp.body().trim(),
         format!("done {}", 48 << 20),

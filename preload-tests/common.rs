@@ -3,8 +3,8 @@
 //! the library, running the command, reading folded files (with the contract
 //! crate's parser), a started program's handle that is killed on drop
 //! ([`Running`]: `ready()`, `signal()`, `wait_files(n)`), and the one wait
-//! ([`wait_until`]). PHP's helpers (php-fpm, php-cli) are `php_fpm.rs`,
-//! built on these.
+//! ([`wait_until`]). PHP's helpers (php-cli, php-fpm, FastCGI) are
+//! `php_harness/`, built on these.
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;

@@ -433,8 +433,8 @@ echo "LINK=$(stat -c %F /tmp/heaplive-0)"
 /// template's request name, are refused and the files land in /tmp.
 #[test]
 fn php_request_peak_dumps_through_planted_links_are_refused() {
-    crate::php_mode::require_php();
-    let php = crate::php_fpm::php_bin();
+    crate::php_harness::require_php();
+    let php = crate::php_harness::php_bin();
     let (m, t) = run(&format!(
         r#"
 PHP={php}

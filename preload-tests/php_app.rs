@@ -5,8 +5,7 @@
 //! scripts/install-test-deps.sh.
 
 use crate::common::*;
-use crate::php_fpm::{Fpm, FpmOpts, fcgi_get};
-use crate::php_mode::age;
+use crate::php_harness::{Fpm, FpmOpts, age, fcgi_get};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -154,7 +153,7 @@ fn cli_library_patterns_are_a_setting() {
     let run = |lib: &str| {
         let o = run_preloaded(
             dir.path(),
-            Path::new(&crate::php_fpm::php_bin()),
+            Path::new(&crate::php_harness::php_bin()),
             &["-d", "memory_limit=16M", app.to_str().unwrap()],
             &[
                 ("HEAPLIVE_SAMPLE_INTERVAL", "1"),
@@ -290,7 +289,7 @@ fn stripped_php_gets_one_line_with_its_build_id() {
         "t.php",
         "<?php $a = []; for ($i = 0; $i < 100; $i++) { $a[] = str_repeat('x', 5000); } echo count($a), \"\\n\";\n",
     );
-    let bin = crate::php_fpm::php_bin();
+    let bin = crate::php_harness::php_bin();
     let found = std::env::var("PATH")
         .unwrap_or_default()
         .split(':')

@@ -12,8 +12,7 @@
 //! php8.2-cli comes from scripts/install-test-deps.sh (`make test`).
 
 use crate::common::*;
-use crate::php_fpm::{dumps_in_log, kill, wait_for};
-use crate::php_mode::{finish, log_of, require_php, spawn_php, wait_ready};
+use crate::php_harness::{dump_while_ready, log_of, require_php, spawn_php};
 use std::path::Path;
 use std::process::Output;
 use std::time::Instant;
@@ -22,7 +21,7 @@ use std::time::Instant;
 /// same environment without it (`XX_PRELOAD`: PHP copies the environment
 /// into its own memory, so its size must not differ).
 fn run_php(dir: &Path, script: &Path, preload: bool, env: &[(&str, &str)]) -> Output {
-    crate::php_mode::spawn_php(dir, script, preload, env)
+    spawn_php(dir, script, preload, env)
         .wait_with_output()
         .expect("php ran")
 }
@@ -180,14 +179,7 @@ fn exact_mode_after_churn_matches_the_scripts_delta() {
          for ($i = 0; $i < 300 && !file_exists(__DIR__ . '/release'); $i++) { usleep(50000); }",
     );
     std::fs::write(&script, text).unwrap();
-    let mut child = spawn_php(&dir, &script, true, &[("HEAPLIVE_SAMPLE_INTERVAL", "1")]);
-    let (pid, delta) = wait_ready(&dir, &mut child);
-    kill(pid, libc::SIGUSR2);
-    let file = wait_for("the signal dump", &|| log_of(&dir), || {
-        dumps_in_log(&dir, pid, "signal").into_iter().next()
-    });
-    let out = finish(&dir, child);
-    assert!(out.status.success(), "{}\n{}", show(&out), log_of(&dir));
+    let (file, delta, _) = dump_while_ready(&dir, &script, &[("HEAPLIVE_SAMPLE_INTERVAL", "1")]);
     let stacks = parse_folded(&file);
     let under: u64 = stacks
         .iter()

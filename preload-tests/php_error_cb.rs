@@ -16,7 +16,7 @@
 //! once, and the worker lives on; the same as without heaplive.
 
 use crate::common::*;
-use crate::php_fpm::{Fpm, FpmOpts, fcgi_get};
+use crate::php_harness::{Fpm, FpmOpts, fcgi_get};
 use std::path::Path;
 use std::process::Command;
 

@@ -7,25 +7,7 @@
 //! the frees of sampled blocks, every one found.
 
 use crate::common::*;
-use crate::php_fpm::{dumps_in_log, kill, top_stacks, wait_for};
-use crate::php_mode::{assert_within, finish, log_of, require_php, spawn_php, wait_ready};
-use std::path::{Path, PathBuf};
-
-/// Runs `script` (which writes `ready` with its pid and a byte count, then
-/// waits for `release`) with the preload and `env`, dumps it by signal
-/// while it waits; returns (dump, the script's count, its stdout).
-fn dump_while_ready(dir: &Path, script: &Path, env: &[(&str, &str)]) -> (PathBuf, u64, String) {
-    require_php();
-    let mut child = spawn_php(dir, script, true, env);
-    let (pid, delta) = wait_ready(dir, &mut child);
-    kill(pid, libc::SIGUSR2);
-    let file = wait_for("the signal dump", &|| log_of(dir), || {
-        dumps_in_log(dir, pid, "signal").into_iter().next()
-    });
-    let out = finish(dir, child);
-    assert!(out.status.success(), "{}\n{}", show(&out), log_of(dir));
-    (file, delta, stdout(&out))
-}
+use crate::php_harness::{assert_within, bytes_with_frame, dump_while_ready, top_stacks};
 
 /// Exact mode: small strings grown by `.=` in 13-byte steps (erealloc in
 /// place within a bin, or to the next bin), serialize() and json_encode()
@@ -64,11 +46,7 @@ fn exact_mode_small_ereallocs_match_memory_get_usage() {
     let (file, delta, out) = dump_while_ready(&dir, &script, &[("HEAPLIVE_SAMPLE_INTERVAL", "1")]);
     assert_eq!(out, "6000\n");
     let stacks = parse_folded(&file);
-    let under: u64 = stacks
-        .iter()
-        .filter(|s| s.frames.iter().any(|f| f.starts_with("build (small.php:")))
-        .map(|s| s.bytes)
-        .sum();
+    let under = bytes_with_frame(&stacks, |f| f.starts_with("build (small.php:"));
     assert!(delta > 1 << 20, "delta {delta}");
     assert_eq!(
         under,

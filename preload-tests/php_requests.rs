@@ -5,8 +5,9 @@
 //! (`make test`): missing, the tests fail.
 
 use crate::common::*;
-use crate::php_fpm::{Fpm, FpmOpts, Response, fcgi_get, fcgi_get_as, top_stacks, wait_for};
-use crate::php_mode::age;
+use crate::php_harness::{
+    Fpm, FpmOpts, Response, age, fcgi_get, fcgi_get_as, top_stacks, wait_for,
+};
 use std::path::{Path, PathBuf};
 
 /// Grows an array until memory_limit stops it; the rows are made on line 5.

@@ -20,7 +20,7 @@ fn memory_limit_dump_happens_with_xdebug_in_every_mode() {
     let dir = tempdir("php-xdebug");
     let script = dir.path().join("fill.php");
     std::fs::write(&script, SCRIPT).unwrap();
-    let php = crate::php_fpm::php_bin();
+    let php = crate::php_harness::php_bin();
     for mode in ["develop", "debug", "profile", "off"] {
         let args = [
             "-n",

@@ -35,7 +35,7 @@ fn unit_blocks(text: &str) -> Vec<String> {
 
 #[test]
 fn every_systemd_unit_in_the_readme_passes_systemd_analyze_verify() {
-    crate::php_fpm::require_fpm();
+    crate::php_harness::require_fpm();
     let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
     let blocks = unit_blocks(&readme);
     assert!(blocks.len() >= 2, "the README's drop-ins: {blocks:#?}");

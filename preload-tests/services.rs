@@ -273,7 +273,7 @@ fn lines_stderr_would_lose_go_next_to_the_dumps() {
 /// a private mount namespace with tmpfs on /tmp and /var/tmp.
 #[test]
 fn systemd_drop_in_example_puts_every_file_in_its_directory() {
-    crate::php_fpm::require_fpm();
+    crate::php_harness::require_fpm();
     let dropin = root().join("scripts/systemd/php8.2-fpm.service.d/heaplive.conf");
     // systemd's own reading of the unit with the drop-in.
     let units = tempdir("systemd-units");

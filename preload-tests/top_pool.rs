@@ -5,7 +5,7 @@
 //! the rows of each worker's NAME.maps.txt and their sums.
 
 use crate::common::*;
-use crate::php_fpm::{Fpm, FpmOpts, children_of, dumps_in_log, fcgi_get, kill, wait_for};
+use crate::php_harness::{Fpm, FpmOpts, children_of, dumps_in_log, fcgi_get, kill, wait_for};
 use std::collections::BTreeMap;
 use std::path::Path;
 

@@ -118,7 +118,7 @@ fn sixteen_threads_of_exact_churn() {
 /// lock out of rank order: no abort, both dumps written.
 #[test]
 fn php_cli_dump_and_memory_limit() {
-    crate::php_mode::require_php();
+    crate::php_harness::require_php();
     let dir = tempdir("witness-php");
     let script = dir.join("fill.php");
     std::fs::write(
@@ -129,7 +129,7 @@ fn php_cli_dump_and_memory_limit() {
          ini_set('memory_limit', '64M');\n$more = [];\nwhile (true) { $more[] = fill(1000); }\n",
     )
     .unwrap();
-    let php = PathBuf::from(crate::php_fpm::php_bin());
+    let php = PathBuf::from(crate::php_harness::php_bin());
     let lib = witness_lib();
     let mut c = with_lib(lib, || {
         preloaded_command(

@@ -1,5 +1,6 @@
 #!/bin/sh
-# Runs heaplive's PHP-mode tests (preload-tests/php_mode.rs, php_fpm.rs)
+# Runs heaplive's PHP-mode tests (preload-tests/php_mode.rs, php_mode_fpm.rs,
+# php_mode_odd.rs, php_fpm.rs)
 # against PHP VERSION built from Debian's source package phpVERSION:
 #
 #   scripts/check-php-version.sh 7.4        # bullseye's php7.4
@@ -124,4 +125,4 @@ echo "== cargo build --release (the library and the command)"
 cargo build --release --workspace
 echo "== PHP-mode tests against $INST"
 PHPRC="$INST/etc" HEAPLIVE_TEST_PHP="$INST/bin/php" HEAPLIVE_TEST_PHP_FPM="$INST/sbin/php-fpm" \
-    cargo test --release -p heaplive --test preload -- php_mode:: php_fpm:: "$@"
+    cargo test --release -p heaplive --test preload -- php_mode php_fpm:: "$@"
