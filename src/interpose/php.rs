@@ -756,6 +756,20 @@ extern "C" fn compile_file(file_handle: usize, ty: c_int) -> usize {
     )
 }
 
+/// Calls the error callback `f` with the five word arguments `error_cb`
+/// was given (see there).
+fn call_error_cb(f: usize, ty: c_int, file: usize, line: u32, message: usize, args: usize) {
+    c!(
+        f,
+        fn(c_int, usize, u32, usize, usize) -> (),
+        ty,
+        file,
+        line,
+        message,
+        args
+    );
+}
+
 /// The wrapper. Five word arguments: 7.4's callback takes a va_list (a
 /// pointer on x86-64) as the fifth; later ones four, and the fifth register
 /// is passed on unread.
@@ -779,15 +793,7 @@ extern "C" fn error_cb(ty: c_int, file: usize, line: u32, message: usize, args: 
     if again {
         let start = START_ERROR_CB.load(Relaxed);
         if start != 0 {
-            c!(
-                start,
-                fn(c_int, usize, u32, usize, usize) -> (),
-                ty,
-                file,
-                line,
-                message,
-                args
-            );
+            call_error_cb(start, ty, file, line, message, args);
         }
         return;
     }
@@ -802,15 +808,7 @@ extern "C" fn error_cb(ty: c_int, file: usize, line: u32, message: usize, args: 
         let saved = (active, ACTIVE_MESSAGE.load(Relaxed));
         ACTIVE_FRAME.store(frame, Relaxed);
         ACTIVE_MESSAGE.store(message, Relaxed);
-        c!(
-            prev,
-            fn(c_int, usize, u32, usize, usize) -> (),
-            ty,
-            file,
-            line,
-            message,
-            args
-        );
+        call_error_cb(prev, ty, file, line, message, args);
         ACTIVE_FRAME.store(saved.0, Relaxed);
         ACTIVE_MESSAGE.store(saved.1, Relaxed);
     }
