@@ -354,7 +354,18 @@ pub fn fails_with(o: Output, code: i32, want: &str) {
 /// naming `why` after `secs` seconds. The one wait of the preload tests
 /// (no blind sleeps: a test waits for what it needs, however slow the
 /// machine).
-pub fn wait_until<T>(secs: u64, why: &str, mut what: impl FnMut() -> Option<T>) -> T {
+pub fn wait_until<T>(secs: u64, why: &str, what: impl FnMut() -> Option<T>) -> T {
+    wait_until_ctx(secs, why, &String::new, what)
+}
+
+/// `wait_until`, with `ctx()` (the state of what the test runs: logs, a
+/// server's output) in the message when the time is up.
+pub fn wait_until_ctx<T>(
+    secs: u64,
+    why: &str,
+    ctx: &dyn Fn() -> String,
+    mut what: impl FnMut() -> Option<T>,
+) -> T {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
     loop {
         if let Some(v) = what() {
@@ -362,7 +373,8 @@ pub fn wait_until<T>(secs: u64, why: &str, mut what: impl FnMut() -> Option<T>) 
         }
         assert!(
             std::time::Instant::now() < deadline,
-            "waited {secs} s: {why}"
+            "waited {secs} s: {why}\n{}",
+            ctx()
         );
         std::thread::sleep(std::time::Duration::from_millis(10));
     }

@@ -15,7 +15,6 @@ pub(crate) use fpm::*;
 use crate::common::*;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
 
 // ---------------------------------------------------------------------------
 // The PHP under test.
@@ -116,28 +115,10 @@ pub(crate) fn kill(pid: u32, sig: i32) {
     );
 }
 
-const DEADLINE: Duration = Duration::from_secs(20);
-
-/// Polls `f` until it gives Some or the deadline passes.
-pub(crate) fn wait_for<T>(
-    what: &str,
-    ctx: &dyn Fn() -> String,
-    mut f: impl FnMut() -> Option<T>,
-) -> T {
-    let t0 = Instant::now();
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        if t0.elapsed() > DEADLINE {
-            panic!(
-                "timed out after {:?} waiting for {what}\n{}",
-                DEADLINE,
-                ctx()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+/// Polls `f` until it gives Some, for at most 20 s (`common::wait_until`,
+/// with the test's context in the message).
+pub(crate) fn wait_for<T>(what: &str, ctx: &dyn Fn() -> String, f: impl FnMut() -> Option<T>) -> T {
+    crate::common::wait_until_ctx(20, what, ctx, f)
 }
 
 /// The resident set of `pid`, in bytes.
