@@ -389,6 +389,7 @@ pub const DEFAULTS: Defaults = Defaults {
         variance: false,
         temporary: false,
         app: false,
+        sizes: false,
     },
     peak_growth: 0.0,
     start: true,
