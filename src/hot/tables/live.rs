@@ -474,14 +474,79 @@ pub struct StackSum {
     pub variance: f64,
 }
 
+/// The live samples by stack and size class, for the samples file's size
+/// rows (`format::samples`): filled by `sum_by_stack` in the same pass as
+/// the sums, so that a stack's classes add up to its sum.
+#[derive(Default)]
+pub struct Sizes {
+    /// One shard's entries (`Entry::meta`: size and stack), copied under
+    /// its lock into room reserved before it, and counted after it.
+    scratch: Vec<u64>,
+    /// (stack, class) -> (samples, estimated bytes). The class of a size
+    /// `s` is 0 for 0, else `64 - s.leading_zeros()` (sizes from
+    /// `2^(class-1)` to `2^class - 1`).
+    pub by_stack: std::collections::HashMap<(StackId, u8), (u64, f64)>,
+    /// False when heaplive could not get memory for them.
+    pub complete: bool,
+}
+
+impl Sizes {
+    /// The smallest size of a class (`format::samples::size_class`).
+    pub fn class_low(class: u8) -> u64 {
+        if class == 0 { 0 } else { 1 << (class - 1) }
+    }
+
+    fn count(&mut self, interval: u64) {
+        for &meta in &self.scratch {
+            let e = Entry { addr: 0, meta };
+            let size = e.size() as u64;
+            let class = (64 - size.leading_zeros()) as u8;
+            let bytes = if interval <= 1 {
+                size as f64
+            } else {
+                let p = crate::hot::sampler::sample_probability(size, interval);
+                if p > 0.0 { size as f64 / p } else { 0.0 }
+            };
+            let c = self.by_stack.entry((e.stack(), class)).or_default();
+            c.0 += 1;
+            c.1 += bytes;
+        }
+        self.scratch.clear();
+    }
+
+    /// Gives the memory back when it is large (a program with very many
+    /// stacks, or an exact-mode shard of many blocks).
+    pub fn release(&mut self, keep: usize) {
+        if self.scratch.capacity() > keep {
+            self.scratch = Vec::new();
+        }
+        if self.by_stack.capacity() > keep {
+            self.by_stack = Default::default();
+        }
+    }
+}
+
 /// Sums the live samples per stack into `out` (indexed by stack id),
 /// shard by shard (each shard consistent). `out` grows only while no shard lock is held, and holds one sum
 /// per stack, not one entry per sample: in exact mode a dump's copy of the
 /// table was one entry per live block (33 MiB for jq). None when no memory
-/// could be had for it (heaplive's own heap).
-pub fn sum_by_stack(out: &mut Vec<StackSum>, interval: u64) -> Option<()> {
+/// could be had for it (heaplive's own heap). With `sizes`, also the
+/// samples by stack and size class: each shard's entries are copied under
+/// its lock (room for them reserved before taking it) and counted after.
+pub fn sum_by_stack(
+    out: &mut Vec<StackSum>,
+    interval: u64,
+    mut sizes: Option<&mut Sizes>,
+) -> Option<()> {
     out.clear();
+    if let Some(z) = sizes.as_deref_mut() {
+        z.by_stack.clear();
+        z.scratch.clear();
+        z.complete = true;
+    }
     for shard in SHARDS_.iter() {
+        // Entries to make room for in the copy (the shard's length).
+        let mut room = 0usize;
         loop {
             let ids = crate::hot::stacks::count() as usize;
             if out.len() < ids {
@@ -491,6 +556,14 @@ pub fn sum_by_stack(out: &mut Vec<StackSum>, interval: u64) -> Option<()> {
                 }
                 out.resize(len, StackSum::default());
             }
+            if let Some(z) = sizes.as_deref_mut().filter(|z| z.complete)
+                && z.scratch.capacity() < room
+                && z.scratch.try_reserve(room + room / 4 + 64).is_err()
+            {
+                // The sums stand without their sizes.
+                z.complete = false;
+                z.by_stack.clear();
+            }
             let t = shard.0.lock();
             // A sample's stack was interned before the sample was put in
             // under this lock, so every stack in the shard is below the
@@ -498,6 +571,15 @@ pub fn sum_by_stack(out: &mut Vec<StackSum>, interval: u64) -> Option<()> {
             if crate::hot::stacks::count() as usize > out.len() {
                 continue;
             }
+            let copy = sizes.as_deref_mut().filter(|z| z.complete);
+            let copy = match copy {
+                Some(z) if z.scratch.capacity() < t.len => {
+                    room = t.len;
+                    continue;
+                }
+                other => other,
+            };
+            let mut copy = copy.map(|z| &mut z.scratch);
             for i in 0..t.cap {
                 let e = t.at(i);
                 if e.addr == 0 {
@@ -506,6 +588,10 @@ pub fn sum_by_stack(out: &mut Vec<StackSum>, interval: u64) -> Option<()> {
                 let Some(sum) = out.get_mut(e.stack() as usize) else {
                     continue;
                 };
+                if let Some(c) = copy.as_deref_mut() {
+                    // Within the capacity reserved: no allocation.
+                    c.push(e.meta);
+                }
                 let size = e.size() as u64;
                 sum.samples += 1;
                 if interval <= 1 {
@@ -523,7 +609,11 @@ pub fn sum_by_stack(out: &mut Vec<StackSum>, interval: u64) -> Option<()> {
                     sum.variance += w * w * (1.0 - p);
                 }
             }
+            drop(t);
             break;
+        }
+        if let Some(z) = sizes.as_deref_mut().filter(|z| z.complete) {
+            z.count(interval);
         }
     }
     Some(())
@@ -672,11 +762,11 @@ mod tests {
             })
             .collect();
         let mut v = Vec::new();
-        sum_by_stack(&mut v, 1).unwrap();
+        sum_by_stack(&mut v, 1, None).unwrap();
         for t in ts {
             t.join().unwrap();
         }
-        sum_by_stack(&mut v, 1).unwrap();
+        sum_by_stack(&mut v, 1, None).unwrap();
         for (t, &id) in mine.iter().enumerate() {
             let s = v[id as usize];
             assert_eq!(s.samples, 6667, "thread {t}");
@@ -685,7 +775,7 @@ mod tests {
             assert_eq!(s.variance, 0.0);
         }
         // Sampled: the sums are those of the weights.
-        sum_by_stack(&mut v, 4096).unwrap();
+        sum_by_stack(&mut v, 4096, None).unwrap();
         let s = v[mine[2] as usize];
         let p = crate::hot::sampler::sample_probability(10, 4096);
         assert_eq!(s.samples, 6667);
