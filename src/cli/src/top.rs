@@ -365,6 +365,11 @@ fn unseen_line(p: &Profile, samples: Option<&Profile>, interval: Option<u64>) ->
             human(r as u128)
         ));
     }
+    if interval == Some(1) {
+        // Exact mode (a samples file written for its size rows, the
+        // `sizes` view): every block is a sample.
+        return None;
+    }
     let samples = samples?;
     let r = p
         .stacks
