@@ -227,7 +227,8 @@ fn run_prints_the_report_command_and_writes_the_page() {
 /// (its samples file's size rows), per stack leaf: class -> (samples,
 /// bytes); and the live rows' samples per leaf.
 type Classes = std::collections::BTreeMap<u64, (u64, u64)>;
-fn size_rows(dir: &Path) -> (Vec<(String, Classes)>, Vec<(String, u64)>) {
+type ByLeaf<T> = Vec<(String, T)>;
+fn size_rows(dir: &Path) -> (ByLeaf<Classes>, ByLeaf<u64>) {
     let files = common::folded_files(dir);
     assert_eq!(files.len(), 1, "{files:?}");
     let path = files[0]
