@@ -430,7 +430,8 @@ fn build_profile(
             .enumerate()
             .map(|(i, &id)| (id, i))
             .collect();
-        for (&(id, class), &(n, bytes)) in &z.by_stack {
+        for (&key, &(n, bytes)) in &z.by_stack {
+            let (id, class) = live::Sizes::unkey(key);
             if let Some(&i) = at.get(&id) {
                 samples[i]
                     .sizes
