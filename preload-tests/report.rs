@@ -382,4 +382,24 @@ fn sampled_size_rows_add_up_to_the_live_samples() {
     let sized = &sizes.iter().find(|(l, _)| l == "sized_site").unwrap().1;
     assert_eq!(sized[&65536], (10, 1_000_000));
     assert!(sized.keys().all(|&k| k == 32 || k == 65536), "{sized:?}");
+    // `merge --samples` adds up the live files' size rows.
+    let dump = common::folded_files(dir.path()).remove(0);
+    let copy = dir.path().join("copy.folded");
+    std::fs::copy(&dump, &copy).unwrap();
+    std::fs::copy(
+        dump.to_str().unwrap().replace(".folded", ".samples.folded"),
+        dir.path().join("copy.samples.folded"),
+    )
+    .unwrap();
+    let merged = common::ok(common::heaplive(&[
+        "merge",
+        "--samples",
+        dump.to_str().unwrap(),
+        copy.to_str().unwrap(),
+    ]));
+    let big = merged
+        .lines()
+        .find(|l| l.starts_with("size:65536 ") && l.ends_with("main;sized_site"))
+        .unwrap_or_else(|| panic!("{merged}"));
+    assert!(big.starts_with("size:65536 20 2000000 "), "{big}");
 }

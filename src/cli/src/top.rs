@@ -295,7 +295,7 @@ pub fn interval_of_files(files: &[String]) -> Option<u64> {
 
 /// The dump a file is a view of, and the view: `NAME.alloc.folded` is
 /// (`NAME`, `alloc`), `NAME.folded` (`NAME`, `live`).
-fn dump_and_view(f: &str) -> Option<(&str, &'static str)> {
+pub fn dump_and_view(f: &str) -> Option<(&str, &'static str)> {
     let base = f.strip_suffix(".folded")?;
     for view in ["alloc", "peak", "temporary"] {
         if let Some(dump) = base.strip_suffix(&format!(".{view}")) {
