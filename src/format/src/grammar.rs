@@ -224,8 +224,8 @@ pub struct Views {
     pub app: bool,
     /// Size rows in the samples file (`format::samples`: per stack, the
     /// live samples by log2 size class) in exact mode too, where no
-    /// samples file is written otherwise (sampled mode's samples file
-    /// always has them).
+    /// samples file is written otherwise (a sampled-mode dump's samples
+    /// file always has them, a PHP request-peak dump's excepted).
     pub sizes: bool,
 }
 
