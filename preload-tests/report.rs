@@ -222,3 +222,184 @@ fn run_prints_the_report_command_and_writes_the_page() {
         "the run's five dumps"
     );
 }
+
+/// The live samples by size class of the dump of `progs/report_sizes.c`
+/// (its samples file's size rows), per stack leaf: class -> (samples,
+/// bytes); and the live rows' samples per leaf.
+type Classes = std::collections::BTreeMap<u64, (u64, u64)>;
+type ByLeaf<T> = Vec<(String, T)>;
+fn size_rows(dir: &Path) -> (ByLeaf<Classes>, ByLeaf<u64>) {
+    let files = common::folded_files(dir);
+    assert_eq!(files.len(), 1, "{files:?}");
+    let path = files[0]
+        .to_str()
+        .unwrap()
+        .replace(".folded", ".samples.folded");
+    let bytes = std::fs::read(&path).expect("the samples file");
+    let s = heaplive_format::samples::parse(&path, &bytes).unwrap();
+    let leaf = |stack: &str| stack.rsplit(';').next().unwrap().to_string();
+    let sizes = s
+        .sizes
+        .iter()
+        .map(|(stack, c)| {
+            let c = c
+                .iter()
+                .map(|(&low, z)| (low, (z.samples, z.bytes as u64)))
+                .collect();
+            (leaf(stack), c)
+        })
+        .collect();
+    let live = s.view("live").unwrap();
+    let counts = live
+        .iter()
+        .map(|(stack, st)| (leaf(stack), st.samples.unwrap()))
+        .collect();
+    (sizes, counts)
+}
+
+/// Issue 30's size histogram, exact mode (`HEAPLIVE_VIEWS=live,sizes`
+/// writes the samples file there): sized_site's 100 blocks of 48 bytes
+/// and 10 of 100000 are its classes 32 and 65536 to the block and byte,
+/// other_site's one of 3000 is class 2048; the report's data has them for
+/// each stack, and the page draws a bar per class in the top table.
+#[test]
+fn size_rows_and_the_report_histogram_are_exact() {
+    let dir = common::tempdir("report_sizes");
+    let p = common::compile("report_sizes.c", "report_sizes", dir.path(), &[]);
+    let o = common::run_preloaded(
+        dir.path(),
+        &p,
+        &[],
+        &[
+            ("HEAPLIVE_SAMPLE_INTERVAL", "1"),
+            ("HEAPLIVE_SIGNAL", "none"),
+            ("HEAPLIVE_VIEWS", "live,sizes"),
+        ],
+    );
+    assert!(o.status.success(), "{}", show(&o));
+    let (sizes, counts) = size_rows(dir.path());
+    let want = |v: &[(u64, (u64, u64))]| v.iter().copied().collect::<Classes>();
+    assert_eq!(
+        sizes,
+        vec![
+            ("other_site".to_string(), want(&[(2048, (1, 3000))])),
+            (
+                "sized_site".to_string(),
+                want(&[(32, (100, 4800)), (65536, (10, 1_000_000))])
+            ),
+        ]
+    );
+    assert_eq!(
+        counts,
+        vec![
+            ("other_site".to_string(), 1),
+            ("sized_site".to_string(), 110)
+        ]
+    );
+    // `top` reads the file as ever (exact: zero-width intervals).
+    let top = common::ok(common::heaplive(&[
+        "top",
+        common::folded_files(dir.path())[0].to_str().unwrap(),
+    ]));
+    assert!(
+        top.contains("      110  981.2 KiB..981.2 KiB  sized_site"),
+        "{top}"
+    );
+    assert!(!top.contains("not seen"), "{top}");
+
+    let page = dir.path().join("report.html");
+    common::ok(common::heaplive(&[
+        "report",
+        dir.path().to_str().unwrap(),
+        "-o",
+        page.to_str().unwrap(),
+    ]));
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(
+        html.contains(
+            "main;sized_site\",\"bytes\":1004800,\"low\":1004800,\"high\":1004800,\"sizes\":[[32,100,4800],[65536,10,1000000]]}"
+        ),
+        "sized_site's histogram in the data"
+    );
+    assert!(
+        html.contains(
+            "main;other_site\",\"bytes\":3000,\"low\":3000,\"high\":3000,\"sizes\":[[2048,1,3000]]}"
+        ),
+        "other_site's histogram in the data"
+    );
+    let o = chromium(dir.path(), &page, &["--dump-dom"]);
+    let dom = String::from_utf8_lossy(&o.stdout).to_string();
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert!(dom.contains("data-drawn=\"yes\""), "{dom}");
+    assert!(!err.contains("CONSOLE"), "console messages:\n{err}");
+    // The top table's first row is sized_site's, with a bar per class.
+    assert!(first_stack(&dom, "top").ends_with("main;sized_site"));
+    let at = dom.find("<table class=\"top\">").unwrap();
+    let row = &dom[at..at + dom[at..].find("</tr></tbody>").unwrap()];
+    let row = &row[row.find("<tr data-stack=").unwrap()..];
+    let row = &row[..row.find("</tr>").unwrap()];
+    assert!(row.contains("<svg class=\"sizes\""), "{row}");
+    assert_eq!(row.matches("<rect class=\"size\"").count(), 2, "{row}");
+    assert!(
+        row.contains("data-low=\"32\" data-samples=\"100\" data-bytes=\"4800\""),
+        "{row}"
+    );
+    assert!(
+        row.contains("data-low=\"65536\" data-samples=\"10\" data-bytes=\"1000000\""),
+        "{row}"
+    );
+    assert!(
+        row.contains("<title>64.0 KiB to under 128.0 KiB: 976.6 KiB live in 10 samples</title>"),
+        "{row}"
+    );
+}
+
+/// Sampled mode: every samples file has the size rows, and a stack's
+/// classes add up to its live samples. The large blocks (100000 bytes at
+/// an interval of 4096: p = 1 - exp(-24.4)) are all sampled, and each
+/// weighs its size to the byte.
+#[test]
+fn sampled_size_rows_add_up_to_the_live_samples() {
+    let dir = common::tempdir("report_sizes_sampled");
+    let p = common::compile("report_sizes.c", "report_sizes", dir.path(), &[]);
+    let o = common::run_preloaded(
+        dir.path(),
+        &p,
+        &[],
+        &[
+            ("HEAPLIVE_SAMPLE_INTERVAL", "4096"),
+            ("HEAPLIVE_SIGNAL", "none"),
+        ],
+    );
+    assert!(o.status.success(), "{}", show(&o));
+    let (sizes, counts) = size_rows(dir.path());
+    let mut sum: Vec<(String, u64)> = sizes
+        .iter()
+        .map(|(leaf, c)| (leaf.clone(), c.values().map(|z| z.0).sum()))
+        .collect();
+    sum.sort();
+    assert_eq!(sum, counts);
+    let sized = &sizes.iter().find(|(l, _)| l == "sized_site").unwrap().1;
+    assert_eq!(sized[&65536], (10, 1_000_000));
+    assert!(sized.keys().all(|&k| k == 32 || k == 65536), "{sized:?}");
+    // `merge --samples` adds up the live files' size rows.
+    let dump = common::folded_files(dir.path()).remove(0);
+    let copy = dir.path().join("copy.folded");
+    std::fs::copy(&dump, &copy).unwrap();
+    std::fs::copy(
+        dump.to_str().unwrap().replace(".folded", ".samples.folded"),
+        dir.path().join("copy.samples.folded"),
+    )
+    .unwrap();
+    let merged = common::ok(common::heaplive(&[
+        "merge",
+        "--samples",
+        dump.to_str().unwrap(),
+        copy.to_str().unwrap(),
+    ]));
+    let big = merged
+        .lines()
+        .find(|l| l.starts_with("size:65536 ") && l.ends_with("main;sized_site"))
+        .unwrap_or_else(|| panic!("{merged}"));
+    assert!(big.starts_with("size:65536 20 2000000 "), "{big}");
+}

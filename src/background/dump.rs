@@ -33,6 +33,8 @@ pub struct DumpState {
     pub dumps: u32,
     status: output::StatusNote,
     sums: Vec<live::StackSum>,
+    /// The size classes' buffers, kept as `sums`.
+    sizes: Option<live::Sizes>,
     /// Snapshots taken for dump signals that arrived while a dump was
     /// being built (`dumper::poll_signals`), oldest first, written next.
     pub queued: std::collections::VecDeque<Snapshot>,
@@ -49,6 +51,7 @@ impl DumpState {
             dumps: 0,
             status: output::StatusNote::EMPTY,
             sums: Vec::new(),
+            sizes: None,
             queued: std::collections::VecDeque::new(),
             forked: false,
         }
@@ -152,6 +155,9 @@ pub struct Snapshot {
     pub took_ns: u64,
     /// False when heaplive could not get memory for the whole copy.
     pub complete: bool,
+    /// The live samples by stack and size class, when the dump writes a
+    /// samples file (its size rows).
+    pub sizes: Option<live::Sizes>,
 }
 
 impl Snapshot {
@@ -161,6 +167,7 @@ impl Snapshot {
             at_ns: 0,
             took_ns: 0,
             complete: false,
+            sizes: None,
         }
     }
 
@@ -168,7 +175,15 @@ impl Snapshot {
     pub fn take(&mut self) {
         let t0 = sys::now_nanos();
         self.at_ns = t0;
-        self.complete = live::sum_by_stack(&mut self.stacks, config::get().interval).is_some();
+        let cfg = config::get();
+        // The samples file's size rows.
+        if samples_file_wanted() {
+            self.sizes.get_or_insert_with(live::Sizes::default);
+        } else {
+            self.sizes = None;
+        }
+        self.complete =
+            live::sum_by_stack(&mut self.stacks, cfg.interval, self.sizes.as_mut()).is_some();
         if !self.complete {
             self.stacks.clear();
         }
@@ -181,7 +196,17 @@ impl Snapshot {
         if self.stacks.capacity() > KEEP_SNAPSHOT_STACKS {
             self.stacks = Vec::new();
         }
+        if let Some(z) = &mut self.sizes {
+            z.release(KEEP_SNAPSHOT_STACKS);
+        }
     }
+}
+
+/// Whether dumps write a samples file: sampled mode with the `samples`
+/// view, or the `sizes` view (exact mode too).
+fn samples_file_wanted() -> bool {
+    let cfg = config::get();
+    cfg.views.samples && cfg.interval > 1 || cfg.views.sizes
 }
 
 /// Per stack: what a profile's sample carries.
@@ -216,7 +241,11 @@ pub enum Which<'a> {
 /// of the peak. Also returns the estimated variance of the live total
 /// (bytes squared; 0 in exact mode): the sum over live samples of
 /// `w^2 (1 - p)`, `w = s/p` the weight of a sample of `s` bytes.
-fn build_profile(st: &mut DumpState, which: Which) -> std::io::Result<(Profile, f64)> {
+fn build_profile(
+    st: &mut DumpState,
+    which: Which,
+    sizes: Option<&live::Sizes>,
+) -> std::io::Result<(Profile, f64)> {
     let cfg = config::get();
     let mut per_stack: HashMap<stacks::StackId, Vals> = HashMap::new();
     let want = match which {
@@ -339,7 +368,9 @@ fn build_profile(st: &mut DumpState, which: Which) -> std::io::Result<(Profile, 
     drop(seen);
     sym.prefetch(&wanted, &mut poll);
     drop(wanted);
+    let mut sample_ids = Vec::with_capacity(ids.len());
     for (id, v) in ids {
+        sample_ids.push(id);
         // The kernel refused memory and the dump lives on its reserve
         // (`hot::ownheap`): give up before it runs out.
         if ownheap::reserve_low() {
@@ -389,7 +420,27 @@ fn build_profile(st: &mut DumpState, which: Which) -> std::io::Result<(Profile, 
             alloc_variance: v.alloc_variance,
             freed: v.freed,
             freed_variance: v.freed_variance,
+            sizes: Vec::new(),
         });
+    }
+    if let Some(z) = sizes.filter(|z| z.complete) {
+        // Each sample's size classes, smallest first.
+        let at: HashMap<stacks::StackId, usize> = sample_ids
+            .iter()
+            .enumerate()
+            .map(|(i, &id)| (id, i))
+            .collect();
+        for (&key, &(n, bytes)) in &z.by_stack {
+            let (id, class) = live::Sizes::unkey(key);
+            if let Some(&i) = at.get(&id) {
+                samples[i]
+                    .sizes
+                    .push((live::Sizes::class_low(class), n, bytes));
+            }
+        }
+        for s in &mut samples {
+            s.sizes.sort_by_key(|c| c.0);
+        }
     }
     let started = STARTED_NS.load(Relaxed);
     let mut mappings = sym.mappings();
@@ -452,11 +503,13 @@ pub fn dump_locked(st: &mut DumpState, path: Option<&Path>, why: &str) -> std::i
         at_ns: 0,
         took_ns: 0,
         complete: false,
+        sizes: st.sizes.take(),
     };
     snap.take();
     let r = write_locked(st, &snap, path, why);
     snap.release();
     st.sums = snap.stacks;
+    st.sizes = snap.sizes;
     r
 }
 
@@ -562,7 +615,7 @@ pub fn write_view(
     // snapshot, not after symbolizing (which can take a second, long
     // enough for a request to end).
     let (rss, smaps) = crate::background::rss::describe();
-    let (profile, variance) = build_profile(st, which)?;
+    let (profile, variance) = build_profile(st, which, snap.sizes.as_ref().filter(|_| live_view))?;
     if ownheap::reserve_low() {
         return Err(no_memory());
     }
@@ -659,7 +712,7 @@ pub fn write_view(
             of.extend(peak.as_ref().map(|(_, pp)| pp));
             write_app_frames(&live_file, &of, path.is_some());
         }
-        if cfg.views.samples && cfg.interval > 1 {
+        if samples_file_wanted() {
             let peak_profile = peak.as_ref().map(|(_, pp)| pp);
             output::write_with_fallback(&view_path(&live_file, "samples"), &mut |w| {
                 samples_file(
@@ -861,7 +914,7 @@ fn samples_file(
     peak: Option<&Profile>,
 ) -> heaplive_format::samples::Samples {
     use crate::background::folded::fold_stats;
-    use heaplive_format::samples::{Samples, Stat};
+    use heaplive_format::samples::{Samples, Size, Stat};
     let mut out = Samples {
         interval: Some(config::get().interval),
         ..Samples::default()
@@ -875,6 +928,15 @@ fn samples_file(
         },
     );
     out.add_all_as("live", &live);
+    for s in profile.samples.iter().filter(|s| s.bytes > 0) {
+        if s.sizes.is_empty() {
+            continue;
+        }
+        let stack = heaplive_format::folded::stack_text(profile, s);
+        for &(class, samples, bytes) in &s.sizes {
+            out.add_size(&stack, class, Size { samples, bytes });
+        }
+    }
     if alloc {
         let a = fold_stats(
             profile,
@@ -914,7 +976,7 @@ fn write_exit_peak(
     if !cfg.views.peak || copied <= 0 || copied as u64 <= live_now {
         return Ok(None);
     }
-    let r = build_profile(st, Which::Peak).and_then(|(profile, _)| {
+    let r = build_profile(st, Which::Peak, None).and_then(|(profile, _)| {
         let p = output::write_with_fallback(&view_path(live_file, "peak"), &mut |w| {
             crate::background::folded::write_folded(&profile, w)
         })?;

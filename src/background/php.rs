@@ -379,6 +379,7 @@ fn write_job(job: Job) {
                 at_ns: sys::now_nanos(),
                 took_ns: 0,
                 complete: true,
+                sizes: None,
             };
             write_view(
                 &mut st,

@@ -39,7 +39,8 @@ fn no_samples(f: &str) -> String {
 
 /// `merge --samples`: the samples file of the sum (version 2), its rows
 /// under `live` (they go with the merged `NAME.folded`): per stack the
-/// samples and the variances of every file added up.
+/// samples and the variances of every file added up, and the size rows of
+/// the live files' samples files.
 fn merge_samples(files: &[String]) -> Res<()> {
     let files = folded::expand(files)?;
     let mut sum = samples::Samples {
@@ -61,6 +62,19 @@ fn merge_samples(files: &[String]) -> Res<()> {
                 variance: variances.stacks.get(stack).copied().unwrap_or(0) as f64,
             };
             sum.add("live", stack, stat);
+        }
+        // A live file's size rows (the live samples by size class).
+        if let Some((dump, "live")) = crate::top::dump_and_view(&f) {
+            let path = format!("{dump}.samples.folded");
+            if let Some(bytes) = folded::read_regular_text(&path)
+                && let Ok(s) = samples::parse(&path, &bytes)
+            {
+                for (stack, classes) in &s.sizes {
+                    for (&class, &size) in classes {
+                        sum.add_size(stack, class, size);
+                    }
+                }
+            }
         }
     }
     emit(|out| sum.write(out))

@@ -13,6 +13,7 @@ use crate::cli::ReportArgs;
 use crate::folded::{self, Profile};
 use crate::report_json::Json;
 use crate::{Res, error};
+use heaplive_format::samples;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -20,6 +21,8 @@ const PAGE: &str = include_str!("report_page.html");
 const SCRIPT: &str = include_str!("report_page.js");
 /// Stacks per view embedded (the largest); the rest are summed as one.
 const MAX_STACKS: usize = 400;
+/// Stacks per live view with their size histograms (the table's rows).
+const MAX_SIZE_STACKS: usize = 30;
 /// Dumps per process that get flame graphs (the latest).
 const MAX_FLAMES: usize = 24;
 /// The flame graphs' width in pixels: fixed, since inferno's fluid layout
@@ -225,6 +228,8 @@ fn stacks_json(file: &str, view: &str, p: &Profile) -> Json {
         .then(|| companion(file, ".temporary.folded"))
         .flatten()
         .and_then(|f| crate::top::companions_of(&[f], "variance"));
+    // The live samples by size class (the samples file's size rows).
+    let sizes = (view == "live").then(|| sizes_of(file)).flatten();
     let mut v: Vec<(&String, &u64)> = p.stacks.iter().collect();
     v.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
     let mut out = Vec::new();
@@ -253,12 +258,38 @@ fn stacks_json(file: &str, view: &str, p: &Profile) -> Json {
                 .with("low", Json::num(lo.round().max(0.0)))
                 .with("high", Json::num(hi.round()));
         }
+        if let Some(classes) = sizes
+            .as_ref()
+            .filter(|_| i < MAX_SIZE_STACKS)
+            .and_then(|z| z.get(stack))
+        {
+            let rows = classes
+                .iter()
+                .map(|(&low, s)| {
+                    Json::Arr(vec![
+                        Json::num(low as f64),
+                        Json::num(s.samples as f64),
+                        Json::num(s.bytes.round()),
+                    ])
+                })
+                .collect();
+            o = o.with("sizes", Json::Arr(rows));
+        }
         out.push(o);
     }
     Json::obj()
         .with("total", Json::num(p.total() as f64))
         .with("others", Json::num(rest as f64))
         .with("stacks", Json::Arr(out))
+}
+
+/// The size rows of the samples file of the dump whose live file is `file`:
+/// per stack, its live samples by size class.
+fn sizes_of(file: &str) -> Option<BTreeMap<String, BTreeMap<u64, samples::Size>>> {
+    let path = companion(file, ".samples.folded")?;
+    let bytes = folded::read_regular_text(&path)?;
+    let s = samples::parse(&path, &bytes).ok()?;
+    (!s.sizes.is_empty()).then_some(s.sizes)
 }
 
 fn flame_svg(p: &Profile, title: &str, count: &str) -> Option<String> {

@@ -51,7 +51,9 @@
     var tr = el('tr');
     if (stack !== undefined) tr.setAttribute('data-stack', stack);
     cells.forEach(function (c) {
-      var td = el('td', { 'class': c[1] || '' }, c[0]);
+      var node = typeof c[0] === 'object' && c[0] !== null;
+      var td = el('td', { 'class': c[1] || '' }, node ? undefined : c[0]);
+      if (node) td.appendChild(c[0]);
       if (c[2]) td.title = c[2];
       tr.appendChild(td);
     });
@@ -170,6 +172,30 @@
     return d;
   }
 
+  // A stack's live bytes by size class (its `sizes`, [low, samples, bytes]
+  // smallest first): a bar per class from its smallest to its largest,
+  // heights by bytes, each bar's figures on hover.
+  function sizeChart(sizes) {
+    var H = 24, W = 132;
+    function cls(low) { return low === 0 ? 0 : Math.round(Math.log(low) / Math.LN2) + 1; }
+    var lo = cls(sizes[0][0]), hi = cls(sizes[sizes.length - 1][0]), n = hi - lo + 1, max = 0;
+    sizes.forEach(function (c) { max = Math.max(max, c[2]); });
+    var bw = Math.max(2, Math.min(12, Math.floor(W / n)));
+    var w = Math.max(bw * n, 60);
+    var svg = sv('svg', { 'class': 'sizes', width: w, height: H + 11 });
+    sizes.forEach(function (c) {
+      var h = max > 0 ? Math.max(1, c[2] / max * H) : 1;
+      var r = sv('rect', { 'class': 'size', 'data-low': c[0], 'data-samples': c[1], 'data-bytes': c[2],
+        x: (cls(c[0]) - lo) * bw, y: H - h, width: Math.max(1, bw - 1), height: h, fill: '#1f77b4' });
+      var range = c[0] === 0 ? '0 B' : human(c[0]) + ' to under ' + human(2 * c[0]);
+      r.appendChild(sv('title', {}, range + ': ' + human(c[2]) + ' live in ' + c[1] + (c[1] === 1 ? ' sample' : ' samples')));
+      svg.appendChild(r);
+    });
+    svg.appendChild(sv('text', { x: 0, y: H + 10, 'font-size': 9 }, human(sizes[0][0])));
+    if (n > 1) svg.appendChild(sv('text', { x: w, y: H + 10, 'font-size': 9, 'text-anchor': 'end' }, human(sizes[sizes.length - 1][0])));
+    return svg;
+  }
+
   function dumpName(d) { return 'dump ' + d.n + ' (' + d.why + (d.t_ms !== undefined ? ', ' + (d.t_ms / 1000).toFixed(1) + ' s' : '') + ')'; }
 
   function topStacks(p, sec) {
@@ -182,10 +208,16 @@
       var d = p.dumps[di], v = d.views[view] || d.views.live;
       box.textContent = '';
       box.appendChild(el('div', { 'class': 'note' }, (view === 'temporary' ? 'Freed within 1 ms since the start (temporary allocations), ' : '') + d.file + ': ' + human(v.total) + ' in ' + v.stacks.length + ' stacks' + (v.others ? ' (and ' + human(v.others) + ' in smaller ones)' : '')));
-      var t = table('top', [['#', 'num'], ['bytes', 'num'], ['95% interval', 'num'], ['share', 'num'], ['stack (innermost first)']]);
-      v.stacks.slice(0, 30).forEach(function (s, i) {
-        addRow(t, [[String(i + 1), 'num'], [human(s.bytes), 'num'], [s.low !== undefined ? human(s.low) + '..' + human(s.high) : '-', 'num'],
-          [(v.total ? 100 * s.bytes / v.total : 0).toFixed(1) + '%', 'num'], [shortStack(s.stack), 'stack', s.stack]], s.stack);
+      var shown = v.stacks.slice(0, 30);
+      var withSizes = shown.some(function (s) { return s.sizes && s.sizes.length; });
+      var heads = [['#', 'num'], ['bytes', 'num'], ['95% interval', 'num'], ['share', 'num']];
+      if (withSizes) heads.push(['live bytes by block size']);
+      var t = table('top', heads.concat([['stack (innermost first)']]));
+      shown.forEach(function (s, i) {
+        var cells = [[String(i + 1), 'num'], [human(s.bytes), 'num'], [s.low !== undefined ? human(s.low) + '..' + human(s.high) : '-', 'num'],
+          [(v.total ? 100 * s.bytes / v.total : 0).toFixed(1) + '%', 'num']];
+        if (withSizes) cells.push(s.sizes && s.sizes.length ? [sizeChart(s.sizes), 'sizes'] : ['-', 'sizes']);
+        addRow(t, cells.concat([[shortStack(s.stack), 'stack', s.stack]]), s.stack);
       });
       box.appendChild(t);
       flame(fbox, d.flames[view], dumpName(d) + ', ' + view);

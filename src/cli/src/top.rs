@@ -295,7 +295,7 @@ pub fn interval_of_files(files: &[String]) -> Option<u64> {
 
 /// The dump a file is a view of, and the view: `NAME.alloc.folded` is
 /// (`NAME`, `alloc`), `NAME.folded` (`NAME`, `live`).
-fn dump_and_view(f: &str) -> Option<(&str, &'static str)> {
+pub fn dump_and_view(f: &str) -> Option<(&str, &'static str)> {
     let base = f.strip_suffix(".folded")?;
     for view in ["alloc", "peak", "temporary"] {
         if let Some(dump) = base.strip_suffix(&format!(".{view}")) {
@@ -364,6 +364,11 @@ fn unseen_line(p: &Profile, samples: Option<&Profile>, interval: Option<u64>) ->
             human(stats::unseen_bound(r as f64).round() as u128),
             human(r as u128)
         ));
+    }
+    if interval == Some(1) {
+        // Exact mode (a samples file written for its size rows, the
+        // `sizes` view): every block is a sample.
+        return None;
     }
     let samples = samples?;
     let r = p

@@ -222,10 +222,15 @@ pub struct Views {
     /// The executable's frames, `NAME.app.txt` (`format::app_frames`),
     /// for `heaplive top --app`.
     pub app: bool,
+    /// Size rows in the samples file (`format::samples`: per stack, the
+    /// live samples by log2 size class) in exact mode too, where no
+    /// samples file is written otherwise (a sampled-mode dump's samples
+    /// file always has them, a PHP request-peak dump's excepted).
+    pub sizes: bool,
 }
 
 /// `live`, `alloc`, `peak`, `samples`, `variance`, `temporary`, `app`,
-/// comma-separated, in any order.
+/// `sizes`, comma-separated, in any order.
 pub fn parse_views(v: &[u8]) -> Option<Views> {
     let mut f = Views {
         live: false,
@@ -235,6 +240,7 @@ pub fn parse_views(v: &[u8]) -> Option<Views> {
         variance: false,
         temporary: false,
         app: false,
+        sizes: false,
     };
     for part in trim(v).split(|&b| b == b',') {
         match trim(part) {
@@ -245,6 +251,7 @@ pub fn parse_views(v: &[u8]) -> Option<Views> {
             s if s.eq_ignore_ascii_case(b"variance") => f.variance = true,
             s if s.eq_ignore_ascii_case(b"temporary") => f.temporary = true,
             s if s.eq_ignore_ascii_case(b"app") => f.app = true,
+            s if s.eq_ignore_ascii_case(b"sizes") => f.sizes = true,
             _ => return None,
         }
     }
@@ -254,7 +261,7 @@ pub fn parse_views(v: &[u8]) -> Option<Views> {
 /// `HEAPLIVE_VIEWS`.
 pub fn views(v: &[u8]) -> Result<Views, &'static str> {
     parse_views(v)
-        .ok_or("is not a list of live, alloc, peak, samples, variance, temporary, app (example: live,alloc,peak)")
+        .ok_or("is not a list of live, alloc, peak, samples, variance, temporary, app, sizes (example: live,alloc,peak)")
 }
 
 /// `HEAPLIVE_PEAK_GROWTH`; 0 = off, else a factor above 1.
@@ -588,6 +595,8 @@ mod tests {
         assert!(v.live && v.alloc && !v.peak);
         assert!(views(b"peak").unwrap().peak);
         assert!(views(b"live,temporary").unwrap().temporary);
+        assert!(views(b"live,sizes").unwrap().sizes);
+        assert!(!views(b"live,samples").unwrap().sizes);
         let v = views(b"live,samples,variance").unwrap();
         assert!(v.samples && v.variance && !v.alloc);
         assert!(!views(b"live,samples").unwrap().variance);

@@ -68,6 +68,10 @@ pub struct Sample {
     pub freed: [u64; 3],
     /// Their estimated variances, the same way.
     pub freed_variance: [f64; 3],
+    /// The live samples behind `bytes` by size class (`samples::size_class`,
+    /// smallest first): the class, the samples and their estimated bytes.
+    /// Empty when not counted (the samples file's size rows only).
+    pub sizes: Vec<(u64, u64, f64)>,
 }
 
 #[derive(Clone, Debug, Default)]

@@ -26,6 +26,21 @@
 //! has no sample in it. Lines with another first word are skipped (room for
 //! later views); a later version changes the first line.
 //!
+//! Size rows (added in version 2, so older readers skip them as a view
+//! they do not know): `size:LOW SAMPLES BYTES STACK`, the live samples of
+//! the stack whose requested sizes are in the class from `LOW` to
+//! `2 LOW - 1` bytes (`LOW` a power of two; `size:0` holds zero-byte
+//! blocks), their number, and the estimated live bytes of the class (the
+//! sum of the samples' weights `s/p`; exact in exact mode, where every
+//! block is a sample). The third number is bytes, not a variance. A
+//! stack's size rows add up to its `live` row's samples and (rounding
+//! aside) to its bytes in `NAME.folded`.
+//!
+//! ```text
+//! size:32 100 4800 _start;main;site
+//! size:65536 10 1000000 _start;main;site
+//! ```
+//!
 //! Version 1 was a plain folded file of live sample counts; variances were
 //! in `NAME.variance.folded`, `NAME.alloc.variance.folded` and
 //! `NAME.peak.variance.folded` (`HEAPLIVE_VIEWS=...,variance`), which the
@@ -58,12 +73,32 @@ impl Stat {
     }
 }
 
+/// The live samples of one stack in one size class.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Size {
+    pub samples: u64,
+    /// Estimated live bytes (exact in exact mode).
+    pub bytes: f64,
+}
+
+/// The size class of a block of `size` bytes: the largest power of two at
+/// most `size` (0 for 0).
+pub fn size_class(size: u64) -> u64 {
+    if size == 0 {
+        0
+    } else {
+        1 << (63 - size.leading_zeros())
+    }
+}
+
 /// Per view, per stack.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Samples {
     /// The sample interval R, bytes, when known.
     pub interval: Option<u64>,
     pub views: BTreeMap<String, BTreeMap<String, Stat>>,
+    /// Per stack, its live samples by size class (`size_class`).
+    pub sizes: BTreeMap<String, BTreeMap<u64, Size>>,
 }
 
 impl Samples {
@@ -85,6 +120,18 @@ impl Samples {
         }
     }
 
+    /// Counts `size` into `stack`'s size class `class` (summed).
+    pub fn add_size(&mut self, stack: &str, class: u64, size: Size) {
+        if !self.sizes.contains_key(stack) {
+            self.sizes.insert(stack.to_string(), BTreeMap::new());
+        }
+        if let Some(classes) = self.sizes.get_mut(stack) {
+            let s = classes.entry(class).or_default();
+            s.samples = s.samples.saturating_add(size.samples);
+            s.bytes += size.bytes;
+        }
+    }
+
     pub fn view(&self, view: &str) -> Option<&BTreeMap<String, Stat>> {
         self.views.get(view)
     }
@@ -97,6 +144,16 @@ impl Samples {
         for (view, stacks) in &self.views {
             for (stack, s) in stacks {
                 write_line(out, view, stack, *s)?;
+            }
+        }
+        for (stack, classes) in &self.sizes {
+            for (class, s) in classes {
+                let bytes = if s.bytes.is_finite() && s.bytes > 0.0 {
+                    s.bytes.round()
+                } else {
+                    0.0
+                };
+                writeln!(out, "size:{class} {} {bytes} {stack}", s.samples)?;
             }
         }
         Ok(())
@@ -163,6 +220,17 @@ pub fn parse(name: &str, bytes: &[u8]) -> Result<Samples, String> {
             .ok()
             .filter(|v: &f64| v.is_finite() && *v >= 0.0)
             .ok_or_else(|| bad(&format!("'{v}' is not a variance")))?;
+        if let Some(class) = view.strip_prefix("size:") {
+            let class: u64 = class
+                .parse()
+                .ok()
+                .filter(|&c: &u64| c == 0 || c.is_power_of_two())
+                .ok_or_else(|| bad(&format!("'{view}' is not a size class")))?;
+            let samples = samples.ok_or_else(|| bad("a size row without its count"))?;
+            let bytes = variance;
+            out.add_size(stack, class, Size { samples, bytes });
+            continue;
+        }
         if !VIEWS.contains(&view) {
             continue;
         }
@@ -197,8 +265,29 @@ mod tests {
                 variance: 0.0,
             },
         );
+        s.add_size(
+            "main;g",
+            32,
+            Size {
+                samples: 100,
+                bytes: 4800.0,
+            },
+        );
+        s.add_size(
+            "main;g",
+            65536,
+            Size {
+                samples: 10,
+                bytes: 1e6,
+            },
+        );
         let mut text = Vec::new();
         s.write(&mut text).unwrap();
+        let t = String::from_utf8(text.clone()).unwrap();
+        assert!(
+            t.ends_with("size:32 100 4800 main;g\nsize:65536 10 1000000 main;g\n"),
+            "{t}"
+        );
         let back = parse("x", &text).unwrap();
         assert_eq!(back, s);
         assert!(is_v2(&text));
@@ -230,5 +319,25 @@ mod tests {
         let s = parse("x", format!("{h}\nlater 1 1 a\nlive 1 2 b c\n").as_bytes()).unwrap();
         assert_eq!(s.views.len(), 1);
         assert_eq!(s.view("live").unwrap()["b c"].variance, 2.0);
+        assert!(s.sizes.is_empty());
+        // Size classes are powers of two (or 0) with a count.
+        assert!(parse("x", format!("{h}\nsize:48 1 48 a\n").as_bytes()).is_err());
+        assert!(parse("x", format!("{h}\nsize:32 - 48 a\n").as_bytes()).is_err());
+        let s = parse(
+            "x",
+            format!("{h}\nsize:0 3 0 a\nsize:32 2 96 a\n").as_bytes(),
+        )
+        .unwrap();
+        assert_eq!(s.sizes["a"][&0].samples, 3);
+        assert_eq!(s.sizes["a"][&32].bytes, 96.0);
+        assert!(s.views.is_empty());
+    }
+
+    #[test]
+    fn size_classes_are_powers_of_two_below() {
+        let c: Vec<u64> = [0, 1, 2, 3, 47, 48, 63, 64, 100000, u64::MAX]
+            .map(size_class)
+            .to_vec();
+        assert_eq!(c, [0, 1, 2, 2, 32, 32, 32, 64, 65536, 1 << 63]);
     }
 }

@@ -200,7 +200,7 @@ setting!(
     c"HEAPLIVE_VIEWS",
     "live,peak,samples",
     Views,
-    "what a dump writes: live (NAME.folded), alloc (bytes allocated since start, NAME.alloc.folded), peak (at exit, the stacks at the highest live total, NAME.peak.folded), samples (live samples per stack, NAME.samples.folded, for heaplive top's 95% intervals; sampled mode only), variance (the variance of each stack's estimate beside each view, NAME.variance.folded, NAME.alloc.variance.folded, NAME.peak.variance.folded: heaplive top's intervals from the samples' own weights, zero for blocks that are always sampled; sampled mode only), temporary (lifetimes of the sampled blocks freed: NAME.temporary.folded, bytes freed within 1 ms per stack, and pprof sample types freed_1ms_space, freed_1s_space, freed_later_space), app (the names of the main executable's frames, NAME.app.txt, for heaplive top --app)"
+    "what a dump writes: live (NAME.folded), alloc (bytes allocated since start, NAME.alloc.folded), peak (at exit, the stacks at the highest live total, NAME.peak.folded), samples (live samples per stack and by size class, NAME.samples.folded, for heaplive top's 95% intervals and heaplive report's size histograms; sampled mode only), variance (the variance of each stack's estimate beside each view, NAME.variance.folded, NAME.alloc.variance.folded, NAME.peak.variance.folded: heaplive top's intervals from the samples' own weights, zero for blocks that are always sampled; sampled mode only), temporary (lifetimes of the sampled blocks freed: NAME.temporary.folded, bytes freed within 1 ms per stack, and pprof sample types freed_1ms_space, freed_1s_space, freed_later_space), app (the names of the main executable's frames, NAME.app.txt, for heaplive top --app), sizes (NAME.samples.folded in exact mode too, for its size rows: live blocks per stack by size class, drawn by heaplive report; a sampled-mode dump's samples file always has them, a PHP request-peak dump's excepted)"
 );
 setting!(
     PEAK_GROWTH,
@@ -389,6 +389,7 @@ pub const DEFAULTS: Defaults = Defaults {
         variance: false,
         temporary: false,
         app: false,
+        sizes: false,
     },
     peak_growth: 0.0,
     start: true,

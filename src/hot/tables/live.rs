@@ -474,14 +474,129 @@ pub struct StackSum {
     pub variance: f64,
 }
 
+/// The live samples by stack and size class, for the samples file's size
+/// rows (`format::samples`): filled by `sum_by_stack` in the same pass as
+/// the sums, so that a stack's classes add up to its sum.
+#[derive(Default)]
+pub struct Sizes {
+    /// One shard's entries (`Entry::meta`: size and stack), copied under
+    /// its lock into room reserved before it, and counted after it.
+    scratch: Vec<u64>,
+    /// `Sizes::key(stack, class)` -> (samples, estimated bytes). The class
+    /// of a size `s` is 0 for 0, else `64 - s.leading_zeros()` (sizes from
+    /// `2^(class-1)` to `2^class - 1`).
+    pub by_stack: std::collections::HashMap<u64, (u64, f64), KeyHash>,
+    /// False when heaplive could not get memory for them.
+    pub complete: bool,
+}
+
+/// `Sizes`'s keys are hashed by `fmix` (std's SipHash was half of an
+/// exact-mode snapshot's time with 2 million live blocks).
+pub type KeyHash = core::hash::BuildHasherDefault<KeyHasher>;
+
+#[derive(Default)]
+pub struct KeyHasher(u64);
+
+impl core::hash::Hasher for KeyHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ b as u64;
+        }
+    }
+    fn write_u64(&mut self, x: u64) {
+        self.0 ^= x;
+    }
+    fn finish(&self) -> u64 {
+        fmix(self.0)
+    }
+}
+
+impl Sizes {
+    /// The key of a stack's class in `by_stack`.
+    pub fn key(stack: StackId, class: u8) -> u64 {
+        (stack as u64) << 8 | class as u64
+    }
+
+    /// The stack and class of a key of `by_stack`.
+    pub fn unkey(key: u64) -> (StackId, u8) {
+        ((key >> 8) as StackId, key as u8)
+    }
+
+    /// The smallest size of a class (`format::samples::size_class`).
+    pub fn class_low(class: u8) -> u64 {
+        if class == 0 { 0 } else { 1 << (class - 1) }
+    }
+
+    fn count(&mut self, interval: u64) {
+        // Neighbouring slots often hold blocks of one stack and class
+        // (allocated one after another): summed in a run, looked up once.
+        let mut run: Option<(u64, u64, f64)> = None;
+        for &meta in &self.scratch {
+            let e = Entry { addr: 0, meta };
+            let size = e.size() as u64;
+            let class = (64 - size.leading_zeros()) as u8;
+            let bytes = if interval <= 1 {
+                size as f64
+            } else {
+                let p = crate::hot::sampler::sample_probability(size, interval);
+                if p > 0.0 { size as f64 / p } else { 0.0 }
+            };
+            let key = Sizes::key(e.stack(), class);
+            match &mut run {
+                Some((k, n, b)) if *k == key => {
+                    *n += 1;
+                    *b += bytes;
+                }
+                _ => {
+                    if let Some((k, n, b)) = run.replace((key, 1, bytes)) {
+                        let c = self.by_stack.entry(k).or_default();
+                        c.0 += n;
+                        c.1 += b;
+                    }
+                }
+            }
+        }
+        if let Some((k, n, b)) = run {
+            let c = self.by_stack.entry(k).or_default();
+            c.0 += n;
+            c.1 += b;
+        }
+        self.scratch.clear();
+    }
+
+    /// Gives the memory back when it is large (a program with very many
+    /// stacks, or an exact-mode shard of many blocks).
+    pub fn release(&mut self, keep: usize) {
+        if self.scratch.capacity() > keep {
+            self.scratch = Vec::new();
+        }
+        if self.by_stack.capacity() > keep {
+            self.by_stack = Default::default();
+        }
+    }
+}
+
 /// Sums the live samples per stack into `out` (indexed by stack id),
 /// shard by shard (each shard consistent). `out` grows only while no shard lock is held, and holds one sum
 /// per stack, not one entry per sample: in exact mode a dump's copy of the
 /// table was one entry per live block (33 MiB for jq). None when no memory
-/// could be had for it (heaplive's own heap).
-pub fn sum_by_stack(out: &mut Vec<StackSum>, interval: u64) -> Option<()> {
+/// could be had for it (heaplive's own heap). With `sizes`, also the
+/// samples by stack and size class: each shard's entries are copied under
+/// its lock (room for them reserved before taking it) and counted after.
+pub fn sum_by_stack(
+    out: &mut Vec<StackSum>,
+    interval: u64,
+    mut sizes: Option<&mut Sizes>,
+) -> Option<()> {
     out.clear();
+    if let Some(z) = sizes.as_deref_mut() {
+        z.by_stack.clear();
+        z.scratch.clear();
+        z.complete = true;
+    }
     for shard in SHARDS_.iter() {
+        // Entries to make room for in the copy (the shard's length).
+        let mut room = 0usize;
         loop {
             let ids = crate::hot::stacks::count() as usize;
             if out.len() < ids {
@@ -491,6 +606,14 @@ pub fn sum_by_stack(out: &mut Vec<StackSum>, interval: u64) -> Option<()> {
                 }
                 out.resize(len, StackSum::default());
             }
+            if let Some(z) = sizes.as_deref_mut().filter(|z| z.complete)
+                && z.scratch.capacity() < room
+                && z.scratch.try_reserve(room + room / 4 + 64).is_err()
+            {
+                // The sums stand without their sizes.
+                z.complete = false;
+                z.by_stack.clear();
+            }
             let t = shard.0.lock();
             // A sample's stack was interned before the sample was put in
             // under this lock, so every stack in the shard is below the
@@ -498,6 +621,15 @@ pub fn sum_by_stack(out: &mut Vec<StackSum>, interval: u64) -> Option<()> {
             if crate::hot::stacks::count() as usize > out.len() {
                 continue;
             }
+            let copy = sizes.as_deref_mut().filter(|z| z.complete);
+            let copy = match copy {
+                Some(z) if z.scratch.capacity() < t.len => {
+                    room = t.len;
+                    continue;
+                }
+                other => other,
+            };
+            let mut copy = copy.map(|z| &mut z.scratch);
             for i in 0..t.cap {
                 let e = t.at(i);
                 if e.addr == 0 {
@@ -506,6 +638,10 @@ pub fn sum_by_stack(out: &mut Vec<StackSum>, interval: u64) -> Option<()> {
                 let Some(sum) = out.get_mut(e.stack() as usize) else {
                     continue;
                 };
+                if let Some(c) = copy.as_deref_mut() {
+                    // Within the capacity reserved: no allocation.
+                    c.push(e.meta);
+                }
                 let size = e.size() as u64;
                 sum.samples += 1;
                 if interval <= 1 {
@@ -523,7 +659,11 @@ pub fn sum_by_stack(out: &mut Vec<StackSum>, interval: u64) -> Option<()> {
                     sum.variance += w * w * (1.0 - p);
                 }
             }
+            drop(t);
             break;
+        }
+        if let Some(z) = sizes.as_deref_mut().filter(|z| z.complete) {
+            z.count(interval);
         }
     }
     Some(())
@@ -672,11 +812,11 @@ mod tests {
             })
             .collect();
         let mut v = Vec::new();
-        sum_by_stack(&mut v, 1).unwrap();
+        sum_by_stack(&mut v, 1, None).unwrap();
         for t in ts {
             t.join().unwrap();
         }
-        sum_by_stack(&mut v, 1).unwrap();
+        sum_by_stack(&mut v, 1, None).unwrap();
         for (t, &id) in mine.iter().enumerate() {
             let s = v[id as usize];
             assert_eq!(s.samples, 6667, "thread {t}");
@@ -685,7 +825,7 @@ mod tests {
             assert_eq!(s.variance, 0.0);
         }
         // Sampled: the sums are those of the weights.
-        sum_by_stack(&mut v, 4096).unwrap();
+        sum_by_stack(&mut v, 4096, None).unwrap();
         let s = v[mine[2] as usize];
         let p = crate::hot::sampler::sample_probability(10, 4096);
         assert_eq!(s.samples, 6667);
@@ -696,6 +836,50 @@ mod tests {
             for t in 0..4usize {
                 remove(base + (t << 32) + i * 16);
             }
+        }
+    }
+
+    /// The size classes of a stack's live samples, counted in the sums'
+    /// pass: exact counts and bytes in exact mode, weights when sampled,
+    /// and their counts add up to the stack's sum.
+    #[test]
+    fn sizes_count_each_stack_by_class() {
+        let base = 0x30_0000_0000usize;
+        let id = crate::hot::stacks::intern(&[0x5eed_1000, 0x78]);
+        let mut k = 0;
+        for (n, size) in [(100, 48), (10, 100_000), (3, 0)] {
+            for _ in 0..n {
+                while insert(Entry::new(base + k * 16, size, id, MALLOC)).is_err() {
+                    std::thread::yield_now();
+                }
+                k += 1;
+            }
+        }
+        let mut v = Vec::new();
+        let mut z = Sizes::default();
+        sum_by_stack(&mut v, 1, Some(&mut z)).unwrap();
+        assert!(z.complete);
+        let mut mine: Vec<(u64, (u64, f64))> = z
+            .by_stack
+            .iter()
+            .filter(|(k, _)| Sizes::unkey(**k).0 == id)
+            .map(|(k, c)| (Sizes::class_low(Sizes::unkey(*k).1), *c))
+            .collect();
+        mine.sort_by_key(|c| c.0);
+        assert_eq!(
+            mine,
+            [(0, (3, 0.0)), (32, (100, 4800.0)), (65536, (10, 1e6))]
+        );
+        assert_eq!(v[id as usize].samples, 113);
+        sum_by_stack(&mut v, 4096, Some(&mut z)).unwrap();
+        let big = z.by_stack[&Sizes::key(id, 17)];
+        assert_eq!(big.0, 10);
+        assert!((big.1 - 1e6).abs() < 1e-3, "{}", big.1);
+        let small = z.by_stack[&Sizes::key(id, 6)];
+        let p = crate::hot::sampler::sample_probability(48, 4096);
+        assert!((small.1 - 4800.0 / p).abs() < 1e-6 * small.1);
+        for i in 0..k {
+            remove(base + i * 16);
         }
     }
 
