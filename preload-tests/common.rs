@@ -358,6 +358,26 @@ pub fn wait_until<T>(secs: u64, why: &str, what: impl FnMut() -> Option<T>) -> T
     wait_until_ctx(secs, why, &String::new, what)
 }
 
+/// `heaplive report DIR -o DIR/report.html`: the page's path and text.
+pub fn report_of_dir(dir: &Path) -> (PathBuf, String) {
+    let page = dir.join("report.html");
+    ok(heaplive(&[
+        "report",
+        dir.to_str().unwrap(),
+        "-o",
+        page.to_str().unwrap(),
+    ]));
+    let html = std::fs::read_to_string(&page).unwrap();
+    (page, html)
+}
+
+/// The JSON a report page embeds (`<script ... id="heaplive-data">`).
+pub fn report_data(html: &str) -> &str {
+    let tag = "id=\"heaplive-data\">";
+    let start = html.find(tag).expect("no heaplive-data in the page") + tag.len();
+    &html[start..start + html[start..].find("</script>").unwrap()]
+}
+
 /// `wait_until`, with `ctx()` (the state of what the test runs: logs, a
 /// server's output) in the message when the time is up.
 pub fn wait_until_ctx<T>(

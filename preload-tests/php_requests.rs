@@ -444,11 +444,8 @@ fn fpm_only_heavy_requests_write_peak_dumps() {
     // (one process, not one per file), and its PHP part ranks the
     // endpoints by peak as `top --endpoints` does (highest, mean,
     // requests).
-    let page = dir.join("report.html");
-    ok(heaplive(&["report", d, "-o", page.to_str().unwrap()]));
-    let html = std::fs::read_to_string(&page).unwrap();
-    let start = html.find("id=\"heaplive-data\">").unwrap() + "id=\"heaplive-data\">".len();
-    let json = &html[start..start + html[start..].find("</script>").unwrap()];
+    let (_, html) = report_of_dir(&dir);
+    let json = report_data(&html);
     assert!(
         !json.contains("\"pid\":0,"),
         "a dump file made a process of its own"

@@ -25,14 +25,7 @@ fn report_of_a_run(dir: &Path) -> PathBuf {
     );
     assert!(o.status.success(), "{}", show(&o));
     assert_eq!(common::folded_files(dir).len(), 5, "{}", show(&o));
-    let page = dir.join("report.html");
-    common::ok(common::heaplive(&[
-        "report",
-        dir.to_str().unwrap(),
-        "-o",
-        page.to_str().unwrap(),
-    ]));
-    page
+    common::report_of_dir(dir).0
 }
 
 /// Chromium, headless, on `page` (a file), no network: its output.
@@ -163,8 +156,7 @@ fn the_embedded_data_holds_the_dumps_to_the_byte() {
     let dir = common::tempdir("report_data");
     let page = report_of_a_run(dir.path());
     let html = std::fs::read_to_string(&page).unwrap();
-    let start = html.find("id=\"heaplive-data\">").unwrap() + "id=\"heaplive-data\">".len();
-    let json = &html[start..start + html[start..].find("</script>").unwrap()];
+    let json = common::report_data(&html);
     // The stacks in the last dump's live view, as `"stack":"...","bytes":N`.
     let last = json.rfind("\"n\":5").expect("dump 5");
     let live = &json[last..];
@@ -307,14 +299,7 @@ fn size_rows_and_the_report_histogram_are_exact() {
     );
     assert!(!top.contains("not seen"), "{top}");
 
-    let page = dir.path().join("report.html");
-    common::ok(common::heaplive(&[
-        "report",
-        dir.path().to_str().unwrap(),
-        "-o",
-        page.to_str().unwrap(),
-    ]));
-    let html = std::fs::read_to_string(&page).unwrap();
+    let (page, html) = common::report_of_dir(dir.path());
     assert!(
         html.contains(
             "main;sized_site\",\"bytes\":1004800,\"low\":1004800,\"high\":1004800,\"sizes\":[[32,100,4800],[65536,10,1000000]]}"

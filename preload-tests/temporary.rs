@@ -60,14 +60,7 @@ fn exact_mode_attributes_the_temporary_site_to_the_byte() {
 
     // `heaplive report`: the dump's selectable views include `temporary`,
     // whose top stack is temporary_site with its bytes.
-    let page = dir.path().join("report.html");
-    common::ok(common::heaplive(&[
-        "report",
-        dir.path().to_str().unwrap(),
-        "-o",
-        page.to_str().unwrap(),
-    ]));
-    let html = std::fs::read_to_string(&page).unwrap();
+    let (_, html) = common::report_of_dir(dir.path());
     let at = html
         .find("\"temporary\":{\"total\":")
         .unwrap_or_else(|| panic!("no temporary view in the page's data"));
