@@ -368,9 +368,19 @@ fn build_profile(
     drop(seen);
     sym.prefetch(&wanted, &mut poll);
     drop(wanted);
-    let mut sample_ids = Vec::with_capacity(ids.len());
+    // Each stack's size classes (the samples file's size rows), smallest
+    // first.
+    let mut sizes_of: HashMap<stacks::StackId, Vec<(u64, u64, f64)>> = HashMap::new();
+    if let Some(z) = sizes.filter(|z| z.complete) {
+        for (&key, &(n, bytes)) in &z.by_stack {
+            let (id, class) = live::Sizes::unkey(key);
+            sizes_of
+                .entry(id)
+                .or_default()
+                .push((live::Sizes::class_low(class), n, bytes));
+        }
+    }
     for (id, v) in ids {
-        sample_ids.push(id);
         // The kernel refused memory and the dump lives on its reserve
         // (`hot::ownheap`): give up before it runs out.
         if ownheap::reserve_low() {
@@ -420,27 +430,14 @@ fn build_profile(
             alloc_variance: v.alloc_variance,
             freed: v.freed,
             freed_variance: v.freed_variance,
-            sizes: Vec::new(),
+            sizes: sizes_of
+                .remove(&id)
+                .map(|mut c| {
+                    c.sort_by_key(|c| c.0);
+                    c
+                })
+                .unwrap_or_default(),
         });
-    }
-    if let Some(z) = sizes.filter(|z| z.complete) {
-        // Each sample's size classes, smallest first.
-        let at: HashMap<stacks::StackId, usize> = sample_ids
-            .iter()
-            .enumerate()
-            .map(|(i, &id)| (id, i))
-            .collect();
-        for (&key, &(n, bytes)) in &z.by_stack {
-            let (id, class) = live::Sizes::unkey(key);
-            if let Some(&i) = at.get(&id) {
-                samples[i]
-                    .sizes
-                    .push((live::Sizes::class_low(class), n, bytes));
-            }
-        }
-        for s in &mut samples {
-            s.sizes.sort_by_key(|c| c.0);
-        }
     }
     let started = STARTED_NS.load(Relaxed);
     let mut mappings = sym.mappings();
@@ -995,7 +992,6 @@ fn write_exit_peak(
     }
 }
 
-/// Where a file would go when its directory refuses us.
 /// The file name of a path (`write_with_fallback_as`'s fallback name).
 fn alt_name(p: &Path) -> &std::ffi::OsStr {
     p.file_name().unwrap_or(p.as_os_str())
