@@ -419,6 +419,65 @@ fn read(pid: i32, addr: usize, buf: &mut [u8]) -> usize {
     if n < 0 { 0 } else { n as usize }
 }
 
+/// Copies several ranges of this process with one system call: the
+/// number of bytes copied into each buffer (fewer when a range ends in
+/// unmapped memory). The kernel stops at the first range it cannot copy
+/// whole, so a short range and the ones after it are read again one by
+/// one: the counts are those `read` would give for each.
+fn read_n<const N: usize>(pid: i32, parts: [(usize, &mut [u8]); N]) -> [usize; N] {
+    let mut got = [0usize; N];
+    let empty = libc::iovec {
+        iov_base: core::ptr::null_mut(),
+        iov_len: 0,
+    };
+    let (mut local, mut remote) = ([empty; N], [empty; N]);
+    let mut which = [0usize; N];
+    let mut k = 0;
+    for (i, (addr, buf)) in parts.into_iter().enumerate() {
+        if addr < 4096 || buf.is_empty() || addr.checked_add(buf.len()).is_none() {
+            continue;
+        }
+        local[k] = libc::iovec {
+            iov_base: buf.as_mut_ptr().cast(),
+            iov_len: buf.len(),
+        };
+        remote[k] = libc::iovec {
+            iov_base: addr as *mut libc::c_void,
+            iov_len: buf.len(),
+        };
+        which[k] = i;
+        k += 1;
+    }
+    if k == 0 {
+        return got;
+    }
+    // SAFETY: the local iovecs are the callers' buffers, each its own
+    // length; the kernel checks the remote ranges and fails with EFAULT
+    // instead of faulting.
+    let n =
+        unsafe { libc::process_vm_readv(pid, local.as_ptr(), k as _, remote.as_ptr(), k as _, 0) };
+    let mut left = if n < 0 { 0 } else { n as usize };
+    for j in 0..k {
+        let len = local[j].iov_len;
+        if left >= len {
+            got[which[j]] = len;
+            left -= len;
+            continue;
+        }
+        // Cut here: this range and the rest, one by one.
+        for r in j..k {
+            // SAFETY: local[r] is a caller's buffer of iov_len bytes,
+            // borrowed for this call.
+            let buf = unsafe {
+                core::slice::from_raw_parts_mut(local[r].iov_base.cast::<u8>(), local[r].iov_len)
+            };
+            got[which[r]] = read(pid, remote[r].iov_base as usize, buf);
+        }
+        break;
+    }
+    got
+}
+
 fn word(b: &[u8], at: usize) -> usize {
     let mut w = [0u8; 8];
     w.copy_from_slice(&b[at..at + 8]);
@@ -543,8 +602,25 @@ fn push_zstr_lib(
     base_name: bool,
     out: &mut StackBuf<{ names::MAX_NAME }>,
 ) -> Option<bool> {
-    let mut b = [0u8; ZSTR_VAL + 256];
+    let mut b = [0u8; ZSTR_BUF];
     let got = read(pid, zs, &mut b);
+    push_read_zstr(pid, zs, &b[..got], max, base_name, out)
+}
+
+/// How much of a zend_string one read takes: the header and 256 bytes.
+const ZSTR_BUF: usize = ZSTR_VAL + 256;
+
+/// `push_zstr_lib` of a zend_string at `zs` whose first bytes, `b` (up
+/// to ZSTR_BUF), are already read.
+fn push_read_zstr(
+    pid: i32,
+    zs: usize,
+    b: &[u8],
+    max: usize,
+    base_name: bool,
+    out: &mut StackBuf<{ names::MAX_NAME }>,
+) -> Option<bool> {
+    let got = b.len();
     if got < ZSTR_VAL {
         return None;
     }
@@ -582,22 +658,56 @@ fn push_zstr_lib(
 /// The pseudo frame of one PHP frame; Some(0) for a frame with nothing to
 /// show; None when it cannot be read.
 fn frame_name(pid: i32, o: &Offsets, func: usize, opline: usize, call_info: u32) -> Option<usize> {
-    let mut f = [0u8; 192];
+    let mut f = [0u8; FN_READ];
     let got = read(pid, func, &mut f);
+    frame_name_of(pid, o, &f[..got], opline, call_info)
+}
+
+/// `frame_name` of a function whose first bytes, `f` (up to FN_READ), are
+/// read. Two more system calls at most, one for each level of pointers:
+/// the class entry's name pointer, the function's name and file strings
+/// and the opline's line (read before the opline is known to be the
+/// function's: it is used only if it is), then the class's name.
+fn frame_name_of(pid: i32, o: &Offsets, f: &[u8], opline: usize, call_info: u32) -> Option<usize> {
+    let got = f.len();
     if got < FN_SCOPE + 8 {
         return None;
     }
     let kind = f[FN_TYPE];
-    let name = word(&f, FN_NAME);
-    let scope = word(&f, FN_SCOPE);
+    let name = word(f, FN_NAME);
+    let scope = word(f, FN_SCOPE);
+    let user = kind == ZEND_USER_FUNCTION;
+    if user && got < o.op_line_start + 8 {
+        return None;
+    }
+    let file_zs = if user { word(f, o.op_filename) } else { 0 };
+    let (mut ce, mut nb, mut fb, mut l) = ([0u8; 8], [0u8; ZSTR_BUF], [0u8; ZSTR_BUF], [0u8; 4]);
+    let [got_ce, got_name, got_file, got_line] = read_n(
+        pid,
+        [
+            (if scope != 0 { scope + CE_NAME } else { 0 }, &mut ce[..]),
+            (name, &mut nb[..]),
+            (file_zs, &mut fb[..]),
+            // Last: a stale opline that faults cuts no other read.
+            (
+                if user {
+                    opline.wrapping_add(OP_LINENO)
+                } else {
+                    0
+                },
+                &mut l[..],
+            ),
+        ],
+    );
     let mut t = StackBuf::<{ names::MAX_NAME }>::new();
     if scope != 0 {
-        let mut ce = [0u8; 8];
-        if read(pid, scope + CE_NAME, &mut ce) < 8
-            || !push_zstr(pid, word(&ce, 0), 300, false, &mut t)
-        {
+        if got_ce < 8 {
             return None;
         }
+        let cname = word(&ce, 0);
+        let mut cb = [0u8; ZSTR_BUF];
+        let got_c = read(pid, cname, &mut cb);
+        push_read_zstr(pid, cname, &cb[..got_c], 300, false, &mut t)?;
         t.push_bytes(b"::");
     }
     match kind {
@@ -607,20 +717,17 @@ fn frame_name(pid: i32, o: &Offsets, func: usize, opline: usize, call_info: u32)
                 // name: nothing to show, the walk goes on to the resumer.
                 return Some(0);
             }
-            if name == 0 || !push_zstr(pid, name, 300, false, &mut t) {
+            if name == 0 {
                 return None;
             }
+            push_read_zstr(pid, name, &nb[..got_name], 300, false, &mut t)?;
             t.push_bytes(b" [internal]");
         }
         ZEND_USER_FUNCTION => {
             use core::fmt::Write;
-            // line_start, then line_end.
-            if got < o.op_line_start + 8 {
-                return None;
-            }
             let mut file = StackBuf::<{ names::MAX_NAME }>::new();
-            let library = push_zstr_lib(pid, word(&f, o.op_filename), 300, true, &mut file)?;
-            let (start, end) = (word32(&f, o.op_line_start), word32(&f, o.op_line_start + 4));
+            let library = push_read_zstr(pid, file_zs, &fb[..got_file], 300, true, &mut file)?;
+            let (start, end) = (word32(f, o.op_line_start), word32(f, o.op_line_start + 4));
             if name == 0 {
                 // A file's own code: the script, or an include/eval.
                 t.push_bytes(if call_info & ZEND_CALL_TOP != 0 {
@@ -630,9 +737,7 @@ fn frame_name(pid: i32, o: &Offsets, func: usize, opline: usize, call_info: u32)
                 });
             } else {
                 let mut n = StackBuf::<{ names::MAX_NAME }>::new();
-                if !push_zstr(pid, name, 300, false, &mut n) {
-                    return None;
-                }
+                push_read_zstr(pid, name, &nb[..got_name], 300, false, &mut n)?;
                 if is_closure(n.as_bytes()) {
                     // `ns\{closure}` (8.3 and before), `{closure:/path:3}`
                     // (8.4): which closure, by its file and lines.
@@ -643,19 +748,17 @@ fn frame_name(pid: i32, o: &Offsets, func: usize, opline: usize, call_info: u32)
                     t.push_bytes(n.as_bytes());
                 }
             }
-            let last = word32(&f, o.op_last) as usize;
-            let opcodes = word(&f, o.op_opcodes);
+            let last = word32(f, o.op_last) as usize;
+            let opcodes = word(f, o.op_opcodes);
             let mut line = start;
             // The current line, when opline is one of this function's
             // opcodes (it can be stale or unset in a frame being built).
-            if opline >= opcodes
+            if got_line == 4
+                && opline >= opcodes
                 && opline < opcodes.wrapping_add(last.saturating_mul(OP_SIZE))
                 && (opline - opcodes).is_multiple_of(OP_SIZE)
             {
-                let mut l = [0u8; 4];
-                if read(pid, opline + OP_LINENO, &mut l) == 4 {
-                    line = u32::from_ne_bytes(l);
-                }
+                line = u32::from_ne_bytes(l);
             }
             t.push_bytes(b" (");
             t.push_bytes(file.as_bytes());
@@ -1049,6 +1152,10 @@ impl Fast {
         call_info: u32,
     ) -> Option<usize> {
         let top = (call_info & ZEND_CALL_TOP != 0) as usize;
+        // The function's bytes when they were read here (FUNC_INFO's
+        // miss): the name, if it misses too, is made from them.
+        let mut f = [0u8; FN_READ];
+        let mut read_now = 0;
         // What the name depends on: the key (the opline within the function,
         // or none; the TOP bit), and for a function read in place the words
         // it is made of (sig).
@@ -1081,7 +1188,8 @@ impl Fast {
             let (opcodes, last) = match self.slot(func, FUNC_INFO) {
                 Some(s) => (s.val, s.sig as usize),
                 None => {
-                    let (opcodes, last) = func_info(pid.get(), o, func)?;
+                    read_now = read(pid.get(), func, &mut f);
+                    let (opcodes, last) = func_info(o, &f[..read_now])?;
                     self.put(func, FUNC_INFO, last as u64, opcodes);
                     (opcodes, last)
                 }
@@ -1096,26 +1204,30 @@ impl Fast {
         if let Some(v) = self.get(func, key, sig) {
             return Some(v);
         }
-        let v = frame_name(pid.get(), o, func, opline, call_info)?;
+        let v = if read_now > 0 {
+            frame_name_of(pid.get(), o, &f[..read_now], opline, call_info)?
+        } else {
+            frame_name(pid.get(), o, func, opline, call_info)?
+        };
         self.put(func, key, sig, v);
         Some(v)
     }
 }
 
 /// A function's opcodes and their number (0, 0 for an internal function),
-/// read with process_vm_readv; None if it cannot be read or is neither.
-fn func_info(pid: i32, o: &Offsets, func: usize) -> Option<(usize, usize)> {
-    let mut f = [0u8; FN_READ];
-    let got = read(pid, func, &mut f);
+/// from its first bytes `f` (read with process_vm_readv); None if too few
+/// were read or it is neither.
+fn func_info(o: &Offsets, f: &[u8]) -> Option<(usize, usize)> {
+    let got = f.len();
     if got < FN_SCOPE + 8 {
         return None;
     }
     match f[FN_TYPE] {
         ZEND_INTERNAL_FUNCTION => Some((0, 0)),
         ZEND_USER_FUNCTION if got >= o.op_line_start + 4 => {
-            let opcodes = word(&f, o.op_opcodes);
+            let opcodes = word(f, o.op_opcodes);
             // 0 opcodes would read as internal: no opline is then its own.
-            Some((opcodes.max(1), word32(&f, o.op_last) as usize))
+            Some((opcodes.max(1), word32(f, o.op_last) as usize))
         }
         _ => None,
     }
@@ -1743,6 +1855,51 @@ mod tests {
         assert_eq!(read(pid, page as usize + 4096 - 16, &mut b), 16);
         unsafe { crate::hot::sys::unmap(page, 4096) };
         assert_eq!(read(pid, page as usize, &mut b), 0);
+    }
+
+    /// Several ranges in one call give, each, what `read` gives it alone:
+    /// a range cut by unmapped memory, a bad one first, between or last.
+    #[test]
+    fn reads_of_several_ranges_count_each_as_one_read_would() {
+        let pid = crate::hot::sys::getpid() as i32;
+        let page = crate::hot::sys::map(8192);
+        assert!(!page.is_null());
+        unsafe { crate::hot::sys::unmap(page.add(4096), 4096) };
+        let base = page as usize;
+        unsafe { core::ptr::write_bytes(page, 7, 4096) };
+        let good = [9u8; 40];
+        let (mut a, mut b, mut c) = ([0u8; 64], [0u8; 32], [0u8; 16]);
+        // Cut: the first range ends 16 bytes into the hole.
+        let got = read_n(
+            pid,
+            [
+                (base + 4096 - 48, &mut a[..]),
+                (good.as_ptr() as usize, &mut b[..]),
+                (base, &mut c[..]),
+            ],
+        );
+        assert_eq!(got, [48, 32, 16]);
+        assert_eq!((a[0], a[47], b[31], c[15]), (7, 7, 9, 7));
+        // Unmapped, null and wrapping ranges read nothing; the others all.
+        let (mut a, mut b, mut c) = ([0u8; 8], [0u8; 32], [0u8; 16]);
+        let got = read_n(
+            pid,
+            [
+                (base + 4096, &mut a[..]),
+                (0, &mut b[..]),
+                (good.as_ptr() as usize, &mut c[..]),
+            ],
+        );
+        assert_eq!(got, [0, 0, 16]);
+        let got = read_n(
+            pid,
+            [
+                (usize::MAX - 4, &mut a[..]),
+                (good.as_ptr() as usize, &mut b[..]),
+            ],
+        );
+        assert_eq!(got, [0, 32]);
+        unsafe { crate::hot::sys::unmap(page, 4096) };
     }
 
     /// A fake zend_string: header, then the bytes.
