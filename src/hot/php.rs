@@ -624,7 +624,7 @@ fn push_read_zstr(
     if got < ZSTR_VAL {
         return None;
     }
-    let len = word(&b, ZSTR_LEN);
+    let len = word(b, ZSTR_LEN);
     if len == 0 || len > 1 << 20 {
         return None;
     }
