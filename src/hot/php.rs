@@ -1968,6 +1968,35 @@ mod tests {
         g[FN_NAME..FN_NAME + 8].copy_from_slice(&0x18usize.to_ne_bytes());
         assert!(frame_name(pid, o, g.as_ptr() as usize, 0, 0).is_none());
         assert!(frame_name(pid, o, 0x20, 0, 0).is_none());
+        // Strings at the end of a mapping (the name's read is cut, so the
+        // file name read with it is read again alone), and a stale opline
+        // in unmapped memory: the same names.
+        let page = crate::hot::sys::map(8192);
+        assert!(!page.is_null());
+        unsafe { crate::hot::sys::unmap(page.add(4096), 4096) };
+        let at_end = |off: usize, v: &[u8]| {
+            let p = unsafe { page.add(4096 - off) };
+            unsafe { core::ptr::copy_nonoverlapping(v.as_ptr(), p, v.len()) };
+            p as usize
+        };
+        let n_at = at_end(fname.len(), &fname);
+        let c_at = at_end(fname.len() + cname.len(), &cname);
+        let mut ce2 = [0u8; 64];
+        ce2[CE_NAME..CE_NAME + 8].copy_from_slice(&c_at.to_ne_bytes());
+        f[FN_NAME..FN_NAME + 8].copy_from_slice(&n_at.to_ne_bytes());
+        f[FN_SCOPE..FN_SCOPE + 8].copy_from_slice(&(ce2.as_ptr() as usize).to_ne_bytes());
+        let got = frame_name(pid, o, f.as_ptr() as usize, opline, 0).unwrap();
+        assert_eq!(
+            names::text(got),
+            Some(&b"Repo::build_cache (cache.php:12)"[..])
+        );
+        let stale = page as usize + 4096;
+        let got = frame_name(pid, o, f.as_ptr() as usize, stale, 0).unwrap();
+        assert_eq!(
+            names::text(got),
+            Some(&b"Repo::build_cache (cache.php:9)"[..])
+        );
+        unsafe { crate::hot::sys::unmap(page, 4096) };
     }
 
     #[test]
