@@ -2,8 +2,6 @@
 //! PHP versions (a table, one row a version) and those that do not; the
 //! version parser. Adding a PHP version means adding its row here.
 
-
-
 /// Struct offsets that differ between PHP versions (x86-64, non-ZTS).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Offsets {

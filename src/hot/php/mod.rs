@@ -179,7 +179,6 @@ pub fn block_size(heap: usize, p: usize) -> usize {
     }
 }
 
-
 #[cfg(test)]
 #[path = "merge_tests.rs"]
 mod merge_tests;

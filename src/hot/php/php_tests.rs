@@ -171,8 +171,7 @@ fn frame_names_from_fake_engine_memory() {
     f[FN_NAME..FN_NAME + 8].copy_from_slice(&(fname.as_ptr() as usize).to_ne_bytes());
     f[o.op_last..o.op_last + 4].copy_from_slice(&4u32.to_ne_bytes());
     f[o.op_opcodes..o.op_opcodes + 8].copy_from_slice(&(ops.as_ptr() as usize).to_ne_bytes());
-    f[o.op_filename..o.op_filename + 8]
-        .copy_from_slice(&(file.as_ptr() as usize).to_ne_bytes());
+    f[o.op_filename..o.op_filename + 8].copy_from_slice(&(file.as_ptr() as usize).to_ne_bytes());
     f[o.op_line_start..o.op_line_start + 4].copy_from_slice(&9u32.to_ne_bytes());
     let opline = ops.as_ptr() as usize + 2 * OP_SIZE;
     let got = frame_name(pid, o, f.as_ptr() as usize, opline, 0).unwrap();

@@ -33,7 +33,12 @@ pub fn set_request_frame(f: usize) {
 
 /// Appends the C string at `p` (at most `max` bytes; read so that a bad
 /// pointer fails instead of faulting). False if unreadable.
-pub(super) fn push_cstr(pid: i32, p: usize, max: usize, out: &mut StackBuf<{ names::MAX_NAME }>) -> bool {
+pub(super) fn push_cstr(
+    pid: i32,
+    p: usize,
+    max: usize,
+    out: &mut StackBuf<{ names::MAX_NAME }>,
+) -> bool {
     let mut b = [0u8; 512];
     let want = max.min(b.len());
     let got = read(pid, p, &mut b[..want]);

@@ -265,7 +265,13 @@ pub(super) fn push_read_zstr(
 
 /// The pseudo frame of one PHP frame; Some(0) for a frame with nothing to
 /// show; None when it cannot be read.
-pub(super) fn frame_name(pid: i32, o: &Offsets, func: usize, opline: usize, call_info: u32) -> Option<usize> {
+pub(super) fn frame_name(
+    pid: i32,
+    o: &Offsets,
+    func: usize,
+    opline: usize,
+    call_info: u32,
+) -> Option<usize> {
     let mut f = [0u8; FN_READ];
     let got = read(pid, func, &mut f);
     frame_name_of(pid, o, &f[..got], opline, call_info)
@@ -276,7 +282,13 @@ pub(super) fn frame_name(pid: i32, o: &Offsets, func: usize, opline: usize, call
 /// the class entry's name pointer, the function's name and file strings
 /// and the opline's line (read before the opline is known to be the
 /// function's: it is used only if it is), then the class's name.
-pub(super) fn frame_name_of(pid: i32, o: &Offsets, f: &[u8], opline: usize, call_info: u32) -> Option<usize> {
+pub(super) fn frame_name_of(
+    pid: i32,
+    o: &Offsets,
+    f: &[u8],
+    opline: usize,
+    call_info: u32,
+) -> Option<usize> {
     let got = f.len();
     if got < FN_SCOPE + 8 {
         return None;

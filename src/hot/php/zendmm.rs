@@ -97,7 +97,6 @@ pub fn zend_block_size(size: usize) -> usize {
     }
 }
 
-
 // ---------------------------------------------------------------------------
 // The request's ZendMM samples.
 //
