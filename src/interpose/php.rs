@@ -27,56 +27,14 @@
 //! then stays cleared, which only means the rest of that request is not
 //! sampled; RSHUTDOWN still drops its samples.
 
+use crate::hot::php::{
+    S, bin_allocator_symbol, jit_on, jit_walk_unsafe, read_request_frame, same_object,
+    size_field_is_usage, sym, symbol_extent, text, version, zend_alloc_off,
+};
+use crate::hot::real::{call, clear_dlerror};
 use crate::hot::{config, log, php, real, sys, track};
 use core::ffi::{c_char, c_int, c_void};
 use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering::*};
-
-/// The PHP functions and data we use, resolved in the constructor.
-struct Syms {
-    get_heap: AtomicUsize,
-    is_zend_mm: AtomicUsize,
-    set_handlers: AtomicUsize,
-    get_handlers: AtomicUsize,
-    mm_alloc: AtomicUsize,
-    mm_free: AtomicUsize,
-    mm_realloc: AtomicUsize,
-    mm_block_size: AtomicUsize,
-    register_module: AtomicUsize,
-    module_version: AtomicUsize,
-    str_find: AtomicUsize,
-    ini_long: AtomicUsize,
-    ini_string: AtomicUsize,
-    compiler_globals: AtomicUsize,
-    sapi_globals: AtomicUsize,
-    sapi_module: AtomicUsize,
-    error_cb: AtomicUsize,
-    memory_usage: AtomicUsize,
-    compile_file: AtomicUsize,
-}
-
-#[allow(clippy::declare_interior_mutable_const)]
-const Z: AtomicUsize = AtomicUsize::new(0);
-static S: Syms = Syms {
-    get_heap: Z,
-    is_zend_mm: Z,
-    set_handlers: Z,
-    get_handlers: Z,
-    mm_alloc: Z,
-    mm_free: Z,
-    mm_realloc: Z,
-    mm_block_size: Z,
-    register_module: Z,
-    module_version: Z,
-    str_find: Z,
-    ini_long: Z,
-    ini_string: Z,
-    compiler_globals: Z,
-    sapi_globals: Z,
-    sapi_module: Z,
-    error_cb: Z,
-    memory_usage: Z,
-    compile_file: Z,
-};
 
 /// What was there before us in PHP's hook pointers.
 static PREV_POST_STARTUP: AtomicUsize = AtomicUsize::new(0);
@@ -90,32 +48,8 @@ static INSTALLED: AtomicBool = AtomicBool::new(false);
 static WANT_ZEND_MM: AtomicBool = AtomicBool::new(false);
 static SAID_BACK_OFF: AtomicBool = AtomicBool::new(false);
 
-macro_rules! c {
-    ($a:expr, fn($($t:ty),*) -> $r:ty, $($arg:expr),*) => {{
-        let a = $a;
-        // SAFETY: `a` is the address dlsym gave for a PHP function with
-        // this C signature (checked non-zero by the caller).
-        let f: unsafe extern "C" fn($($t),*) -> $r = unsafe { core::mem::transmute(a) };
-        unsafe { f($($arg),*) }
-    }};
-}
-
-fn sym(name: &[u8]) -> usize {
-    // SAFETY: a NUL-terminated name; RTLD_DEFAULT searches the process.
-    unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr().cast()) as usize }
-}
-
 fn pid() -> u32 {
     sys::getpid()
-}
-
-/// Is PHP told to use the tracked (malloc) allocator? It reads
-/// `USE_ZEND_ALLOC` with atol: set and 0 means ZendMM is off.
-fn zend_alloc_off() -> bool {
-    // SAFETY: NUL-terminated name; getenv does not allocate.
-    let v = unsafe { libc::getenv(c"USE_ZEND_ALLOC".as_ptr()) };
-    // SAFETY: a NUL-terminated string from the environment.
-    !v.is_null() && unsafe { libc::atol(v) } == 0
 }
 
 /// The constructor's part: detect PHP and hook its start-up.
@@ -208,7 +142,7 @@ pub fn init() {
             ));
         } else {
             WANT_ZEND_MM.store(true, Relaxed);
-            php::set_bin_allocators(bin_allocator);
+            php::set_bin_allocators(bin_allocator_symbol);
             clear_dlerror();
             // SAFETY: as above, for `php_register_internal_extensions_func`.
             unsafe {
@@ -220,120 +154,11 @@ pub fn init() {
     }
 }
 
-/// `_emalloc_<size>`'s address, 0 if not exported.
-fn bin_allocator(size: usize) -> usize {
-    let mut name = [0u8; 24];
-    let prefix = b"_emalloc_";
-    name[..prefix.len()].copy_from_slice(prefix);
-    let mut digits = [0u8; 20];
-    let (mut n, mut k) = (size, 0);
-    loop {
-        digits[k] = b'0' + (n % 10) as u8;
-        k += 1;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    for i in 0..k {
-        name[prefix.len() + i] = digits[k - 1 - i];
-    }
-    sym(&name)
-}
-
-fn clear_dlerror() {
-    // SAFETY: no preconditions.
-    unsafe { libc::dlerror() };
-}
-
-/// [start, end) of the function at `addr`, from its symbol's size.
-fn symbol_extent(addr: usize) -> (usize, usize) {
-    let mut info: libc::Dl_info = unsafe { core::mem::zeroed() };
-    let mut s: *const libc::Elf64_Sym = core::ptr::null();
-    // SAFETY: valid out-pointers; 1 = RTLD_DL_SYMENT stores the symbol.
-    let ok = unsafe {
-        libc::dladdr1(
-            addr as *const c_void,
-            &mut info,
-            (&mut s as *mut *const libc::Elf64_Sym).cast(),
-            1,
-        )
-    };
-    // SAFETY: dladdr1 gave a symbol table entry.
-    let size = if ok != 0 && !s.is_null() {
-        unsafe { (*s).st_size as usize }
-    } else {
-        0
-    };
-    (addr, addr + size.max(1))
-}
-
-/// The running PHP's version ("8.2.36"), once `standard` is registered.
-fn version() -> Option<(u32, u32, u32, &'static [u8])> {
-    let f = S.module_version.load(Relaxed);
-    if f == 0 {
-        return None;
-    }
-    let v = c!(f, fn(*const c_char) -> *const c_char, c"standard".as_ptr());
-    if v.is_null() {
-        return None;
-    }
-    // SAFETY: PHP's module version, a NUL-terminated static string.
-    let text = unsafe { core::ffi::CStr::from_ptr(v) }.to_bytes();
-    let (a, b, c) = php::parse_version(text)?;
-    Some((a, b, c, text))
-}
-
-fn text(b: &[u8]) -> &str {
-    core::str::from_utf8(b).unwrap_or("?")
-}
-
-/// Where stack walking under the JIT is known to crash (dd-trace-php turns
-/// its allocation profiling off there: php-src #11380, #18289).
-fn jit_walk_unsafe(major: u32, minor: u32, patch: u32) -> bool {
-    match (major, minor) {
-        (8, 0) => true,
-        (8, 1) => patch <= 20,
-        (8, 2) => patch <= 7,
-        (8, 4) => patch <= 6,
-        _ => false,
-    }
-}
-
-fn jit_on() -> bool {
-    let (l, s) = (S.ini_long.load(Relaxed), S.ini_string.load(Relaxed));
-    if l == 0 || s == 0 {
-        return false;
-    }
-    let name = c"opcache.jit_buffer_size";
-    let size = c!(
-        l,
-        fn(*const c_char, usize, c_int) -> i64,
-        name.as_ptr(),
-        name.count_bytes(),
-        0
-    );
-    let name = c"opcache.jit";
-    let mode = c!(
-        s,
-        fn(*const c_char, usize, c_int) -> *const c_char,
-        name.as_ptr(),
-        name.count_bytes(),
-        0
-    );
-    let off = mode.is_null() || {
-        // SAFETY: an ini value, NUL-terminated.
-        let m = unsafe { core::ffi::CStr::from_ptr(mode) }.to_bytes();
-        matches!(m, b"" | b"0" | b"off" | b"disable" | b"disabled")
-    };
-    size > 0 && !off
-}
-
 /// `zend_post_startup_cb`: PHP has started (extensions, ini, opcache).
 extern "C" fn post_startup_cb() -> c_int {
     let prev = PREV_POST_STARTUP.load(Relaxed);
     let rc = if prev != 0 {
-        c!(prev, fn() -> c_int,)
+        call!(prev, fn() -> c_int,)
     } else {
         0
     };
@@ -463,7 +288,7 @@ static INSTALL_READY: AtomicBool = AtomicBool::new(false);
 extern "C" fn register_extensions() -> c_int {
     let prev = PREV_REGISTER.load(Relaxed);
     let rc = if prev != 0 {
-        c!(prev, fn() -> c_int,)
+        call!(prev, fn() -> c_int,)
     } else {
         0
     };
@@ -476,7 +301,7 @@ extern "C" fn register_extensions() -> c_int {
     // SAFETY: see `Module`.
     let m = unsafe { &mut *MODULE.0.get() };
     m.zend_api = o.api_no;
-    let r = c!(
+    let r = call!(
         S.register_module.load(Relaxed),
         fn(*mut ModuleEntry) -> *mut c_void,
         m
@@ -506,16 +331,16 @@ extern "C" fn request_startup(_type: c_int, _number: c_int) -> c_int {
     ACTIVE_FRAME.store(0, Relaxed);
     if config::get().php_request_frame {
         let _busy = crate::hot::guard::Busy::enter();
-        php::set_request_frame(request_frame());
+        php::set_request_frame(read_request_frame());
     }
     if !WANT_ZEND_MM.load(Relaxed) {
         return 0;
     }
-    let heap = c!(S.get_heap.load(Relaxed), fn() -> usize,);
+    let heap = call!(S.get_heap.load(Relaxed), fn() -> usize,);
     if heap == 0 {
         return 0;
     }
-    let zend_mm = c!(S.is_zend_mm.load(Relaxed), fn() -> bool,);
+    let zend_mm = call!(S.is_zend_mm.load(Relaxed), fn() -> bool,);
     if zend_mm {
         php::set_heap(heap, S.mm_block_size.load(Relaxed));
         php::set_size_field(size_field_is_usage(heap));
@@ -547,24 +372,11 @@ extern "C" fn request_startup(_type: c_int, _number: c_int) -> c_int {
     0
 }
 
-/// Is the heap's `size` (`php::HEAP_SIZE`) what `zend_memory_usage(0)`
-/// (memory_get_usage()) reads? Then erealloc works out a block's growth
-/// from it instead of asking ZendMM the old block's size.
-fn size_field_is_usage(heap: usize) -> bool {
-    let f = S.memory_usage.load(Relaxed);
-    if f == 0 {
-        return false;
-    }
-    let usage = c!(f, fn(bool) -> usize, false);
-    // SAFETY: the heap is ZendMM's (is_zend_mm), far larger than 24 bytes.
-    usage != 0 && unsafe { ((heap + php::HEAP_SIZE) as *const usize).read() } == usage
-}
-
 /// The allocation handler `heap` has now (`zend_mm_get_custom_handlers`;
 /// 0 when none is installed).
 fn alloc_handler(heap: usize) -> usize {
     let (mut a, mut f, mut r) = (0usize, 0usize, 0usize);
-    c!(
+    call!(
         S.get_handlers.load(Relaxed),
         fn(usize, *mut usize, *mut usize, *mut usize) -> (),
         heap,
@@ -578,7 +390,7 @@ fn alloc_handler(heap: usize) -> usize {
 /// `zend_mm_set_custom_handlers(heap, alloc, free, realloc)`; all three 0
 /// take them off.
 fn set_handlers(heap: usize, alloc: usize, free: usize, realloc: usize) {
-    c!(
+    call!(
         S.set_handlers.load(Relaxed),
         fn(usize, usize, usize, usize) -> (),
         heap,
@@ -620,39 +432,6 @@ fn end_request() {
     track::drop_zend_samples();
     php::reset_request_peak();
     php::set_request_frame(0);
-}
-
-/// The root frame of the request starting (`[GET /api/report]`, `[cli
-/// script.php]`): SG(request_info), and the path of `REQUEST_URI` when the
-/// SAPI's getenv gives it (php-fpm: a look-up in the request's FastCGI
-/// parameters, no allocation).
-fn request_frame() -> usize {
-    let (sg, sm) = (S.sapi_globals.load(Relaxed), S.sapi_module.load(Relaxed));
-    if sg == 0 || sm == 0 {
-        return 0;
-    }
-    // SAFETY: sapi_module is a global struct of the executable; `name` and
-    // `getenv` are its 1st and 10th words in 7.4 to 8.4.
-    let (name, getenv) = unsafe {
-        (
-            ((sm + php::SAPI_NAME) as *const usize).read(),
-            ((sm + php::SAPI_GETENV) as *const usize).read(),
-        )
-    };
-    let mut n = sys::StackBuf::<{ crate::hot::names::MAX_NAME }>::new();
-    let cli = name != 0 && php::read_cstr(name, 16, &mut n) && n.as_bytes() == b"cli";
-    let uri = if !cli && getenv != 0 {
-        let k = c"REQUEST_URI";
-        c!(
-            getenv,
-            fn(*const c_char, usize) -> usize,
-            k.as_ptr(),
-            k.count_bytes()
-        )
-    } else {
-        0
-    };
-    php::make_request_frame(sg, cli, uri)
 }
 
 // ---------------------------------------------------------------------------
@@ -748,7 +527,7 @@ extern "C" fn compile_file(file_handle: usize, ty: c_int) -> usize {
             }
         }
     }
-    c!(
+    call!(
         PREV_COMPILE_FILE.load(Relaxed),
         fn(usize, c_int) -> usize,
         file_handle,
@@ -759,7 +538,7 @@ extern "C" fn compile_file(file_handle: usize, ty: c_int) -> usize {
 /// Calls the error callback `f` with the five word arguments `error_cb`
 /// was given (see there).
 fn call_error_cb(f: usize, ty: c_int, file: usize, line: u32, message: usize, args: usize) {
-    c!(
+    call!(
         f,
         fn(c_int, usize, u32, usize, usize) -> (),
         ty,
@@ -881,7 +660,7 @@ extern "C" fn zm_alloc(size: usize) -> *mut c_void {
         // (`php::CUSTOM_HEAP_STD`), so that nothing is kept across the call.
         let heap = php::heap() as *mut i32;
         unsafe { heap.write_volatile(0) };
-        let p = c!(f, fn() -> *mut c_void,);
+        let p = call!(f, fn() -> *mut c_void,);
         unsafe { heap.write_volatile(php::CUSTOM_HEAP_STD) };
         return p;
     }
@@ -893,7 +672,9 @@ extern "C" fn zm_alloc(size: usize) -> *mut c_void {
 fn zm_alloc_counted(size: usize) -> *mut c_void {
     let heap = php::heap();
     let a = S.mm_alloc.load(Relaxed);
-    let p = unhooked(heap, || c!(a, fn(usize, usize) -> *mut c_void, heap, size));
+    let p = unhooked(heap, || {
+        call!(a, fn(usize, usize) -> *mut c_void, heap, size)
+    });
     if !p.is_null() {
         track::on_zend_alloc(p, size);
     }
@@ -908,7 +689,7 @@ extern "C" fn zm_free(p: *mut c_void) {
     if php::maybe_zend_sample(p as usize) {
         return zm_free_maybe_sampled(p);
     }
-    c!(
+    call!(
         S.mm_free.load(Relaxed),
         fn(usize, *mut c_void) -> (),
         php::heap(),
@@ -926,7 +707,7 @@ fn zm_free_maybe_sampled(p: *mut c_void) {
         return;
     }
     track::on_free(p);
-    c!(
+    call!(
         S.mm_free.load(Relaxed),
         fn(usize, *mut c_void) -> (),
         heap,
@@ -950,7 +731,7 @@ extern "C" fn zm_realloc(p: *mut c_void, size: usize) -> *mut c_void {
     let flag = heap as *mut i32;
     let before = unsafe { count.read_volatile() };
     unsafe { flag.write_volatile(0) };
-    let q = c!(
+    let q = call!(
         a,
         fn(usize, *mut c_void, usize) -> *mut c_void,
         heap,
@@ -992,7 +773,7 @@ fn zm_realloc_asking(heap: usize, p: *mut c_void, size: usize) -> *mut c_void {
     };
     let a = S.mm_realloc.load(Relaxed);
     let q = unhooked(heap, || {
-        c!(
+        call!(
             a,
             fn(usize, *mut c_void, usize) -> *mut c_void,
             heap,
@@ -1045,7 +826,7 @@ fn wrap_gc_mem_caches() {
     // The function table's keys are lower case; the value is a zval
     // whose first word is the zend_function pointer.
     let name = c"gc_mem_caches";
-    let zv = c!(
+    let zv = call!(
         find,
         fn(usize, *const c_char, usize) -> usize,
         ft,
@@ -1076,17 +857,6 @@ fn wrap_gc_mem_caches() {
         GC_MEM_CACHES.store(orig, Relaxed);
         h.write(gc_mem_caches as *const () as usize);
     }
-}
-
-/// Are `a` and `b` addresses in the same loaded object (dladdr's base)?
-fn same_object(a: usize, b: usize) -> bool {
-    let base = |addr: usize| {
-        let mut info: libc::Dl_info = unsafe { core::mem::zeroed() };
-        // SAFETY: a valid out-pointer; dladdr only looks the address up.
-        let ok = unsafe { libc::dladdr(addr as *const c_void, &mut info) };
-        (ok != 0).then_some(info.dli_fbase as usize)
-    };
-    matches!((base(a), base(b)), (Some(x), Some(y)) if x == y && x != 0)
 }
 
 extern "C" fn gc_mem_caches(ex: *mut c_void, rv: *mut c_void) {

@@ -27,12 +27,14 @@ use core::sync::atomic::{
 
 mod abi;
 mod cache;
+mod probe;
 mod request;
 mod walk;
 mod zendmm;
 
 pub use abi::*;
 pub use cache::*;
+pub use probe::*;
 pub use request::*;
 pub use walk::*;
 pub use zendmm::*;
