@@ -1,6 +1,7 @@
 pub mod attach;
 pub mod dir;
 pub mod dump;
+pub mod dump_files;
 pub mod dumper;
 pub mod fork;
 pub mod leak_report;
