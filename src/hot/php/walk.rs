@@ -613,7 +613,7 @@ pub fn splice(buf: &mut [usize; MAX_FRAMES], n: usize, zend_mm: bool) -> usize {
 /// then the native frames `buf[root_start..n]`; when more than fit, the
 /// root end is cut and the last frame says so. Returns the new length.
 /// (The same as copying the three parts frame by frame into a new buffer:
-/// `php_merge_test.rs`.)
+/// `merge_tests.rs`.)
 pub(super) fn merge(
     buf: &mut [usize; MAX_FRAMES],
     n: usize,
