@@ -28,8 +28,9 @@ fn report_of_a_run(dir: &Path) -> PathBuf {
     common::report_of_dir(dir).0
 }
 
-/// Chromium, headless, on `page` (a file), no network: its output.
-fn chromium(dir: &Path, page: &Path, what: &[&str]) -> Output {
+/// Chromium, headless, on `page` (a file; a `#fragment` after its name goes
+/// into the URL), no network: its output.
+pub fn chromium(dir: &Path, page: &Path, what: &[&str]) -> Output {
     let o = Command::new("chromium")
         .args([
             "--headless",
@@ -70,7 +71,7 @@ fn timeline_rows(dir: &Path) -> usize {
 }
 
 /// The `data-stack` of the first row of the table of class `cls`.
-fn first_stack<'a>(dom: &'a str, cls: &str) -> &'a str {
+pub fn first_stack<'a>(dom: &'a str, cls: &str) -> &'a str {
     let at = dom
         .find(&format!("<table class=\"{cls}\">"))
         .unwrap_or_else(|| panic!("no table {cls} in the page:\n{dom}"));

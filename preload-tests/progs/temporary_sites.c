@@ -1,18 +1,36 @@
 /* The temporary view's test program (preload-tests/temporary.rs):
  * temporary_site allocates a 64 KiB block and frees it at once, 16,384
- * times (1 GiB in all); long_site allocates LONG_N blocks of LONG_SIZE
- * bytes held to exit. No stdio. */
+ * times (1 GiB in all): temporary allocations (freed before the thread's
+ * next allocation). short_site allocates a 64 KiB block, spacer_site a
+ * 16-byte block, then both are freed, 4,096 times: short_site's blocks
+ * live as briefly but are not temporary (spacer_site allocated in
+ * between), spacer_site's are (only a free came between). long_site
+ * allocates LONG_N blocks of LONG_SIZE bytes held to exit. No stdio. */
 #include <stdlib.h>
 #include <string.h>
 
 #define TEMP_SIZE (64u << 10)
 #define TEMP_N 16384
+#define SHORT_N 4096
+#define SPACER_SIZE 16
 #define LONG_SIZE ((1u << 20) + 7)
 #define LONG_N 64
 
 __attribute__((noinline)) void *temporary_site(size_t n) {
     void *p = malloc(n);
     memset(p, 1, 16);
+    return p;
+}
+
+__attribute__((noinline)) void *short_site(size_t n) {
+    void *p = malloc(n);
+    memset(p, 3, 16);
+    return p;
+}
+
+__attribute__((noinline)) void *spacer_site(size_t n) {
+    void *p = malloc(n);
+    memset(p, 4, n);
     return p;
 }
 
@@ -31,6 +49,13 @@ int main(void) {
         void *p = temporary_site(TEMP_SIZE);
         __asm__ volatile("" : : "r"(p) : "memory");
         free(p);
+    }
+    for (int i = 0; i < SHORT_N; i++) {
+        void *p = short_site(TEMP_SIZE);
+        void *q = spacer_site(SPACER_SIZE);
+        __asm__ volatile("" : : "r"(p), "r"(q) : "memory");
+        free(p);
+        free(q);
     }
     return held[LONG_N - 1] == 0;
 }

@@ -154,10 +154,11 @@ impl Snapshot {
 }
 
 /// Whether dumps write a samples file: sampled mode with the `samples`
-/// view, or the `sizes` view (exact mode too).
+/// view, or the `sizes` or `temporary` view (exact mode too: their size
+/// and lifetime rows).
 fn samples_file_wanted() -> bool {
     let cfg = config::get();
-    cfg.views.samples && cfg.interval > 1 || cfg.views.sizes
+    cfg.views.samples && cfg.interval > 1 || cfg.views.sizes || cfg.views.temporary
 }
 
 /// Per stack: what a profile's sample carries.
@@ -171,9 +172,11 @@ struct Vals {
     /// Estimated variances of `bytes` and `alloc_bytes` (bytes squared).
     variance: f64,
     alloc_variance: f64,
-    /// The temporary view: bytes freed per lifetime class, and variances.
-    freed: [u64; 3],
-    freed_variance: [f64; 3],
+    /// The temporary view: bytes freed per lifetime class
+    /// (`live::FREED_1MS`.. `live::TEMPORARY`), and variances.
+    freed: [u64; 4],
+    freed_blocks: [u64; 4],
+    freed_variance: [f64; 4],
 }
 
 /// What a dump shows: the stacks live now (with their allocation view), or
@@ -232,6 +235,10 @@ pub(super) fn build_profile(
                         if freed.iter().any(|&b| b > 0) {
                             let a = per_stack.entry(id).or_default();
                             a.freed = freed;
+                            a.freed_blocks = s
+                                .freed
+                                .each_ref()
+                                .map(|f| (f.milliblocks.load(Relaxed) + 500) / 1000);
                             a.freed_variance = s.freed.each_ref().map(|f| {
                                 crate::hot::sampler::variance_of_units(
                                     f.variance.load(Relaxed) as f64,
@@ -380,6 +387,7 @@ pub(super) fn build_profile(
             variance: v.variance,
             alloc_variance: v.alloc_variance,
             freed: v.freed,
+            freed_blocks: v.freed_blocks,
             freed_variance: v.freed_variance,
             sizes: sizes_of
                 .remove(&id)
@@ -628,7 +636,11 @@ pub fn write_view(
         }
         if cfg.views.temporary && live_view {
             let p = output::write_with_fallback(&view_path(&live_file, "temporary"), &mut |w| {
-                crate::background::folded::write_folded_by(&profile, |s| s.freed[0], w)
+                crate::background::folded::write_folded_by(
+                    &profile,
+                    |s| s.freed[crate::hot::live::TEMPORARY],
+                    w,
+                )
             })?;
             also += &format!(" and {}", p.display());
         }
@@ -647,7 +659,7 @@ pub fn write_view(
             }
             if live_view && cfg.views.temporary {
                 write_variance(&live_file, "temporary.variance", &profile, |s| {
-                    s.freed_variance[0]
+                    s.freed_variance[crate::hot::live::TEMPORARY]
                 })?;
             }
             if let Some((_, pp)) = &peak {

@@ -181,6 +181,24 @@ pub(super) fn samples_file(
             out.add_size(&stack, class, Size { samples, bytes });
         }
     }
+    // The lifetimes of the sampled blocks freed (the temporary view).
+    for s in profile.samples.iter() {
+        if s.freed.iter().chain(&s.freed_blocks).all(|&x| x == 0) {
+            continue;
+        }
+        let stack = heaplive_format::folded::stack_text(profile, s);
+        for class in 0..s.freed.len() {
+            out.add_life(
+                &stack,
+                class,
+                heaplive_format::samples::Life {
+                    blocks: s.freed_blocks[class] as f64,
+                    bytes: s.freed[class] as f64,
+                    variance: s.freed_variance[class],
+                },
+            );
+        }
+    }
     if alloc {
         let a = fold_stats(
             profile,

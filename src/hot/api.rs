@@ -248,6 +248,7 @@ fn alloc_slow(p: *mut c_void, size: usize, exposure: usize, kind: u32) {
         }
     }
     t.bytes_until_sample = sampler::next_gap(&mut t.rng, cfg.interval);
+    t.samples_taken = t.samples_taken.wrapping_add(1);
     record(p as usize, size, cfg.interval, kind);
     if !crate::hot::trigger::dumper_running() {
         // No thread of ours to prune the shadow bitmap (HEAPLIVE_SIGNAL=none
@@ -280,11 +281,29 @@ fn record(addr: usize, size: usize, interval: u64, kind: u32) {
     crate::hot::timeline::at_sample();
 }
 
+/// This thread's stamp (never 0): a hash of the thread, its countdown
+/// and its count of samples. Every allocation the thread makes changes
+/// the countdown (by its size) or, when sampled, the count; so a sample
+/// freed with the stamp it was taken with was freed before the thread's
+/// next allocation: heaptrack's "temporary allocation" (the temporary
+/// view). `malloc(0)` in sampled mode moves neither and goes unseen; two
+/// different states share a stamp with probability 2^-32.
+pub fn thread_stamp() -> u32 {
+    let t = guard::state();
+    // SAFETY: this thread's own state.
+    let (left, taken) = unsafe { ((*t).bytes_until_sample, (*t).samples_taken) };
+    let mut x = (t as u64) ^ (left as u64).rotate_left(17) ^ (taken as u64) << 40;
+    // splitmix64's finalizer.
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    ((x ^ (x >> 31)) >> 32).max(1) as u32
+}
+
 /// Puts a sample in the live table, the shadow bitmap and its stack's
 /// totals (and, for ZendMM, the request's list); `a` is its `amounts`.
 fn keep_sample(e: Entry, interval: u64, a: (i64, i64, i64)) {
     let (addr, kind) = (e.addr, e.kind());
-    match live::insert(e) {
+    match live::insert(e, thread_stamp) {
         Err(live::Refused::NoMemory) => return out_of_memory(),
         // The sample is skipped while a fork is being prepared.
         Err(live::Refused::Forking) => return,
@@ -321,8 +340,8 @@ pub fn drop_zend_samples() {
     let _errno = ErrnoGuard::save();
     let interval = config::get().interval;
     php::drain_zend_samples(|addr| {
-        if let Some((e, age)) = live::untrack_kind(addr, live::ZEND_MM) {
-            unaccount_freed(&e, age, interval);
+        if let Some((e, life)) = live::untrack_kind(addr, live::ZEND_MM) {
+            unaccount_freed(&e, life, interval);
         }
     });
 }
@@ -400,14 +419,18 @@ fn account_amounts(e: &Entry, (b, m, v): (i64, i64, i64)) {
     }
 }
 
-/// A sample freed at `age`: out of its stack's live totals and, with the
-/// temporary view, into its lifetime class (a realloc's old block too: as
-/// in the allocation view, its new block is a new allocation). The
-/// amounts are computed once for both.
-fn unaccount_freed(e: &Entry, age: u32, interval: u64) {
+/// A sample freed on this thread after `life`: out of its stack's live
+/// totals and, with the temporary view, into its lifetime class, and into
+/// `TEMPORARY` when this thread allocated nothing since the sample (a
+/// realloc's old block too: as in the allocation view, its new block is a
+/// new allocation). The amounts are computed once for all.
+fn unaccount_freed(e: &Entry, life: live::Life, interval: u64) {
     let a = amounts(e, interval);
-    if let Some(class) = live::lifetime_class(age) {
+    if let Some(class) = live::lifetime_class(life.age) {
         stacks::account_freed(e.stack(), class, a.0, a.1, a.2);
+        if life.stamp != 0 && life.stamp == thread_stamp() {
+            stacks::account_freed(e.stack(), live::TEMPORARY, a.0, a.1, a.2);
+        }
     }
     unaccount_amounts(e, a);
 }
@@ -450,11 +473,11 @@ fn untrack_slow(p: *mut c_void) -> Option<Entry> {
     }
     let _busy = Busy::enter();
     let _errno = ErrnoGuard::save();
-    let (e, age) = live::untrack(p as usize)?;
+    let (e, life) = live::untrack(p as usize)?;
     if e.kind() == live::ZEND_MM {
         php::forget_zend_sample(p as usize);
     }
-    unaccount_freed(&e, age, config::get().interval);
+    unaccount_freed(&e, life, config::get().interval);
     Some(e)
 }
 
@@ -464,7 +487,7 @@ fn untrack_slow(p: *mut c_void) -> Option<Entry> {
 pub fn retrack(e: Entry) {
     let _busy = Busy::enter();
     let _errno = ErrnoGuard::save();
-    if live::insert(e).is_ok() && shadow::set(e.addr) {
+    if live::insert(e, thread_stamp).is_ok() && shadow::set(e.addr) {
         account(&e, config::get().interval);
     } else {
         live::remove(e.addr);

@@ -145,3 +145,47 @@ fn set_active_reports_the_previous_state_and_signal_changes() {
 fn keep(e: Entry, interval: u64) {
     keep_sample(e, interval, amounts(&e, interval));
 }
+
+/// The temporary view's stamp: unchanged while the thread allocates
+/// nothing, moved by any allocation it counts (sampled or not), not by
+/// the library's own, and not the same on another thread.
+#[test]
+fn thread_stamp_moves_with_each_allocation_of_the_thread() {
+    let t = guard::state();
+    // SAFETY: this thread's own state.
+    unsafe { (*t).bytes_until_sample = 1000 };
+    let s = thread_stamp();
+    assert_ne!(s, 0, "0 means not known");
+    assert_eq!(thread_stamp(), s, "nothing allocated");
+    assert!(count_alloc(16));
+    let after_one = thread_stamp();
+    assert_ne!(after_one, s, "an unsampled allocation");
+    {
+        let _busy = Busy::enter();
+        assert!(count_alloc(1 << 20));
+    }
+    assert_eq!(thread_stamp(), after_one, "the library's own allocation");
+    // A sample: the countdown is drawn again (in exact mode the same -1)
+    // and the count moves.
+    unsafe {
+        (*t).bytes_until_sample = -1;
+        (*t).samples_taken = 7;
+    }
+    let exact = thread_stamp();
+    unsafe { (*t).samples_taken = 8 };
+    assert_ne!(thread_stamp(), exact, "a sample in exact mode");
+    unsafe { (*t).samples_taken = 7 };
+    assert_eq!(thread_stamp(), exact);
+    let there = std::thread::spawn(|| {
+        // SAFETY: that thread's own state.
+        let t = guard::state();
+        unsafe {
+            (*t).bytes_until_sample = -1;
+            (*t).samples_taken = 7;
+        }
+        thread_stamp()
+    })
+    .join()
+    .unwrap();
+    assert_ne!(there, exact, "another thread in the same state");
+}

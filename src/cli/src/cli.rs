@@ -341,9 +341,10 @@ sample can hold. Several files: the variances add. Exact mode has no error
 bars.
 
 Temporary allocations: with HEAPLIVE_VIEWS=...,temporary every dump has
-NAME.temporary.folded, per stack the bytes of sampled blocks freed within
-1 ms; 'heaplive top NAME.temporary.folded' (or 'heaplive top --view
-temporary NAME.folded', or a directory) ranks them (column FREED<1MS;
+NAME.temporary.folded, per stack the bytes of temporary allocations (freed
+before their thread's next allocation, as heaptrack counts them); 'heaplive
+top NAME.temporary.folded' (or 'heaplive top --view temporary NAME.folded',
+or a directory) ranks them (column TEMPORARY;
 95% intervals from NAME.temporary.variance.folded with ...,variance).
 
 Application frames: with HEAPLIVE_VIEWS=...,app every dump has NAME.app.txt,
@@ -400,8 +401,8 @@ pub struct TopArgs {
     /// the view of each dump to rank, whichever of its files is named (or
     /// the dumps of a directory): live (NAME.folded), alloc
     /// (NAME.alloc.folded), peak (NAME.peak.folded), temporary
-    /// (NAME.temporary.folded: bytes freed within 1 ms,
-    /// HEAPLIVE_VIEWS=...,temporary)
+    /// (NAME.temporary.folded: bytes of blocks freed before their thread's
+    /// next allocation, HEAPLIVE_VIEWS=...,temporary)
     #[arg(long, value_name = "VIEW", value_parser = ["live", "alloc", "peak", "temporary"], conflicts_with = "endpoints")]
     pub view: Option<String>,
     #[command(flatten)]

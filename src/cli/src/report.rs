@@ -29,7 +29,8 @@ const MAX_FLAMES: usize = 24;
 /// reads its window's width at load, which an iframe may not have yet.
 const FLAME_WIDTH: usize = 1100;
 /// The views a dump may have beside its live file.
-/// (`temporary`: bytes of sampled blocks freed within 1 ms, per stack.)
+/// (`temporary`: bytes of temporary allocations, those freed before their
+/// thread's next allocation, per stack.)
 pub const VIEWS: [&str; 4] = ["live", "alloc", "peak", "temporary"];
 
 /// One dump, as read.
@@ -292,6 +293,52 @@ fn sizes_of(file: &str) -> Option<BTreeMap<String, BTreeMap<u64, samples::Size>>
     (!s.sizes.is_empty()).then_some(s.sizes)
 }
 
+/// The lifetime rows of the samples file of the dump whose live file is
+/// `file`: per stack, its sampled blocks freed by lifetime class.
+fn lifetimes_of(file: &str) -> Option<BTreeMap<String, [samples::Life; 4]>> {
+    let path = companion(file, ".samples.folded")?;
+    let bytes = folded::read_regular_text(&path)?;
+    let s = samples::parse(&path, &bytes).ok()?;
+    (!s.lifetimes.is_empty()).then_some(s.lifetimes)
+}
+
+/// The dump's freed blocks by lifetime (`NAME.samples.folded`'s lifetime
+/// rows), the `MAX_STACKS` stacks that freed the most bytes first: per
+/// stack its text and, per class of `samples::LIFE_CLASSES`, `[blocks,
+/// bytes, low, high]` (the bytes' 95% interval). None without them.
+fn lifetimes_json(file: &str) -> Option<Json> {
+    let all = lifetimes_of(file)?;
+    let freed = |l: &[samples::Life; 4]| l[..3].iter().map(|c| c.bytes).sum::<f64>();
+    let mut v: Vec<_> = all.iter().collect();
+    v.sort_by(|a, b| freed(b.1).total_cmp(&freed(a.1)).then(a.0.cmp(b.0)));
+    let rows = v
+        .into_iter()
+        .take(MAX_STACKS)
+        .map(|(stack, classes)| life_classes_json(classes).with("stack", Json::str(stack)))
+        .collect();
+    Some(Json::Arr(rows))
+}
+
+fn life_classes_json(classes: &[samples::Life; 4]) -> Json {
+    let mut o = Json::obj();
+    for (name, l) in samples::LIFE_CLASSES.iter().zip(classes) {
+        let bytes = l.bytes.round().max(0.0);
+        let (lo, hi) = crate::top::interval_of(bytes as u64, None, Some(l.variance.round() as u64))
+            .filter(|iv| iv.1.is_finite())
+            .unwrap_or((bytes, bytes));
+        o = o.with(
+            name,
+            Json::Arr(vec![
+                Json::num(l.blocks.round()),
+                Json::num(bytes),
+                Json::num(lo.round().max(0.0)),
+                Json::num(hi.round()),
+            ]),
+        );
+    }
+    o
+}
+
 fn flame_svg(p: &Profile, title: &str, count: &str) -> Option<String> {
     if p.total() == 0 {
         return None;
@@ -457,6 +504,9 @@ fn process_json(p: &Process) -> Json {
             .with("why", Json::str(&d.why))
             .with("views", views)
             .with("flames", flames);
+        if let Some(l) = lifetimes_json(&d.file) {
+            o = o.with("lifetimes", l);
+        }
         if let Some(t) = d.t_ms {
             o = o.with("t_ms", Json::num(t as f64));
         }

@@ -196,6 +196,23 @@
     return svg;
   }
 
+  // The dump's freed blocks by lifetime (its samples file's lifetime
+  // rows): per stack and class, [blocks, bytes, low, high].
+  function lifetimes(rows) {
+    var box = el('div');
+    box.appendChild(el('h4', {}, 'Freed blocks by lifetime, since the start'));
+    var t = table('top lifetimes', [['#', 'num'], ['freed <1 ms', 'num'], ['1 ms..1 s', 'num'], ['later', 'num'], ['temporary', 'num'], ['stack (innermost first)']]);
+    function cell(x) {
+      if (!x || !x[0] && !x[1]) return ['-', 'num'];
+      return [human(x[1]) + (x[2] !== x[3] ? ' (' + human(x[2]) + '..' + human(x[3]) + ')' : '') + ', ' + x[0] + ' blocks', 'num'];
+    }
+    rows.slice(0, 30).forEach(function (r, i) {
+      addRow(t, [[String(i + 1), 'num'], cell(r['1ms']), cell(r['1s']), cell(r.later), cell(r.temporary), [shortStack(r.stack), 'stack', r.stack]], r.stack);
+    });
+    box.appendChild(t);
+    return box;
+  }
+
   function dumpName(d) { return 'dump ' + d.n + ' (' + d.why + (d.t_ms !== undefined ? ', ' + (d.t_ms / 1000).toFixed(1) + ' s' : '') + ')'; }
 
   function topStacks(p, sec) {
@@ -203,15 +220,18 @@
     var bar = el('div'); sec.appendChild(bar);
     var box = el('div'), fbox = el('div');
     sec.appendChild(box); sec.appendChild(fbox);
-    var di = p.dumps.length - 1, view = 'live';
+    // The view to show first: live, or the page's #view=NAME (a link to
+    // the temporary view, say), when the dump has it.
+    var di = p.dumps.length - 1, view = (location.hash.match(/view=(\w+)/) || [])[1] || 'live';
     function draw() {
       var d = p.dumps[di], v = d.views[view] || d.views.live;
       box.textContent = '';
-      box.appendChild(el('div', { 'class': 'note' }, (view === 'temporary' ? 'Freed within 1 ms since the start (temporary allocations), ' : '') + d.file + ': ' + human(v.total) + ' in ' + v.stacks.length + ' stacks' + (v.others ? ' (and ' + human(v.others) + ' in smaller ones)' : '')));
+      box.appendChild(el('div', { 'class': 'note' }, (view === 'temporary' ? 'Temporary allocations (freed before their thread\'s next allocation) since the start, ' : '') + d.file + ': ' + human(v.total) + ' in ' + v.stacks.length + ' stacks' + (v.others ? ' (and ' + human(v.others) + ' in smaller ones)' : '')));
       var shown = v.stacks.slice(0, 30);
       var withSizes = shown.some(function (s) { return s.sizes && s.sizes.length; });
       var heads = [['#', 'num'], ['bytes', 'num'], ['95% interval', 'num'], ['share', 'num']];
       if (withSizes) heads.push(['live bytes by block size']);
+
       var t = table('top', heads.concat([['stack (innermost first)']]));
       shown.forEach(function (s, i) {
         var cells = [[String(i + 1), 'num'], [human(s.bytes), 'num'], [s.low !== undefined ? human(s.low) + '..' + human(s.high) : '-', 'num'],
@@ -220,6 +240,7 @@
         addRow(t, cells.concat([[shortStack(s.stack), 'stack', s.stack]]), s.stack);
       });
       box.appendChild(t);
+      if (view === 'temporary' && d.lifetimes) box.appendChild(lifetimes(d.lifetimes));
       flame(fbox, d.flames[view], dumpName(d) + ', ' + view);
     }
     function views() { return Object.keys(p.dumps[di].views); }

@@ -44,13 +44,13 @@ pub fn main(mut a: TopArgs) -> Res<()> {
         let variances = companions_of(&a.files, "variance").map(fold);
         let r = interval_of_files(&a.files);
         // The temporary view's files (`NAME.temporary.folded`) hold bytes
-        // freed within 1 ms, not live bytes: the column says so.
+        // of temporary allocations, not live bytes: the column says so.
         let temporary = a
             .files
             .iter()
             .all(|f| dump_and_view(f).is_some_and(|(_, v)| v == "temporary"));
         let label = if temporary {
-            "FREED<1MS"
+            "TEMPORARY"
         } else {
             t.view.column()
         };

@@ -216,8 +216,10 @@ pub struct Views {
     /// without them the intervals come from the sample counts).
     pub variance: bool,
     /// Lifetimes of the sampled blocks freed: `NAME.temporary.folded`
-    /// (bytes freed within 1 ms per stack) and the pprof sample types
-    /// `freed_1ms_space`, `freed_1s_space`, `freed_later_space`.
+    /// (bytes of temporary allocations per stack: freed before their
+    /// thread's next allocation) and the pprof sample types
+    /// `freed_1ms_space`, `freed_1s_space`, `freed_later_space`,
+    /// `temporary_space`.
     pub temporary: bool,
     /// The executable's frames, `NAME.app.txt` (`format::app_frames`),
     /// for `heaplive top --app`.

@@ -79,10 +79,12 @@ const FLUSH_BYTES: usize = 64 * 1024;
 
 /// The sample types, in the order of each sample's values (Go's heap
 /// profiles have the same four; the default is `inuse_space`).
-/// The last three: the temporary view (`HEAPLIVE_VIEWS=temporary`; zero
+/// The last four: the temporary view (`HEAPLIVE_VIEWS=temporary`; zero
 /// without it), un-biased bytes of the sampled blocks freed within 1 ms,
-/// within 1 s, and later.
-pub const SAMPLE_TYPES: [(&str, &str); 9] = [
+/// within 1 s, and later, and of the temporary ones (freed before their
+/// thread's next allocation, heaptrack's "temporary"; these are also in
+/// one of the three before).
+pub const SAMPLE_TYPES: [(&str, &str); 10] = [
     ("alloc_objects", "count"),
     ("alloc_space", "bytes"),
     ("inuse_objects", "count"),
@@ -92,6 +94,7 @@ pub const SAMPLE_TYPES: [(&str, &str); 9] = [
     ("freed_1ms_space", "bytes"),
     ("freed_1s_space", "bytes"),
     ("freed_later_space", "bytes"),
+    ("temporary_space", "bytes"),
 ];
 
 /// Writes `p` as a gzip'd pprof protobuf. Ids are 1-based positions: mapping
@@ -134,6 +137,7 @@ pub fn write_pprof(p: &Profile, out: &mut impl Write) -> io::Result<()> {
             s.freed[0],
             s.freed[1],
             s.freed[2],
+            s.freed[3],
         ]
         .map(|v| saturate(v) as u64);
         pb.message(PROFILE_SAMPLE, |m| {

@@ -81,7 +81,7 @@ fn sample_profile() -> Profile {
                 samples: 2,
                 variance: 5_000_000.0,
                 alloc_variance: 7_000_000.0,
-                freed: [400, 0, 9],
+                freed: [400, 0, 9, 300],
                 ..Sample::default()
             },
             Sample {
@@ -284,14 +284,17 @@ fn round_trip() {
     assert_eq!(
         samples,
         [
-            (vec![1, 2], vec![5, 5_000_000, 3, 3_000_000, 0, 0, 0, 0, 0]),
+            (
+                vec![1, 2],
+                vec![5, 5_000_000, 3, 3_000_000, 0, 0, 0, 0, 0, 0]
+            ),
             (
                 vec![3, 4, 2],
                 vec![
-                    1000, 1_000_000, 1000, 1_000_000, 7_000_000, 5_000_000, 400, 0, 9
+                    1000, 1_000_000, 1000, 1_000_000, 7_000_000, 5_000_000, 400, 0, 9, 300
                 ]
             ),
-            (vec![5], vec![2, 48, 1, 24, 0, 0, 0, 0, 0]),
+            (vec![5], vec![2, 48, 1, 24, 0, 0, 0, 0, 0, 0]),
         ]
     );
 
@@ -423,7 +426,7 @@ fn bad_indexes_and_extremes_do_not_panic() {
     );
     assert_eq!(
         repeated(&samples[0], SAMPLE_VALUE),
-        [0, 0, 0, i64::MAX as u64, 0, 0, 0, 0, 0]
+        [0, 0, 0, i64::MAX as u64, 0, 0, 0, 0, 0, 0]
     );
     assert_eq!(repeated(&samples[1], SAMPLE_LOCATION_ID), Vec::<u64>::new());
     assert_eq!(scalar(&fs, PROFILE_PERIOD), i64::MAX as u64);
@@ -461,6 +464,7 @@ fn bad_indexes_and_extremes_do_not_panic() {
             "freed_1ms_space",
             "freed_1s_space",
             "freed_later_space",
+            "temporary_space",
             "space"
         ]
     );
@@ -581,12 +585,13 @@ fn go_tool_pprof_reads_it() {
     for expected in [
         "PeriodType: space bytes",
         "Period: 524288",
-        "alloc_objects/count alloc_space/bytes inuse_objects/count inuse_space/bytes[dflt] alloc_space_variance/bytes_squared inuse_space_variance/bytes_squared freed_1ms_space/bytes freed_1s_space/bytes freed_later_space/bytes",
+        "alloc_objects/count alloc_space/bytes inuse_objects/count inuse_space/bytes[dflt] alloc_space_variance/bytes_squared inuse_space_variance/bytes_squared freed_1ms_space/bytes freed_1s_space/bytes freed_later_space/bytes temporary_space/bytes",
         // alloc blocks, alloc bytes, blocks, bytes, their variances, the
-        // bytes freed by lifetime: location ids, leaf first
-        "5 5000000 3 3000000 0 0 0 0 0: 1 2",
-        "1000 1000000 1000 1000000 7000000 5000000 400 0 9: 3 4 2",
-        "2 48 1 24 0 0 0 0 0: 5",
+        // bytes freed by lifetime and the temporary ones: location ids,
+        // leaf first
+        "5 5000000 3 3000000 0 0 0 0 0 0: 1 2",
+        "1000 1000000 1000 1000000 7000000 5000000 400 0 9 300: 3 4 2",
+        "2 48 1 24 0 0 0 0 0 0: 5",
         "1: 0x401010 M=1 inlined_helper src/app.c:10 s=0",
         "alloc_node src/app.c:25 s=0",
         "3: 0x7f0000001234 M=2 libfoo.so+0x1234 :0 s=0",

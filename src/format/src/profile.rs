@@ -64,10 +64,14 @@ pub struct Sample {
     /// The estimated variance of `alloc_bytes`, the same way.
     pub alloc_variance: f64,
     /// The temporary view: un-biased bytes of this stack's sampled blocks
-    /// freed within 1 ms, within 1 s, and later (zero without the view).
-    pub freed: [u64; 3],
+    /// freed within 1 ms, within 1 s, and later, and (overlapping those)
+    /// of the temporary ones: freed before their thread's next
+    /// allocation (zero without the view).
+    pub freed: [u64; 4],
+    /// Un-biased blocks of the same, class by class.
+    pub freed_blocks: [u64; 4],
     /// Their estimated variances, the same way.
-    pub freed_variance: [f64; 3],
+    pub freed_variance: [f64; 4],
     /// The live samples behind `bytes` by size class (`samples::size_class`,
     /// smallest first): the class, the samples and their estimated bytes.
     /// Empty when not counted (the samples file's size rows only).

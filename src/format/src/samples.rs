@@ -41,6 +41,19 @@
 //! size:65536 10 1000000 _start;main;site
 //! ```
 //!
+//! Lifetime rows (`HEAPLIVE_VIEWS=...,temporary`; older readers skip
+//! them): `life:CLASS BLOCKS BYTES VARIANCE STACK`, the stack's sampled
+//! blocks freed since the start in lifetime class `CLASS` (`1ms`: freed
+//! within 1 ms of their allocation, `1s`: after 1 ms and within 1 s,
+//! `later`; and `temporary`: freed before their thread's next allocation,
+//! which are also in one of the three), their estimated number and bytes
+//! (un-biased, exact in exact mode), and the variance of the bytes.
+//!
+//! ```text
+//! life:1ms 16384 1073741824 0 _start;main;temporary_site
+//! life:temporary 16384 1073741824 0 _start;main;temporary_site
+//! ```
+//!
 //! Version 1 was a plain folded file of live sample counts; variances were
 //! in `NAME.variance.folded`, `NAME.alloc.variance.folded` and
 //! `NAME.peak.variance.folded` (`HEAPLIVE_VIEWS=...,variance`), which the
@@ -91,6 +104,27 @@ pub fn size_class(size: u64) -> u64 {
     }
 }
 
+/// The lifetime classes of `life:` rows, in the order of `Samples::lifetimes`.
+pub const LIFE_CLASSES: [&str; 4] = ["1ms", "1s", "later", "temporary"];
+
+/// The sampled blocks of one stack freed in one lifetime class.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Life {
+    /// Estimated blocks and bytes (exact in exact mode).
+    pub blocks: f64,
+    pub bytes: f64,
+    /// The estimated variance of `bytes`.
+    pub variance: f64,
+}
+
+impl Life {
+    fn add(&mut self, o: Life) {
+        self.blocks += o.blocks;
+        self.bytes += o.bytes;
+        self.variance += o.variance;
+    }
+}
+
 /// Per view, per stack.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Samples {
@@ -99,6 +133,9 @@ pub struct Samples {
     pub views: BTreeMap<String, BTreeMap<String, Stat>>,
     /// Per stack, its live samples by size class (`size_class`).
     pub sizes: BTreeMap<String, BTreeMap<u64, Size>>,
+    /// Per stack, its sampled blocks freed by lifetime class
+    /// (`LIFE_CLASSES`).
+    pub lifetimes: BTreeMap<String, [Life; 4]>,
 }
 
 impl Samples {
@@ -132,6 +169,18 @@ impl Samples {
         }
     }
 
+    /// Counts `life` into `stack`'s lifetime class `class` (an index of
+    /// `LIFE_CLASSES`; summed).
+    pub fn add_life(&mut self, stack: &str, class: usize, life: Life) {
+        if !self.lifetimes.contains_key(stack) {
+            self.lifetimes
+                .insert(stack.to_string(), [Life::default(); 4]);
+        }
+        if let Some(l) = self.lifetimes.get_mut(stack).and_then(|c| c.get_mut(class)) {
+            l.add(life);
+        }
+    }
+
     pub fn view(&self, view: &str) -> Option<&BTreeMap<String, Stat>> {
         self.views.get(view)
     }
@@ -154,6 +203,20 @@ impl Samples {
                     0.0
                 };
                 writeln!(out, "size:{class} {} {bytes} {stack}", s.samples)?;
+            }
+        }
+        let number = |x: f64| if x.is_finite() && x > 0.0 { x } else { 0.0 };
+        for (stack, classes) in &self.lifetimes {
+            for (class, l) in LIFE_CLASSES.iter().zip(classes) {
+                if l.blocks > 0.0 || l.bytes > 0.0 {
+                    writeln!(
+                        out,
+                        "life:{class} {} {} {} {stack}",
+                        number(l.blocks).round(),
+                        number(l.bytes).round(),
+                        number(l.variance)
+                    )?;
+                }
             }
         }
         Ok(())
@@ -199,6 +262,11 @@ pub fn parse(name: &str, bytes: &[u8]) -> Result<Samples, String> {
             continue;
         }
         let bad = |why: &str| format!("{name}:{}: {why}", i + 1);
+        if let Some(rest) = line.strip_prefix("life:") {
+            let (class, life, stack) = parse_life(rest).map_err(|e| bad(&e))?;
+            out.add_life(stack, class, life);
+            continue;
+        }
         let mut parts = line.splitn(4, ' ');
         let (Some(view), Some(n), Some(v), Some(stack)) =
             (parts.next(), parts.next(), parts.next(), parts.next())
@@ -239,9 +307,82 @@ pub fn parse(name: &str, bytes: &[u8]) -> Result<Samples, String> {
     Ok(out)
 }
 
+/// A lifetime row after its `life:`: `CLASS BLOCKS BYTES VARIANCE STACK`.
+fn parse_life(rest: &str) -> Result<(usize, Life, &str), String> {
+    let mut parts = rest.splitn(5, ' ');
+    let (Some(class), Some(blocks), Some(bytes), Some(variance), Some(stack)) = (
+        parts.next(),
+        parts.next(),
+        parts.next(),
+        parts.next(),
+        parts.next(),
+    ) else {
+        return Err("expected 'life:CLASS BLOCKS BYTES VARIANCE STACK'".into());
+    };
+    let class = LIFE_CLASSES
+        .iter()
+        .position(|&c| c == class)
+        .ok_or_else(|| {
+            format!("'life:{class}' is not a lifetime class (1ms, 1s, later, temporary)")
+        })?;
+    let number = |what: &str, t: &str| {
+        t.parse::<f64>()
+            .ok()
+            .filter(|v| v.is_finite() && *v >= 0.0)
+            .ok_or_else(|| format!("'{t}' is not {what}"))
+    };
+    let life = Life {
+        blocks: number("a count of blocks", blocks)?,
+        bytes: number("a count of bytes", bytes)?,
+        variance: number("a variance", variance)?,
+    };
+    if stack.is_empty() {
+        return Err("no stack".into());
+    }
+    Ok((class, life, stack))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lifetime_rows_write_and_read_back_and_bad_ones_are_errors() {
+        let mut s = Samples::default();
+        let l = Life {
+            blocks: 16384.0,
+            bytes: 1073741824.0,
+            variance: 2.5e9,
+        };
+        s.add_life("main;temporary_site", 0, l);
+        s.add_life("main;temporary_site", 3, l);
+        s.add_life("main;temporary_site", 3, l);
+        let mut out = Vec::new();
+        s.write(&mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert_eq!(
+            text,
+            format!(
+                "{HEADER}\nlife:1ms 16384 1073741824 2500000000 main;temporary_site\nlife:temporary 32768 2147483648 5000000000 main;temporary_site\n"
+            )
+        );
+        let back = parse("x", text.as_bytes()).unwrap();
+        assert_eq!(back, s);
+        let h = HEADER;
+        for bad in [
+            "life:2ms 1 1 0 a",
+            "life:1ms 1 1 0",
+            "life:1ms x 1 0 a",
+            "life:1ms 1 -1 0 a",
+            "life:1ms 1 1 nan a",
+            "life:1ms 1 1 0 ",
+        ] {
+            assert!(
+                parse("x", format!("{h}\n{bad}\n").as_bytes()).is_err(),
+                "{bad}"
+            );
+        }
+    }
 
     #[test]
     fn writes_and_reads_back() {

@@ -56,9 +56,14 @@ pub struct ThreadState {
     /// inside it (`hot::unwind`).
     pub stack_lo: u64,
     pub stack_hi: u64,
+    /// Samples taken on this thread (wrapping): with the countdown, what
+    /// tells whether the thread allocated since a sample
+    /// (`api::thread_stamp`, the temporary view).
+    pub samples_taken: u32,
+    pub _pad: u32,
 }
 
-const _: () = assert!(core::mem::size_of::<ThreadState>() == 96);
+const _: () = assert!(core::mem::size_of::<ThreadState>() == 104);
 
 #[cfg(not(target_arch = "x86_64"))]
 compile_error!("heaplive's initial-exec TLS access is written for x86_64");
@@ -69,9 +74,9 @@ core::arch::global_asm!(
     ".globl heaplive_thread_state",
     ".hidden heaplive_thread_state",
     ".type heaplive_thread_state, @object",
-    ".size heaplive_thread_state, 96",
+    ".size heaplive_thread_state, 104",
     "heaplive_thread_state:",
-    ".zero 96",
+    ".zero 104",
     ".popsection",
 );
 

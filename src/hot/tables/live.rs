@@ -73,9 +73,9 @@ impl Entry {
 struct Table {
     slots: *mut Entry,
     /// The temporary view (`HEAPLIVE_VIEWS=temporary`): each slot's
-    /// allocation time (`now_units`), parallel to `slots`; null when the
-    /// view is off or its memory could not be had (lifetimes unknown).
-    born: *mut u32,
+    /// `Birth` (`Birth::pack`), parallel to `slots`; null when the view is
+    /// off or its memory could not be had (lifetimes unknown).
+    born: *mut u64,
     cap: usize,
     len: usize,
 }
@@ -101,10 +101,52 @@ pub fn keep_times() {
     TIMES.store(true, Relaxed);
 }
 
-/// Lifetime classes of the temporary view.
+/// Lifetime classes of the temporary view: a freed sample is in one of
+/// the first three, by its age, and in `TEMPORARY` too when its thread
+/// made no allocation between the sample and the free (heaptrack's
+/// "temporary allocation", per thread).
 pub const FREED_1MS: usize = 0;
 pub const FREED_1S: usize = 1;
 pub const FREED_LATER: usize = 2;
+pub const TEMPORARY: usize = 3;
+/// How many classes `stacks::Slot::freed` keeps.
+pub const FREED_CLASSES: usize = 4;
+
+/// What the table knows of a sample's life: when it was taken
+/// (`now_units`, or `NO_AGE`) and its thread's stamp then
+/// (`api::thread_stamp`, 0 = not known).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Birth {
+    pub time: u32,
+    pub stamp: u32,
+}
+
+impl Birth {
+    /// Not known (the sample was taken without a time).
+    pub const UNKNOWN: Birth = Birth {
+        time: NO_AGE,
+        stamp: 0,
+    };
+
+    fn pack(self) -> u64 {
+        self.time as u64 | (self.stamp as u64) << 32
+    }
+
+    fn unpack(x: u64) -> Birth {
+        Birth {
+            time: x as u32,
+            stamp: (x >> 32) as u32,
+        }
+    }
+}
+
+/// A freed sample's age (`now_units` since it was taken, or `NO_AGE`) and
+/// the stamp its thread had when it was taken (0 = not known).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Life {
+    pub age: u32,
+    pub stamp: u32,
+}
 
 /// The class of a freed sample of `age` (`NO_AGE`: none). A block freed
 /// within 1 ms is in `FREED_1MS`; as the coarse clock moves in ticks
@@ -209,24 +251,24 @@ impl Table {
         unsafe { *self.slots.add(i) }
     }
 
-    fn set(&mut self, i: usize, e: Entry, born: u32) {
+    fn set(&mut self, i: usize, e: Entry, born: Birth) {
         debug_assert!(i < self.cap);
         // SAFETY: as `at`; `&mut self` means we hold the shard lock; `born`
         // maps `cap` times when not null.
         unsafe {
             *self.slots.add(i) = e;
             if !self.born.is_null() {
-                *self.born.add(i) = born;
+                *self.born.add(i) = born.pack();
             }
         }
     }
 
-    fn born_at(&self, i: usize) -> u32 {
+    fn born_at(&self, i: usize) -> Birth {
         if self.born.is_null() {
-            return NO_AGE;
+            return Birth::UNKNOWN;
         }
         // SAFETY: as `set`.
-        unsafe { *self.born.add(i) }
+        Birth::unpack(unsafe { *self.born.add(i) })
     }
 
     fn grow(&mut self) -> bool {
@@ -239,7 +281,7 @@ impl Table {
         }
         // The times fail softly: without them lifetimes are unknown.
         let born = if TIMES.load(core::sync::atomic::Ordering::Relaxed) {
-            crate::hot::sys::map_populated(new_cap * 4) as *mut u32
+            crate::hot::sys::map_populated(new_cap * 8) as *mut u64
         } else {
             core::ptr::null_mut()
         };
@@ -265,7 +307,7 @@ impl Table {
                 crate::hot::sys::unmap(old.slots.cast(), old.cap * core::mem::size_of::<Entry>());
             }
             if !old.born.is_null() {
-                crate::hot::sys::unmap(old.born.cast(), old.cap * 4);
+                crate::hot::sys::unmap(old.born.cast(), old.cap * 8);
             }
         }
         true
@@ -274,7 +316,7 @@ impl Table {
     /// Stores `e`; returns the entry it replaced at the same address (a
     /// block freed behind our back, for example by a library bound to libc
     /// directly, whose address came back).
-    fn put(&mut self, e: Entry, born: u32) -> Option<Entry> {
+    fn put(&mut self, e: Entry, born: Birth) -> Option<Entry> {
         let mut i = self.home(e.addr);
         loop {
             let old = self.at(i);
@@ -290,9 +332,8 @@ impl Table {
         }
     }
 
-    /// Removes the entry at `addr`; with it, its age (`now_units` since
-    /// its allocation) or `NO_AGE`.
-    fn take(&mut self, addr: usize) -> Option<(Entry, u32)> {
+    /// Removes the entry at `addr`; with it, its `Life`.
+    fn take(&mut self, addr: usize) -> Option<(Entry, Life)> {
         if self.cap == 0 {
             return None;
         }
@@ -309,10 +350,14 @@ impl Table {
         }
         let found = self.at(i);
         let born = self.born_at(i);
-        let age = if born == NO_AGE {
+        let age = if born.time == NO_AGE {
             NO_AGE
         } else {
-            now_units().wrapping_sub(born).min(NO_AGE - 1)
+            now_units().wrapping_sub(born.time).min(NO_AGE - 1)
+        };
+        let life = Life {
+            age,
+            stamp: born.stamp,
         };
         // Backward-shift deletion: pull later entries of the run into the
         // hole when their home allows it.
@@ -332,9 +377,9 @@ impl Table {
             }
             j = (j + 1) & (self.cap - 1);
         }
-        self.set(hole, Entry::default(), NO_AGE);
+        self.set(hole, Entry::default(), Birth::UNKNOWN);
         self.len -= 1;
-        Some((found, age))
+        Some((found, life))
     }
 }
 
@@ -347,9 +392,10 @@ pub enum Refused {
     Forking,
 }
 
-/// Adds a sample (an allocation path). `Ok(Some)` with a stale sample it
-/// replaced.
-pub fn insert(e: Entry) -> Result<Option<Entry>, Refused> {
+/// Adds a sample (an allocation path); `stamp` gives its thread's stamp
+/// (`api::thread_stamp`; 0 = not known), asked only when the table keeps
+/// times (the temporary view). `Ok(Some)` with a stale sample it replaced.
+pub fn insert(e: Entry, stamp: fn() -> u32) -> Result<Option<Entry>, Refused> {
     let mut t = shard_of(e.addr)
         .lock_unless_forking()
         .ok_or(Refused::Forking)?;
@@ -357,9 +403,12 @@ pub fn insert(e: Entry) -> Result<Option<Entry>, Refused> {
         return Err(Refused::NoMemory);
     }
     let born = if t.born.is_null() {
-        NO_AGE
+        Birth::UNKNOWN
     } else {
-        now_units().min(NO_AGE - 1)
+        Birth {
+            time: now_units().min(NO_AGE - 1),
+            stamp: stamp(),
+        }
     };
     Ok(t.put(e, born))
 }
@@ -374,8 +423,8 @@ pub fn remove(addr: usize) -> Option<Entry> {
 /// free path). While a fork is being prepared the sample stays: its bit
 /// stays set, so the next free or sampled malloc at this address replaces
 /// it.
-/// With the sample, its age (`NO_AGE` when not known).
-pub fn untrack(addr: usize) -> Option<(Entry, u32)> {
+/// With the sample, its `Life`.
+pub fn untrack(addr: usize) -> Option<(Entry, Life)> {
     let mut t = shard_of(addr).lock_unless_forking()?;
     let e = t.take(addr);
     if e.is_some() {
@@ -385,22 +434,28 @@ pub fn untrack(addr: usize) -> Option<(Entry, u32)> {
 }
 /// Removes the sample at `addr` and clears its shadow bit, as `untrack`,
 /// but only if it is of `kind`.
-pub fn untrack_kind(addr: usize, kind: u32) -> Option<(Entry, u32)> {
+pub fn untrack_kind(addr: usize, kind: u32) -> Option<(Entry, Life)> {
     let mut t = shard_of(addr).lock();
     match t.take(addr) {
-        Some((e, age)) if e.kind() == kind => {
+        Some((e, life)) if e.kind() == kind => {
             crate::hot::shadow::clear(addr);
-            Some((e, age))
+            Some((e, life))
         }
-        Some((other, age)) => {
+        Some((other, life)) => {
             // Another allocator's sample now lives at this address (its
             // age is kept only approximately: re-stamped `age` units ago).
-            let born = if age == NO_AGE {
+            let time = if life.age == NO_AGE {
                 NO_AGE
             } else {
-                now_units().wrapping_sub(age).min(NO_AGE - 1)
+                now_units().wrapping_sub(life.age).min(NO_AGE - 1)
             };
-            t.put(other, born);
+            t.put(
+                other,
+                Birth {
+                    time,
+                    stamp: life.stamp,
+                },
+            );
             None
         }
         None => None,

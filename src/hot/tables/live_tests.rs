@@ -18,7 +18,7 @@ fn lifetime_classes_have_their_bounds() {
 }
 
 #[test]
-fn times_follow_their_entries_through_growth_and_shifts() {
+fn times_and_stamps_follow_their_entries_through_growth_and_shifts() {
     keep_times();
     let mut t = Table {
         slots: core::ptr::null_mut(),
@@ -36,13 +36,17 @@ fn times_follow_their_entries_through_growth_and_shifts() {
         let age = (i % 1000) as u32;
         t.put(
             Entry::new(0x7f00_0000_0000 + i * 48, 8, 1, MALLOC),
-            now.wrapping_sub(age),
+            Birth {
+                time: now.wrapping_sub(age),
+                stamp: i as u32 + 1,
+            },
         );
     }
     assert!(!t.born.is_null());
     for i in (0..n).step_by(2).chain((1..n).step_by(2)) {
-        let (e, age) = t.take(0x7f00_0000_0000 + i * 48).unwrap();
+        let (e, Life { age, stamp }) = t.take(0x7f00_0000_0000 + i * 48).unwrap();
         assert_eq!(e.size(), 8);
+        assert_eq!(stamp, i as u32 + 1, "block {i}'s stamp");
         let want = (i % 1000) as u32;
         // The clock may have moved on by a tick or two meanwhile.
         assert!(
@@ -57,7 +61,10 @@ fn times_follow_their_entries_through_growth_and_shifts() {
 fn insert_remove_many_with_collisions() {
     let base = 0x10_0000_0000usize;
     for i in 0..50_000usize {
-        assert_eq!(insert(Entry::new(base + i * 16, i, 1, MALLOC)), Ok(None));
+        assert_eq!(
+            insert(Entry::new(base + i * 16, i, 1, MALLOC), || 0),
+            Ok(None)
+        );
     }
     for i in (0..50_000usize).step_by(2) {
         let e = remove(base + i * 16).unwrap();
@@ -129,7 +136,10 @@ fn probe_runs_stay_short_for_heap_address_patterns() {
             if (t.len + 1) * 2 > t.cap {
                 assert!(t.grow());
             }
-            assert_eq!(t.put(Entry::new(addr(i), 8, 1, MALLOC), NO_AGE), None);
+            assert_eq!(
+                t.put(Entry::new(addr(i), 8, 1, MALLOC), Birth::UNKNOWN),
+                None
+            );
         }
         let (max, mean) = displacement(&t);
         assert!(
@@ -162,7 +172,7 @@ fn sums_see_everything_while_threads_churn() {
                     // Another test of this binary may be preparing a
                     // fork (the shard then refuses, as on a real
                     // allocation path): try again.
-                    while let Err(e) = insert(Entry::new(a, 8 + t, id, MALLOC)) {
+                    while let Err(e) = insert(Entry::new(a, 8 + t, id, MALLOC), || 0) {
                         assert_eq!(e, Refused::Forking);
                         std::thread::yield_now();
                     }
@@ -211,7 +221,7 @@ fn sizes_count_each_stack_by_class() {
     let mut k = 0;
     for (n, size) in [(100, 48), (10, 100_000), (3, 0)] {
         for _ in 0..n {
-            while insert(Entry::new(base + k * 16, size, id, MALLOC)).is_err() {
+            while insert(Entry::new(base + k * 16, size, id, MALLOC), || 0).is_err() {
                 std::thread::yield_now();
             }
             k += 1;

@@ -83,8 +83,9 @@ pub struct Slot {
     request_peak_epoch: AtomicU64,
     /// The temporary view (`HEAPLIVE_VIEWS=temporary`): un-biased bytes,
     /// milli-blocks and variance units of the samples freed, per lifetime
-    /// class (`live::FREED_1MS`, `FREED_1S`, `FREED_LATER`).
-    pub freed: [Freed; 3],
+    /// class (`live::FREED_1MS`, `FREED_1S`, `FREED_LATER`, and
+    /// `TEMPORARY`, which overlaps them).
+    pub freed: [Freed; crate::hot::live::FREED_CLASSES],
 }
 
 /// Freed samples of one lifetime class.
