@@ -250,3 +250,47 @@ fn off_by_default() {
         ),
     );
 }
+
+/// `heaplive run --report` with the temporary view: the run lists
+/// `NAME.temporary.folded` as a view of its dump, not as a dump, and the
+/// page has one process with one dump (the temporary file used to become
+/// a process of its own, named after the file, with pid 0).
+#[test]
+fn run_lists_the_temporary_file_as_a_view_and_reports_one_process() {
+    let dir = common::tempdir("temporary_run");
+    let p = common::compile("temporary_sites.c", "temporary_sites", dir.path(), &[]);
+    let template = dir.path().join("heaplive.%e.%p.%n.folded");
+    let page = dir.path().join("run.html");
+    let o = common::heaplive_command(&[
+        "run",
+        "--interval",
+        "1",
+        "-o",
+        template.to_str().unwrap(),
+        "--report",
+        page.to_str().unwrap(),
+        "--",
+        p.to_str().unwrap(),
+    ])
+    .env("HEAPLIVE_VIEWS", "live,temporary")
+    .current_dir(dir.path())
+    .output()
+    .unwrap();
+    assert!(o.status.success(), "{}", show(&o));
+    let err = common::stderr(&o);
+    let live = common::folded_files(dir.path());
+    assert_eq!(live.len(), 1, "{live:?}");
+    let temp = common::view_files(dir.path(), "temporary");
+    // The printed command names the one dump; the list has its views.
+    let hint = format!(
+        "heaplive: all of it in one page: heaplive report {} -o report.html\n",
+        live[0].display()
+    );
+    assert!(err.contains(&hint), "{err}");
+    assert!(err.contains(&format!("  {}\n", temp[0].display())), "{err}");
+    let html = std::fs::read_to_string(&page).unwrap();
+    let data = common::report_data(&html);
+    assert_eq!(data.matches("\"pid\":").count(), 1, "one process: {data}");
+    assert!(!data.contains("\"pid\":0"), "{data}");
+    assert_eq!(data.matches("\"file\":").count(), 1, "one dump");
+}

@@ -1,10 +1,13 @@
 /* The program `make demo` profiles: a toy key-value server loop whose cache
  * keeps growing (a "leak"), next to a bounded session table and request
  * scratch memory that is freed. The flame graph should show the cache
- * holding most of the live memory. */
+ * holding most of the live memory. `demo MS` pauses MS milliseconds after
+ * every 1,000 requests (scripts/report-screenshot.sh: a run of a few
+ * seconds, for a timeline). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 struct entry { char *key; char *value; struct entry *next; };
 static struct entry *cache;                 /* grows forever */
@@ -44,9 +47,15 @@ __attribute__((noinline)) static long handle_request(int i) {
     return sum;
 }
 
-int main(void) {
-    long sum = 0;
-    for (int i = 0; i < 30000; i++) sum += handle_request(i);
+int main(int argc, char **argv) {
+    long sum = 0, pause_ms = argc > 1 ? atol(argv[1]) : 0;
+    for (int i = 0; i < 30000; i++) {
+        sum += handle_request(i);
+        if (pause_ms > 0 && i % 1000 == 999) {
+            struct timespec ts = {pause_ms / 1000, (pause_ms % 1000) * 1000000};
+            nanosleep(&ts, NULL);
+        }
+    }
     printf("demo: served 30000 requests (checksum %ld)\n", sum);
     return 0;
 }

@@ -181,7 +181,8 @@
     var lo = cls(sizes[0][0]), hi = cls(sizes[sizes.length - 1][0]), n = hi - lo + 1, max = 0;
     sizes.forEach(function (c) { max = Math.max(max, c[2]); });
     var bw = Math.max(2, Math.min(12, Math.floor(W / n)));
-    var w = Math.max(bw * n, 60);
+    // Room for both end labels (about 40 px each at 9 px).
+    var w = Math.max(bw * n, 84);
     var svg = sv('svg', { 'class': 'sizes', width: w, height: H + 11 });
     sizes.forEach(function (c) {
       var h = max > 0 ? Math.max(1, c[2] / max * H) : 1;

@@ -518,16 +518,17 @@ fn report_channel(c: &Channel, template: &str, start_dir: &Path, quiet: bool) ->
 /// A dump's own folded file (live bytes), not one of the views or files
 /// written beside it.
 fn is_dump(p: &Path) -> bool {
-    let n = p.to_string_lossy();
-    n.ends_with(".folded")
-        && ![
-            ".alloc.folded",
-            ".samples.folded",
-            ".peak.folded",
-            ".variance.folded",
-        ]
-        .iter()
-        .any(|v| n.ends_with(v))
+    p.to_string_lossy().ends_with(".folded") && !is_view(p)
+}
+
+/// A folded file written beside a dump (`NAME.alloc.folded`,
+/// `NAME.temporary.folded`, ...: whatever `folded::is_dump_name` says is
+/// not a dump's own name).
+fn is_view(p: &Path) -> bool {
+    p.file_name().is_some_and(|n| {
+        let n = n.to_string_lossy();
+        n.ends_with(".folded") && !crate::folded::is_dump_name(&n)
+    })
 }
 
 /// What a file was when the program started: a file that is the same
@@ -585,7 +586,7 @@ fn dump_files(dirs: &[PathBuf], name: &str) -> Seen {
             let Some(stem) = fname.strip_suffix(".folded") else {
                 continue;
             };
-            for view in ["alloc", "samples", "peak"] {
+            for view in ["alloc", "samples", "peak", "temporary"] {
                 let v = d.join(format!("{stem}.{view}.folded"));
                 if let Ok(m) = std::fs::symlink_metadata(&v)
                     && m.is_file()
@@ -628,12 +629,6 @@ fn report_files(template: &str, start_dir: &Path, before: &Seen, quiet: bool) ->
         .map(|(p, id)| (id.2, p))
         .collect();
     found.sort();
-    let is_view = |p: &Path| {
-        let n = p.to_string_lossy();
-        [".alloc.folded", ".samples.folded", ".peak.folded"]
-            .iter()
-            .any(|v| n.ends_with(v))
-    };
     let dumps: Vec<&PathBuf> = found.iter().map(|f| &f.1).filter(|p| !is_view(p)).collect();
     if quiet {
         return dumps.into_iter().cloned().collect();
@@ -655,7 +650,7 @@ fn report_files(template: &str, start_dir: &Path, before: &Seen, quiet: bool) ->
         let Some(stem) = stem.strip_suffix(".folded") else {
             continue;
         };
-        for view in ["alloc", "samples"] {
+        for view in ["alloc", "samples", "temporary"] {
             let v = format!("{stem}.{view}.folded");
             if found.iter().any(|f| f.1 == Path::new(&v)) {
                 listed.push(v);
