@@ -6,6 +6,7 @@
 //! (`Rank::Dump`) that is never taken on an allocation path.
 
 pub use crate::background::dump_files::*;
+pub use crate::background::dump_steps::write_view;
 use crate::background::output;
 use crate::background::profile::{Frame, Location, Profile, Sample};
 use crate::hot::lock::{Rank, SpinLock};
@@ -32,7 +33,7 @@ pub struct DumpState {
     /// Dumps written by this process, explicit paths included (the status
     /// file's count, which `heaplive dump` waits on), and the rest of it.
     pub dumps: u32,
-    status: output::StatusNote,
+    pub(super) status: output::StatusNote,
     sums: Vec<live::StackSum>,
     /// The size classes' buffers, kept as `sums`.
     sizes: Option<live::Sizes>,
@@ -69,6 +70,38 @@ pub struct Written {
     /// The exit dump was not written: nothing was live but runtime pools
     /// (`path` is the name it would have had).
     pub skipped: bool,
+}
+
+/// The poll for signals that arrive while a dump is built: the dump's
+/// steps get it once (`DumpState::polling`) and call it between their long
+/// parts, so that a signal's snapshot is taken when the signal comes, not
+/// after the dump (`dumper::poll_signals`; the snapshots wait in the queue
+/// and are written next).
+pub struct Poll<'q>(&'q mut std::collections::VecDeque<Snapshot>);
+
+impl Poll<'_> {
+    /// Takes the pending signals (at most every few milliseconds).
+    pub fn due(&mut self) {
+        crate::background::dumper::poll_signals(self.0)
+    }
+
+    /// The same without the rate limit: the last thing before a dump
+    /// counts as written.
+    pub fn now(&mut self) {
+        crate::background::dumper::poll_signals_now(self.0)
+    }
+}
+
+impl DumpState {
+    /// Runs `f` with the state and the poll for pending signals, which
+    /// queues their snapshots in `queued`.
+    pub fn polling<R>(&mut self, f: impl FnOnce(&mut DumpState, &mut Poll) -> R) -> R {
+        let mut queue = std::mem::take(&mut self.queued);
+        let r = f(self, &mut Poll(&mut queue));
+        queue.append(&mut self.queued);
+        self.queued = queue;
+        r
+    }
 }
 
 pub fn symbolizer_of(st: &mut DumpState) -> &mut Symbolizer {
@@ -156,7 +189,7 @@ impl Snapshot {
 /// Whether dumps write a samples file: sampled mode with the `samples`
 /// view, or the `sizes` or `temporary` view (exact mode too: their size
 /// and lifetime rows).
-fn samples_file_wanted() -> bool {
+pub(super) fn samples_file_wanted() -> bool {
     let cfg = config::get();
     cfg.views.samples && cfg.interval > 1 || cfg.views.sizes || cfg.views.temporary
 }
@@ -199,6 +232,7 @@ pub(super) fn build_profile(
     st: &mut DumpState,
     which: Which,
     sizes: Option<&live::Sizes>,
+    poll: &mut Poll,
 ) -> std::io::Result<(Profile, f64)> {
     let cfg = config::get();
     let mut per_stack: HashMap<stacks::StackId, Vals> = HashMap::new();
@@ -288,8 +322,7 @@ pub(super) fn build_profile(
     }
 
     crate::symbolize::modules::refresh();
-    let queued = &mut st.queued;
-    let mut poll = || crate::background::dumper::poll_signals(queued);
+    let mut poll = || poll.due();
     poll();
     let sym = symbolizer_of_parts(&mut st.symbolizer);
     let mut loc_of: HashMap<usize, usize> = HashMap::new();
@@ -416,7 +449,7 @@ pub(super) fn build_profile(
 }
 
 /// heaplive's own heap could not grow (`hot::ownheap`).
-fn no_memory() -> std::io::Error {
+pub(super) fn no_memory() -> std::io::Error {
     std::io::Error::new(
         std::io::ErrorKind::OutOfMemory,
         "heaplive's own memory could not grow (the kernel refused a mapping)",
@@ -506,295 +539,32 @@ pub fn write_locked(
     r
 }
 
-/// Writes the next dump of `which` (`snap`: the live snapshot it comes
-/// from, for its completeness and timing). `note` makes the text put
-/// after the path in the summary line, from the total and the profile.
-pub fn write_view(
-    st: &mut DumpState,
-    which: Which,
-    snap: &Snapshot,
+/// Enters heaplive's guard and takes the dump lock for a dump of `why` to
+/// `path` (the guard is released after the lock). Refused in a child
+/// forked while heaplive's state was mid-change (see `hot::forking`:
+/// nothing trustworthy to write; EAGAIN), and once the exit dump began,
+/// except for an explicit path or the exit dump itself (ESHUTDOWN).
+fn enter_dump(
     path: Option<&Path>,
     why: &str,
-    note: &dyn Fn(u64, &Profile) -> String,
-) -> std::io::Result<Written> {
-    // Memory the kernel cannot refuse the dump midway (`hot::ownheap`).
-    let Some(_reserve) = ownheap::Reserve::take() else {
-        return Err(no_memory());
-    };
-    let live_view = matches!(which, Which::Live(_));
-    let t0 = sys::now_nanos();
-    let cfg = config::get();
-    let pid = sys::getpid();
-    let mut n = st.seq + 1;
-    let template = cfg.output_template();
-    // A PHP request's peak dump is told apart by its name,
-    // `NAME.request.folded` (its samples and maps files follow it), so
-    // that `heaplive top --endpoints DIR` reads those alone.
-    let request = why == REQUEST_PEAK;
-    let name_for = |n: u32| {
-        let p = Path::new(cfg.start_dir.as_str()).join(output::expand(
-            template,
-            pid,
-            cfg.exe.as_str(),
-            n,
-        ));
-        if request { view_path(&p, "request") } else { p }
-    };
-    // Where dump `n` goes when its own place is refused (`$TMPDIR`).
-    let alt_for = |n: u32| {
-        let a = Path::new(cfg.tmpdir.as_str()).join(output::fallback_name(
-            template,
-            pid,
-            cfg.exe.as_str(),
-            n,
-        ));
-        if request { view_path(&a, "request") } else { a }
-    };
-    let target = match path {
-        Some(p) => p.to_path_buf(),
-        None => {
-            // The same pid may have dumped before an exec (php-fpm's master
-            // re-executes itself on reload): never overwrite its files.
-            if template.contains("%n") {
-                while n < st.seq + 10_000 && (name_for(n).exists() || alt_for(n).exists()) {
-                    n += 1;
-                }
-            }
-            name_for(n)
-        }
-    };
-    if live_view && !snap.complete {
-        return Err(no_memory());
+) -> std::io::Result<(
+    crate::hot::guard::Busy,
+    crate::hot::lock::Locked<'static, DumpState>,
+)> {
+    if crate::hot::forking::inert() {
+        return Err(std::io::Error::from_raw_os_error(libc::EAGAIN));
     }
-    // Where the resident memory is, by kind (ZendMM in PHP mode; in PHP
-    // mode also in NAME.maps.txt beside the dump): read now, at the
-    // snapshot, not after symbolizing (which can take a second, long
-    // enough for a request to end).
-    let (rss, smaps) = crate::background::rss::describe();
-    let (profile, variance) = build_profile(st, which, snap.sizes.as_ref().filter(|_| live_view))?;
-    if ownheap::reserve_low() {
-        return Err(no_memory());
+    let busy = crate::hot::guard::Busy::enter();
+    let st = DUMP.lock();
+    if FINISHING.load(SeqCst) && path.is_none() && why != "exit" {
+        return Err(std::io::Error::from_raw_os_error(libc::ESHUTDOWN));
     }
-    crate::background::dumper::poll_signals(&mut st.queued);
-    let total = profile.total_bytes();
-    let (pool_bytes, pools) = crate::background::runtime_pools::held(&profile);
-    let pools_text = if pool_bytes > 0 {
-        format!(
-            "; runtime pools {} apart ({}: held for the process's life, not a leak)",
-            log::human_bytes(pool_bytes as f64),
-            pools.join(", ")
-        )
-    } else {
-        String::new()
-    };
-    if live_view
-        && why == "exit"
-        && path.is_none()
-        && st.forked
-        && !cfg.dump_empty
-        && total <= pool_bytes
-    {
-        // A worker (a fork's child) with nothing of the program's live: no
-        // file that would be empty (a pool's workers exit by the thousand:
-        // pm.max_requests, pm=ondemand). The peak file, when the peak was
-        // above what is live now, still goes where the dump would.
-        let peak = if cfg.folded {
-            write_exit_peak(st, &target, total)?
-        } else {
-            None
-        };
-        log::line(format_args!(
-            "heaplive[{}]: exit dump skipped: nothing live{} (HEAPLIVE_DUMP_EMPTY=1 writes it)",
-            pid, pools_text
-        ));
-        return Ok(Written {
-            path: target,
-            total,
-            peak: peak.map(|(p, _)| p),
-            skipped: true,
-        });
-    }
-    let note = note(total, &profile);
-    let mut written: Option<PathBuf> = None;
-    let mut also = String::new();
-    let mut peak: Option<(PathBuf, Profile)> = None;
-    if cfg.folded || path.is_some() && !cfg.pprof {
-        let mut fill =
-            |w: &mut dyn std::io::Write| crate::background::folded::write_folded(&profile, w);
-        written = Some(match path {
-            Some(_) => output::write_explicit(&target, &mut fill)?,
-            None => output::write_with_fallback_as(&target, alt_name(&alt_for(n)), &mut fill)?,
-        });
-        crate::background::dumper::poll_signals(&mut st.queued);
-        // The other views, named after the live file (where it went).
-        let live_file = written.clone().unwrap_or_else(|| target.clone());
-        if cfg.views.alloc && live_view {
-            let p = output::write_with_fallback(&view_path(&live_file, "alloc"), &mut |w| {
-                crate::background::folded::write_folded_by(&profile, |s| s.alloc_bytes, w)
-            })?;
-            also += &format!(" and {}", p.display());
-        }
-        if cfg.views.temporary && live_view {
-            let p = output::write_with_fallback(&view_path(&live_file, "temporary"), &mut |w| {
-                crate::background::folded::write_folded_by(
-                    &profile,
-                    |s| s.freed[crate::hot::live::TEMPORARY],
-                    w,
-                )
-            })?;
-            also += &format!(" and {}", p.display());
-        }
-        // At exit, when the peak was above the live total now: the stacks
-        // at the peak (`NAME.peak.folded`), before the samples file that
-        // carries their variances.
-        if live_view && why == "exit" {
-            peak = write_exit_peak(st, &live_file, total)?;
-        }
-        if cfg.views.variance && cfg.interval > 1 {
-            // The error bars of each file written: its variance per stack
-            // (the samples file carries them too).
-            write_variance(&live_file, "variance", &profile, |s| s.variance)?;
-            if live_view && cfg.views.alloc {
-                write_variance(&live_file, "alloc.variance", &profile, |s| s.alloc_variance)?;
-            }
-            if live_view && cfg.views.temporary {
-                write_variance(&live_file, "temporary.variance", &profile, |s| {
-                    s.freed_variance[crate::hot::live::TEMPORARY]
-                })?;
-            }
-            if let Some((_, pp)) = &peak {
-                write_variance(&live_file, "peak.variance", pp, |s| s.variance)?;
-            }
-        }
-        if cfg.views.app {
-            // The executable's frames of every file of the dump (`top --app`).
-            let mut of = vec![&profile];
-            of.extend(peak.as_ref().map(|(_, pp)| pp));
-            write_app_frames(&live_file, &of, path.is_some());
-        }
-        if samples_file_wanted() {
-            let peak_profile = peak.as_ref().map(|(_, pp)| pp);
-            output::write_with_fallback(&view_path(&live_file, "samples"), &mut |w| {
-                samples_file(
-                    &profile,
-                    live_view,
-                    live_view && cfg.views.alloc,
-                    peak_profile,
-                )
-                .write(w)
-            })?;
-        }
-    }
-    if cfg.pprof {
-        crate::background::dumper::poll_signals(&mut st.queued);
-        let pb = output::pprof_name(&target);
-        let mut fill = |w: &mut dyn std::io::Write| {
-            crate::background::pprof::write_pprof(&profile, &mut WriteRef(w))
-        };
-        let p = match path {
-            Some(_) => output::write_explicit(&pb, &mut fill)?,
-            None => output::write_with_fallback_as(
-                &pb,
-                alt_name(&output::pprof_name(&alt_for(n))),
-                &mut fill,
-            )?,
-        };
-        if written.is_some() {
-            also += &format!(" and {}", p.display());
-        } else {
-            written = Some(p);
-        }
-    }
-    if live_view && why == "exit" && written.is_some() && peak.is_none() && !cfg.folded {
-        // pprof only: the peak file still goes beside the dump's name.
-        peak = write_exit_peak(st, &target, total)?;
-    }
-    let written = written.unwrap_or(target);
-    crate::background::dumper::poll_signals_now(&mut st.queued);
-    // An explicit path is the caller's: it does not use up a `%n` number.
-    if path.is_none() {
-        st.seq = n;
-    }
-    let ms = (sys::now_nanos() - t0) as f64 / 1e6;
-    let samples: u64 = snap.stacks.iter().map(|s| s.samples).sum();
-    crate::background::timeline::at_dump(&written, n, why, smaps.as_deref(), path.is_some());
-    // Beside live dumps only: a peak view's stacks are of an earlier time.
-    // And beside a request's peak dump: the memory when it was written,
-    // just after the request (what ZendMM kept of it, opcache, malloc).
-    if let Some(smaps) =
-        smaps.filter(|_| (live_view || request) && crate::background::rss::wanted())
-    {
-        write_maps(
-            &written,
-            &smaps,
-            why,
-            pid,
-            cfg.exe.as_str(),
-            n,
-            path.is_some(),
-        );
-    }
-    // heaplive's memory after the dump: the profile (every stack's frames
-    // and names) is given back first; what stays is the symbolizer's
-    // answers and the tables.
-    let stacks = profile.samples.len() as u64;
-    drop(profile);
-    ownheap::give_back_free_pages();
-    let own = ownheap::usage();
-    let (tables, heap) = own_resident();
-    log::line(format_args!(
-        "heaplive[{}]: {} dump {}{}: {}{} live{}{} in {} samples over {} stacks; {} (heaplive {}: tables {}, heap {}, {} in use); snapshot {:.2} ms, took {:.1} ms",
-        pid,
-        why,
-        written.display(),
-        also,
-        note,
-        log::human_bytes(total as f64),
-        if cfg.interval > 1 && live_view {
-            format!(
-                " (estimate{}; a stack with no sample holds under {})",
-                error_text(total as f64, variance),
-                log::human_bytes(heaplive_format::stats::unseen_bound(cfg.interval as f64))
-            )
-        } else if cfg.interval > 1 {
-            " (estimate)".to_string()
-        } else {
-            " (exact)".to_string()
-        },
-        pools_text,
-        log::Grouped(samples),
-        log::Grouped(stacks),
-        rss,
-        log::human_bytes((tables + heap) as f64),
-        log::human_bytes(tables as f64),
-        log::human_bytes(heap as f64),
-        log::human_bytes(own.in_use as f64),
-        snap.took_ns as f64 / 1e6,
-        ms
-    ));
-    crate::symbolize::hint_no_symbols(cfg.exe.as_str());
-    st.dumps = (st.dumps + 1).max(if path.is_none() { n } else { 0 });
-    st.status.written(&written, st.dumps);
-    Ok(Written {
-        path: written,
-        total,
-        peak: peak.map(|(p, _)| p),
-        skipped: false,
-    })
+    Ok((busy, st))
 }
 
 /// Takes the dump lock and dumps, reporting failures in one line.
 pub fn dump(path: Option<&Path>, why: &str) -> std::io::Result<Written> {
-    if crate::hot::forking::inert() {
-        // A child forked while heaplive's state was mid-change (see
-        // `hot::forking`): nothing trustworthy to write.
-        return Err(std::io::Error::from_raw_os_error(libc::EAGAIN));
-    }
-    let _busy = crate::hot::guard::Busy::enter();
-    let mut st = DUMP.lock();
-    if FINISHING.load(SeqCst) && path.is_none() && why != "exit" {
-        return Err(std::io::Error::from_raw_os_error(libc::ESHUTDOWN));
-    }
+    let (_busy, mut st) = enter_dump(path, why)?;
     // The kernel refused heaplive memory before: try once more, else give
     // up before asking for more (the program runs on).
     write_queued(&mut st, u64::MAX);
@@ -811,22 +581,14 @@ pub fn dump(path: Option<&Path>, why: &str) -> std::io::Result<Written> {
 /// Writes `snap` (taken before the dump lock, which a dump in progress may
 /// hold for a while), reporting failures in one line.
 pub fn dump_snapshot(snap: &Snapshot, path: Option<&Path>, why: &str) -> std::io::Result<Written> {
-    if crate::hot::forking::inert() {
-        // As `dump`.
-        return Err(std::io::Error::from_raw_os_error(libc::EAGAIN));
-    }
-    let _busy = crate::hot::guard::Busy::enter();
-    let mut st = DUMP.lock();
-    if FINISHING.load(SeqCst) && path.is_none() && why != "exit" {
-        // As `dump`: nothing after the exit dump.
-        return Err(std::io::Error::from_raw_os_error(libc::ESHUTDOWN));
-    }
+    let (_busy, mut st) = enter_dump(path, why)?;
     write_queued(&mut st, snap.at_ns);
     let r = report(write_locked(&mut st, snap, path, why), why);
     write_queued(&mut st, u64::MAX);
     r
 }
 
+/// Reports a failed dump in one line.
 fn report(r: std::io::Result<Written>, why: &str) -> std::io::Result<Written> {
     if let Err(e) = &r {
         log::line(format_args!(
@@ -873,7 +635,7 @@ pub unsafe fn unlock_after_fork() {
 /// dump's log line: heaplive's share of the process's RSS. Exact mode
 /// keeps an entry per live block: tens of MiB for a few million blocks,
 /// which the line must not hide.
-fn own_resident() -> (usize, usize) {
+pub(super) fn own_resident() -> (usize, usize) {
     let mut pages = Vec::new();
     if pages.try_reserve_exact(4096).is_err() {
         return (0, 0);

@@ -232,13 +232,14 @@ pub(super) fn write_exit_peak(
     st: &mut DumpState,
     live_file: &Path,
     live_now: u64,
+    poll: &mut Poll,
 ) -> std::io::Result<Option<(PathBuf, Profile)>> {
     let cfg = config::get();
     let (copied, _) = crate::hot::peak::copied();
     if !cfg.views.peak || copied <= 0 || copied as u64 <= live_now {
         return Ok(None);
     }
-    let r = build_profile(st, Which::Peak, None).and_then(|(profile, _)| {
+    let r = build_profile(st, Which::Peak, None, poll).and_then(|(profile, _)| {
         let p = output::write_with_fallback(&view_path(live_file, "peak"), &mut |w| {
             crate::background::folded::write_folded(&profile, w)
         })?;

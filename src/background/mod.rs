@@ -2,6 +2,7 @@ pub mod attach;
 pub mod dir;
 pub mod dump;
 pub mod dump_files;
+pub mod dump_steps;
 pub mod dumper;
 pub mod fork;
 pub mod leak_report;
