@@ -410,16 +410,8 @@ fn borrow_thread(pid: i32, maps: &[Map]) -> Res<Stopped> {
 /// The settings text for heaplive_attach: lines `HEAPLIVE_NAME=value`.
 fn settings_text(a: &AttachArgs) -> String {
     let mut out = String::new();
-    for (s, v) in [
-        (&settings::SAMPLE_INTERVAL, &a.interval),
-        (&settings::DUMP_EVERY, &a.every),
-        (&settings::OUTPUT, &a.output),
-        (&settings::SIGNAL, &a.signal),
-        (&settings::FORMAT, &a.format),
-    ] {
-        if let Some(v) = v {
-            out.push_str(&format!("{}={}\n", s.name(), v));
-        }
+    for (s, v) in a.settings.given() {
+        out.push_str(&format!("{}={}\n", s.name(), v));
     }
     out
 }
@@ -433,7 +425,7 @@ fn attach_one(pid: i32, a: &AttachArgs, lib: &Path) -> Res<String> {
     let dlerror = symbol(pid, &libc_path, libc_base, "dlerror")?;
     let mut text = settings_text(a);
     // Relative output templates resolve against our directory, not the target's.
-    if let Some(o) = &a.output
+    if let Some(o) = &a.settings.output
         && !o.starts_with('/')
         && let Ok(cwd) = std::env::current_dir()
     {

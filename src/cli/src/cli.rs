@@ -132,6 +132,41 @@ fn format() -> WithValues {
     }
 }
 
+/// The settings `run` and `attach` take as options, each the value of a
+/// `HEAPLIVE_*` variable, checked with the library's grammar.
+#[derive(Args, Debug)]
+pub struct SettingArgs {
+    #[arg(long, value_name = "BYTES", value_parser = interval,
+          help = doc(&settings::SAMPLE_INTERVAL))]
+    pub interval: Option<String>,
+    #[arg(long, value_name = "SECS", value_parser = every, help = doc(&settings::DUMP_EVERY))]
+    pub every: Option<String>,
+    #[arg(short, long, value_name = "TEMPLATE", value_parser = output, help = doc(&settings::OUTPUT))]
+    pub output: Option<String>,
+    #[arg(long, value_name = "SIG", value_parser = signal(), hide_possible_values = true,
+          help = doc(&settings::SIGNAL))]
+    pub signal: Option<String>,
+    #[arg(long, value_name = "F", value_parser = format(), hide_possible_values = true,
+          help = doc(&settings::FORMAT))]
+    pub format: Option<String>,
+}
+
+impl SettingArgs {
+    /// The settings given, with their values, in the order of the options.
+    pub fn given(&self) -> Vec<(&'static settings::Setting, &str)> {
+        [
+            (&settings::SAMPLE_INTERVAL, &self.interval),
+            (&settings::DUMP_EVERY, &self.every),
+            (&settings::OUTPUT, &self.output),
+            (&settings::SIGNAL, &self.signal),
+            (&settings::FORMAT, &self.format),
+        ]
+        .into_iter()
+        .filter_map(|(s, v)| Some((s, v.as_deref()?)))
+        .collect()
+    }
+}
+
 #[derive(Args, Debug)]
 #[command(
     about = "run a program under the profiler (LD_PRELOAD=libheaplive.so)",
@@ -157,19 +192,8 @@ Examples:
     help_template = TEMPLATE
 )]
 pub struct RunArgs {
-    #[arg(long, value_name = "BYTES", value_parser = interval,
-          help = doc(&settings::SAMPLE_INTERVAL))]
-    pub interval: Option<String>,
-    #[arg(long, value_name = "SECS", value_parser = every, help = doc(&settings::DUMP_EVERY))]
-    pub every: Option<String>,
-    #[arg(short, long, value_name = "TEMPLATE", value_parser = output, help = doc(&settings::OUTPUT))]
-    pub output: Option<String>,
-    #[arg(long, value_name = "SIG", value_parser = signal(), hide_possible_values = true,
-          help = doc(&settings::SIGNAL))]
-    pub signal: Option<String>,
-    #[arg(long, value_name = "F", value_parser = format(), hide_possible_values = true,
-          help = doc(&settings::FORMAT))]
-    pub format: Option<String>,
+    #[command(flatten)]
+    pub settings: SettingArgs,
     /// no messages from heaplive: neither the command's nor the library's
     /// (dump summaries, leak warnings; HEAPLIVE_LOG=/dev/null unless
     /// HEAPLIVE_LOG is set); warnings about bad HEAPLIVE_* values remain
@@ -268,19 +292,8 @@ Examples:
     help_template = TEMPLATE
 )]
 pub struct AttachArgs {
-    #[arg(long, value_name = "BYTES", value_parser = interval,
-          help = doc(&settings::SAMPLE_INTERVAL))]
-    pub interval: Option<String>,
-    #[arg(long, value_name = "SECS", value_parser = every, help = doc(&settings::DUMP_EVERY))]
-    pub every: Option<String>,
-    #[arg(short, long, value_name = "TEMPLATE", value_parser = output, help = doc(&settings::OUTPUT))]
-    pub output: Option<String>,
-    #[arg(long, value_name = "SIG", value_parser = signal(), hide_possible_values = true,
-          help = doc(&settings::SIGNAL))]
-    pub signal: Option<String>,
-    #[arg(long, value_name = "F", value_parser = format(), hide_possible_values = true,
-          help = doc(&settings::FORMAT))]
-    pub format: Option<String>,
+    #[command(flatten)]
+    pub settings: SettingArgs,
     /// PID is a parent (a php-fpm master): attach to each of its children instead
     #[arg(long)]
     pub children: bool,

@@ -2,7 +2,7 @@
 //! options turned into `HEAPLIVE_*` variables, wait for it, exit with its
 //! status, and say which dump files appeared.
 
-use crate::cli::RunArgs;
+use crate::cli::{RunArgs, SettingArgs};
 use crate::units::io_msg;
 use crate::{Fail, Res, error};
 use heaplive_format::{settings, template};
@@ -31,28 +31,19 @@ extern "C" fn forward(sig: libc::c_int) {
 }
 
 pub fn main(a: RunArgs) -> Res<()> {
+    // Each value was checked with the library's grammar while parsing.
+    let mut vars: Vec<(&str, String)> = a
+        .settings
+        .given()
+        .into_iter()
+        .map(|(s, v)| (s.name(), v.to_string()))
+        .collect();
     let RunArgs {
-        interval,
-        every,
-        output,
-        signal,
-        format,
+        settings: SettingArgs { output, .. },
         quiet,
         report,
         command,
     } = a;
-    // Each value was checked with the library's grammar while parsing.
-    let vars: Vec<(&str, String)> = [
-        (&settings::SAMPLE_INTERVAL, interval),
-        (&settings::DUMP_EVERY, every),
-        (&settings::OUTPUT, output.clone()),
-        (&settings::SIGNAL, signal),
-        (&settings::FORMAT, format),
-    ]
-    .into_iter()
-    .filter_map(|(s, v)| Some((s.name(), v?)))
-    .collect();
-    let mut vars = vars;
     // Quiet means the library's lines too (dump summaries, leak warnings),
     // unless a log file was asked for.
     if quiet && std::env::var_os(settings::LOG.name()).is_none_or(|v| v.is_empty()) {
