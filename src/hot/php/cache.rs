@@ -24,6 +24,10 @@ use super::*;
 // read in place and its words checked against the cached ones; any other
 // (opcache's shared memory, internal functions: stable for the request) is
 // used by address, without a read. A miss reads with process_vm_readv.
+// Before all that, a frame is looked up by its own address (`Seen`): the
+// outer frames of a request's samples stay where they are, and a frame of
+// a function of the second kind found there with the same function and
+// opline has the name it had.
 
 pub(super) const CHUNK: usize = 2 << 20;
 pub(super) const MAX_CHUNKS: usize = 64;
@@ -83,17 +87,45 @@ pub(super) const CACHE_LEN: usize = 4096;
 /// opline has all bits set.
 pub(super) const FUNC_INFO: usize = usize::MAX;
 
+/// A frame's name as the last walk that met it found it: the frame at `ex`
+/// running `func` at `opline` (and its TOP bit in `top`), for a function
+/// whose name is stable for the request (not ZendMM memory). Samples of a
+/// request meet the same outer frames at the same addresses again and
+/// again: one look here instead of the function's checks and two cache
+/// looks.
+#[derive(Clone, Copy)]
+pub(super) struct Seen {
+    pub(super) generation: u64,
+    pub(super) ex: usize,
+    pub(super) func: usize,
+    pub(super) opline: usize,
+    pub(super) top: usize,
+    pub(super) val: usize,
+}
+
+pub(super) const NOT_SEEN: Seen = Seen {
+    generation: 0,
+    ex: 0,
+    func: 0,
+    opline: 0,
+    top: 0,
+    val: 0,
+};
+pub(super) const SEEN_LEN: usize = 1024;
+
 pub(super) struct Cache {
     pub(super) busy: crate::hot::lock::SpinLock<()>,
     pub(super) slots: core::cell::UnsafeCell<[Slot; CACHE_LEN]>,
+    pub(super) seen: core::cell::UnsafeCell<[Seen; SEEN_LEN]>,
 }
 
-// SAFETY: `slots` is only touched by the holder of `busy`.
+// SAFETY: `slots` and `seen` are only touched by the holder of `busy`.
 unsafe impl Sync for Cache {}
 
 pub(super) static CACHE: Cache = Cache {
     busy: crate::hot::lock::SpinLock::new(crate::hot::lock::Rank::PhpFrameCache, ()),
     slots: core::cell::UnsafeCell::new([EMPTY; CACHE_LEN]),
+    seen: core::cell::UnsafeCell::new([NOT_SEEN; SEEN_LEN]),
 };
 
 /// One walk's view of the fast path: the heap's chunks, and the cache
@@ -103,6 +135,7 @@ pub(super) struct Fast {
     pub(super) n: usize,
     pub(super) generation: u64,
     pub(super) slots: *mut [Slot; CACHE_LEN],
+    pub(super) seen: *mut [Seen; SEEN_LEN],
 }
 
 impl Drop for Fast {
@@ -130,6 +163,7 @@ impl Fast {
             n: 0,
             generation: GENERATION.load(Relaxed),
             slots: CACHE.slots.get(),
+            seen: CACHE.seen.get(),
         };
         // The heap's chunks: a ring from the main chunk through `next` (the
         // second word of a chunk's header). The PHP thread is outside ZendMM
@@ -215,16 +249,54 @@ impl Fast {
         };
     }
 
-    /// `frame_name`, cached.
+    /// `frame_name` of the frame at `ex`, cached.
     pub(super) fn frame_name(
         &mut self,
         o: &Offsets,
         pid: &mut Pid,
+        ex: usize,
         func: usize,
         opline: usize,
         call_info: u32,
     ) -> Option<usize> {
         let top = (call_info & ZEND_CALL_TOP != 0) as usize;
+        let at = (mix(ex as u64, 0) >> 54) as usize & (SEEN_LEN - 1);
+        // SAFETY: we hold the cache (`enter`); at < SEEN_LEN.
+        let seen = unsafe { &mut (*self.seen)[at] };
+        if seen.generation == self.generation
+            && seen.ex == ex
+            && seen.func == func
+            && seen.opline == opline
+            && seen.top == top
+        {
+            return Some(seen.val);
+        }
+        let (v, stable) = self.function_frame_name(o, pid, func, opline, top)?;
+        if stable {
+            *seen = Seen {
+                generation: self.generation,
+                ex,
+                func,
+                opline,
+                top,
+                val: v,
+            };
+        }
+        Some(v)
+    }
+
+    /// `frame_name` by the functions' cache: the name, and whether it is
+    /// stable for the request (the function is not memory that may be
+    /// freed and reused within it: ZendMM memory, the trampoline).
+    fn function_frame_name(
+        &mut self,
+        o: &Offsets,
+        pid: &mut Pid,
+        func: usize,
+        opline: usize,
+        top: usize,
+    ) -> Option<(usize, bool)> {
+        let call_info = if top != 0 { ZEND_CALL_TOP } else { 0 };
         // The function's bytes when they were read here (FUNC_INFO's
         // miss): the name, if it misses too, is made from them.
         let mut f = [0u8; FN_READ];
@@ -274,8 +346,9 @@ impl Fast {
             };
             (key, 0)
         };
+        let stable = sig == 0;
         if let Some(v) = self.get(func, key, sig) {
-            return Some(v);
+            return Some((v, stable));
         }
         let v = if read_now > 0 {
             frame_name_of(pid.get(), o, &f[..read_now], opline, call_info)?
@@ -283,7 +356,7 @@ impl Fast {
             frame_name(pid.get(), o, func, opline, call_info)?
         };
         self.put(func, key, sig, v);
-        Some(v)
+        Some((v, stable))
     }
 }
 

@@ -247,6 +247,7 @@ fn the_name_cache_keys_by_function_opline_words_and_generation() {
         n: 1,
         generation: 7,
         slots: CACHE.slots.get(),
+        seen: CACHE.seen.get(),
     };
     f.chunks[0] = 0x7f00_0000_0000;
     // In a chunk: past the header, not across its end, aligned.
@@ -348,4 +349,69 @@ fn request_list_drains_and_compacts() {
     }
     assert_eq!(drain_zend_samples(|_| {}), 0);
     assert!(!maybe_zend_sample(base));
+}
+
+/// The frames seen (`Seen`): a frame of a function whose name is stable
+/// for the request (not ZendMM memory) keeps its name at its address
+/// until the next request; one of a function in a chunk of the request's
+/// heap (memory that may be freed and reused within the request) is
+/// named from its words again, so a new function at the same address and
+/// the same frame address gets its own name.
+#[test]
+fn frames_seen_keep_stable_names_only() {
+    let o = offsets_for(8, 2).unwrap();
+    // A fake chunk: 2 MiB-aligned, mapped.
+    let map = crate::hot::sys::map(2 * CHUNK);
+    assert!(!map.is_null());
+    let chunk = (map as usize + CHUNK - 1) & !(CHUNK - 1);
+    assert!(CACHE.busy.try_lock_kept());
+    let mut f = Fast {
+        chunks: [0; MAX_CHUNKS],
+        n: 1,
+        generation: 1 << 40,
+        slots: CACHE.slots.get(),
+        seen: CACHE.seen.get(),
+    };
+    f.chunks[0] = chunk;
+    let mut pid = Pid(0);
+    let (a, b) = (zstr("array_map"), zstr("usort"));
+    let internal = |at: *mut u8, name: &[u8]| unsafe {
+        at.add(FN_TYPE).write(ZEND_INTERNAL_FUNCTION);
+        (at.add(FN_NAME) as *mut usize).write_unaligned(name.as_ptr() as usize);
+    };
+    let name = |v: Option<usize>| names::text(v.unwrap()).map(|t| t.to_vec());
+    // In the chunk: renamed in place, named again at the same frame.
+    let func = chunk + 4096;
+    internal(func as *mut u8, &a);
+    let ex = chunk + 65536;
+    assert_eq!(
+        name(f.frame_name(o, &mut pid, ex, func, 0, 0)),
+        Some(b"array_map [internal]".to_vec())
+    );
+    internal(func as *mut u8, &b);
+    assert_eq!(
+        name(f.frame_name(o, &mut pid, ex, func, 0, 0)),
+        Some(b"usort [internal]".to_vec())
+    );
+    // Outside the chunk (read with process_vm_readv): stable for the
+    // request, the next request reads it again.
+    let mut g = [0u8; FN_READ];
+    internal(g.as_mut_ptr(), &a);
+    let gf = g.as_ptr() as usize;
+    assert_eq!(
+        name(f.frame_name(o, &mut pid, ex, gf, 0, 0)),
+        Some(b"array_map [internal]".to_vec())
+    );
+    internal(g.as_mut_ptr(), &b);
+    assert_eq!(
+        name(f.frame_name(o, &mut pid, ex, gf, 0, 0)),
+        Some(b"array_map [internal]".to_vec())
+    );
+    f.generation += 1;
+    assert_eq!(
+        name(f.frame_name(o, &mut pid, ex, gf, 0, 0)),
+        Some(b"usort [internal]".to_vec())
+    );
+    drop(f);
+    unsafe { crate::hot::sys::unmap(map, 2 * CHUNK) };
 }

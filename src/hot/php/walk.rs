@@ -468,7 +468,7 @@ pub static PHP_DIFFERED: AtomicU64 = AtomicU64::new(0);
 
 /// This process's pid for process_vm_readv, asked (a system call) only
 /// when a read needs it.
-pub(super) struct Pid(i32);
+pub(super) struct Pid(pub(super) i32);
 
 impl Pid {
     pub(super) fn get(&mut self) -> i32 {
@@ -526,7 +526,7 @@ pub(super) fn walk_from(
         // nothing to show; the chain goes on through prev.
         if func != 0 {
             let name = match fast.as_deref_mut() {
-                Some(f) => f.frame_name(o, pid, func, opline, call_info),
+                Some(f) => f.frame_name(o, pid, ex, func, opline, call_info),
                 None => frame_name(pid.get(), o, func, opline, call_info),
             };
             match name {
