@@ -26,6 +26,11 @@
 #              a FastCGI client of our own, one static worker per
 #              configuration, interleaved batches, php-parser and Twig
 #              endpoints)
+#   fpmcg      php-fpm8.2 worker instructions per request under callgrind
+#              (bench/src/fpm_callgrind.py: a run of PHPB_FPMCG_N1 and one
+#              of PHPB_FPMCG_N2 requests per configuration, the difference
+#              per request: the figure noise cannot move; about 1 minute per
+#              run)
 # and bench/php_report.py appends the section with the verdict per target of
 # issue 26 to a new file in bench/history/.
 #
@@ -35,7 +40,8 @@
 #   PHPB_FPM_ROUNDS=7       interleaved fpm rounds
 #   PHPB_FPM_BATCH=120      requests per configuration and fpm round
 #   PHPB_FPM_CONFIGS="none php"   (also: native)
-#   PHPB_ONLY="callgrind time fpm"  sections to run
+#   PHPB_FPMCG_N1=12 PHPB_FPMCG_N2=36  requests of fpmcg's two runs
+#   PHPB_ONLY="callgrind time fpm fpmcg"  sections to run
 #   PHPB_LIB=FILE           the library to measure (default: target/release's,
 #                           copied first, so that a rebuild meanwhile does not
 #                           change it)
@@ -53,7 +59,9 @@ EXACT_ROUNDS=${PHPB_EXACT_ROUNDS:-2}
 FPM_ROUNDS=${PHPB_FPM_ROUNDS:-7}
 FPM_BATCH=${PHPB_FPM_BATCH:-120}
 FPM_CONFIGS=${PHPB_FPM_CONFIGS:-none php}
-ONLY=${PHPB_ONLY:-callgrind time fpm}
+FPMCG_N1=${PHPB_FPMCG_N1:-12}
+FPMCG_N2=${PHPB_FPMCG_N2:-36}
+ONLY=${PHPB_ONLY:-callgrind time fpm fpmcg}
 RESULTS=${PHPB_RESULTS:-$HERE/history/$(date -u +%Y-%m-%d-%H%M)-php.md}
 PY=/usr/bin/python3
 [ -x $PY ] || PY=python3
@@ -192,6 +200,14 @@ if [[ " $ONLY " == *" fpm "* ]]; then
     # shellcheck disable=SC2086
     $PY "$SRC/fpm_bench.py" "$OUT/tmp" "$HL" "$FPM_ROUNDS" "$FPM_BATCH" $FPM_CONFIGS \
         > "$OUT/fpm-$STAMP.tsv" 2> "$OUT/logs/fpm.err" || say "fpm_bench.py failed (see $OUT/logs/fpm.err)"
+fi
+
+# --- php-fpm worker instructions per request (callgrind) --------------------------
+if [[ " $ONLY " == *" fpmcg "* ]]; then
+    say "fpmcg: $FPMCG_N1 and $FPMCG_N2 requests per configuration under callgrind ($(( $(date +%s) - START ))s)"
+    # shellcheck disable=SC2086
+    $PY "$SRC/fpm_callgrind.py" "$OUT/tmp" "$HL" "$FPMCG_N1" "$FPMCG_N2" $FPM_CONFIGS \
+        > "$OUT/fpmcg-$STAMP.tsv" 2> "$OUT/logs/fpmcg.err" || say "fpm_callgrind.py failed (see $OUT/logs/fpmcg.err)"
 fi
 
 echo "load_after=$(cut -d' ' -f1-3 /proc/loadavg)" >> "$META"

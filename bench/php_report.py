@@ -222,6 +222,30 @@ if fpm:
         else:
             verdict[5] = [ok, "fpm: " + ("within the range without the preload" if ok else "differs")]
 
+# --- fpm under callgrind ---------------------------------------------------------
+fcg = {}
+ff = os.path.join(out, f"fpmcg-{stamp}.tsv")
+if os.path.exists(ff):
+    for line in open(ff):
+        f = line.rstrip("\n").split("\t")
+        if f[0] == "fpmcg" and len(f) == 5:
+            fcg[f[1]] = float(f[2])
+if fcg:
+    L.append("### php-fpm worker instructions per request (callgrind)")
+    L.append("")
+    L.append("bench/src/fpm_callgrind.py: one static worker under callgrind per run, a run of N1 and one of N2 "
+             "requests (the endpoints of fpm_bench.py cycled), the difference of the worker's totals per request "
+             "(start-up and shutdown cancel out; heaplive's thread is counted).")
+    L.append("")
+    L.append("| config | instructions/request | vs none |")
+    L.append("|---|---|---|")
+    for c, v in fcg.items():
+        ratio = v / fcg["none"] if fcg.get("none") else float("nan")
+        L.append(f"| {c} | {v:,.0f} | {ratio:.4f}x |")
+        if c == "php" and fcg.get("none"):
+            verdict["1fpmcg"] = (ratio <= 1.03, f"fpm instructions/request {ratio:.4f}x (callgrind)")
+    L.append("")
+
 # --- verdicts --------------------------------------------------------------------
 if cg:
     parts, ok = [], True
@@ -230,9 +254,10 @@ if cg:
             r = cg[(w, "php512")][0] / cg[(w, "none")][0]
             ok = ok and r <= 1.02
             parts.append(f"{w} {pct(r)} instructions")
-    if "1fpm" in verdict:
-        ok = ok and verdict["1fpm"][0]
-        parts.append(verdict["1fpm"][1])
+    for k in ("1fpm", "1fpmcg"):
+        if k in verdict:
+            ok = ok and verdict[k][0]
+            parts.append(verdict[k][1])
     verdict[1] = (ok, "; ".join(parts))
     parts, ok = [], True
     for w in ("pparser", "cpu"):
@@ -248,7 +273,8 @@ if "2cpu" in verdict and 2 in verdict:
     verdict[2] = (verdict[2][0], verdict[2][1] + "; " + verdict.pop("2cpu"))
 verdict.pop("2cpu", None)
 verdict.pop("1fpm", None)
-names = {1: "PHP mode at the default interval: <= +2% instructions (pparser, cpu), fpm CPU/request <= 1.03x",
+verdict.pop("1fpmcg", None)
+names = {1: "PHP mode at the default interval: <= +2% instructions (pparser, cpu), fpm CPU/request <= 1.03x (and its instructions under callgrind)",
          2: "a PHP sample < 2 µs", 3: "exact mode <= 5x no preload (pparser)",
          4: "native/none <= +1% instructions", 5: "memory_get_usage()/memory_get_peak_usage() identical"}
 L.append("### Targets")
