@@ -178,23 +178,7 @@ fn the_embedded_data_holds_the_dumps_to_the_byte() {
 fn run_prints_the_report_command_and_writes_the_page() {
     let dir = common::tempdir("report_run");
     let p = common::compile("report_grow.c", "report_grow", dir.path(), &[]);
-    let template = dir.path().join("heaplive.%e.%p.%n.folded");
-    let page = dir.path().join("run.html");
-    let o = common::heaplive_command(&[
-        "run",
-        "--interval",
-        "1",
-        "-o",
-        template.to_str().unwrap(),
-        "--report",
-        page.to_str().unwrap(),
-        "--",
-        p.to_str().unwrap(),
-    ])
-    .current_dir(dir.path())
-    .output()
-    .unwrap();
-    assert!(o.status.success(), "{}", show(&o));
+    let (o, page) = run_with_report(dir.path(), &p, &[]);
     let err = common::stderr(&o);
     // Five dumps: named by their directory.
     assert!(
@@ -214,6 +198,31 @@ fn run_prints_the_report_command_and_writes_the_page() {
         html.contains("grow_site") && html.contains("\"n\":5"),
         "the run's five dumps"
     );
+}
+
+/// `heaplive run --interval 1 -o DIR/heaplive.%e.%p.%n.folded --report
+/// DIR/run.html -- prog` in `dir`, with `env`: its output (asserted a
+/// success) and the page's path.
+pub fn run_with_report(dir: &Path, prog: &Path, env: &[(&str, &str)]) -> (Output, PathBuf) {
+    let template = dir.join("heaplive.%e.%p.%n.folded");
+    let page = dir.join("run.html");
+    let o = common::heaplive_command(&[
+        "run",
+        "--interval",
+        "1",
+        "-o",
+        template.to_str().unwrap(),
+        "--report",
+        page.to_str().unwrap(),
+        "--",
+        prog.to_str().unwrap(),
+    ])
+    .envs(env.iter().copied())
+    .current_dir(dir)
+    .output()
+    .unwrap();
+    assert!(o.status.success(), "{}", show(&o));
+    (o, page)
 }
 
 /// The live samples by size class of the dump of `progs/report_sizes.c`

@@ -259,24 +259,8 @@ fn off_by_default() {
 fn run_lists_the_temporary_file_as_a_view_and_reports_one_process() {
     let dir = common::tempdir("temporary_run");
     let p = common::compile("temporary_sites.c", "temporary_sites", dir.path(), &[]);
-    let template = dir.path().join("heaplive.%e.%p.%n.folded");
-    let page = dir.path().join("run.html");
-    let o = common::heaplive_command(&[
-        "run",
-        "--interval",
-        "1",
-        "-o",
-        template.to_str().unwrap(),
-        "--report",
-        page.to_str().unwrap(),
-        "--",
-        p.to_str().unwrap(),
-    ])
-    .env("HEAPLIVE_VIEWS", "live,temporary")
-    .current_dir(dir.path())
-    .output()
-    .unwrap();
-    assert!(o.status.success(), "{}", show(&o));
+    let (o, page) =
+        crate::report::run_with_report(dir.path(), &p, &[("HEAPLIVE_VIEWS", "live,temporary")]);
     let err = common::stderr(&o);
     let live = common::folded_files(dir.path());
     assert_eq!(live.len(), 1, "{live:?}");

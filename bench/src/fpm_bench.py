@@ -103,9 +103,12 @@ def children(pid):
     return kids
 
 
-def start(outdir, lib, cfg):
+def start(outdir, lib, cfg, tag="fpm", wrap=(), extra_env=None, wait_s=10):
+    """A php-fpm master for CONFIG with one static worker, run under `wrap`
+    (a command prefix such as valgrind's), in OUTDIR/TAG-CONFIG: (the
+    master's Popen, the socket, the worker's pid)."""
     # Directories of one length: the first request's memory figures depend on it.
-    d = os.path.join(outdir, "fpm-%s" % cfg.ljust(6, "_"))
+    d = os.path.join(outdir, "%s-%s" % (tag, cfg.ljust(6, "_")))
     os.makedirs(d, exist_ok=True)
     sock = os.path.join(d, "sock")
     if os.path.exists(sock):
@@ -124,9 +127,10 @@ def start(outdir, lib, cfg):
                    HEAPLIVE_OUTPUT=os.path.join(d, "hl.%p.%n.folded"))
         if cfg == "native":
             env["HEAPLIVE_PHP"] = "native"
-    p = subprocess.Popen([FPM, "-F", "-R", "-y", conf, "-p", d], env=env,
+        env.update(extra_env or {})
+    p = subprocess.Popen(list(wrap) + [FPM, "-F", "-R", "-y", conf, "-p", d], env=env,
                          stdout=subprocess.DEVNULL, stderr=open(os.path.join(d, "stderr"), "w"))
-    for _ in range(200):
+    for _ in range(int(wait_s / 0.05)):
         kids = children(p.pid)
         if os.path.exists(sock) and kids:
             return p, sock, kids[0]

@@ -22,34 +22,12 @@ import fpm_bench  # noqa: E402
 
 def start(outdir, lib, cfg):
     d = os.path.join(outdir, "fpmcg-%s" % cfg.ljust(6, "_"))
-    os.makedirs(d, exist_ok=True)
     for f in glob.glob(os.path.join(d, "cg.*")):
         os.unlink(f)
-    sock = os.path.join(d, "sock")
-    if os.path.exists(sock):
-        os.unlink(sock)
-    conf = os.path.join(d, "fpm.conf")
-    with open(conf, "w") as f:
-        f.write("[global]\npid = %s/fpm.pid\nerror_log = %s/error.log\ndaemonize = no\n"
-                "process_control_timeout = 60\n"
-                "[bench]\nlisten = %s\npm = static\npm.max_children = 1\n"
-                "request_terminate_timeout = 0\ncatch_workers_output = yes\n" % (d, d, sock))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HEAPLIVE_") and k != "LD_PRELOAD"}
-    if cfg != "none":
-        env.update(LD_PRELOAD=lib, HEAPLIVE_DUMP_AT_EXIT="0", HEAPLIVE_SEED="7",
-                   HEAPLIVE_LOG=os.path.join(d, "heaplive.log"),
-                   HEAPLIVE_OUTPUT=os.path.join(d, "hl.%p.%n.folded"))
-        if cfg == "native":
-            env["HEAPLIVE_PHP"] = "native"
-    p = subprocess.Popen(["valgrind", "--tool=callgrind", "--callgrind-out-file=%s/cg.%%p" % d,
-                          fpm_bench.FPM, "-F", "-R", "-y", conf, "-p", d], env=env,
-                         stdout=subprocess.DEVNULL, stderr=open(os.path.join(d, "stderr"), "w"))
-    for _ in range(1200):
-        kids = fpm_bench.children(p.pid)
-        if os.path.exists(sock) and kids:
-            return p, sock, kids[0], d
-        time.sleep(0.1)
-    raise RuntimeError("php-fpm (%s) did not start under valgrind: see %s" % (cfg, d))
+    p, sock, pid = fpm_bench.start(outdir, lib, cfg, tag="fpmcg",
+                                   wrap=["valgrind", "--tool=callgrind", "--callgrind-out-file=%s/cg.%%p" % d],
+                                   extra_env={"HEAPLIVE_SEED": "7"}, wait_s=120)
+    return p, sock, pid, d
 
 
 def totals(path):
