@@ -45,54 +45,32 @@ struct Module {
     is_me: bool,
 }
 
-struct Collect {
-    me: usize,
-    out: Vec<Module>,
-}
-
-unsafe extern "C" fn visit(
-    info: *mut libc::dl_phdr_info,
-    _size: usize,
-    data: *mut libc::c_void,
-) -> libc::c_int {
-    // SAFETY: dl_iterate_phdr passes a valid info and our own `Collect`.
-    let (info, c) = unsafe { (&*info, &mut *data.cast::<Collect>()) };
-    let base = info.dlpi_addr as usize;
-    let mut m = Module {
-        name: if info.dlpi_name.is_null() {
-            CString::default()
-        } else {
-            // SAFETY: loader names are NUL-terminated.
-            unsafe { CStr::from_ptr(info.dlpi_name) }.to_owned()
-        },
-        base,
-        dynamic: 0,
-        relro: None,
-        is_me: false,
-    };
-    for i in 0..info.dlpi_phnum as usize {
-        // SAFETY: dlpi_phdr has dlpi_phnum entries.
-        let ph = unsafe { &*info.dlpi_phdr.add(i) };
-        let start = base + ph.p_vaddr as usize;
-        match ph.p_type {
-            libc::PT_LOAD if c.me >= start && c.me < start + ph.p_memsz as usize => m.is_me = true,
-            libc::PT_DYNAMIC => m.dynamic = start,
-            PT_GNU_RELRO => m.relro = Some((start, start + ph.p_memsz as usize)),
-            _ => {}
-        }
-    }
-    c.out.push(m);
-    0
-}
-
 fn modules() -> Vec<Module> {
-    let mut c = Collect {
-        me: modules as *const () as usize,
-        out: Vec::new(),
-    };
-    // SAFETY: the callback only reads what the loader passes.
-    unsafe { libc::dl_iterate_phdr(Some(visit), (&mut c as *mut Collect).cast()) };
-    c.out
+    use crate::hot::elf;
+    let me = modules as *const () as usize;
+    let mut out = Vec::new();
+    elf::each_loaded(|info, _| {
+        let base = info.dlpi_addr as usize;
+        let mut m = Module {
+            name: elf::name_of(info).to_owned(),
+            base,
+            dynamic: 0,
+            relro: None,
+            is_me: false,
+        };
+        for ph in elf::phdrs(info) {
+            let start = base + ph.p_vaddr as usize;
+            match ph.p_type {
+                libc::PT_LOAD if me >= start && me < start + ph.p_memsz as usize => m.is_me = true,
+                libc::PT_DYNAMIC => m.dynamic = start,
+                PT_GNU_RELRO => m.relro = Some((start, start + ph.p_memsz as usize)),
+                _ => {}
+            }
+        }
+        out.push(m);
+        false
+    });
+    out
 }
 
 /// Is the module fully loaded? (Waits for a dlopen in progress.)
@@ -268,37 +246,14 @@ pub fn restore() -> usize {
 /// Does a writable segment of `m` hold `addr`? (Read from its program
 /// headers again: the module is loaded.)
 fn contains(m: &Module, addr: usize) -> bool {
-    struct Q {
-        base: usize,
-        addr: usize,
-        hit: bool,
-    }
-    unsafe extern "C" fn v(
-        info: *mut libc::dl_phdr_info,
-        _: usize,
-        d: *mut libc::c_void,
-    ) -> libc::c_int {
-        // SAFETY: as in `visit`.
-        let (info, q) = unsafe { (&*info, &mut *d.cast::<Q>()) };
-        if info.dlpi_addr as usize != q.base {
-            return 0;
+    use crate::hot::elf;
+    let mut hit = false;
+    elf::each_loaded(|info, _| {
+        if info.dlpi_addr as usize == m.base {
+            hit = elf::load_segment_holding(info, addr).is_some();
+            return true;
         }
-        for i in 0..info.dlpi_phnum as usize {
-            // SAFETY: dlpi_phdr has dlpi_phnum entries.
-            let ph = unsafe { &*info.dlpi_phdr.add(i) };
-            let s = q.base + ph.p_vaddr as usize;
-            if ph.p_type == libc::PT_LOAD && q.addr >= s && q.addr < s + ph.p_memsz as usize {
-                q.hit = true;
-            }
-        }
-        0
-    }
-    let mut q = Q {
-        base: m.base,
-        addr,
-        hit: false,
-    };
-    // SAFETY: the callback only reads what the loader passes.
-    unsafe { libc::dl_iterate_phdr(Some(v), (&mut q as *mut Q).cast()) };
-    q.hit
+        false
+    });
+    hit
 }

@@ -12,7 +12,6 @@
 //!
 //! Nothing here allocates.
 
-use core::ffi::c_int;
 use core::sync::atomic::{AtomicBool, AtomicU8, Ordering::*};
 
 const UNKNOWN: u8 = 0;
@@ -37,38 +36,6 @@ pub fn set_detached() {
     DETACHED.store(true, Release);
 }
 
-struct Order {
-    /// An address inside this library.
-    me: usize,
-    index: usize,
-    me_at: Option<usize>,
-    libc_at: Option<usize>,
-}
-
-unsafe extern "C" fn visit(
-    info: *mut libc::dl_phdr_info,
-    _size: usize,
-    data: *mut libc::c_void,
-) -> c_int {
-    // SAFETY: dl_iterate_phdr passes a valid info and our own `Order`.
-    let (info, o) = unsafe { (&*info, &mut *data.cast::<Order>()) };
-    if is_libc(info.dlpi_name) && o.libc_at.is_none() {
-        o.libc_at = Some(o.index);
-    }
-    for i in 0..info.dlpi_phnum as usize {
-        // SAFETY: dlpi_phdr has dlpi_phnum entries.
-        let ph = unsafe { &*info.dlpi_phdr.add(i) };
-        if ph.p_type == libc::PT_LOAD {
-            let start = info.dlpi_addr as usize + ph.p_vaddr as usize;
-            if o.me >= start && o.me < start + ph.p_memsz as usize {
-                o.me_at = Some(o.index);
-            }
-        }
-    }
-    o.index += 1;
-    0
-}
-
 /// Is this the path of glibc's libc (`.../libc.so.6`)?
 pub fn is_libc(name: *const libc::c_char) -> bool {
     if name.is_null() {
@@ -87,15 +54,19 @@ pub fn detect() {
     if MODE.load(Acquire) != UNKNOWN {
         return;
     }
-    let mut o = Order {
-        me: detect as *const () as usize,
-        index: 0,
-        me_at: None,
-        libc_at: None,
-    };
-    // SAFETY: the callback only reads what the loader passes.
-    unsafe { libc::dl_iterate_phdr(Some(visit), (&mut o as *mut Order).cast()) };
-    let mode = match (o.me_at, o.libc_at) {
+    let me = detect as *const () as usize;
+    let (mut index, mut me_at, mut libc_at) = (0usize, None, None);
+    crate::hot::elf::each_loaded(|info, _| {
+        if is_libc(info.dlpi_name) && libc_at.is_none() {
+            libc_at = Some(index);
+        }
+        if crate::hot::elf::load_segment_holding(info, me).is_some() {
+            me_at = Some(index);
+        }
+        index += 1;
+        false
+    });
+    let mode = match (me_at, libc_at) {
         (Some(me), Some(c)) if me > c => ATTACHED,
         _ => PRELOADED,
     };

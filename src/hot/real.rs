@@ -544,31 +544,22 @@ pub fn in_real_new(ip: usize) -> bool {
 /// as "could".
 pub fn maybe_exported(name: &[u8]) -> bool {
     let key = name.strip_suffix(b"\0").unwrap_or(name);
-    unsafe extern "C" fn visit(
-        info: *mut libc::dl_phdr_info,
-        _size: usize,
-        data: *mut c_void,
-    ) -> libc::c_int {
-        // SAFETY: dl_iterate_phdr passes a valid info for a loaded module,
-        // whose dynamic section and GNU hash table are mapped; `data` is
-        // the hash.
-        unsafe {
-            let h = *(data as *const u32);
-            let o = Object::of(&*info);
-            if o.dynamic == 0 {
-                return 0;
-            }
-            // The bloom filter may be wrong (libc's says "maybe" for
-            // executor_globals): the hash chain of the bucket holds the
-            // hashes of the names in it.
-            let mut any = false;
-            let known = with_hash(&o, h, |_| any = true);
-            (!known || any) as libc::c_int
+    let h = gnu_hash(key);
+    crate::hot::elf::each_loaded(|info, _| {
+        // SAFETY: the loader's info is of a loaded module, whose dynamic
+        // section and GNU hash table are mapped.
+        let o = unsafe { Object::of(info) };
+        if o.dynamic == 0 {
+            return false;
         }
-    }
-    let mut h = gnu_hash(key);
-    // SAFETY: the callback only reads the module it is given.
-    unsafe { libc::dl_iterate_phdr(Some(visit), (&mut h as *mut u32).cast()) != 0 }
+        // The bloom filter may be wrong (libc's says "maybe" for
+        // executor_globals): the hash chain of the bucket holds the
+        // hashes of the names in it.
+        let mut any = false;
+        // SAFETY: as above.
+        let known = unsafe { with_hash(&o, h, |_| any = true) };
+        !known || any
+    })
 }
 
 /// The object where `dlsym(RTLD_NEXT, "malloc")` found malloc (libc), and
@@ -586,69 +577,35 @@ impl NextObject {
     /// From one walk of the loaded objects (dl_iterate_phdr, in load
     /// order): this library, then those up to the one holding `malloc`.
     fn of(malloc: *mut c_void) -> Option<NextObject> {
-        struct Walk {
-            ours: usize,
-            malloc: usize,
-            seen_ours: bool,
-            done: bool,
-            next: NextObject,
-            overflow: bool,
-        }
-        unsafe extern "C" fn visit(
-            info: *mut libc::dl_phdr_info,
-            _size: usize,
-            data: *mut c_void,
-        ) -> libc::c_int {
-            // SAFETY: dl_iterate_phdr passes a valid info for a loaded
-            // object; `data` is our Walk.
-            unsafe {
-                let w = &mut *(data as *mut Walk);
-                let info = &*info;
-                let base = info.dlpi_addr as usize;
-                let (mut holds_ours, mut holds_malloc) = (false, false);
-                for i in 0..info.dlpi_phnum as usize {
-                    let ph = &*info.dlpi_phdr.add(i);
-                    let lo = base + ph.p_vaddr as usize;
-                    let hi = lo + ph.p_memsz as usize;
-                    if ph.p_type == libc::PT_LOAD {
-                        holds_ours |= (lo..hi).contains(&w.ours);
-                        holds_malloc |= (lo..hi).contains(&w.malloc);
-                    }
-                }
-                if !w.seen_ours {
-                    w.seen_ours = holds_ours;
-                    return 0;
-                }
-                let o = Object::of(info);
-                if holds_malloc {
-                    w.next.target = o;
-                    w.done = true;
-                    return 1;
-                }
-                if w.next.n == w.next.between.len() {
-                    w.overflow = true;
-                    return 1;
-                }
-                w.next.between[w.next.n] = o;
-                w.next.n += 1;
-                0
-            }
-        }
-        let mut w = Walk {
-            ours: resolve_all as *const () as usize,
-            malloc: malloc as usize,
-            seen_ours: false,
-            done: false,
-            next: NextObject {
-                between: [Object::default(); 8],
-                n: 0,
-                target: Object::default(),
-            },
-            overflow: false,
+        use crate::hot::elf::{each_loaded, load_segment_holding};
+        let (ours, malloc) = (resolve_all as *const () as usize, malloc as usize);
+        let (mut seen_ours, mut done, mut overflow) = (false, false, false);
+        let mut next = NextObject {
+            between: [Object::default(); 8],
+            n: 0,
+            target: Object::default(),
         };
-        // SAFETY: the callback only reads the object it is given.
-        unsafe { libc::dl_iterate_phdr(Some(visit), (&mut w as *mut Walk).cast()) };
-        (w.done && !w.overflow && w.next.target.gnu_hash != 0).then_some(w.next)
+        each_loaded(|info, _| {
+            if !seen_ours {
+                seen_ours = load_segment_holding(info, ours).is_some();
+                return false;
+            }
+            // SAFETY: the loader's info is of a loaded object.
+            let o = unsafe { Object::of(info) };
+            if load_segment_holding(info, malloc).is_some() {
+                next.target = o;
+                done = true;
+                return true;
+            }
+            if next.n == next.between.len() {
+                overflow = true;
+                return true;
+            }
+            next.between[next.n] = o;
+            next.n += 1;
+            false
+        });
+        (done && !overflow && next.target.gnu_hash != 0).then_some(next)
     }
 
     /// The address dlsym(RTLD_NEXT, name) would give, when certain.

@@ -301,30 +301,17 @@ pub fn find_system_libgcc() {
         return;
     }
     let mut path = [0u8; 512];
-    unsafe extern "C" fn visit(
-        info: *mut libc::dl_phdr_info,
-        _size: usize,
-        data: *mut c_void,
-    ) -> c_int {
-        // SAFETY: dl_iterate_phdr passes a valid info; `data` is `path`.
-        unsafe {
-            let name = (*info).dlpi_name;
-            if name.is_null() {
-                return 0;
-            }
-            let name = core::ffi::CStr::from_ptr(name).to_bytes();
-            let base = name.rsplit(|&b| b == b'/').next().unwrap_or(name);
-            let out = &mut *(data as *mut [u8; 512]);
-            if base != b"libgcc_s.so.1" || name.len() >= out.len() {
-                return 0;
-            }
-            out[..name.len()].copy_from_slice(name);
-            out[name.len()] = 0;
-            1
+    let found = crate::hot::elf::each_loaded(|info, _| {
+        let name = crate::hot::elf::name_of(info).to_bytes();
+        let base = name.rsplit(|&b| b == b'/').next().unwrap_or(name);
+        if base != b"libgcc_s.so.1" || name.len() >= path.len() {
+            return false;
         }
-    }
-    // SAFETY: the callback only reads the info it is given.
-    if unsafe { libc::dl_iterate_phdr(Some(visit), (&mut path as *mut [u8; 512]).cast()) } == 0 {
+        path[..name.len()].copy_from_slice(name);
+        path[name.len()] = 0;
+        true
+    });
+    if !found {
         return;
     }
     // SAFETY: a NUL-terminated path; RTLD_NOLOAD never loads. The handle

@@ -13,7 +13,6 @@
 //! never on an allocation path) and allocates freely.
 
 use crate::hot::lock::{Rank, SpinLock};
-use std::ffi::CStr;
 
 /// One ELF object seen by `dl_iterate_phdr`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -80,15 +79,10 @@ pub fn refresh() {
 pub(super) fn walk() -> (Vec<Module>, (u64, u64)) {
     let mut raw: Vec<RawModule> = Vec::new();
     let mut counters = (0u64, 0u64);
-    let mut state = (&mut raw, &mut counters);
-    // SAFETY: the callback only reads the `dl_phdr_info` it is given, during
-    // the call, and `state` outlives the call.
-    unsafe {
-        libc::dl_iterate_phdr(
-            Some(collect_cb),
-            (&mut state as *mut _) as *mut libc::c_void,
-        );
-    }
+    crate::hot::elf::each_loaded(|info, _| {
+        collect(info, &mut raw, &mut counters);
+        false
+    });
     let exe = std::fs::read_link("/proc/self/exe")
         .ok()
         .and_then(|p| p.to_str().map(str::to_owned));
@@ -302,29 +296,16 @@ fn realpath(s: &str) -> Option<String> {
     String::from_utf8(buf).ok()
 }
 
-type CollectState<'a> = (&'a mut Vec<RawModule>, &'a mut (u64, u64));
-
-/// `dl_iterate_phdr`'s callback for [`refresh`].
-///
-/// # Safety
-/// Called by `dl_iterate_phdr` with a valid `info` and `data` pointing to a
-/// `CollectState`.
-unsafe extern "C" fn collect_cb(
-    info: *mut libc::dl_phdr_info,
-    _size: libc::size_t,
-    data: *mut libc::c_void,
-) -> libc::c_int {
-    // SAFETY: `data` is the `CollectState` passed by `refresh`, alive and
-    // exclusively ours for the duration of `dl_iterate_phdr`.
-    let state = unsafe { &mut *(data as *mut CollectState) };
-    // SAFETY: glibc passes a valid `dl_phdr_info` for the callback's duration.
-    let info = unsafe { &*info };
-    *state.1 = (info.dlpi_adds, info.dlpi_subs);
-    // SAFETY: `info` comes from glibc, see `phdrs`.
-    let phdrs = unsafe { phdrs(info) };
+/// Copies one loaded object's module (not the vdso, not one without
+/// executable segments) into `out`, and the loader's counters into
+/// `counters` (they are the same in every entry). Runs under the loader's
+/// lock (`hot::elf::each_loaded`).
+fn collect(info: &libc::dl_phdr_info, out: &mut Vec<RawModule>, counters: &mut (u64, u64)) {
+    *counters = (info.dlpi_adds, info.dlpi_subs);
+    let phdrs = crate::hot::elf::phdrs(info);
     let bias = info.dlpi_addr;
     if is_vdso(phdrs, bias) {
-        return 0;
+        return;
     }
     let ranges: Vec<(u64, u64, u64)> = phdrs
         .iter()
@@ -335,17 +316,9 @@ unsafe extern "C" fn collect_cb(
         })
         .collect();
     if ranges.is_empty() {
-        return 0;
+        return;
     }
-    let name = if info.dlpi_name.is_null() {
-        Vec::new()
-    } else {
-        // SAFETY: a non-null `dlpi_name` is a NUL-terminated string owned by
-        // the loader, valid during the callback.
-        unsafe { CStr::from_ptr(info.dlpi_name) }
-            .to_bytes()
-            .to_vec()
-    };
+    let name = crate::hot::elf::name_of(info).to_bytes().to_vec();
     let mut build_id = Vec::new();
     for p in phdrs.iter().filter(|p| p.p_type == libc::PT_NOTE) {
         // SAFETY: PT_NOTE segments of a loaded object are mapped readable
@@ -361,25 +334,12 @@ unsafe extern "C" fn collect_cb(
             break;
         }
     }
-    state.0.push(RawModule {
+    out.push(RawModule {
         name,
         bias,
         ranges,
         build_id,
     });
-    0
-}
-
-/// The program headers of `info`, empty when glibc gave none.
-///
-/// # Safety
-/// `info` must come from `dl_iterate_phdr` and be used inside its callback.
-unsafe fn phdrs(info: &libc::dl_phdr_info) -> &[libc::Elf64_Phdr] {
-    if info.dlpi_phdr.is_null() || info.dlpi_phnum == 0 {
-        return &[];
-    }
-    // SAFETY: glibc guarantees `dlpi_phnum` headers at `dlpi_phdr`.
-    unsafe { std::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum as usize) }
 }
 
 /// The vdso is the object whose ELF header sits at `AT_SYSINFO_EHDR`.
@@ -420,29 +380,12 @@ pub(crate) fn parse_build_id_note(mut notes: &[u8]) -> Option<&[u8]> {
 }
 
 fn load_counters() -> Option<(u64, u64)> {
-    /// # Safety
-    /// Called by `dl_iterate_phdr` with a valid `info` and `data` pointing
-    /// to the `Option` below.
-    unsafe extern "C" fn cb(
-        info: *mut libc::dl_phdr_info,
-        _size: libc::size_t,
-        data: *mut libc::c_void,
-    ) -> libc::c_int {
-        // SAFETY: `data` is the `Option` below, `info` is glibc's, both valid
-        // during the callback.
-        unsafe {
-            *(data as *mut Option<(u64, u64)>) = Some(((*info).dlpi_adds, (*info).dlpi_subs));
-        }
-        1 // The counters are the same in every entry: stop at the first.
-    }
     let mut out: Option<(u64, u64)> = None;
-    // SAFETY: `cb` writes only to `out`, which outlives the call.
-    unsafe {
-        libc::dl_iterate_phdr(
-            Some(cb),
-            (&mut out as *mut Option<(u64, u64)>) as *mut libc::c_void,
-        );
-    }
+    // The counters are the same in every entry: the first says.
+    crate::hot::elf::each_loaded(|info, _| {
+        out = Some((info.dlpi_adds, info.dlpi_subs));
+        true
+    });
     out
 }
 

@@ -63,35 +63,17 @@ pub fn set_executor_globals(eg: usize) {
 /// [start, end) of the loaded segment (PT_LOAD, with its bss) holding
 /// `addr`; (0, 0) if none does. Start-up only (dl_iterate_phdr).
 fn segment_of(addr: usize) -> (usize, usize) {
-    let mut found = (addr, 0usize);
-    unsafe extern "C" fn visit(
-        info: *mut libc::dl_phdr_info,
-        _size: usize,
-        data: *mut libc::c_void,
-    ) -> libc::c_int {
-        // SAFETY: dl_iterate_phdr passes a valid info with `dlpi_phnum`
-        // program headers; `data` is `found`.
-        unsafe {
-            let found = &mut *(data as *mut (usize, usize));
-            let info = &*info;
-            for i in 0..info.dlpi_phnum as usize {
-                let ph = &*info.dlpi_phdr.add(i);
-                if ph.p_type != libc::PT_LOAD {
-                    continue;
-                }
-                let start = info.dlpi_addr as usize + ph.p_vaddr as usize;
-                let end = start + ph.p_memsz as usize;
-                if found.0 >= start && found.0 < end {
-                    *found = (start, end);
-                    return 1;
-                }
+    let mut found = (0, 0);
+    crate::hot::elf::each_loaded(|info, _| {
+        match crate::hot::elf::load_segment_holding(info, addr) {
+            Some(s) => {
+                found = s;
+                true
             }
-            0
+            None => false,
         }
-    }
-    // SAFETY: the callback only reads the headers it is given.
-    unsafe { libc::dl_iterate_phdr(Some(visit), (&mut found as *mut (usize, usize)).cast()) };
-    if found.1 == 0 { (0, 0) } else { found }
+    });
+    found
 }
 
 pub fn set_execute_ex(start: usize, end: usize) {

@@ -7,6 +7,64 @@
 
 use core::ffi::{CStr, c_char};
 
+/// Calls `f` with each loaded object (the loader's `dl_phdr_info`, and
+/// that struct's size, which says which of its fields the loader filled),
+/// in load order, until `f` returns true; whether one did. This is
+/// `dl_iterate_phdr`: the loader's lock is held during the walk, nothing
+/// is allocated, and the info is valid only during its call.
+pub(crate) fn each_loaded<F: FnMut(&libc::dl_phdr_info, usize) -> bool>(mut f: F) -> bool {
+    unsafe extern "C" fn visit<F: FnMut(&libc::dl_phdr_info, usize) -> bool>(
+        info: *mut libc::dl_phdr_info,
+        size: usize,
+        data: *mut core::ffi::c_void,
+    ) -> libc::c_int {
+        // SAFETY: the loader passes a valid info for a loaded object, for
+        // the call; `data` is the `F` of `each_loaded`, borrowed for the
+        // walk.
+        unsafe { (*data.cast::<F>())(&*info, size) as libc::c_int }
+    }
+    // SAFETY: `visit::<F>` is the trampoline of `f`'s own type.
+    unsafe { libc::dl_iterate_phdr(Some(visit::<F>), (&mut f as *mut F).cast()) != 0 }
+}
+
+/// The program headers of a loaded object.
+pub(crate) fn phdrs(info: &libc::dl_phdr_info) -> &[libc::Elf64_Phdr] {
+    if info.dlpi_phdr.is_null() {
+        return &[];
+    }
+    // SAFETY: the loader's info points at its object's `dlpi_phnum`
+    // program headers, mapped while the object is loaded.
+    unsafe { core::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum as usize) }
+}
+
+/// The `PT_LOAD` segment of a loaded object that holds `addr`: its [start,
+/// end) (with its bss).
+pub(crate) fn load_segment_holding(
+    info: &libc::dl_phdr_info,
+    addr: usize,
+) -> Option<(usize, usize)> {
+    let base = info.dlpi_addr as usize;
+    phdrs(info)
+        .iter()
+        .filter(|ph| ph.p_type == libc::PT_LOAD)
+        .map(|ph| {
+            let start = base + ph.p_vaddr as usize;
+            (start, start + ph.p_memsz as usize)
+        })
+        .find(|&(start, end)| addr >= start && addr < end)
+}
+
+/// A loaded object's name (empty for the main program and where the
+/// loader has none).
+pub(crate) fn name_of(info: &libc::dl_phdr_info) -> &CStr {
+    if info.dlpi_name.is_null() {
+        return c"";
+    }
+    // SAFETY: the loader's names are NUL-terminated, and live while the
+    // object is loaded.
+    unsafe { CStr::from_ptr(info.dlpi_name) }
+}
+
 /// `Elf64_Dyn` (elf.h).
 #[repr(C)]
 pub(crate) struct Dyn {

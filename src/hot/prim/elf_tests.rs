@@ -61,29 +61,48 @@ fn dynamic_section_entries_are_read_and_rebased() {
 
 /// The test process's libc, as dl_iterate_phdr lists it.
 fn libc_object() -> Object {
-    unsafe extern "C" fn visit(
-        info: *mut libc::dl_phdr_info,
-        _size: usize,
-        data: *mut core::ffi::c_void,
-    ) -> libc::c_int {
-        // SAFETY: a loaded object's info, and our Option<Object>.
-        unsafe {
-            let info = &*info;
-            if info.dlpi_name.is_null() {
-                return 0;
-            }
-            let name = CStr::from_ptr(info.dlpi_name).to_bytes();
-            if !name.ends_with(b"/libc.so.6") {
-                return 0;
-            }
-            *(data as *mut Option<Object>) = Some(Object::of(info));
-            1
-        }
-    }
     let mut found: Option<Object> = None;
-    // SAFETY: the callback only reads what the loader passes.
-    unsafe { libc::dl_iterate_phdr(Some(visit), (&mut found as *mut Option<Object>).cast()) };
+    each_loaded(|info, _| {
+        if !name_of(info).to_bytes().ends_with(b"/libc.so.6") {
+            return false;
+        }
+        // SAFETY: a loaded object's info.
+        found = Some(unsafe { Object::of(info) });
+        true
+    });
     found.expect("the test process's libc")
+}
+
+/// The walk's helpers: the objects in load order, stopped when asked;
+/// this test's own code in a load segment of the first object (the
+/// executable); names.
+#[test]
+fn each_loaded_walks_the_objects_and_stops_when_asked() {
+    let mut all = 0;
+    assert!(!each_loaded(|_, _| {
+        all += 1;
+        false
+    }));
+    assert!(all >= 3, "the executable, libc, the loader: {all}");
+    let mut seen = 0;
+    assert!(each_loaded(|_, _| {
+        seen += 1;
+        seen == 2
+    }));
+    assert_eq!(seen, 2);
+    let here = each_loaded_walks_the_objects_and_stops_when_asked as *const () as usize;
+    let mut first = None;
+    each_loaded(|info, _| {
+        first = Some((
+            load_segment_holding(info, here),
+            name_of(info).to_bytes().is_empty(),
+        ));
+        true
+    });
+    let (seg, unnamed) = first.unwrap();
+    let (start, end) = seg.expect("the executable holds this test's code");
+    assert!(start <= here && here < end);
+    assert!(unnamed, "the executable's name is empty");
 }
 
 /// A plain function of libc is found where dlsym finds it; a name libc
