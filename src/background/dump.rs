@@ -294,28 +294,28 @@ pub(super) fn build_profile(
                 }
             }
         }
-        Which::Peak => {
-            for id in 1..stacks::count() {
-                if let Some(s) = stacks::slot(id) {
-                    let (b, m, v) = s.peak();
-                    if b > 0 {
-                        let a = per_stack.entry(id).or_default();
-                        a.bytes = b as f64;
-                        a.blocks = m.max(0) as f64 / 1000.0;
-                        a.variance = crate::hot::sampler::variance_of_units(v as f64, cfg.interval);
-                        variance += a.variance;
-                    }
-                }
-            }
-        }
-        Which::Stacks(v) => {
-            for &(id, b, m, var) in v {
+        Which::Peak | Which::Stacks(_) => {
+            // A stack's amounts at a moment (bytes, milli-blocks, variance
+            // units): the peak's frozen copy, or the ones given.
+            let mut put = |id: stacks::StackId, b: i64, m: i64, v: i64| {
                 if b > 0 {
                     let a = per_stack.entry(id).or_default();
                     a.bytes = b as f64;
                     a.blocks = m.max(0) as f64 / 1000.0;
-                    a.variance = crate::hot::sampler::variance_of_units(var as f64, cfg.interval);
+                    a.variance = crate::hot::sampler::variance_of_units(v as f64, cfg.interval);
                     variance += a.variance;
+                }
+            };
+            if let Which::Stacks(v) = which {
+                for &(id, b, m, v) in v {
+                    put(id, b, m, v);
+                }
+            } else {
+                for id in 1..stacks::count() {
+                    if let Some(s) = stacks::slot(id) {
+                        let (b, m, v) = s.peak();
+                        put(id, b, m, v);
+                    }
                 }
             }
         }

@@ -3,7 +3,8 @@
 //! library. The resolver (`hot::real`: which module could export a name,
 //! what `dlsym(RTLD_NEXT)` would find) and the allocator check
 //! (`hot::winner`) look names up with it; attach (`background::attach`)
-//! reads the relocation tables it lists.
+//! reads the relocation tables it lists. `each_loaded` is the one walk of
+//! the loaded objects (`dl_iterate_phdr`) for everyone who needs one.
 
 use core::ffi::{CStr, c_char};
 
