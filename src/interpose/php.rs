@@ -28,7 +28,7 @@
 //! sampled; RSHUTDOWN still drops its samples.
 
 use crate::hot::php::{
-    S, bin_allocator_symbol, jit_on, jit_walk_unsafe, read_request_frame, same_object,
+    ModuleEntry, S, bin_allocator_symbol, jit_on, jit_walk_unsafe, read_request_frame, same_object,
     size_field_is_usage, sym, symbol_extent, text, version, zend_alloc_off,
 };
 use crate::hot::real::{call, clear_dlerror};
@@ -217,36 +217,6 @@ extern "C" fn post_startup_cb() -> c_int {
 
 // ---------------------------------------------------------------------------
 // The internal module.
-
-/// `zend_module_entry` of PHP 7.4 to 8.4 on x86-64, non-ZTS (168 bytes).
-#[repr(C)]
-struct ModuleEntry {
-    size: u16,
-    zend_api: u32,
-    zend_debug: u8,
-    zts: u8,
-    ini_entry: *const c_void,
-    deps: *const c_void,
-    name: *const c_char,
-    functions: *const c_void,
-    module_startup: Option<extern "C" fn(c_int, c_int) -> c_int>,
-    module_shutdown: Option<extern "C" fn(c_int, c_int) -> c_int>,
-    request_startup: Option<extern "C" fn(c_int, c_int) -> c_int>,
-    request_shutdown: Option<extern "C" fn(c_int, c_int) -> c_int>,
-    info: *const c_void,
-    version: *const c_char,
-    globals_size: usize,
-    globals_ptr: *mut c_void,
-    globals_ctor: *const c_void,
-    globals_dtor: *const c_void,
-    post_deactivate: Option<extern "C" fn() -> c_int>,
-    module_started: c_int,
-    kind: u8,
-    handle: *mut c_void,
-    module_number: c_int,
-    build_id: *const c_char,
-}
-const _: () = assert!(core::mem::size_of::<ModuleEntry>() == 168);
 
 struct Module(core::cell::UnsafeCell<ModuleEntry>);
 // SAFETY: written once, by the registration callback, on PHP's start-up

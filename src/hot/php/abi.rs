@@ -148,3 +148,39 @@ pub fn parse_version(v: &[u8]) -> Option<(u32, u32, u32)> {
     }
     Some((parts[0], parts[1], parts[2]))
 }
+
+/// `zend_module_entry` of PHP 7.4 to 8.4 on x86-64, non-ZTS (168 bytes):
+/// heaplive registers itself as an internal module
+/// (`interpose::php`'s `MODULE`).
+#[repr(C)]
+pub struct ModuleEntry {
+    pub size: u16,
+    pub zend_api: u32,
+    pub zend_debug: u8,
+    pub zts: u8,
+    pub ini_entry: *const core::ffi::c_void,
+    pub deps: *const core::ffi::c_void,
+    pub name: *const core::ffi::c_char,
+    pub functions: *const core::ffi::c_void,
+    pub module_startup:
+        Option<extern "C" fn(core::ffi::c_int, core::ffi::c_int) -> core::ffi::c_int>,
+    pub module_shutdown:
+        Option<extern "C" fn(core::ffi::c_int, core::ffi::c_int) -> core::ffi::c_int>,
+    pub request_startup:
+        Option<extern "C" fn(core::ffi::c_int, core::ffi::c_int) -> core::ffi::c_int>,
+    pub request_shutdown:
+        Option<extern "C" fn(core::ffi::c_int, core::ffi::c_int) -> core::ffi::c_int>,
+    pub info: *const core::ffi::c_void,
+    pub version: *const core::ffi::c_char,
+    pub globals_size: usize,
+    pub globals_ptr: *mut core::ffi::c_void,
+    pub globals_ctor: *const core::ffi::c_void,
+    pub globals_dtor: *const core::ffi::c_void,
+    pub post_deactivate: Option<extern "C" fn() -> core::ffi::c_int>,
+    pub module_started: core::ffi::c_int,
+    pub kind: u8,
+    pub handle: *mut core::ffi::c_void,
+    pub module_number: core::ffi::c_int,
+    pub build_id: *const core::ffi::c_char,
+}
+const _: () = assert!(core::mem::size_of::<ModuleEntry>() == 168);
