@@ -223,7 +223,7 @@ fn endless_inputs_are_one_error_line() {
 /// `/tmp/heaplive-0.XXXXXX` of its own, where `heaplive dump` finds it.
 #[test]
 fn dump_succeeds_past_a_planted_status_directory() {
-    let (m, t) = crate::security::in_private_tmp(
+    let crate::security::Report { map: m, text: t } = crate::security::in_private_tmp(
         r#"
 wait_usr2() {
   for i in $(seq 500); do
@@ -361,7 +361,7 @@ fn attach_says_when_trying_again_cannot_help() {
 /// or root"; the user is its user: only root can read it.
 #[test]
 fn dump_of_a_process_that_is_not_dumpable_says_why() {
-    let (m, t) = crate::security::in_private_tmp(
+    let crate::security::Report { map: m, text: t } = crate::security::in_private_tmp(
         r#"
 as_evil() { setpriv --reuid=$EVIL --regid=$EVIL --clear-groups "$@"; }
 setpriv --reuid=$EVIL --regid=$EVIL --clear-groups perl -e 'syscall(157, 4, 0) == 0 or die "prctl: $!"; sleep 30' &
