@@ -21,6 +21,36 @@ fn by_leaf(file: &Path) -> BTreeMap<String, u64> {
     common::bytes_by_leaf(&common::parse_folded(file))
 }
 
+/// views_sites `server` under the preload with `env` and HEAPLIVE_LOG=`log`,
+/// its stdin and stdout piped.
+fn server(dir: &Path, log: &Path, env: &[(&str, &str)]) -> common::Running {
+    let p = prog(dir);
+    let mut env = env.to_vec();
+    env.push(("HEAPLIVE_LOG", log.to_str().unwrap()));
+    common::Running::spawn(
+        common::preloaded_command(dir, &p, &["server"], &env)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped()),
+    )
+}
+
+/// Bytes per leaf of the one live file and the one alloc file in `dir`.
+fn live_and_alloc(dir: &Path) -> (BTreeMap<String, u64>, BTreeMap<String, u64>) {
+    (
+        by_leaf(&one(common::folded_files(dir))),
+        by_leaf(&one(common::view_files(dir, "alloc"))),
+    )
+}
+
+/// The sites of `dormant` and `server` (views_sites.c): sampling started
+/// (site_after, site_again) and stopped (site_before, site_stopped).
+fn assert_started_and_stopped(view: &BTreeMap<String, u64>) {
+    assert_eq!(view.get("site_before"), None, "{view:?}");
+    assert_eq!(view.get("site_after"), Some(&200_000), "{view:?}");
+    assert_eq!(view.get("site_stopped"), None, "{view:?}");
+    assert_eq!(view.get("site_again"), Some(&50_000), "{view:?}");
+}
+
 fn one(files: Vec<PathBuf>) -> PathBuf {
     assert_eq!(files.len(), 1, "{files:?}");
     files.into_iter().next().unwrap()
@@ -37,13 +67,14 @@ fn go() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("/usr/lib/go/bin/go"))
 }
 
-/// `go tool pprof -top -sample_index=INDEX`: flat value per function.
-fn pprof_flat(dir: &Path, file: &Path, index: &str) -> BTreeMap<String, u64> {
+/// `go tool pprof -top ARGS FILE` in `dir` (its own Go home there);
+/// asserts it succeeded.
+fn pprof_top(dir: &Path, args: &[&str], file: &Path) -> Output {
     let home = dir.join("gohome");
     std::fs::create_dir_all(&home).unwrap();
     let o = Command::new(go())
-        .args(["tool", "pprof", "-top", "-nodefraction=0", "-unit=B"])
-        .arg(format!("-sample_index={index}"))
+        .args(["tool", "pprof", "-top"])
+        .args(args)
         .arg(file)
         .current_dir(dir)
         .env("HOME", &home)
@@ -52,6 +83,13 @@ fn pprof_flat(dir: &Path, file: &Path, index: &str) -> BTreeMap<String, u64> {
         .output()
         .expect("go tool pprof");
     assert!(o.status.success(), "{}", show(&o));
+    o
+}
+
+/// `go tool pprof -top -sample_index=INDEX`: flat value per function.
+fn pprof_flat(dir: &Path, file: &Path, index: &str) -> BTreeMap<String, u64> {
+    let index = format!("-sample_index={index}");
+    let o = pprof_top(dir, &["-nodefraction=0", "-unit=B", &index], file);
     let mut m = BTreeMap::new();
     for line in String::from_utf8_lossy(&o.stdout).lines() {
         let f: Vec<&str> = line.split_whitespace().collect();
@@ -75,8 +113,7 @@ fn exact_alloc_view_and_four_pprof_types() {
             ("HEAPLIVE_FORMAT", "folded,pprof"),
         ],
     );
-    let live = by_leaf(&one(common::folded_files(&dir)));
-    let alloc = by_leaf(&one(common::view_files(&dir, "alloc")));
+    let (live, alloc) = live_and_alloc(&dir);
     assert_eq!(live.get("site_kept"), Some(&100_000), "{}", show(&o));
     assert_eq!(live.get("site_freed"), None);
     assert_eq!(live.get("site_realloc"), None);
@@ -214,13 +251,9 @@ fn dormant_start_and_stop_from_c() {
         ],
     );
     assert_eq!(common::stdout(&o), "start 0\nstop 1\nstart 0\n");
-    let live = by_leaf(&one(common::folded_files(&dir)));
-    let alloc = by_leaf(&one(common::view_files(&dir, "alloc")));
+    let (live, alloc) = live_and_alloc(&dir);
     for view in [&live, &alloc] {
-        assert_eq!(view.get("site_before"), None, "{view:?}");
-        assert_eq!(view.get("site_after"), Some(&200_000), "{view:?}");
-        assert_eq!(view.get("site_stopped"), None, "{view:?}");
-        assert_eq!(view.get("site_again"), Some(&50_000), "{view:?}");
+        assert_started_and_stopped(view);
     }
     // Frees of blocks allocated before the start changed nothing (stdio's
     // buffer, allocated by the first printf after the start, is the rest).
@@ -236,21 +269,11 @@ fn dormant_start_and_stop_from_c() {
 fn heaplive_start_and_stop_commands() {
     use std::io::Write;
     let dir = common::tempdir("views-cmd");
-    let p = prog(&dir);
     let log = dir.join("log");
-    let mut child = common::Running::spawn(
-        common::preloaded_command(
-            &dir,
-            &p,
-            &["server"],
-            &[
-                ("HEAPLIVE_SAMPLE_INTERVAL", "1"),
-                ("HEAPLIVE_START", "0"),
-                ("HEAPLIVE_LOG", log.to_str().unwrap()),
-            ],
-        )
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped()),
+    let mut child = server(
+        &dir,
+        &log,
+        &[("HEAPLIVE_SAMPLE_INTERVAL", "1"), ("HEAPLIVE_START", "0")],
     );
     let pid = child.pid().to_string();
     let mut stdin = child.child().stdin.take().unwrap();
@@ -279,10 +302,7 @@ fn heaplive_start_and_stop_commands() {
     let files = common::folded_files(&dir);
     assert_eq!(files.len(), 1, "{files:?}\n{text}");
     let live = by_leaf(&one(files));
-    assert_eq!(live.get("site_before"), None, "{live:?}");
-    assert_eq!(live.get("site_after"), Some(&200_000), "{live:?}");
-    assert_eq!(live.get("site_stopped"), None, "{live:?}");
-    assert_eq!(live.get("site_again"), Some(&50_000), "{live:?}");
+    assert_started_and_stopped(&live);
     // The commands were not taken for dump requests: only the exit dump.
     assert_eq!(text.matches(" dump ").count(), 1, "{text}");
 }
@@ -445,18 +465,7 @@ fn pprof_names_the_main_executable() {
         .map(|e| e.unwrap().path())
         .find(|p| p.to_string_lossy().ends_with(".pb.gz"))
         .expect("a pprof file");
-    let home = dir.join("gohome");
-    std::fs::create_dir_all(&home).unwrap();
-    let top = Command::new(go())
-        .args(["tool", "pprof", "-top"])
-        .arg(&pb)
-        .current_dir(&dir)
-        .env("HOME", &home)
-        .env("GOCACHE", home.join("cache"))
-        .env("GOTOOLCHAIN", "local")
-        .output()
-        .unwrap();
-    assert!(top.status.success(), "{}", show(&top));
+    let top = pprof_top(&dir, &[], &pb);
     let text = common::stdout(&top);
     assert!(text.contains("deep_alloc"), "{text}");
     assert_eq!(text.lines().next(), Some("File: deep_main"), "{text}");
@@ -469,24 +478,11 @@ fn pprof_names_the_main_executable() {
 #[test]
 fn a_command_pending_at_exit_is_not_a_dump() {
     let dir = common::tempdir("views-cmd-exit");
-    let p = prog(&dir);
     let log = dir.join("log");
     // 1 GiB between samples: the ~400 KiB this run allocates is sampled
     // with probability 4e-4 (then the thread serves the command and the
     // test passes without exercising the exit path).
-    let mut child = common::Running::spawn(
-        common::preloaded_command(
-            &dir,
-            &p,
-            &["server"],
-            &[
-                ("HEAPLIVE_SAMPLE_INTERVAL", "1G"),
-                ("HEAPLIVE_LOG", log.to_str().unwrap()),
-            ],
-        )
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped()),
-    );
+    let mut child = server(&dir, &log, &[("HEAPLIVE_SAMPLE_INTERVAL", "1G")]);
     let pid = child.pid().to_string();
     let stdin = child.child().stdin.take().unwrap();
     assert_eq!(child.line().as_deref(), Some("ready"));
