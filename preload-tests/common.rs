@@ -518,3 +518,58 @@ impl Drop for Running {
         let _ = std::fs::remove_file(format!("/tmp/heaplive-{uid}/{}", self.child.id()));
     }
 }
+
+/// `go` on PATH or in Debian's place (`make test-deps` installs it).
+pub fn go() -> PathBuf {
+    if let Some(p) = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join("go"))
+            .find(|c| c.is_file())
+    }) {
+        return p;
+    }
+    let p = PathBuf::from("/usr/lib/go/bin/go");
+    assert!(p.exists(), "go is not installed");
+    p
+}
+
+/// `go tool pprof ARGS FILE` in `dir`, with a Go home of its own there and
+/// no preload; asserts success and returns its stdout.
+pub fn pprof(dir: &Path, args: &[&str], file: &Path) -> String {
+    let home = dir.join("gohome");
+    std::fs::create_dir_all(&home).unwrap();
+    let o = Command::new(go())
+        .args(["tool", "pprof"])
+        .args(args)
+        .arg(file)
+        .current_dir(dir)
+        .env("HOME", &home)
+        .env("GOCACHE", home.join("cache"))
+        .env("GOPATH", home.join("gopath"))
+        .env("GOTOOLCHAIN", "local")
+        .env("GOFLAGS", "-mod=mod")
+        .env_remove("LD_PRELOAD")
+        .output()
+        .expect("run go tool pprof");
+    assert!(
+        o.status.success(),
+        "go tool pprof {args:?} failed\n{}",
+        show(&o)
+    );
+    stdout(&o)
+}
+
+/// Removes `/tmp/perf-<pid>.map` (a JIT program's symbol map) when dropped.
+pub struct PerfMap(pub PathBuf);
+
+impl PerfMap {
+    pub fn of(pid: u32) -> PerfMap {
+        PerfMap(PathBuf::from(format!("/tmp/perf-{pid}.map")))
+    }
+}
+
+impl Drop for PerfMap {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}

@@ -77,6 +77,18 @@ fn profile(
     (stacks, o, ctx)
 }
 
+/// `profile` again, in a fresh subdirectory `name` of `dir`, without
+/// arguments: the stacks and the failure context.
+fn again(dir: &Path, name: &str, bin: &Path, env: &[(&str, &str)]) -> (Vec<Stack>, String) {
+    let (stacks, _, ctx) = profile(&subdir(dir, name), bin, &[], env);
+    (stacks, ctx)
+}
+
+/// Bytes of the stacks `keep` keeps.
+fn bytes_of(stacks: &[Stack], keep: impl Fn(&Stack) -> bool) -> u64 {
+    stacks.iter().filter(|s| keep(s)).map(|s| s.bytes).sum()
+}
+
 /// A fresh output directory for a second run of the same test.
 fn subdir(dir: &Path, name: &str) -> PathBuf {
     let d = dir.join(name);
@@ -87,13 +99,9 @@ fn subdir(dir: &Path, name: &str) -> PathBuf {
 
 /// Bytes per stack whose last frames (leaf last) are exactly `tail`.
 fn bytes_ending(stacks: &[Stack], tail: &[&str]) -> u64 {
-    stacks
-        .iter()
-        .filter(|s| {
-            s.frames.len() >= tail.len() && s.frames[s.frames.len() - tail.len()..] == *tail
-        })
-        .map(|s| s.bytes)
-        .sum()
+    bytes_of(stacks, |s| {
+        s.frames.len() >= tail.len() && s.frames[s.frames.len() - tail.len()..] == *tail
+    })
 }
 
 /// Checks the split program's stacks: names, and (file:line) with lines on.
@@ -171,14 +179,9 @@ fn debuglink_next_to_the_binary() {
         "{sections}"
     );
 
-    let (stacks, _, ctx) = profile(
-        &subdir(&dir, "lines"),
-        &bin,
-        &[],
-        &[("HEAPLIVE_LINES", "1")],
-    );
+    let (stacks, ctx) = again(&dir, "lines", &bin, &[("HEAPLIVE_LINES", "1")]);
     check_split(&stacks, true, &ctx);
-    let (stacks, _, ctx) = profile(&subdir(&dir, "names"), &bin, &[], &[]);
+    let (stacks, ctx) = again(&dir, "names", &bin, &[]);
     check_split(&stacks, false, &ctx);
 
     // Another build's debug info under the same name: CRC mismatch, so no
@@ -202,21 +205,11 @@ fn debuglink_next_to_the_binary() {
     );
     std::fs::rename(&dbg, dir.join("sym_split.debug.good")).unwrap();
     std::fs::copy(&other_dbg, &dbg).unwrap();
-    let (stacks, _, ctx) = profile(
-        &subdir(&dir, "wrongcrc"),
-        &bin,
-        &[],
-        &[("HEAPLIVE_LINES", "1")],
-    );
+    let (stacks, ctx) = again(&dir, "wrongcrc", &bin, &[("HEAPLIVE_LINES", "1")]);
     check_split(&stacks, false, &ctx);
     // No debug file at all: the same.
     std::fs::remove_file(&dbg).unwrap();
-    let (stacks, _, ctx) = profile(
-        &subdir(&dir, "nodebug"),
-        &bin,
-        &[],
-        &[("HEAPLIVE_LINES", "1")],
-    );
+    let (stacks, ctx) = again(&dir, "nodebug", &bin, &[("HEAPLIVE_LINES", "1")]);
     check_split(&stacks, false, &ctx);
 }
 
@@ -243,23 +236,18 @@ fn build_id_tree_in_debug_dirs() {
     assert_eq!(build_id(&bin), id, "strip keeps the build id");
 
     let dirs = format!("/nonexistent/heaplive-debug:{}", dir.join("dbg").display());
-    let (stacks, _, ctx) = profile(
-        &subdir(&dir, "lines"),
+    let (stacks, ctx) = again(
+        &dir,
+        "lines",
         &bin,
-        &[],
         &[("HEAPLIVE_LINES", "1"), ("HEAPLIVE_DEBUG_DIRS", &dirs)],
     );
     check_split(&stacks, true, &ctx);
-    let (stacks, _, ctx) = profile(
-        &subdir(&dir, "names"),
-        &bin,
-        &[],
-        &[("HEAPLIVE_DEBUG_DIRS", &dirs)],
-    );
+    let (stacks, ctx) = again(&dir, "names", &bin, &[("HEAPLIVE_DEBUG_DIRS", &dirs)]);
     check_split(&stacks, false, &ctx);
 
     // Without the directory there is nothing to name them by.
-    let (stacks, _, ctx) = profile(&subdir(&dir, "without"), &bin, &[], &[]);
+    let (stacks, ctx) = again(&dir, "without", &bin, &[]);
     for s in &stacks {
         assert!(
             !s.frames.iter().any(|f| f.starts_with("split_")),
@@ -445,12 +433,7 @@ fn libc_frames_from_libc6_dbg() {
     );
 
     // With lines: libc's source files.
-    let (stacks, _, ctx) = profile(
-        &subdir(&dir, "lines"),
-        &bin,
-        &[],
-        &[("HEAPLIVE_LINES", "1")],
-    );
+    let (stacks, ctx) = again(&dir, "lines", &bin, &[("HEAPLIVE_LINES", "1")]);
     let dup: Vec<&Stack> = stacks
         .iter()
         .filter(|s| s.leaf().starts_with("__strdup"))
@@ -474,12 +457,7 @@ fn inline_frames_are_frames() {
         want_bytes,
         "{ctx}"
     );
-    let (stacks, _, ctx) = profile(
-        &subdir(&dir, "lines"),
-        &bin,
-        &[],
-        &[("HEAPLIVE_LINES", "1")],
-    );
+    let (stacks, ctx) = again(&dir, "lines", &bin, &[("HEAPLIVE_LINES", "1")]);
     let outer = format!(
         "outer_fn (sym_inline.c:{})",
         src_line("sym_inline.c", "L_OUTER_CALL")
@@ -498,11 +476,9 @@ fn cpp_template_names() {
     let dir = tempdir("sym-cpp");
     let bin = compile("sym_template.cpp", "sym_template", &dir, &[]);
     let (stacks, _, ctx) = profile(&dir, &bin, &[], &[]);
-    let grow: u64 = stacks
-        .iter()
-        .filter(|s| s.leaf() == "Pool<Widget>::grow" || s.leaf() == "Pool<Widget>::grow(int)")
-        .map(|s| s.bytes)
-        .sum();
+    let grow = bytes_of(&stacks, |s| {
+        s.leaf() == "Pool<Widget>::grow" || s.leaf() == "Pool<Widget>::grow(int)"
+    });
     assert_eq!(grow, 5 * 1000 * 48, "leaf Pool<Widget>::grow\n{ctx}");
     for s in &stacks {
         assert!(
@@ -510,17 +486,8 @@ fn cpp_template_names() {
             "a mangled frame with demangling on: {s:?}\n{ctx}"
         );
     }
-    let (stacks, _, ctx) = profile(
-        &subdir(&dir, "mangled"),
-        &bin,
-        &[],
-        &[("HEAPLIVE_DEMANGLE", "0")],
-    );
-    let grow: u64 = stacks
-        .iter()
-        .filter(|s| s.leaf().starts_with("_ZN4PoolI6WidgetE4grow"))
-        .map(|s| s.bytes)
-        .sum();
+    let (stacks, ctx) = again(&dir, "mangled", &bin, &[("HEAPLIVE_DEMANGLE", "0")]);
+    let grow = bytes_of(&stacks, |s| s.leaf().starts_with("_ZN4PoolI6WidgetE4grow"));
     assert_eq!(grow, 5 * 1000 * 48, "leaf _ZN4PoolI6WidgetE4grow...\n{ctx}");
     assert!(
         !stacks
@@ -549,7 +516,7 @@ fn rust_names() {
         .output()
         .expect("run rustc");
     assert!(o.status.success(), "rustc failed\n{}", show(&o));
-    let (stacks, _, ctx) = profile(&subdir(&dir, "demangled"), &bin, &[], &[]);
+    let (stacks, ctx) = again(&dir, "demangled", &bin, &[]);
     assert_eq!(
         bytes_under(&stacks, "leaky::leaky_rust_fn"),
         4 * 123_456,
@@ -571,31 +538,14 @@ fn rust_names() {
             );
         }
     }
-    let (stacks, _, ctx) = profile(
-        &subdir(&dir, "mangled"),
-        &bin,
-        &[],
-        &[("HEAPLIVE_DEMANGLE", "0")],
-    );
-    let mangled: u64 = stacks
-        .iter()
-        .filter(|s| {
-            s.frames
-                .iter()
-                .any(|f| f.starts_with("_ZN5leaky13leaky_rust_fn17h") && f.ends_with('E'))
-        })
-        .map(|s| s.bytes)
-        .sum();
+    let (stacks, ctx) = again(&dir, "mangled", &bin, &[("HEAPLIVE_DEMANGLE", "0")]);
+    let mangled = bytes_of(&stacks, |s| {
+        s.frames
+            .iter()
+            .any(|f| f.starts_with("_ZN5leaky13leaky_rust_fn17h") && f.ends_with('E'))
+    });
     assert_eq!(mangled, 4 * 123_456, "{ctx}");
     assert_eq!(bytes_under(&stacks, "leaky::leaky_rust_fn"), 0, "{ctx}");
-}
-
-/// Removes `/tmp/perf-<pid>.map` when dropped.
-struct PerfMap(PathBuf);
-impl Drop for PerfMap {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
 }
 
 /// JIT code in anonymous executable memory, named by `/tmp/perf-<pid>.map`.
@@ -605,7 +555,7 @@ fn perf_map_names_jit_code() {
     let bin = compile("sym_jit.c", "sym_jit", &dir, &[]);
     let o = run_preloaded(&dir, &bin, &[], &[("HEAPLIVE_SAMPLE_INTERVAL", "1")]);
     let pid = stdout(&o).trim().parse::<u32>().ok();
-    let _cleanup = pid.map(|p| PerfMap(PathBuf::from(format!("/tmp/perf-{p}.map"))));
+    let _cleanup = pid.map(PerfMap::of);
     let ctx = format!("{}\n--- folded ---\n{}", show(&o), folded_text(&dir));
     assert!(o.status.success() && pid.is_some(), "{ctx}");
     let stacks = only_folded(&dir);
@@ -628,43 +578,6 @@ fn perf_map_names_jit_code() {
         Some(&(3 * 4242)),
         "{ctx}"
     );
-}
-
-/// `go` on PATH or in Debian's place.
-fn go() -> PathBuf {
-    if let Some(p) = std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|d| d.join("go"))
-            .find(|c| c.is_file())
-    }) {
-        return p;
-    }
-    let p = PathBuf::from("/usr/lib/go/bin/go");
-    assert!(p.exists(), "go is not installed");
-    p
-}
-
-fn pprof(dir: &Path, args: &[&str], file: &Path) -> String {
-    let home = dir.join("gohome");
-    std::fs::create_dir_all(&home).unwrap();
-    let o = Command::new(go())
-        .args(["tool", "pprof"])
-        .args(args)
-        .arg(file)
-        .env("HOME", &home)
-        .env("GOCACHE", home.join("cache"))
-        .env("GOPATH", home.join("gopath"))
-        .env("GOTOOLCHAIN", "local")
-        .env("GOFLAGS", "-mod=mod")
-        .env_remove("LD_PRELOAD")
-        .output()
-        .expect("run go tool pprof");
-    assert!(
-        o.status.success(),
-        "go tool pprof {args:?} failed\n{}",
-        show(&o)
-    );
-    stdout(&o)
 }
 
 /// `1234B` → 1234.

@@ -4,7 +4,7 @@
 use crate::common::{self, show};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 fn prog(dir: &Path) -> PathBuf {
     common::compile("views_sites.c", "views_sites", dir, &[])
@@ -56,42 +56,12 @@ fn one(files: Vec<PathBuf>) -> PathBuf {
     files.into_iter().next().unwrap()
 }
 
-/// `go` on PATH or in Debian's place.
-fn go() -> PathBuf {
-    std::env::var_os("PATH")
-        .and_then(|paths| {
-            std::env::split_paths(&paths)
-                .map(|d| d.join("go"))
-                .find(|c| c.is_file())
-        })
-        .unwrap_or_else(|| PathBuf::from("/usr/lib/go/bin/go"))
-}
-
-/// `go tool pprof -top ARGS FILE` in `dir` (its own Go home there);
-/// asserts it succeeded.
-fn pprof_top(dir: &Path, args: &[&str], file: &Path) -> Output {
-    let home = dir.join("gohome");
-    std::fs::create_dir_all(&home).unwrap();
-    let o = Command::new(go())
-        .args(["tool", "pprof", "-top"])
-        .args(args)
-        .arg(file)
-        .current_dir(dir)
-        .env("HOME", &home)
-        .env("GOCACHE", home.join("cache"))
-        .env("GOTOOLCHAIN", "local")
-        .output()
-        .expect("go tool pprof");
-    assert!(o.status.success(), "{}", show(&o));
-    o
-}
-
 /// `go tool pprof -top -sample_index=INDEX`: flat value per function.
 fn pprof_flat(dir: &Path, file: &Path, index: &str) -> BTreeMap<String, u64> {
     let index = format!("-sample_index={index}");
-    let o = pprof_top(dir, &["-nodefraction=0", "-unit=B", &index], file);
+    let top = common::pprof(dir, &["-top", "-nodefraction=0", "-unit=B", &index], file);
     let mut m = BTreeMap::new();
-    for line in String::from_utf8_lossy(&o.stdout).lines() {
+    for line in top.lines() {
         let f: Vec<&str> = line.split_whitespace().collect();
         if f.len() == 6 && f[5].starts_with("site_") {
             let v = f[0].trim_end_matches('B');
@@ -465,8 +435,7 @@ fn pprof_names_the_main_executable() {
         .map(|e| e.unwrap().path())
         .find(|p| p.to_string_lossy().ends_with(".pb.gz"))
         .expect("a pprof file");
-    let top = pprof_top(&dir, &[], &pb);
-    let text = common::stdout(&top);
+    let text = common::pprof(&dir, &["-top"], &pb);
     assert!(text.contains("deep_alloc"), "{text}");
     assert_eq!(text.lines().next(), Some("File: deep_main"), "{text}");
 }
@@ -593,19 +562,7 @@ fn sampled_pprof_carries_the_variances() {
     );
     assert!(inuse > 0.0 && alloc > inuse, "{inuse} {alloc}");
     let pb = PathBuf::from(live.to_str().unwrap().replace(".folded", ".pb.gz"));
-    let home = dir.join("gohome");
-    std::fs::create_dir_all(&home).unwrap();
-    let o = Command::new(go())
-        .args(["tool", "pprof", "-raw"])
-        .arg(&pb)
-        .current_dir(&dir)
-        .env("HOME", &home)
-        .env("GOCACHE", home.join("cache"))
-        .env("GOTOOLCHAIN", "local")
-        .output()
-        .expect("go tool pprof");
-    assert!(o.status.success(), "{}", show(&o));
-    let raw = common::stdout(&o);
+    let raw = common::pprof(&dir, &["-raw"], &pb);
     let lines: Vec<&str> = raw.lines().collect();
     let header = lines
         .iter()
