@@ -519,13 +519,18 @@ impl Drop for Running {
     }
 }
 
+/// The program `name` on PATH, if there is one.
+pub fn which(name: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join(name))
+            .find(|c| c.is_file())
+    })
+}
+
 /// `go` on PATH or in Debian's place (`make test-deps` installs it).
 pub fn go() -> PathBuf {
-    if let Some(p) = std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|d| d.join("go"))
-            .find(|c| c.is_file())
-    }) {
+    if let Some(p) = which("go") {
         return p;
     }
     let p = PathBuf::from("/usr/lib/go/bin/go");

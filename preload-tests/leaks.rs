@@ -513,20 +513,32 @@ fn sampled_mode_warns_for_the_growing_stack_only() {
     }
 }
 
+/// `leak_grow ARGS` in exact mode warning at 1 MiB, with `env` on top.
+fn run_warn_1m(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut e = vec![
+        ("HEAPLIVE_SAMPLE_INTERVAL", "1"),
+        ("HEAPLIVE_WARN_BYTES", "1M"),
+    ];
+    e.extend_from_slice(env);
+    run_preloaded(dir, &prog(), args, &e)
+}
+
+/// The grow step's 2 MiB, live at exit in the one folded file of `dir`.
+fn assert_grow_alloc_kept(dir: &Path, ctx: &str) {
+    let stacks = only_folded(dir);
+    assert_eq!(
+        bytes_by_leaf(&stacks).get("grow_alloc"),
+        Some(&(2 * MIB as u64)),
+        "{ctx}"
+    );
+}
+
 /// The `threads` step (16 threads cross 1 MiB at one barrier; main's own
 /// warning after `pause_ms`), exact mode: its directory, output and the
 /// output shown for failures; it must succeed.
 fn run_threads(tag: &str, pause_ms: &str) -> (TempDir, std::process::Output, String) {
     let dir = tempdir(tag);
-    let o = run_preloaded(
-        &dir,
-        &prog(),
-        &["threads", pause_ms],
-        &[
-            ("HEAPLIVE_SAMPLE_INTERVAL", "1"),
-            ("HEAPLIVE_WARN_BYTES", "1M"),
-        ],
-    );
+    let o = run_warn_1m(&dir, &["threads", pause_ms], &[]);
     let ctx = show(&o);
     assert!(o.status.success(), "{ctx}");
     (dir, o, ctx)
@@ -598,15 +610,7 @@ fn many_threads_at_once_then_exit() {
 #[test]
 fn closed_stderr_does_not_hurt_the_program() {
     let dir = tempdir("leak-closed");
-    let o = run_preloaded(
-        &dir,
-        &prog(),
-        &["closed"],
-        &[
-            ("HEAPLIVE_SAMPLE_INTERVAL", "1"),
-            ("HEAPLIVE_WARN_BYTES", "1M"),
-        ],
-    );
+    let o = run_warn_1m(&dir, &["closed"], &[]);
     let ctx = show(&o);
     assert_eq!(
         o.status.code(),
@@ -614,27 +618,14 @@ fn closed_stderr_does_not_hurt_the_program() {
         "the program's own exit status\n{ctx}"
     );
     assert!(stderr(&o).is_empty(), "stderr was closed\n{ctx}");
-    let stacks = only_folded(&dir);
-    assert_eq!(
-        bytes_by_leaf(&stacks).get("grow_alloc"),
-        Some(&(2 * MIB as u64)),
-        "{ctx}"
-    );
+    assert_grow_alloc_kept(&dir, &ctx);
 }
 
 #[test]
 fn reused_fd_2_gets_no_heaplive_lines() {
     let dir = tempdir("leak-reuse");
     let file = dir.join("program-output.txt");
-    let o = run_preloaded(
-        &dir,
-        &prog(),
-        &["reuse", file.to_str().unwrap()],
-        &[
-            ("HEAPLIVE_SAMPLE_INTERVAL", "1"),
-            ("HEAPLIVE_WARN_BYTES", "1M"),
-        ],
-    );
+    let o = run_warn_1m(&dir, &["reuse", file.to_str().unwrap()], &[]);
     let ctx = show(&o);
     assert_eq!(
         o.status.code(),
@@ -646,12 +637,7 @@ fn reused_fd_2_gets_no_heaplive_lines() {
         text, "program data\nprogram end\n",
         "the program's file got foreign lines\n{ctx}"
     );
-    let stacks = only_folded(&dir);
-    assert_eq!(
-        bytes_by_leaf(&stacks).get("grow_alloc"),
-        Some(&(2 * MIB as u64)),
-        "{ctx}"
-    );
+    assert_grow_alloc_kept(&dir, &ctx);
 }
 
 #[test]
@@ -719,13 +705,6 @@ fn real_programs_do_not_warn_at_the_defaults() {
          select count(*), sum(length(b)) from t;\n",
     )
     .unwrap();
-    let which = |p: &str| -> Option<PathBuf> {
-        std::env::var_os("PATH").and_then(|paths| {
-            std::env::split_paths(&paths)
-                .map(|d| d.join(p))
-                .find(|c| c.is_file())
-        })
-    };
     let cases: Vec<(&str, Vec<&str>)> = vec![
         (
             "python3",
@@ -773,15 +752,10 @@ fn program_closing_all_fds_keeps_its_files_to_itself() {
     let log = dir.join("heaplive.log");
     let file = dir.join("program-output.txt");
     let file2 = dir.join("program-output.txt.2");
-    let o = run_preloaded(
+    let o = run_warn_1m(
         &dir,
-        &prog(),
         &["closeall", file.to_str().unwrap()],
-        &[
-            ("HEAPLIVE_SAMPLE_INTERVAL", "1"),
-            ("HEAPLIVE_WARN_BYTES", "1M"),
-            ("HEAPLIVE_LOG", log.to_str().unwrap()),
-        ],
+        &[("HEAPLIVE_LOG", log.to_str().unwrap())],
     );
     let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_else(|e| format!("<{e}>"));
     let (t1, t2, tl) = (read(&file), read(&file2), read(&log));
