@@ -5,18 +5,9 @@
 //! scripts/install-test-deps.sh.
 
 use crate::common::*;
-use crate::php_harness::{Fpm, FpmOpts, age, fcgi_get};
+use crate::php_harness::{Fpm, FpmOpts, builder_php, fcgi_get, script};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-fn script(dir: &Path, name: &str, text: &str) -> PathBuf {
-    let p = dir.join(name);
-    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-    std::fs::write(&p, text).unwrap();
-    // opcache does not cache files changed in the last 2 s.
-    age(&p);
-    p
-}
 
 fn log_of(dir: &Path) -> String {
     std::fs::read_to_string(dir.join("heaplive.log")).unwrap_or_default()
@@ -197,9 +188,7 @@ fn fpm_ondemand_pool_keeps_every_request_peak_and_no_empty_file() {
     let page = script(
         dir.path(),
         "page.php",
-        "<?php\n\
-         function build_page() { $a = []; for ($i = 0; $i < 2000; $i++) { $a[] = str_repeat('p', 4000) . $i; } return count($a); }\n\
-         echo build_page(), ' ', getmypid(), \"\\n\";\n",
+        &builder_php("page", 2000, 'p', ", ' ', getmypid()"),
     );
     let opts = FpmOpts {
         children: 2,

@@ -6,7 +6,7 @@
 
 use crate::common::*;
 use crate::php_harness::{
-    Fpm, FpmOpts, Response, age, fcgi_get, fcgi_get_as, top_stacks, wait_for,
+    Fpm, FpmOpts, Response, builder_php, fcgi_get, fcgi_get_as, script, top_stacks, wait_for,
 };
 use std::path::{Path, PathBuf};
 
@@ -28,14 +28,6 @@ echo 'ok ', getmypid(), ' ', count($a), ' ', memory_get_usage() < 8000000 ? 'sma
 /// ZendMM and opcache on (php-fpm's default), workers' stderr in fpm.log
 /// (PHP's error goes there too, and anything heaplive wrote would show).
 const POOL: &str = "catch_workers_output = yes\n";
-
-fn script(dir: &Path, name: &str, text: &str) -> PathBuf {
-    let p = dir.join(name);
-    std::fs::write(&p, text).unwrap();
-    // opcache does not cache files changed in the last 2 s.
-    age(&p);
-    p
-}
 
 fn log_of(dir: &Path) -> String {
     std::fs::read_to_string(dir.join("heaplive.log")).unwrap_or_default()
@@ -286,20 +278,8 @@ fn oom_run_no_dump(dir: &Path) -> String {
 #[test]
 fn fpm_only_heavy_requests_write_peak_dumps() {
     let dir = tempdir("php-peaks");
-    let heavy = script(
-        &dir,
-        "heavy.php",
-        "<?php\n\
-         function build_heavy() { $a = []; for ($i = 0; $i < 10000; $i++) { $a[] = str_repeat('h', 4000) . $i; } return count($a); }\n\
-         echo build_heavy(), \"\\n\";\n",
-    );
-    let light = script(
-        &dir,
-        "light.php",
-        "<?php\n\
-         function build_light() { $a = []; for ($i = 0; $i < 500; $i++) { $a[] = str_repeat('l', 4000) . $i; } return count($a); }\n\
-         echo build_light(), \"\\n\";\n",
-    );
+    let heavy = script(&dir, "heavy.php", &builder_php("heavy", 10000, 'h', ""));
+    let light = script(&dir, "light.php", &builder_php("light", 500, 'l', ""));
     let opts = FpmOpts {
         children: 1,
         pool_extra: POOL,
@@ -327,13 +307,7 @@ fn fpm_only_heavy_requests_write_peak_dumps() {
     // A last request under another name, 23 MiB (its estimate is under
     // 16 MiB 6.6 standard errors below: never): its dump comes after every
     // dump queued before it (heaplive's thread writes them in order).
-    let last = script(
-        &dir,
-        "last.php",
-        "<?php\n\
-         function build_last() { $a = []; for ($i = 0; $i < 6000; $i++) { $a[] = str_repeat('z', 4000) . $i; } return count($a); }\n\
-         echo build_last(), \"\\n\";\n",
-    );
+    let last = script(&dir, "last.php", &builder_php("last", 6000, 'z', ""));
     fcgi_get(fpm.port(), &last, "/api/last", "").unwrap();
     let peak_lines = || -> Vec<String> {
         log_of(&dir)
@@ -552,18 +526,16 @@ fn cli_memory_limit_dump_without_the_dump_signal_keeps_one_thread() {
     let php = script(
         &dir,
         "report.php",
-        "<?php\n\
-         register_shutdown_function(function () {\n\
-             preg_match('/^Threads:\\s+(\\d+)/m', file_get_contents('/proc/self/status'), $m);\n\
-             echo 'threads at shutdown: ', $m[1], \"\\n\";\n\
-         });\n\
-         function fill_report() {\n\
-             $rows = [];\n\
-             for ($i = 0; ; $i++) {\n\
-                 $rows[] = str_repeat('r', 4000) . $i;\n\
-             }\n\
-         }\n\
-         fill_report();\n",
+        // REPORT_PHP with a shutdown function first.
+        &REPORT_PHP.replacen(
+            "<?php\n",
+            "<?php\n\
+             register_shutdown_function(function () {\n\
+                 preg_match('/^Threads:\\s+(\\d+)/m', file_get_contents('/proc/self/status'), $m);\n\
+                 echo 'threads at shutdown: ', $m[1], \"\\n\";\n\
+             });\n",
+            1,
+        ),
     );
     let args = ["-d", "memory_limit=32M", php.to_str().unwrap()];
     let plain = run_plain(&dir, Path::new("/usr/bin/php"), &args);

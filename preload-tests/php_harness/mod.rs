@@ -148,6 +148,27 @@ pub(crate) fn age(p: &Path) {
     assert_eq!(unsafe { libc::utimes(c.as_ptr(), [t, t].as_ptr()) }, 0);
 }
 
+/// Writes the PHP script `name` in `dir` (making its directory) and ages it:
+/// opcache does not cache files changed in the last 2 s.
+pub(crate) fn script(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(&p, text).unwrap();
+    age(&p);
+    p
+}
+
+/// A script whose `build_NAME()` keeps `rows` strings of 4000 `ch` (and
+/// the row's number) and returns their count, which it echoes, then
+/// `more` (PHP: `, ' ', getmypid()`), then a newline.
+pub(crate) fn builder_php(name: &str, rows: u32, ch: char, more: &str) -> String {
+    format!(
+        "<?php\n\
+         function build_{name}() {{ $a = []; for ($i = 0; $i < {rows}; $i++) {{ $a[] = str_repeat('{ch}', 4000) . $i; }} return count($a); }}\n\
+         echo build_{name}(){more}, \"\\n\";\n"
+    )
+}
+
 // ---------------------------------------------------------------------------
 // heaplive's log lines and files.
 
