@@ -98,6 +98,16 @@ fn other_alloc(dir: &Path) -> PathBuf {
     compile("other_alloc.cpp", "other_alloc", dir, &[])
 }
 
+/// `bin` in exact mode with LD_PRELOAD=`order` (heaplive and an allocator).
+fn run_in_order(dir: &Path, bin: &Path, order: &str) -> Output {
+    run_preloaded(
+        dir,
+        bin,
+        &[],
+        &[("LD_PRELOAD", order), ("HEAPLIVE_SAMPLE_INTERVAL", "1")],
+    )
+}
+
 /// `allocator` first in LD_PRELOAD, heaplive second, exact mode.
 fn allocator_first(allocator: &str, package: &str) {
     present(allocator, package);
@@ -107,12 +117,7 @@ fn allocator_first(allocator: &str, package: &str) {
     assert_eq!(reference.status.code(), Some(3), "{}", show(&reference));
     let lib = lib();
     let order = format!("{allocator} {}", lib.display());
-    let pre = run_preloaded(
-        &dir,
-        &bin,
-        &[],
-        &[("LD_PRELOAD", &order), ("HEAPLIVE_SAMPLE_INTERVAL", "1")],
-    );
+    let pre = run_in_order(&dir, &bin, &order);
     assert_same(allocator, &reference, &pre);
     let err = stderr(&pre);
     let said = lines_with(&err, "LD_PRELOAD");
@@ -129,12 +134,7 @@ fn allocator_first(allocator: &str, package: &str) {
     let dir = tempdir("other-alloc-after");
     let bin = other_alloc(&dir);
     let order = format!("{} {allocator}", lib.display());
-    let pre = run_preloaded(
-        &dir,
-        &bin,
-        &[],
-        &[("LD_PRELOAD", &order), ("HEAPLIVE_SAMPLE_INTERVAL", "1")],
-    );
+    let pre = run_in_order(&dir, &bin, &order);
     assert_same(allocator, &reference, &pre);
     let err = stderr(&pre);
     assert!(lines_with(&err, "malloc is").is_empty(), "{err}");
@@ -295,12 +295,7 @@ fn a_wrapper_that_forwards_to_the_next_malloc_is_left_alone() {
     let reference = run_with(&dir, &bin, &[("LD_PRELOAD", wrapper)]);
     assert_eq!(reference.status.code(), Some(3), "{}", show(&reference));
     let order = format!("{wrapper} {}", lib().display());
-    let pre = run_preloaded(
-        &dir,
-        &bin,
-        &[],
-        &[("LD_PRELOAD", &order), ("HEAPLIVE_SAMPLE_INTERVAL", "1")],
-    );
+    let pre = run_in_order(&dir, &bin, &order);
     assert_same("a forwarding wrapper first", &reference, &pre);
     let err = stderr(&pre);
     assert!(lines_with(&err, "malloc is").is_empty(), "{err}");

@@ -33,6 +33,18 @@ fn one(files: Vec<PathBuf>) -> PathBuf {
     files.into_iter().next().unwrap()
 }
 
+/// `heaplive top --bytes -w 0` on the one peak file in `dir`.
+fn top_of_peak(dir: &Path) -> String {
+    let file = one(common::view_files(dir, "peak"));
+    common::ok(common::heaplive(&[
+        "top",
+        "--bytes",
+        "-w",
+        "0",
+        file.to_str().unwrap(),
+    ]))
+}
+
 fn peak_file(dir: &Path) -> BTreeMap<String, u64> {
     common::bytes_by_leaf(&common::parse_folded(&one(common::view_files(dir, "peak"))))
 }
@@ -104,14 +116,7 @@ fn sampled_always_sampled_peak_file_is_the_higher_peak_to_the_byte() {
     assert_eq!(peak.get("site_x"), None, "{peak:?}\n{}", show(&o));
     // `top` on the peak file of this default dump: a zero-width interval
     // (from the samples file's peak rows).
-    let file = one(common::view_files(&dir, "peak"));
-    let text = common::ok(common::heaplive(&[
-        "top",
-        "--bytes",
-        "-w",
-        "0",
-        file.to_str().unwrap(),
-    ]));
+    let text = top_of_peak(&dir);
     let want = format!("{0}..{0}", 101u64 << 20);
     let row = text
         .lines()
@@ -162,14 +167,7 @@ fn sampled_peak_file_is_the_highest_estimate() {
         assert!(!other_moment, "seed {seed}: {}", show(&o));
         // `top` prints an interval for the peak file's stack (from the
         // samples file's peak rows), around its estimate.
-        let file = one(common::view_files(&dir, "peak"));
-        let text = common::ok(common::heaplive(&[
-            "top",
-            "--bytes",
-            "-w",
-            "0",
-            file.to_str().unwrap(),
-        ]));
+        let text = top_of_peak(&dir);
         let row = text
             .lines()
             .find(|l| l.contains(site.as_str()))

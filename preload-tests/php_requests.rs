@@ -107,11 +107,7 @@ fn oom_run(dir: &Path, preload: bool, env: &[(&str, &str)]) -> OomRun {
                 )
             })
             .to_string();
-        let path = line
-            .split_once("memory_limit dump ")
-            .and_then(|(_, r)| r.split_once(": "))
-            .map(|(p, _)| PathBuf::from(p))
-            .unwrap();
+        let path = oom_dump_path(&line);
         assert!(path.exists(), "{line}");
         (parse_folded(&path), line)
     });
@@ -127,6 +123,14 @@ fn oom_run(dir: &Path, preload: bool, env: &[(&str, &str)]) -> OomRun {
         fpm_log,
         dump,
     }
+}
+
+/// The file a `memory_limit dump PATH: ...` line names.
+fn oom_dump_path(line: &str) -> PathBuf {
+    line.split_once("memory_limit dump ")
+        .and_then(|(_, r)| r.split_once(": "))
+        .map(|(p, _)| PathBuf::from(p))
+        .unwrap()
 }
 
 fn largest(stacks: &[Stack]) -> &Stack {
@@ -562,11 +566,7 @@ fn cli_memory_limit_dump_without_the_dump_signal_keeps_one_thread() {
         .find(|l| l.contains("]: memory_limit dump "))
         .unwrap_or_else(|| panic!("no memory_limit dump\n{ctx}"))
         .to_string();
-    let path = line
-        .split_once("memory_limit dump ")
-        .and_then(|(_, r)| r.split_once(": "))
-        .map(|(p, _)| PathBuf::from(p))
-        .unwrap();
+    let path = oom_dump_path(&line);
     let stacks = parse_folded(&path);
     assert!(
         largest(&stacks).has("fill_report (report.php:9)"),
