@@ -112,19 +112,7 @@ fn dump_top_diff_merge_and_flamegraph_on_a_live_process() {
     ]));
     let text = std::fs::read_to_string(&svg).unwrap();
     assert!(text.contains("grow_site") && text.contains("steady_site"));
-    let xml = Command::new("/usr/bin/python3")
-        .args([
-            "-c",
-            "import sys, xml.dom.minidom; xml.dom.minidom.parse(sys.argv[1])",
-        ])
-        .arg(&svg)
-        .output()
-        .expect("python3 for the XML check");
-    assert!(
-        xml.status.success(),
-        "SVG is not well-formed XML: {}",
-        stderr(&xml)
-    );
+    assert_well_formed_xml(&svg);
 }
 
 #[test]

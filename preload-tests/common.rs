@@ -145,26 +145,47 @@ pub fn compile(src: &str, out_name: &str, dir: &Path, extra: &[&str]) -> PathBuf
         "gcc"
     };
     let out = dir.join(out_name);
-    let o = Command::new(cc)
-        .args([
-            "-g",
-            "-O1",
-            "-fno-omit-frame-pointer",
-            "-fno-optimize-sibling-calls",
-            "-o",
-        ])
-        .arg(&out)
-        .arg(&path)
-        .args(extra)
-        .args(["-lpthread", "-ldl"])
-        .output()
-        .expect("run the compiler");
-    assert!(
-        o.status.success(),
-        "{cc} {src} failed:\n{}",
-        String::from_utf8_lossy(&o.stderr)
+    output_ok(
+        Command::new(cc)
+            .args([
+                "-g",
+                "-O1",
+                "-fno-omit-frame-pointer",
+                "-fno-optimize-sibling-calls",
+                "-o",
+            ])
+            .arg(&out)
+            .arg(&path)
+            .args(extra)
+            .args(["-lpthread", "-ldl"]),
+        &format!("{cc} {src}"),
     );
     out
+}
+
+/// Runs `c` and asserts it succeeded (the panic names `what` and shows
+/// its status and both outputs); returns its output.
+pub fn output_ok(c: &mut Command, what: &str) -> Output {
+    let o = c.output().unwrap_or_else(|e| panic!("run {what}: {e}"));
+    assert!(o.status.success(), "{what} failed:\n{}", show(&o));
+    o
+}
+
+/// Asserts that the file `path` is well-formed XML (python3's parser).
+pub fn assert_well_formed_xml(path: &Path) {
+    let o = Command::new("/usr/bin/python3")
+        .args([
+            "-c",
+            "import sys, xml.dom.minidom; xml.dom.minidom.parse(sys.argv[1])",
+        ])
+        .arg(path)
+        .output()
+        .expect("python3 for the XML check");
+    assert!(
+        o.status.success(),
+        "SVG is not well-formed XML: {}",
+        stderr(&o)
+    );
 }
 
 /// `cmd args` in `dir` with the library preloaded, the output template
@@ -543,23 +564,19 @@ pub fn go() -> PathBuf {
 pub fn pprof(dir: &Path, args: &[&str], file: &Path) -> String {
     let home = dir.join("gohome");
     std::fs::create_dir_all(&home).unwrap();
-    let o = Command::new(go())
-        .args(["tool", "pprof"])
-        .args(args)
-        .arg(file)
-        .current_dir(dir)
-        .env("HOME", &home)
-        .env("GOCACHE", home.join("cache"))
-        .env("GOPATH", home.join("gopath"))
-        .env("GOTOOLCHAIN", "local")
-        .env("GOFLAGS", "-mod=mod")
-        .env_remove("LD_PRELOAD")
-        .output()
-        .expect("run go tool pprof");
-    assert!(
-        o.status.success(),
-        "go tool pprof {args:?} failed\n{}",
-        show(&o)
+    let o = output_ok(
+        Command::new(go())
+            .args(["tool", "pprof"])
+            .args(args)
+            .arg(file)
+            .current_dir(dir)
+            .env("HOME", &home)
+            .env("GOCACHE", home.join("cache"))
+            .env("GOPATH", home.join("gopath"))
+            .env("GOTOOLCHAIN", "local")
+            .env("GOFLAGS", "-mod=mod")
+            .env_remove("LD_PRELOAD"),
+        &format!("go tool pprof {args:?}"),
     );
     stdout(&o)
 }

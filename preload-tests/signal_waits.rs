@@ -307,13 +307,13 @@ fn failed_exec_keeps_the_program_mask() {
 fn setpriv_changes_credentials_with_heaplive_thread_running() {
     let dir = tempdir("setpriv");
     let args = ["--reuid=33", "--regid=33", "--init-groups", "id"];
-    let plain = Command::new("setpriv")
-        .args(args)
-        .current_dir(&dir)
-        .env_remove("LD_PRELOAD")
-        .output()
-        .unwrap();
-    assert!(plain.status.success(), "{}", show(&plain));
+    let plain = output_ok(
+        Command::new("setpriv")
+            .args(args)
+            .current_dir(&dir)
+            .env_remove("LD_PRELOAD"),
+        "setpriv without the library",
+    );
     for interval in ["1", "512K"] {
         let mut c = preloaded_command(
             &dir,

@@ -188,12 +188,12 @@ type Extents = Vec<(String, u64, u64)>;
 
 fn library_layout() -> (Extents, Extents) {
     let hex = |s: &str| u64::from_str_radix(s, 16).ok();
-    let nm = std::process::Command::new("nm")
-        .args(["-S", "-C", "--defined-only"])
-        .arg(lib())
-        .output()
-        .expect("run nm");
-    assert!(nm.status.success());
+    let nm = output_ok(
+        std::process::Command::new("nm")
+            .args(["-S", "-C", "--defined-only"])
+            .arg(lib()),
+        "nm",
+    );
     let syms = String::from_utf8_lossy(&nm.stdout)
         .lines()
         .filter_map(|l| {
@@ -206,12 +206,12 @@ fn library_layout() -> (Extents, Extents) {
             ))
         })
         .collect();
-    let re = std::process::Command::new("readelf")
-        .args(["-SW"])
-        .arg(lib())
-        .output()
-        .expect("run readelf");
-    assert!(re.status.success());
+    let re = output_ok(
+        std::process::Command::new("readelf")
+            .args(["-SW"])
+            .arg(lib()),
+        "readelf",
+    );
     let secs = String::from_utf8_lossy(&re.stdout)
         .lines()
         .filter_map(|l| {

@@ -23,12 +23,10 @@ fn folded_text(dir: &Path) -> String {
 
 /// Runs a tool, asserting success.
 fn tool(cmd: &str, args: &[&str]) -> String {
-    let o = Command::new(cmd)
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {cmd}: {e}"));
-    assert!(o.status.success(), "{cmd} {args:?} failed\n{}", show(&o));
-    stdout(&o)
+    stdout(&output_ok(
+        Command::new(cmd).args(args),
+        &format!("{cmd} {args:?}"),
+    ))
 }
 
 /// The 1-based line of `progs/<src>` holding `marker`.
@@ -163,16 +161,14 @@ fn debuglink_next_to_the_binary() {
     tool("objcopy", &["--only-keep-debug", b, dbg.to_str().unwrap()]);
     // --add-gnu-debuglink reads the debug file for its CRC: run in dir so
     // the link holds the bare name.
-    let o = Command::new("objcopy")
-        .current_dir(&dir)
-        .args([
+    output_ok(
+        Command::new("objcopy").current_dir(&dir).args([
             "--strip-debug",
             "--add-gnu-debuglink=sym_split.debug",
             "sym_split",
-        ])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", show(&o));
+        ]),
+        "objcopy --add-gnu-debuglink",
+    );
     let sections = tool("readelf", &["-SW", b]);
     assert!(
         !sections.contains(".debug_info") && sections.contains(".gnu_debuglink"),
@@ -509,13 +505,13 @@ fn is_rust_hash_suffix(f: &str) -> bool {
 fn rust_names() {
     let dir = tempdir("sym-rust");
     let bin = dir.join("leaky");
-    let o = Command::new("rustc")
-        .args(["-g", "-C", "opt-level=0", "--crate-name", "leaky", "-o"])
-        .arg(&bin)
-        .arg(root().join("preload-tests/progs/sym_leaky.rs"))
-        .output()
-        .expect("run rustc");
-    assert!(o.status.success(), "rustc failed\n{}", show(&o));
+    output_ok(
+        Command::new("rustc")
+            .args(["-g", "-C", "opt-level=0", "--crate-name", "leaky", "-o"])
+            .arg(&bin)
+            .arg(root().join("preload-tests/progs/sym_leaky.rs")),
+        "rustc",
+    );
     let (stacks, ctx) = again(&dir, "demangled", &bin, &[]);
     assert_eq!(
         bytes_under(&stacks, "leaky::leaky_rust_fn"),
@@ -755,19 +751,15 @@ fn dwz_supplementary_file_names_inline_frames() {
     let a = compile("sym_dwz_a.c", "sym_dwz_a", &dir, &[]);
     let b = compile("sym_dwz_b.c", "sym_dwz_b", &dir, &[]);
     let common = dir.join("common.debug");
-    let o = std::process::Command::new("dwz")
-        .arg("-m")
-        .arg(&common)
-        .arg("-M")
-        .arg(&common)
-        .arg(&a)
-        .arg(&b)
-        .output()
-        .expect("dwz (package dwz; `make test` installs it)");
-    assert!(
-        o.status.success(),
-        "dwz failed: {}",
-        String::from_utf8_lossy(&o.stderr)
+    output_ok(
+        Command::new("dwz")
+            .arg("-m")
+            .arg(&common)
+            .arg("-M")
+            .arg(&common)
+            .arg(&a)
+            .arg(&b),
+        "dwz (package dwz; `make test` installs it)",
     );
     let run = |tag: &str| {
         let d = tempdir(tag);

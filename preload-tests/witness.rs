@@ -25,19 +25,15 @@ fn witness_lib() -> PathBuf {
             .expect("target/ above target/release")
             .join("witness");
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let o = Command::new(cargo)
-            .args(["build", "--release", "--lib", "-p", "heaplive"])
-            .args(["--features", "lock-witness", "--target-dir"])
-            .arg(&target)
-            .current_dir(root())
-            .env_remove("LD_PRELOAD")
-            .stdin(Stdio::null())
-            .output()
-            .expect("run cargo build for the witness library");
-        assert!(
-            o.status.success(),
-            "building the witness library:\n{}",
-            show(&o)
+        output_ok(
+            Command::new(cargo)
+                .args(["build", "--release", "--lib", "-p", "heaplive"])
+                .args(["--features", "lock-witness", "--target-dir"])
+                .arg(&target)
+                .current_dir(root())
+                .env_remove("LD_PRELOAD")
+                .stdin(Stdio::null()),
+            "building the witness library",
         );
         target.join("release/libheaplive.so")
     })
