@@ -160,12 +160,7 @@ fn progs() -> std::path::PathBuf {
         compile("attach_cxx.cpp", "attach_cxx", &d, &[]);
         compile("attach_dl.c", "attach_dl", &d, &[]);
         compile("attach_main.c", "attach_static", &d, &["-static"]);
-        compile(
-            "attach_dllib.c",
-            "libattach_dllib.so",
-            &d,
-            &["-shared", "-fPIC"],
-        );
+        compile_so("attach_dllib.c", "libattach_dllib.so", &d);
         d.keep()
     })
     .clone()

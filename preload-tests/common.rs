@@ -163,6 +163,11 @@ pub fn compile(src: &str, out_name: &str, dir: &Path, extra: &[&str]) -> PathBuf
     out
 }
 
+/// `compile` of a shared object (`-shared -fPIC`).
+pub fn compile_so(src: &str, out_name: &str, dir: &Path) -> PathBuf {
+    compile(src, out_name, dir, &["-shared", "-fPIC"])
+}
+
 /// Runs `c` and asserts it succeeded (the panic names `what` and shows
 /// its status and both outputs); returns its output.
 pub fn output_ok(c: &mut Command, what: &str) -> Output {

@@ -377,12 +377,7 @@ fn core_exact_thousand_threads_cross_thread_frees() {
 #[test]
 fn core_exact_cxx_library_dlopened_local_from_c() {
     let dir = common::tempdir("core-dl-bin");
-    let lib = common::compile(
-        "dl_cxxlib.cpp",
-        "libdl_cxxlib.so",
-        &dir,
-        &["-shared", "-fPIC"],
-    );
+    let lib = common::compile_so("dl_cxxlib.cpp", "libdl_cxxlib.so", &dir);
     let host = common::compile("dl_host.c", "dl_host", &dir, &[]);
     let lib_arg = lib.to_str().unwrap();
     let (pre, stacks) = run_exact("core-dl", &host, &[lib_arg], true);

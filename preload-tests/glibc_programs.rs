@@ -305,12 +305,7 @@ fn lowering_rlimit_as_after_start_leaves_room() {
 #[test]
 fn heaplive_thread_never_calls_glibc_malloc() {
     let dir = tempdir("glibc-spy");
-    let spy = compile(
-        "glibc_spy.c",
-        "libglibc_spy.so",
-        &dir,
-        &["-shared", "-fPIC"],
-    );
+    let spy = compile_so("glibc_spy.c", "libglibc_spy.so", &dir);
     let bin = compile("glibc_own_thread.c", "glibc_own_thread", &dir, &[]);
     for (mode, interval) in [("exact", "1"), ("default", "")] {
         let mut env = vec![
@@ -378,12 +373,7 @@ fn heaplive_thread_never_calls_glibc_malloc() {
 #[test]
 fn no_dlopen_of_heaplive_inside_the_programs_dlopen() {
     let dir = tempdir("glibc-nested-dlopen");
-    let lib = compile(
-        "deep_lib.c",
-        "libdeep_nested.so",
-        &dir,
-        &["-shared", "-fPIC"],
-    );
+    let lib = compile_so("deep_lib.c", "libdeep_nested.so", &dir);
     let prog = compile("deep_main.c", "deep_main", &dir, &[]);
     let o = run_preloaded(
         &dir,
@@ -423,12 +413,7 @@ fn no_dlopen_of_heaplive_inside_the_programs_dlopen() {
 #[test]
 fn heaplive_thread_is_not_started_inside_the_loader() {
     let dir = tempdir("glibc-loader-thread");
-    let lib = compile(
-        "loader_thread_lib.c",
-        "libloader_thread.so",
-        &dir,
-        &["-shared", "-fPIC"],
-    );
+    let lib = compile_so("loader_thread_lib.c", "libloader_thread.so", &dir);
     let prog = compile("loader_thread_main.c", "loader_thread_main", &dir, &[]);
     let plain = Command::new(&prog)
         .arg(&lib)

@@ -252,7 +252,7 @@ fn an_executable_with_its_own_malloc_is_reported_in_one_line() {
 fn settings_and_program_name_are_read_under_an_audit_module() {
     let dir = tempdir("audit");
     let bin = other_alloc(&dir);
-    let audit = compile("audit_bind.c", "audit_bind.so", &dir, &["-shared", "-fPIC"]);
+    let audit = compile_so("audit_bind.c", "audit_bind.so", &dir);
     let audit = audit.to_str().expect("utf-8 temp path");
     let reference = run_with(&dir, &bin, &[("LD_AUDIT", audit)]);
     assert_eq!(reference.status.code(), Some(3), "{}", show(&reference));
@@ -285,12 +285,7 @@ fn a_wrapper_that_forwards_to_the_next_malloc_is_left_alone() {
     // back to the wrapper (that would never end), and say nothing.
     let dir = tempdir("fwd-wrapper");
     let bin = other_alloc(&dir);
-    let wrapper = compile(
-        "fwd_wrapper.c",
-        "fwd_wrapper.so",
-        &dir,
-        &["-shared", "-fPIC"],
-    );
+    let wrapper = compile_so("fwd_wrapper.c", "fwd_wrapper.so", &dir);
     let wrapper = wrapper.to_str().expect("utf-8 temp path");
     let reference = run_with(&dir, &bin, &[("LD_PRELOAD", wrapper)]);
     assert_eq!(reference.status.code(), Some(3), "{}", show(&reference));

@@ -53,7 +53,7 @@ fn cache_run_behind(
     n: usize,
 ) -> (PathBuf, Output, PathBuf, String) {
     require_php();
-    let first = compile(src, so, dir, &["-shared", "-fPIC"]);
+    let first = compile_so(src, so, dir);
     let script = cache_script(dir, "build.php", n);
     let preload = format!("{} {}", first.display(), lib().display());
     let mut child = spawn_php_with(dir, &script, true, &preload, &[]);

@@ -493,8 +493,8 @@ fn heaplive_signal_kill_warns_and_keeps_usr2() {
 #[test]
 fn rtld_deepbind_is_cleared() {
     let dir = tempdir("deep-bind");
-    let a = compile("deep_lib.c", "libdeep_a.so", &dir, &["-shared", "-fPIC"]);
-    let b = compile("deep_lib.c", "libdeep_b.so", &dir, &["-shared", "-fPIC"]);
+    let a = compile_so("deep_lib.c", "libdeep_a.so", &dir);
+    let b = compile_so("deep_lib.c", "libdeep_b.so", &dir);
     let o = run_ok(
         &dir,
         "deep_main",
@@ -533,7 +533,7 @@ fn rtld_deepbind_is_cleared() {
 #[test]
 fn dlclosed_library_frames_keep_their_names() {
     let dir = tempdir("deep-dlclose");
-    let lib = compile("deep_lib.c", "libdeep_gone.so", &dir, &["-shared", "-fPIC"]);
+    let lib = compile_so("deep_lib.c", "libdeep_gone.so", &dir);
     let o = run_ok(
         &dir,
         "deep_main",

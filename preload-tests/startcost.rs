@@ -339,12 +339,7 @@ fn a_preload_after_heaplive_gets_the_calls_it_interposes() {
     // define them: here a second preload defines kill and setuid, and
     // heaplive's wrappers must reach it (dlsym's RTLD_NEXT order).
     let dir = tempdir("nextpreload");
-    let next = compile(
-        "next_kill.c",
-        "libnext.so",
-        dir.path(),
-        &["-shared", "-fPIC"],
-    );
+    let next = compile_so("next_kill.c", "libnext.so", dir.path());
     let exe = compile("call_kill.c", "call_kill", dir.path(), &[]);
     let preload = format!("{} {}", lib().display(), next.display());
     let o = run_preloaded(

@@ -13,7 +13,7 @@ use std::path::Path;
 /// Builds `libapp_lib.so` and the executable `name` linked to it in `dir`
 /// (the library found through the run path).
 fn build(dir: &Path, name: &str) -> std::path::PathBuf {
-    compile("app_lib.c", "libapp_lib.so", dir, &["-shared", "-fPIC"]);
+    compile_so("app_lib.c", "libapp_lib.so", dir);
     compile(
         "app_main.c",
         name,
