@@ -134,10 +134,15 @@ fn dump(t: &Target) -> Vec<Stack> {
     parse_folded(Path::new(out.trim()))
 }
 
+/// `scenario_in` for the program `prog` of `progs()`, in a new directory.
+fn scenario(tag: &str, prog: &str, args: &[&str], site: &str, want: u64) {
+    scenario_in(&progs().join(prog), args, site, want, &tempdir(tag));
+}
+
 /// The scenario: 64 MiB at first_site before the attach, 32 MiB at
 /// `site` after; half of the first freed after. Exact mode: the dump holds
 /// exactly the second site and nothing of the first.
-fn scenario(prog: &Path, args: &[&str], site: &str, want: u64, dir: &Path) {
+fn scenario_in(prog: &Path, args: &[&str], site: &str, want: u64, dir: &Path) {
     let (want_out, want_code) = plain_run(prog, args, dir);
     let mut t = Target::start(prog, args, dir);
     attach(&t, dir);
@@ -168,51 +173,41 @@ fn progs() -> std::path::PathBuf {
 
 #[test]
 fn attach_c_program_sees_only_allocations_after_attach() {
-    let dir = tempdir("attach-c");
-    scenario(
-        &progs().join("attach_main"),
-        &[],
-        "second_site",
-        32 * MIB,
-        &dir,
-    );
+    scenario("attach-c", "attach_main", &[], "second_site", 32 * MIB);
 }
 
 #[test]
 fn attach_while_8_threads_allocate() {
-    let dir = tempdir("attach-threads");
     scenario(
-        &progs().join("attach_main"),
+        "attach-threads",
+        "attach_main",
         &["threads"],
         "second_site",
         32 * MIB,
-        &dir,
     );
 }
 
 #[test]
 fn attach_cxx_program() {
-    let dir = tempdir("attach-cxx");
     // 32 vectors of 1 MiB, and the 32 vector objects (24 bytes each).
     scenario(
-        &progs().join("attach_cxx"),
+        "attach-cxx",
+        "attach_cxx",
         &[],
         "second_site",
         32 * MIB + 32 * 24,
-        &dir,
     );
 }
 
 #[test]
 fn attach_then_dlopen_library_is_seen() {
-    let dir = tempdir("attach-dl");
     let lib = progs().join("libattach_dllib.so");
     scenario(
-        &progs().join("attach_dl"),
+        "attach-dl",
+        "attach_dl",
         &[lib.to_str().expect("utf-8")],
         "lib_site",
         32 * MIB,
-        &dir,
     );
 }
 
