@@ -23,8 +23,7 @@ fn svg_of(args: &[&str]) -> String {
 }
 
 fn well_formed(svg: &str, dir: &std::path::Path) {
-    let f = dir.join("check.svg");
-    std::fs::write(&f, svg).unwrap();
+    let f = write_file(dir, "check.svg", svg);
     assert_well_formed_xml(&f);
 }
 

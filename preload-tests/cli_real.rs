@@ -96,8 +96,7 @@ fn dump_top_diff_merge_and_flamegraph_on_a_live_process() {
 
     // merge sums the two dumps stack by stack.
     let merged = ok(heaplive(&["merge", &first, &second]));
-    let mfile = dir.join("merged.folded");
-    std::fs::write(&mfile, merged).unwrap();
+    let mfile = write_file(&dir, "merged.folded", merged);
     let m = parse_folded(&mfile);
     assert_eq!(total(&m), total(&a) + total(&b));
     assert_eq!(bytes_by_leaf(&m).get("grow_site"), Some(&500_000));

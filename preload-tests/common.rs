@@ -134,6 +134,13 @@ pub fn tempdir(tag: &str) -> TempDir {
     TempDir(d)
 }
 
+/// Writes `content` to the file `name` in `dir`; returns its path.
+pub fn write_file(dir: &Path, name: &str, content: impl AsRef<[u8]>) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, content).expect("write test file");
+    p
+}
+
 /// Compiles `preload-tests/progs/<src>` (C with gcc, C++ with g++ by the
 /// extension) into `dir`, with debug info and `extra` flags. Returns the
 /// binary (or shared object, if `extra` has `-shared`).

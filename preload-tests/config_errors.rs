@@ -8,8 +8,7 @@ use std::path::Path;
 /// "quit" from a file given as stdin).
 pub(crate) fn sh(dir: &Path, env: &[(&str, &str)]) -> std::process::Output {
     let prog = compile("cli_grow.c", "cli_grow", dir, &[]);
-    let input = dir.join("input");
-    std::fs::write(&input, "quit\n").unwrap();
+    let input = write_file(dir, "input", "quit\n");
     let mut c = preloaded_command(dir, &prog, &[], env);
     c.stdin(std::fs::File::open(&input).unwrap());
     let o = c.output().unwrap();

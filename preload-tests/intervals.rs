@@ -310,12 +310,11 @@ fn merged_dumps_have_the_intervals_of_the_sum() {
         lives.push(file_of(&d, "live"));
     }
     let names: Vec<&str> = lives.iter().map(|p| p.to_str().unwrap()).collect();
-    let merged = dir.join("m.folded");
-    std::fs::write(
-        &merged,
+    let merged = common::write_file(
+        &dir,
+        "m.folded",
         common::ok(common::heaplive(&[&["merge"], &names[..]].concat())),
-    )
-    .unwrap();
+    );
     // The samples file of the sum: samples and variances added up.
     std::fs::write(
         dir.join("m.samples.folded"),
@@ -325,14 +324,13 @@ fn merged_dumps_have_the_intervals_of_the_sum() {
     )
     .unwrap();
     // merge --variance: the same variances as a folded file.
-    let mv = dir.join("merged-variances.txt");
-    std::fs::write(
-        &mv,
+    let mv = common::write_file(
+        &dir,
+        "merged-variances.txt",
         common::ok(common::heaplive(
             &[&["merge", "--variance"], &names[..]].concat(),
         )),
-    )
-    .unwrap();
+    );
     let merged_variances = common::bytes_by_leaf(&common::parse_folded(&mv));
 
     // What the two dumps say per leaf: bytes and variances, summed.
@@ -426,12 +424,11 @@ fn merged_dumps_have_the_intervals_of_the_sum() {
 #[test]
 fn php_zend_mm_stacks_get_intervals() {
     let dir = common::tempdir("intervals-php");
-    let php = dir.join("report.php");
-    std::fs::write(
-        &php,
+    let php = common::write_file(
+        &dir,
+        "report.php",
         "<?php\nfunction fill_report() {\n    $rows = [];\n    for ($i = 0; ; $i++) {\n        $rows[] = str_repeat('r', 4000) . $i;\n    }\n}\nfill_report();\n",
-    )
-    .unwrap();
+    );
     let o = common::run_preloaded(
         &dir,
         Path::new("/usr/bin/php"),

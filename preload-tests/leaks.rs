@@ -643,8 +643,7 @@ fn reused_fd_2_gets_no_heaplive_lines() {
 #[test]
 fn heaplive_log_gets_the_lines_appended() {
     let dir = tempdir("leak-log");
-    let log = dir.join("heaplive.log");
-    std::fs::write(&log, "an earlier line\n").unwrap();
+    let log = write_file(&dir, "heaplive.log", "an earlier line\n");
     let log_s = log.to_str().unwrap().to_string();
     let (_d, o, ctx) = run_steps(
         "leak-log-run",

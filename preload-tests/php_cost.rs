@@ -86,8 +86,7 @@ show('end');
 fn memory_get_usage_is_the_same_at_every_interval() {
     require_php();
     let dir = tempdir("php-cost-usage");
-    let script = dir.join("churn.php");
-    std::fs::write(&script, CHURN_PHP).unwrap();
+    let script = write_file(&dir, "churn.php", CHURN_PHP);
     for interval in [Some("1"), Some("4K"), Some("64K"), None] {
         let env: Vec<(&str, &str)> = interval
             .map(|i| ("HEAPLIVE_SAMPLE_INTERVAL", i))
@@ -120,14 +119,13 @@ fn memory_get_usage_is_the_same_at_every_interval() {
 fn exit_line_times_a_php_peak_reached_at_once() {
     require_php();
     let dir = tempdir("php-cost-peak-time");
-    let script = dir.join("peak.php");
-    std::fs::write(
-        &script,
+    let script = write_file(
+        &dir,
+        "peak.php",
         "<?php\n$a = [];\nfor ($i = 0; $i < 4000; $i++) { $a[] = str_repeat('p', 4000); }\n\
          unset($a);\necho memory_get_peak_usage() > (16 << 20) ? \"peaked\\n\" : \"small\\n\";\n\
          usleep(3000000);\n",
-    )
-    .unwrap();
+    );
     for interval in ["1", "512K"] {
         let t0 = Instant::now();
         let o = run_php(

@@ -19,9 +19,9 @@ use crate::php_harness::{assert_within, bytes_with_frame, dump_while_ready, top_
 #[test]
 fn exact_mode_small_ereallocs_match_memory_get_usage() {
     let dir = tempdir("php-hooks-small-realloc");
-    let script = dir.join("small.php");
-    std::fs::write(
-        &script,
+    let script = write_file(
+        &dir,
+        "small.php",
         "<?php\n\
          function build(&$delta) {\n\
              $before = memory_get_usage(); $a = [];\n\
@@ -41,8 +41,7 @@ fn exact_mode_small_ereallocs_match_memory_get_usage() {
          rename(__DIR__ . '/ready.tmp', __DIR__ . '/ready');\n\
          for ($i = 0; $i < 300 && !file_exists(__DIR__ . '/release'); $i++) { usleep(50000); }\n\
          echo count($keep), \"\\n\";\n",
-    )
-    .unwrap();
+    );
     let (file, delta, out) = dump_while_ready(&dir, &script, &[("HEAPLIVE_SAMPLE_INTERVAL", "1")]);
     assert_eq!(out, "6000\n");
     let stacks = parse_folded(&file);
@@ -66,9 +65,9 @@ fn exact_mode_small_ereallocs_match_memory_get_usage() {
 #[test]
 fn sampled_frees_of_small_blocks_are_all_found() {
     let dir = tempdir("php-hooks-frees");
-    let script = dir.join("churn.php");
-    std::fs::write(
-        &script,
+    let script = write_file(
+        &dir,
+        "churn.php",
         "<?php\n\
          function churn() {\n\
              for ($r = 0; $r < 300; $r++) {\n\
@@ -89,8 +88,7 @@ fn sampled_frees_of_small_blocks_are_all_found() {
          rename(__DIR__ . '/ready.tmp', __DIR__ . '/ready');\n\
          for ($i = 0; $i < 300 && !file_exists(__DIR__ . '/release'); $i++) { usleep(50000); }\n\
          echo count($keep), \"\\n\";\n",
-    )
-    .unwrap();
+    );
     let env = [
         ("HEAPLIVE_SAMPLE_INTERVAL", "4096"),
         ("HEAPLIVE_SEED", "11"),

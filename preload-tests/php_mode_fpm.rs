@@ -144,16 +144,15 @@ fn fpm_exact_mode_matches_memory_get_usage() {
 #[test]
 fn fpm_per_request_reset() {
     let dir = tempdir("php-fpm-reset");
-    let script = dir.join("reset.php");
-    std::fs::write(
-        &script,
+    let script = write_file(
+        &dir,
+        "reset.php",
         "<?php\n\
          $p0 = memory_get_peak_usage(); $u0 = memory_get_usage();\n\
          $a = []; for ($i = 0; $i < 1024; $i++) { $a[] = str_repeat('x', 4000 + $i % 3); }\n\
          $p1 = memory_get_peak_usage(); unset($a);\n\
          echo $p0, ' ', $u0, ' ', $p1, ' ', getmypid(), \"\\n\";\n",
-    )
-    .unwrap();
+    );
     age(&script);
     let run = |preload: bool, tag: &str| {
         let (fpm, d) = one_worker(&dir, tag, preload, &[], FpmOpts::default());
@@ -217,8 +216,7 @@ fn fpm_per_request_reset() {
 #[test]
 fn fpm_memory_limit_then_next_request_is_profiled() {
     let dir = tempdir("php-fpm-limit");
-    let limit = dir.join("limit.php");
-    std::fs::write(&limit, LIMIT_PHP).unwrap();
+    let limit = write_file(&dir, "limit.php", LIMIT_PHP);
     age(&limit);
     let err_of = |preload: bool, tag: &str| {
         let opts = FpmOpts {
@@ -262,8 +260,7 @@ fn fpm_memory_limit_then_next_request_is_profiled() {
 #[test]
 fn fpm_memory_figures_are_identical_with_and_without_heaplive() {
     let dir = tempdir("php-fpm-memory-figures");
-    let script = dir.join("figures.php");
-    std::fs::write(&script, MEMORY_FIGURES_PHP).unwrap();
+    let script = write_file(&dir, "figures.php", MEMORY_FIGURES_PHP);
     age(&script);
     let run = |preload: bool, tag: &str, env: &[(&str, &str)]| {
         let (fpm, _) = one_worker(&dir, tag, preload, env, FpmOpts::default());

@@ -66,8 +66,7 @@ deep(30);
 fn odd_frames_check(dir: &Path, php_args: &[&str]) {
     require_php();
     odd_templates(dir);
-    let script = dir.join("odd.php");
-    std::fs::write(&script, ODD_PHP).unwrap();
+    let script = write_file(dir, "odd.php", ODD_PHP);
     let run = |preload: bool| {
         let mut c = Command::new(php_bin());
         c.args(php_args).arg(&script).current_dir(dir);

@@ -466,9 +466,9 @@ fn fpm_worker_pid_of(file: &Path) -> u32 {
 #[test]
 fn cli_consumer_leak_warning_names_the_php_function() {
     let dir = tempdir("php-consumer");
-    let consumer = dir.join("consumer.php");
-    std::fs::write(
-        &consumer,
+    let consumer = write_file(
+        &dir,
+        "consumer.php",
         "<?php\n\
          function handle_job(int $n): int {\n\
              static $seen = [];\n\
@@ -478,8 +478,7 @@ fn cli_consumer_leak_warning_names_the_php_function() {
          }\n\
          for ($j = 0; $j < 300; $j++) { handle_job($j); }\n\
          echo \"done\\n\";\n",
-    )
-    .unwrap();
+    );
     let run = |frame: &str| {
         let d = dir.join(format!("frame{frame}"));
         std::fs::create_dir_all(&d).unwrap();

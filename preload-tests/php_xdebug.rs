@@ -18,8 +18,7 @@ fill_rows();\n";
 #[test]
 fn memory_limit_dump_happens_with_xdebug_in_every_mode() {
     let dir = tempdir("php-xdebug");
-    let script = dir.path().join("fill.php");
-    std::fs::write(&script, SCRIPT).unwrap();
+    let script = write_file(dir.path(), "fill.php", SCRIPT);
     let php = crate::php_harness::php_bin();
     for mode in ["develop", "debug", "profile", "off"] {
         let args = [

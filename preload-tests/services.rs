@@ -393,14 +393,13 @@ fn poison_mode_shows_its_patterns_and_real_programs_are_unchanged() {
         show(&o)
     );
 
-    let input = dir.join("input.txt");
-    std::fs::write(
-        &input,
+    let input = write_file(
+        &dir,
+        "input.txt",
         (0..5000)
             .map(|i| format!("{}\n", (i * 7919) % 5003))
             .collect::<String>(),
-    )
-    .unwrap();
+    );
     let cases: &[(&str, &[&str])] = &[
         (
             "python3",

@@ -60,8 +60,7 @@ fn an_unknown_setting_gets_one_line_naming_the_closest() {
 #[test]
 fn known_variables_get_no_warning() {
     let dir = tempdir("known-settings");
-    let report = dir.join("files");
-    std::fs::write(&report, b"").unwrap();
+    let report = write_file(&dir, "files", b"");
     let err = run(
         &dir,
         &[

@@ -344,12 +344,11 @@ fn setpriv_changes_credentials_with_heaplive_thread_running() {
 #[test]
 fn php_cli_sleep_is_not_cut_and_every_dump_holds_the_string() {
     let dir = tempdir("php-cli-sleep");
-    let script = dir.join("s.php");
-    std::fs::write(
-        &script,
+    let script = write_file(
+        &dir,
+        "s.php",
         "<?php\n$keep = str_repeat('x', 50000000);\necho 'ready ', getmypid(), \"\\n\";\nflush();\n$r = sleep(6);\necho 'sleep returned ', var_export($r, true), ' len ', strlen($keep), \"\\n\";\n",
-    )
-    .unwrap();
+    );
     let mut child = Running::spawn(
         preloaded_command(
             &dir,
