@@ -170,6 +170,19 @@ pub fn compile(src: &str, out_name: &str, dir: &Path, extra: &[&str]) -> PathBuf
     out
 }
 
+/// Compiles `progs/NAME.c` into `dir` as `NAME` and runs it there under
+/// the library with `args` and `env`; asserts it succeeded.
+pub fn run_prog(dir: &Path, name: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let prog = compile(&format!("{name}.c"), name, dir, &[]);
+    let o = run_preloaded(dir, &prog, args, env);
+    assert!(
+        o.status.success(),
+        "{name} {args:?} under the library failed\n{}",
+        show(&o)
+    );
+    o
+}
+
 /// `compile` of a shared object (`-shared -fPIC`).
 pub fn compile_so(src: &str, out_name: &str, dir: &Path) -> PathBuf {
     compile(src, out_name, dir, &["-shared", "-fPIC"])

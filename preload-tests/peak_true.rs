@@ -12,10 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 fn run(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
-    let p = common::compile("two_peaks.c", "two_peaks", dir, &[]);
-    let o = common::run_preloaded(dir, &p, args, env);
-    assert!(o.status.success(), "{}", show(&o));
-    o
+    common::run_prog(dir, "two_peaks", args, env)
 }
 
 /// Removes the last run's files.

@@ -419,17 +419,15 @@ fn run_prints_the_peak() {
 fn pprof_names_the_main_executable() {
     let dir = common::tempdir("views-pprof-main");
     let lib = common::compile("deep_lib.c", "libdeep.so", &dir, &["-shared", "-fPIC"]);
-    let prog = common::compile("deep_main.c", "deep_main", &dir, &[]);
-    let o = common::run_preloaded(
+    common::run_prog(
         &dir,
-        &prog,
+        "deep_main",
         &["local", lib.to_str().unwrap()],
         &[
             ("HEAPLIVE_SAMPLE_INTERVAL", "1"),
             ("HEAPLIVE_FORMAT", "pprof"),
         ],
     );
-    assert!(o.status.success(), "{}", show(&o));
     let pb = std::fs::read_dir(dir.path())
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -522,9 +520,12 @@ fn exit_line_times_a_peak_reached_at_once() {
 #[test]
 fn exit_line_says_when_the_peak_files_stacks_are_from() {
     let dir = common::tempdir("views-peak-copy-time");
-    let p = common::compile("peak_then_sleep.c", "peak_then_sleep", &dir, &[]);
-    let o = common::run_preloaded(&dir, &p, &["again"], &[("HEAPLIVE_SAMPLE_INTERVAL", "1")]);
-    assert!(o.status.success(), "{}", show(&o));
+    let o = common::run_prog(
+        &dir,
+        "peak_then_sleep",
+        &["again"],
+        &[("HEAPLIVE_SAMPLE_INTERVAL", "1")],
+    );
     let err = common::stderr(&o);
     assert!(err.contains("peak 64.5 MiB live (exact)"), "{err}");
     let (at, copy) = peak_times(&err);
