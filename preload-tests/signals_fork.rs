@@ -26,6 +26,11 @@ fn run_ok(dir: &Path, name: &str, args: &[&str], env: &[(&str, &str)], what: &st
     o
 }
 
+/// `run_ok` in exact mode.
+fn exact_ok(dir: &Path, name: &str, args: &[&str], what: &str) -> Output {
+    run_ok(dir, name, args, &[("HEAPLIVE_SAMPLE_INTERVAL", "1")], what)
+}
+
 /// Every folded file in `dir` parses (parse_folded panics on a bad line);
 /// returns them by name.
 fn all_whole(dir: &Path) -> BTreeMap<PathBuf, Vec<Stack>> {
@@ -138,13 +143,7 @@ pub(crate) fn signal_burst_during_threaded_allocation() {
 #[test]
 pub(crate) fn fork_children_keep_their_own_profiles() {
     let dir = tempdir("fork-children");
-    let o = run_ok(
-        &dir,
-        "fork_children",
-        &[],
-        &[("HEAPLIVE_SAMPLE_INTERVAL", "1")],
-        "fork of 4 children",
-    );
+    let o = exact_ok(&dir, "fork_children", &[], "fork of 4 children");
     let out = stdout(&o);
     let parent = pid_after(&out, "parent ");
     let amounts = [110_000u64, 220_000, 330_000, 440_000];
@@ -244,13 +243,7 @@ fn sig_ign_and_sig_dfl_are_virtual() {
     let dir = tempdir("sig-ign-dfl");
     // Exact mode: the first malloc starts heaplive's thread, which takes
     // the signals from outside at once.
-    let o = run_ok(
-        &dir,
-        "sig_ign_dfl",
-        &[],
-        &[("HEAPLIVE_SAMPLE_INTERVAL", "1")],
-        "SIG_IGN/SIG_DFL",
-    );
+    let o = exact_ok(&dir, "sig_ign_dfl", &[], "SIG_IGN/SIG_DFL");
     let out = stdout(&o);
     for l in [
         "alive after SIG_IGN",
@@ -495,11 +488,10 @@ fn rtld_deepbind_is_cleared() {
     let dir = tempdir("deep-bind");
     let a = compile_so("deep_lib.c", "libdeep_a.so", &dir);
     let b = compile_so("deep_lib.c", "libdeep_b.so", &dir);
-    let o = run_ok(
+    let o = exact_ok(
         &dir,
         "deep_main",
         &["deepbind", a.to_str().unwrap(), b.to_str().unwrap()],
-        &[("HEAPLIVE_SAMPLE_INTERVAL", "1")],
         "RTLD_DEEPBIND",
     );
     assert!(stdout(&o).contains("loaded"), "{}", show(&o));
@@ -534,11 +526,10 @@ fn rtld_deepbind_is_cleared() {
 fn dlclosed_library_frames_keep_their_names() {
     let dir = tempdir("deep-dlclose");
     let lib = compile_so("deep_lib.c", "libdeep_gone.so", &dir);
-    let o = run_ok(
+    let o = exact_ok(
         &dir,
         "deep_main",
         &["dlclose", lib.to_str().unwrap()],
-        &[("HEAPLIVE_SAMPLE_INTERVAL", "1")],
         "dlclose",
     );
     assert!(
@@ -570,13 +561,7 @@ fn dlclosed_library_frames_keep_their_names() {
 #[test]
 fn signal_dump_is_not_lost_to_an_exec_right_after_the_signal() {
     let dir = tempdir("sig-exec-now");
-    let o = run_ok(
-        &dir,
-        "sig_exec",
-        &["now"],
-        &[("HEAPLIVE_SAMPLE_INTERVAL", "1")],
-        "exec after the dump signal",
-    );
+    let o = exact_ok(&dir, "sig_exec", &["now"], "exec after the dump signal");
     let pid = pid_after(&stdout(&o), "before exec in ");
     assert!(
         stdout(&o).contains(&format!("after exec in {pid}")),
@@ -612,13 +597,7 @@ fn signal_dump_is_not_lost_to_an_exec_right_after_the_signal() {
 #[test]
 fn dump_files_before_an_exec_are_not_overwritten_after_it() {
     let dir = tempdir("sig-exec-wait");
-    let o = run_ok(
-        &dir,
-        "sig_exec",
-        &["wait"],
-        &[("HEAPLIVE_SAMPLE_INTERVAL", "1")],
-        "exec after the signal dump",
-    );
+    let o = exact_ok(&dir, "sig_exec", &["wait"], "exec after the signal dump");
     let pid = pid_after(&stdout(&o), "before exec in ");
     let err = stderr(&o);
     assert_eq!(dump_lines(&err, "signal").len(), 1, "{}", show(&o));
