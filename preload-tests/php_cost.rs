@@ -12,7 +12,7 @@
 //! php8.2-cli comes from scripts/install-test-deps.sh (`make test`).
 
 use crate::common::*;
-use crate::php_harness::{dump_while_ready, log_of, require_php, spawn_php};
+use crate::php_harness::{READY_THEN_WAIT, dump_while_ready, log_of, require_php, spawn_php};
 use std::path::Path;
 use std::process::Output;
 use std::time::Instant;
@@ -171,10 +171,7 @@ fn exact_mode_after_churn_matches_the_scripts_delta() {
     // and delta), then up to 15 s for `release`.
     let text = CHURN_PHP.replace(
         "show('built');",
-        "show('built');\n\
-         file_put_contents(__DIR__ . '/ready.tmp', getmypid() . ' ' . $delta);\n\
-         rename(__DIR__ . '/ready.tmp', __DIR__ . '/ready');\n\
-         for ($i = 0; $i < 300 && !file_exists(__DIR__ . '/release'); $i++) { usleep(50000); }",
+        &format!("show('built');\n{}", READY_THEN_WAIT.trim_end()),
     );
     std::fs::write(&script, text).unwrap();
     let (file, delta, _) = dump_while_ready(&dir, &script, &[("HEAPLIVE_SAMPLE_INTERVAL", "1")]);

@@ -7,7 +7,9 @@
 //! the frees of sampled blocks, every one found.
 
 use crate::common::*;
-use crate::php_harness::{assert_within, bytes_with_frame, dump_while_ready, top_stacks};
+use crate::php_harness::{
+    READY_THEN_WAIT, assert_within, bytes_with_frame, dump_while_ready, top_stacks,
+};
 
 /// Exact mode: small strings grown by `.=` in 13-byte steps (erealloc in
 /// place within a bin, or to the next bin), serialize() and json_encode()
@@ -22,7 +24,8 @@ fn exact_mode_small_ereallocs_match_memory_get_usage() {
     let script = write_file(
         &dir,
         "small.php",
-        "<?php\n\
+        [
+            "<?php\n\
          function build(&$delta) {\n\
              $before = memory_get_usage(); $a = [];\n\
              for ($i = 0; $i < 1500; $i++) {\n\
@@ -36,11 +39,11 @@ fn exact_mode_small_ereallocs_match_memory_get_usage() {
              $delta = memory_get_usage() - $before;\n\
              return $a;\n\
          }\n\
-         $delta = 0; $keep = build($delta);\n\
-         file_put_contents(__DIR__ . '/ready.tmp', getmypid() . ' ' . $delta);\n\
-         rename(__DIR__ . '/ready.tmp', __DIR__ . '/ready');\n\
-         for ($i = 0; $i < 300 && !file_exists(__DIR__ . '/release'); $i++) { usleep(50000); }\n\
-         echo count($keep), \"\\n\";\n",
+         $delta = 0; $keep = build($delta);\n",
+            READY_THEN_WAIT,
+            "echo count($keep), \"\\n\";\n",
+        ]
+        .concat(),
     );
     let (file, delta, out) = dump_while_ready(&dir, &script, &[("HEAPLIVE_SAMPLE_INTERVAL", "1")]);
     assert_eq!(out, "6000\n");
@@ -68,7 +71,8 @@ fn sampled_frees_of_small_blocks_are_all_found() {
     let script = write_file(
         &dir,
         "churn.php",
-        "<?php\n\
+        [
+            "<?php\n\
          function churn() {\n\
              for ($r = 0; $r < 300; $r++) {\n\
                  $a = [];\n\
@@ -83,11 +87,11 @@ fn sampled_frees_of_small_blocks_are_all_found() {
              return $a;\n\
          }\n\
          churn();\n\
-         $delta = 0; $keep = hold($delta);\n\
-         file_put_contents(__DIR__ . '/ready.tmp', getmypid() . ' ' . $delta);\n\
-         rename(__DIR__ . '/ready.tmp', __DIR__ . '/ready');\n\
-         for ($i = 0; $i < 300 && !file_exists(__DIR__ . '/release'); $i++) { usleep(50000); }\n\
-         echo count($keep), \"\\n\";\n",
+         $delta = 0; $keep = hold($delta);\n",
+            READY_THEN_WAIT,
+            "echo count($keep), \"\\n\";\n",
+        ]
+        .concat(),
     );
     let env = [
         ("HEAPLIVE_SAMPLE_INTERVAL", "4096"),

@@ -25,9 +25,7 @@ fn cache_script(dir: &Path, name: &str, n: usize) -> PathBuf {
          require __DIR__ . '/cache.php';\n\
          $delta = 0;\n\
          $cache = build_cache({n}, 4000, $delta);\n\
-         file_put_contents(__DIR__ . '/ready.tmp', getmypid() . ' ' . $delta);\n\
-         rename(__DIR__ . '/ready.tmp', __DIR__ . '/ready');\n\
-         for ($i = 0; $i < 300 && !file_exists(__DIR__ . '/release'); $i++) {{ usleep(50000); }}\n\
+         {READY_THEN_WAIT}\
          echo count($cache), ' ', strlen($cache[7]), ' ', $delta, ' ', memory_get_usage(), ' ', memory_get_peak_usage(), \"\\n\";\n"
     );
     let p = dir.join(name);
