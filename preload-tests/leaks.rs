@@ -181,6 +181,18 @@ fn summary_line(text: &str) -> Option<String> {
         .map(String::from)
 }
 
+/// The exit summary line of `text`; panics (with `ctx`) when there is none.
+fn exit_summary(text: &str, ctx: &str) -> String {
+    summary_line(text).unwrap_or_else(|| panic!("no `at exit:` line\n{ctx}"))
+}
+
+/// The `steps` run's block (64 KiB: its argument 65536) and its shape at
+/// 1 MiB.
+fn steps_shape() -> (i64, Shape) {
+    let block = 64 * KIB;
+    (block, shape(MIB, block))
+}
+
 /// The `N more warnings suppressed` count of an exit summary line (0 if
 /// it names none).
 fn summary_suppressed(sum: &str) -> u64 {
@@ -319,8 +331,7 @@ fn run_steps_paused(tag: &str, pause: &str, env: &[(&str, &str)]) -> (TempDir, O
 fn exact_bytes_warn_once_per_doubling() {
     let (dir, o, ctx) = run_steps("leak-bytes", &[("HEAPLIVE_WARN_BYTES", "1M")]);
     let ws = warnings(&stderr(&o), &ctx);
-    let block = 64 * KIB;
-    let s = shape(MIB, block);
+    let (block, s) = steps_shape();
     let t = MIB / block;
     let (g, f, sm) = check_roles(&ws, &s, t, 2.0, block, false, "1.0 MiB", &ctx);
     assert_eq!(g.len(), 4, "the plan: 1, 2, 4, 8 MiB");
@@ -338,7 +349,7 @@ fn exact_bytes_warn_once_per_doubling() {
 
     // The exit summary names the final dump, which exists and is the only
     // folded file, and repeats its total.
-    let sum = summary_line(&stderr(&o)).unwrap_or_else(|| panic!("no `at exit:` line\n{ctx}"));
+    let sum = exit_summary(&stderr(&o), &ctx);
     let files = folded_files(&dir);
     assert_eq!(files.len(), 1, "{ctx}");
     let stacks = parse_folded(&files[0]);
@@ -372,8 +383,7 @@ fn exact_bytes_growth_factor_one_and_a_half() {
         ],
     );
     let ws = warnings(&stderr(&o), &ctx);
-    let block = 64 * KIB;
-    let s = shape(MIB, block);
+    let (block, s) = steps_shape();
     let t = MIB / block;
     let (g, f, _) = check_roles(&ws, &s, t, 1.5, block, false, "1.0 MiB", &ctx);
     // 1, 1.5, 2.25, 3.375, 5.0625, 7.625 MiB (the last rounded up to a block).
@@ -383,7 +393,7 @@ fn exact_bytes_growth_factor_one_and_a_half() {
         2,
         "flat reaches 1.5 MiB exactly, then churns without growing"
     );
-    let sum = summary_line(&stderr(&o)).unwrap_or_else(|| panic!("no `at exit:` line\n{ctx}"));
+    let sum = exit_summary(&stderr(&o), &ctx);
     assert!(sum.contains("; 2 stacks warned; "), "{ctx}");
 }
 
@@ -394,11 +404,10 @@ fn exact_blocks_threshold() {
         &[("HEAPLIVE_WARN_BYTES", "0"), ("HEAPLIVE_WARN_BLOCKS", "16")],
     );
     let ws = warnings(&stderr(&o), &ctx);
-    let block = 64 * KIB;
-    let s = shape(MIB, block);
+    let (block, s) = steps_shape();
     let (g, f, sm) = check_roles(&ws, &s, 16, 2.0, block, true, "16", &ctx);
     assert_eq!((g.len(), f.len(), sm.len()), (4, 1, 0));
-    let sum = summary_line(&stderr(&o)).unwrap_or_else(|| panic!("no `at exit:` line\n{ctx}"));
+    let sum = exit_summary(&stderr(&o), &ctx);
     assert!(sum.contains("; 2 stacks warned; "), "{ctx}");
 }
 
@@ -414,15 +423,14 @@ fn exact_bytes_and_blocks_together_count_stacks_once() {
         ],
     );
     let ws = warnings(&stderr(&o), &ctx);
-    let block = 64 * KIB;
-    let s = shape(MIB, block);
+    let (block, s) = steps_shape();
     let bytes_g = simulate(&s.grow, MIB / block, 2.0);
     let blocks_g = simulate(&s.grow, 24, 2.0);
     let bytes_f = simulate(&s.flat, MIB / block, 2.0);
     let blocks_f = simulate(&s.flat, 24, 2.0);
     let n_g = by_leaf(&ws, "grow_alloc").len();
     let n_f = by_leaf(&ws, "flat_alloc").len();
-    let sum = summary_line(&stderr(&o)).unwrap_or_else(|| panic!("no `at exit:` line\n{ctx}"));
+    let sum = exit_summary(&stderr(&o), &ctx);
     // Suppressed warnings are counted on the next line, or (when none
     // followed, as when the rate limit hits the last ones) in the summary.
     let suppressed: u64 = ws.iter().map(|w| w.suppressed).sum::<u64>() + summary_suppressed(&sum);
@@ -571,7 +579,7 @@ pub(crate) fn many_threads_at_once_then_a_later_warning() {
         assert_eq!(w.bytes, "1.0 MiB", "{ctx}");
         assert_eq!(w.blocks, 16, "{ctx}");
     }
-    let sum = summary_line(&stderr(&o)).unwrap_or_else(|| panic!("no `at exit:` line\n{ctx}"));
+    let sum = exit_summary(&stderr(&o), &ctx);
     assert!(sum.contains("; 17 stacks warned; "), "{ctx}");
 }
 
@@ -585,7 +593,7 @@ fn many_threads_at_once_then_exit() {
     for w in &ws {
         assert_eq!(w.leaf(), "thread_alloc", "{ctx}");
     }
-    let sum = summary_line(&err).unwrap_or_else(|| panic!("no `at exit:` line\n{ctx}"));
+    let sum = exit_summary(&err, &ctx);
     assert!(sum.contains("; 16 stacks warned; "), "{ctx}");
     // Lines plus every suppression count (on warning lines or the summary).
     let suppressed: u64 = ws.iter().map(|w| w.suppressed).sum::<u64>()
