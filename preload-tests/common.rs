@@ -348,6 +348,18 @@ pub fn only_folded(dir: &Path) -> Vec<Stack> {
     parse_folded(&files[0])
 }
 
+/// The file a heaplive line `heaplive[PID]: KIND dump PATH: ...` names
+/// (KIND: signal, exit, memory_limit, request peak, ...), if it is one.
+pub fn dump_path_of(line: &str, kind: &str) -> Option<PathBuf> {
+    let (_, rest) = line.split_once(&format!("]: {kind} dump "))?;
+    rest.split_once(": ").map(|(p, _)| PathBuf::from(p))
+}
+
+/// The file of the first KIND dump line of `log` (see [`dump_path_of`]).
+pub fn first_dump_path(log: &str, kind: &str) -> Option<PathBuf> {
+    log.lines().find_map(|l| dump_path_of(l, kind))
+}
+
 /// Both outputs of a run and its status, for failure messages.
 pub fn show(o: &Output) -> String {
     format!(

@@ -92,12 +92,7 @@ fn fpm_memory_limit_line_names_the_application_function_not_the_library() {
         .lines()
         .find(|l| l.contains("]: memory_limit dump "))
         .unwrap_or_else(|| panic!("no memory_limit line\n{}", ctx()));
-    let path = PathBuf::from(
-        line.split_once("memory_limit dump ")
-            .and_then(|(_, r)| r.split_once(": "))
-            .unwrap()
-            .0,
-    );
+    let path = dump_path_of(line, "memory_limit").unwrap();
     assert!(
         line.contains(&format!("; application frame {APP_FRAME} holds ")),
         "{line}"
@@ -226,8 +221,7 @@ fn fpm_ondemand_pool_keeps_every_request_peak_and_no_empty_file() {
     let log = log_of(dir.path());
     let peaks: Vec<PathBuf> = log
         .lines()
-        .filter_map(|l| l.split_once("]: request peak dump "))
-        .map(|(_, r)| PathBuf::from(r.split_once(": ").unwrap().0))
+        .filter_map(|l| dump_path_of(l, "request peak"))
         .collect();
     assert_eq!(peaks.len(), 50, "{}", ctx());
     for p in &peaks {

@@ -8,7 +8,7 @@ use crate::common::*;
 use crate::php_harness::{
     Fpm, FpmOpts, Response, builder_php, fcgi_get, fcgi_get_as, script, top_stacks, wait_for,
 };
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// Grows an array until memory_limit stops it; the rows are made on line 5.
 const REPORT_PHP: &str = "<?php\n\
@@ -107,7 +107,7 @@ fn oom_run(dir: &Path, preload: bool, env: &[(&str, &str)]) -> OomRun {
                 )
             })
             .to_string();
-        let path = oom_dump_path(&line);
+        let path = dump_path_of(&line, "memory_limit").unwrap();
         assert!(path.exists(), "{line}");
         (parse_folded(&path), line)
     });
@@ -123,14 +123,6 @@ fn oom_run(dir: &Path, preload: bool, env: &[(&str, &str)]) -> OomRun {
         fpm_log,
         dump,
     }
-}
-
-/// The file a `memory_limit dump PATH: ...` line names.
-fn oom_dump_path(line: &str) -> PathBuf {
-    line.split_once("memory_limit dump ")
-        .and_then(|(_, r)| r.split_once(": "))
-        .map(|(p, _)| PathBuf::from(p))
-        .unwrap()
 }
 
 fn largest(stacks: &[Stack]) -> &Stack {
@@ -333,11 +325,7 @@ fn fpm_only_heavy_requests_write_peak_dumps() {
     for l in &lines[..50] {
         assert!(l.contains(": [GET /api/heavy] peaked at "), "{l}");
         assert!(l.contains("top stack "), "{l}");
-        let path = l
-            .split_once("request peak dump ")
-            .and_then(|(_, r)| r.split_once(": "))
-            .map(|(p, _)| PathBuf::from(p))
-            .unwrap();
+        let path = dump_path_of(l, "request peak").unwrap();
         let stacks = parse_folded(&path);
         let top = largest(&stacks);
         assert_eq!(
@@ -565,7 +553,7 @@ fn cli_memory_limit_dump_without_the_dump_signal_keeps_one_thread() {
         .find(|l| l.contains("]: memory_limit dump "))
         .unwrap_or_else(|| panic!("no memory_limit dump\n{ctx}"))
         .to_string();
-    let path = oom_dump_path(&line);
+    let path = dump_path_of(&line, "memory_limit").unwrap();
     let stacks = parse_folded(&path);
     assert!(
         largest(&stacks).has("fill_report (report.php:9)"),

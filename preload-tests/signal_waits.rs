@@ -572,32 +572,18 @@ fn signal_before_the_first_sample_dumps_the_heap_at_the_signal() {
         show(&o)
     );
     let log = stderr(&o);
-    let signal_file = log
-        .lines()
-        .find_map(|l| {
-            l.split_once("]: signal dump ")?
-                .1
-                .split_once(": ")
-                .map(|(p, _)| p)
-        })
-        .unwrap_or_else(|| panic!("no signal dump\n{}", show(&o)));
-    let exit_file = log
-        .lines()
-        .find_map(|l| {
-            l.split_once("]: exit dump ")?
-                .1
-                .split_once(": ")
-                .map(|(p, _)| p)
-        })
-        .unwrap_or_else(|| panic!("no exit dump\n{}", show(&o)));
+    let signal_file =
+        first_dump_path(&log, "signal").unwrap_or_else(|| panic!("no signal dump\n{}", show(&o)));
+    let exit_file =
+        first_dump_path(&log, "exit").unwrap_or_else(|| panic!("no exit dump\n{}", show(&o)));
     assert_eq!(
-        bytes_under(&parse_folded(Path::new(signal_file)), "after_signal"),
+        bytes_under(&parse_folded(&signal_file), "after_signal"),
         0,
         "the signal's dump holds the block allocated after the signal\n{}",
         show(&o)
     );
     assert_eq!(
-        bytes_under(&parse_folded(Path::new(exit_file)), "after_signal"),
+        bytes_under(&parse_folded(&exit_file), "after_signal"),
         64 << 20,
         "the exit dump holds the block (sampled, still held)\n{}",
         show(&o)

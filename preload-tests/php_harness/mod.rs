@@ -201,14 +201,7 @@ pub(crate) fn log_of(dir: &Path) -> String {
 /// The first signal dump written in `dir`.
 pub(crate) fn dump_file(dir: &Path) -> PathBuf {
     let log = log_of(dir);
-    log.lines()
-        .find_map(|l| {
-            l.split_once("]: signal dump ")?
-                .1
-                .split_once(": ")
-                .map(|(p, _)| PathBuf::from(p))
-        })
-        .unwrap_or_else(|| panic!("no signal dump in the log\n{log}"))
+    first_dump_path(&log, "signal").unwrap_or_else(|| panic!("no signal dump in the log\n{log}"))
 }
 
 /// The sample count of `pid`'s last dump, from its log line.
