@@ -170,10 +170,15 @@ pub fn compile(src: &str, out_name: &str, dir: &Path, extra: &[&str]) -> PathBuf
     out
 }
 
-/// Compiles `progs/NAME.c` into `dir` as `NAME` and runs it there under
-/// the library with `args` and `env`; asserts it succeeded.
+/// Compiles `progs/NAME.c` (or `progs/NAME.EXT`, given so) into `dir` as
+/// `NAME` and runs it there under the library with `args` and `env`;
+/// asserts it succeeded.
 pub fn run_prog(dir: &Path, name: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
-    let prog = compile(&format!("{name}.c"), name, dir, &[]);
+    let (src, name) = match name.rsplit_once('.') {
+        Some((stem, _)) => (name.to_string(), stem),
+        None => (format!("{name}.c"), name),
+    };
+    let prog = compile(&src, name, dir, &[]);
     let o = run_preloaded(dir, &prog, args, env);
     assert!(
         o.status.success(),

@@ -11,17 +11,15 @@ const POOL: &str = "[runtime pool: libstdc++ emergency exception pool]";
 #[test]
 fn libstdcxx_emergency_pool_is_apart_and_never_a_leak() {
     let dir = tempdir("runtime-pool");
-    let prog = compile("runtime_pool.cpp", "runtime_pool", dir.path(), &[]);
-    let o = run_preloaded(
+    let o = run_prog(
         dir.path(),
-        &prog,
+        "runtime_pool.cpp",
         &["3"],
         &[
             ("HEAPLIVE_SAMPLE_INTERVAL", "1"),
             ("HEAPLIVE_WARN_BYTES", "1K"),
         ],
     );
-    assert!(o.status.success(), "{}", show(&o));
     let err = stderr(&o);
     let files = folded_files(dir.path());
     assert_eq!(files.len(), 1, "{err}");
