@@ -7,13 +7,19 @@
 
 use super::*;
 
+/// A fresh directory `name` with `progs/NAME.c` compiled in it.
+fn built(name: &str) -> (TempDir, PathBuf) {
+    let dir = tempdir(name);
+    let bin = compile(&format!("{name}.c"), name, &dir, &[]);
+    (dir, bin)
+}
+
 /// Builds `progs/<name>.c`, runs it plain, under the preload and in exact
 /// mode; each preload run must give the plain run's stdout and exit
 /// status, unless KNOWN_HEAPLIVE_BUGS lists it. `plain_ok` checks the
 /// plain run itself.
 fn program_matches_plain(name: &str, limit: Duration, plain_ok: &dyn Fn(&Run) -> bool) {
-    let dir = tempdir(name);
-    let bin = compile(&format!("{name}.c"), name, &dir, &[]);
+    let (dir, bin) = built(name);
     let runs: Vec<Run> = [Plain, Default, Exact]
         .iter()
         .map(|m| run_limited(command(&bin, &dir, *m, &[]), &dir, m.name(), limit))
@@ -111,8 +117,7 @@ fn allocator_stress_patterns_behave_as_without_the_preload() {
 fn a_program_without_threads_stays_single_threaded() {
     let name = "glibc_single_threaded";
     let limit = Duration::from_secs(30);
-    let dir = tempdir(name);
-    let bin = compile(&format!("{name}.c"), name, &dir, &[]);
+    let (dir, bin) = built(name);
     let plain = run_limited(command(&bin, &dir, Plain, &[]), &dir, "plain", limit);
     assert!(
         plain.passed() && plain.stdout == "__libc_single_threaded=1\n",
@@ -198,8 +203,7 @@ fn peak_within_run(r: &Run) -> Result<(), String> {
 fn without_the_dump_signal_a_program_stays_single_threaded_until_a_leak_warning() {
     let name = "glibc_nothread";
     let limit = Duration::from_secs(60);
-    let top = tempdir(name);
-    let bin = compile(&format!("{name}.c"), name, &top, &[]);
+    let (top, bin) = built(name);
     let plain = run_limited(command(&bin, &top, Plain, &[]), &top, "plain", limit);
     assert_eq!(
         (plain.code(), plain.stdout.as_str()),
