@@ -387,10 +387,15 @@ echo "LINK=$(stat -c %F /tmp/heaplive-0)"
             r.get(&k("PID")),
             "the status file is in root's fallback directory\n{r}"
         );
-        assert_eq!(r.get(&k("RC")), "6", "{r}");
-        assert_eq!(r.get(&k("OUT")), "ready done ", "{r}");
-        assert_eq!(r.get(&k("SAID")), "1", "one line says why\n{r}");
-        assert_eq!(r.get(&k("STATUS_LINES")), "1", "{r}");
+        r.expect_of(
+            sig,
+            &[
+                ("RC", "6", ""),
+                ("OUT", "ready done ", ""),
+                ("SAID", "1", "one line says why"),
+                ("STATUS_LINES", "1", ""),
+            ],
+        );
     }
     r.expect(&[
         (
@@ -462,8 +467,7 @@ grep -q 'build_page (r.php:2)' /tmp/fixed.request.folded && echo "C_STACK=1"
     ));
     assert_intact(&r);
     for k in ["A", "B"] {
-        assert_eq!(r.get(&format!("{k}_RC")), "0", "{r}");
-        assert_eq!(r.get(&format!("{k}_OUT")), "2000", "{r}");
+        r.expect_of(k, &[("RC", "0", ""), ("OUT", "2000", "")]);
     }
     r.expect(&[
         (
@@ -555,11 +559,16 @@ echo "SECRET2=$(cat /tmp/secret2/files | tr '\t\n' '  ')"
     ]);
     for k in ["pool", "open"] {
         let g = |s: &str| r.get(&format!("{k}_{s}"));
-        assert_eq!(g("MADE"), "0", "nothing made in $TMPDIR\n{r}");
-        assert_eq!(g("LEFT"), "", "{r}");
-        assert_eq!(g("RC"), "6", "the program's status\n{r}");
-        assert_eq!(g("SAID"), "1", "one line says why\n{r}");
-        assert_eq!(g("HEAD"), "1", "{r}");
+        r.expect_of(
+            k,
+            &[
+                ("MADE", "0", "nothing made in $TMPDIR"),
+                ("LEFT", "", ""),
+                ("RC", "6", "the program's status"),
+                ("SAID", "1", "one line says why"),
+                ("HEAD", "1", ""),
+            ],
+        );
         let p = g("P");
         let want: String = ["folded", "samples.folded", "timeline.tsv"]
             .iter()
@@ -604,9 +613,7 @@ echo "LINKS=$(find /tmp/pool /tmp/shared -name r.html -type l -user $EVIL | wc -
 "#);
     assert_intact(&r);
     for k in ["A", "B"] {
-        assert_eq!(r.get(&format!("{k}_RC")), "1", "{r}");
-        assert_eq!(r.get(&format!("{k}_SAID")), "1", "{r}");
-        assert_eq!(r.get(&format!("{k}_LINES")), "1", "{r}");
+        r.expect_of(k, &[("RC", "1", ""), ("SAID", "1", ""), ("LINES", "1", "")]);
     }
     r.expect(&[
         ("STDOUT", "1", ""),
@@ -668,9 +675,8 @@ echo "P_SAID=$(grep -c "^heaplive\[\([0-9]*\)\]: cannot write /tmp/shared/\1/p.f
 "#);
     assert_intact(&r);
     for k in ["E", "L"] {
-        assert_eq!(r.get(&format!("{k}_RC")), "5", "{r}");
-        assert_eq!(r.get(k), "1", "{r}");
-        assert_eq!(r.get(&format!("{k}_SAID")), "1", "{r}");
+        assert_eq!(r.get(k), "1", "{k}\n{r}");
+        r.expect_of(k, &[("RC", "5", ""), ("SAID", "1", "")]);
     }
     r.expect(&[
         ("THEIRS", "0", ""),
@@ -785,22 +791,24 @@ done
     assert_intact(&r);
     for k in ["dir777", "dir700", "link"] {
         let g = |s: &str| r.get(&format!("{k}_{s}"));
-        assert_eq!(g("NOT_YET"), "1", "no status directory before\n{r}");
-        assert_eq!(g("DUMP_RC"), "0", "{r}");
-        assert_eq!(g("DUMP"), format!("/tmp/{k}.1.folded"), "{r}");
+        let dump = format!("/tmp/{k}.1.folded");
+        r.expect_of(
+            k,
+            &[
+                ("NOT_YET", "1", "no status directory before"),
+                ("DUMP_RC", "0", ""),
+                ("DUMP", &dump, ""),
+                ("RC", "6", ""),
+                ("OUT", "ready done ", ""),
+                ("SAID", "1", "one line says why"),
+                ("LINES", "1", ""),
+                ("THEIRS", "0 heaplive-evil", "nothing written into theirs"),
+            ],
+        );
         assert_eq!(
             g("HELD"),
             g("PID"),
             "the status in root's fallback directory\n{r}"
-        );
-        assert_eq!(g("RC"), "6", "{r}");
-        assert_eq!(g("OUT"), "ready done ", "{r}");
-        assert_eq!(g("SAID"), "1", "one line says why\n{r}");
-        assert_eq!(g("LINES"), "1", "{r}");
-        assert_eq!(
-            g("THEIRS"),
-            "0 heaplive-evil",
-            "nothing written into theirs\n{r}"
         );
     }
 }

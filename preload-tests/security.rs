@@ -140,6 +140,15 @@ impl Report {
             assert_eq!(self.get(k), *v, "{k}: {why}\n{self}");
         }
     }
+
+    /// `expect` of `PREFIX_KEY` for each `(KEY, value, why)` of `want`: a
+    /// scenario's keys, the scenario's name first.
+    pub(crate) fn expect_of(&self, prefix: &str, want: &[(&str, &str, &str)]) {
+        for (k, v, why) in want {
+            let key = format!("{prefix}_{k}");
+            assert_eq!(self.get(&key), *v, "{key}: {why}\n{self}");
+        }
+    }
 }
 
 impl std::fmt::Display for Report {
