@@ -353,6 +353,11 @@ pub fn only_folded(dir: &Path) -> Vec<Stack> {
     parse_folded(&files[0])
 }
 
+/// The first line of `text` that contains `needle`.
+pub fn line_with<'a>(text: &'a str, needle: &str) -> Option<&'a str> {
+    text.lines().find(|l| l.contains(needle))
+}
+
 /// The file a heaplive line `heaplive[PID]: KIND dump PATH: ...` names
 /// (KIND: signal, exit, memory_limit, request peak, ...), if it is one.
 pub fn dump_path_of(line: &str, kind: &str) -> Option<PathBuf> {

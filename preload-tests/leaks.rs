@@ -176,9 +176,7 @@ fn by_leaf<'a>(ws: &'a [Warning], leaf: &str) -> Vec<&'a Warning> {
 
 /// The `at exit:` summary line, if any.
 fn summary_line(text: &str) -> Option<String> {
-    text.lines()
-        .find(|l| l.contains("]: at exit: "))
-        .map(String::from)
+    line_with(text, "]: at exit: ").map(String::from)
 }
 
 /// The exit summary line of `text`; panics (with `ctx`) when there is none.

@@ -49,10 +49,7 @@ fn peak_file(dir: &Path) -> BTreeMap<String, u64> {
 /// The exit line's peak total in MiB (`peak 101.0 MiB live (...)`), and
 /// whether it names another moment for the stacks.
 fn peak_line(err: &str) -> (f64, bool) {
-    let line = err
-        .lines()
-        .find(|l| l.contains("]: peak "))
-        .unwrap_or_else(|| panic!("no peak line: {err}"));
+    let line = common::line_with(err, "]: peak ").unwrap_or_else(|| panic!("no peak line: {err}"));
     let mib = line
         .split("]: peak ")
         .nth(1)
@@ -115,10 +112,7 @@ fn sampled_always_sampled_peak_file_is_the_higher_peak_to_the_byte() {
     // (from the samples file's peak rows).
     let text = top_of_peak(&dir);
     let want = format!("{0}..{0}", 101u64 << 20);
-    let row = text
-        .lines()
-        .find(|l| l.contains("site_y"))
-        .unwrap_or_else(|| panic!("{text}"));
+    let row = common::line_with(&text, "site_y").unwrap_or_else(|| panic!("{text}"));
     assert_eq!(row.split_whitespace().nth(3), Some(want.as_str()), "{text}");
 }
 

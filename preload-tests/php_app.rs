@@ -88,9 +88,7 @@ fn fpm_memory_limit_line_names_the_application_function_not_the_library() {
     assert!(r.stderr.contains("Allowed memory size"), "{}", ctx());
     fpm.quit();
     let log = log_of(dir.path());
-    let line = log
-        .lines()
-        .find(|l| l.contains("]: memory_limit dump "))
+    let line = line_with(&log, "]: memory_limit dump ")
         .unwrap_or_else(|| panic!("no memory_limit line\n{}", ctx()));
     let path = dump_path_of(line, "memory_limit").unwrap();
     assert!(
@@ -147,8 +145,7 @@ fn cli_library_patterns_are_a_setting() {
             ],
         );
         let err = stderr(&o);
-        err.lines()
-            .find(|l| l.contains("]: memory_limit dump "))
+        line_with(&err, "]: memory_limit dump ")
             .unwrap_or_else(|| panic!("{err}"))
             .to_string()
     };

@@ -141,9 +141,7 @@ fn exit_line_times_a_php_peak_reached_at_once() {
         assert!(o.status.success(), "{}", show(&o));
         assert_eq!(stdout(&o), "peaked\n", "{}", show(&o));
         let log = log_of(&dir);
-        let line = log
-            .lines()
-            .find(|l| l.contains("]: peak "))
+        let line = line_with(&log, "]: peak ")
             .unwrap_or_else(|| panic!("interval {interval}: no peak line\n{log}"));
         let at: f64 = line
             .split(" at ")

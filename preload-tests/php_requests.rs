@@ -97,9 +97,7 @@ fn oom_run(dir: &Path, preload: bool, env: &[(&str, &str)]) -> OomRun {
     // PHP's error is in the answer: the dump must be on disk and logged.
     let dump = preload.then(|| {
         let log = log_of(dir);
-        let line = log
-            .lines()
-            .find(|l| l.contains("]: memory_limit dump "))
+        let line = line_with(&log, "]: memory_limit dump ")
             .unwrap_or_else(|| {
                 panic!(
                     "no memory_limit dump logged when the answer came\n{}",
@@ -486,8 +484,7 @@ fn cli_consumer_leak_warning_names_the_php_function() {
         assert_eq!(stdout(&o), "done\n", "{}", show(&o));
         assert!(o.status.success(), "{}", show(&o));
         let log = log_of(&d);
-        log.lines()
-            .find(|l| l.contains("possible leak"))
+        line_with(&log, "possible leak")
             .unwrap_or_else(|| panic!("no leak warning\n{log}"))
             .to_string()
     };

@@ -52,9 +52,7 @@ fn memory_limit_dump_happens_with_xdebug_in_every_mode() {
             "{mode}: {}",
             show(&plain)
         );
-        let line = text
-            .lines()
-            .find(|l| l.contains("]: memory_limit dump "))
+        let line = line_with(&text, "]: memory_limit dump ")
             .unwrap_or_else(|| panic!("{mode}: no memory_limit dump\n{text}"));
         assert!(line.contains("fill_rows (fill.php:4)"), "{mode}: {line}");
         // Xdebug's call stack prints times and memory: numbers aside.

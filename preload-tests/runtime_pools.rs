@@ -39,10 +39,7 @@ fn libstdcxx_emergency_pool_is_apart_and_never_a_leak() {
             .all(|s| s.frames[0] != POOL)
     );
     // The line: the total with the pool, and the pool apart.
-    let line = err
-        .lines()
-        .find(|l| l.contains(": exit dump "))
-        .unwrap_or_else(|| panic!("{err}"));
+    let line = line_with(&err, ": exit dump ").unwrap_or_else(|| panic!("{err}"));
     assert!(
         line.contains("; runtime pools ")
             && line.contains(

@@ -320,10 +320,7 @@ fn top_shows_sample_counts_and_error_bars() {
         "0",
         live.to_str().unwrap(),
     ]));
-    let row = text
-        .lines()
-        .find(|l| l.contains("site_keep"))
-        .unwrap_or_else(|| panic!("{text}"));
+    let row = common::line_with(&text, "site_keep").unwrap_or_else(|| panic!("{text}"));
     let f: Vec<&str> = row.split_whitespace().collect();
     // LIVE, SHARE, SAMPLES, 95% INTERVAL (with --bytes, one word each).
     assert_eq!(f[2], n.to_string(), "{row}");
@@ -467,10 +464,7 @@ fn a_command_pending_at_exit_is_not_a_dump() {
 /// The exit line's "at S s after start" (and, if given, the time of the
 /// peak file's stacks, "(X live at T s, ...)").
 fn peak_times(err: &str) -> (f64, Option<f64>) {
-    let line = err
-        .lines()
-        .find(|l| l.contains("]: peak "))
-        .unwrap_or_else(|| panic!("no peak line: {err}"));
+    let line = common::line_with(err, "]: peak ").unwrap_or_else(|| panic!("no peak line: {err}"));
     let at = line
         .split(" at ")
         .nth(1)
