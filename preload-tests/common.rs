@@ -403,6 +403,15 @@ pub fn heaplive_command(args: &[&str]) -> Command {
     c
 }
 
+/// `heaplive top --bytes -w 0 ARGS FILE` (exact bytes, untruncated names),
+/// asserting success: its output.
+pub fn top_exact(args: &[&str], file: &Path) -> String {
+    let file = file.to_str().expect("utf-8 path");
+    ok(heaplive(
+        &[&["top", "--bytes", "-w", "0"], args, &[file]].concat(),
+    ))
+}
+
 /// Asserts success and returns stdout.
 pub fn ok(o: Output) -> String {
     assert!(o.status.success(), "heaplive failed: {}", show(&o));

@@ -49,15 +49,7 @@ type Rows = BTreeMap<&'static str, BTreeMap<String, Row>>;
 /// The rows of `heaplive top --bytes -w 0 FILE` by leaf function:
 /// `LIVE SHARE SAMPLES LO..HI leaf <- ...`.
 fn top_rows(file: &Path) -> (BTreeMap<String, Row>, String) {
-    let text = common::ok(common::heaplive(&[
-        "top",
-        "--bytes",
-        "-w",
-        "0",
-        "-n",
-        "0",
-        file.to_str().unwrap(),
-    ]));
+    let text = common::top_exact(&["-n", "0"], file);
     let mut rows = BTreeMap::new();
     for line in text.lines().skip(1) {
         let f: Vec<&str> = line.split_whitespace().collect();
@@ -471,14 +463,7 @@ fn php_zend_mm_stacks_get_intervals() {
         .and_then(|(_, r)| r.split_once(": "))
         .map(|(p, _)| PathBuf::from(p.split(" and ").next().unwrap()))
         .unwrap();
-    let text = common::ok(common::heaplive(&[
-        "top",
-        "--php",
-        "--bytes",
-        "-w",
-        "0",
-        path.to_str().unwrap(),
-    ]));
+    let text = common::top_exact(&["--php"], &path);
     let row = text
         .lines()
         .find(|l| l.contains("[zend_mm] <- fill_report (report.php:5)"))

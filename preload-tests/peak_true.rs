@@ -33,13 +33,7 @@ fn one(files: Vec<PathBuf>) -> PathBuf {
 /// `heaplive top --bytes -w 0` on the one peak file in `dir`.
 fn top_of_peak(dir: &Path) -> String {
     let file = one(common::view_files(dir, "peak"));
-    common::ok(common::heaplive(&[
-        "top",
-        "--bytes",
-        "-w",
-        "0",
-        file.to_str().unwrap(),
-    ]))
+    common::top_exact(&[], &file)
 }
 
 fn peak_file(dir: &Path) -> BTreeMap<String, u64> {

@@ -347,13 +347,7 @@ fn fpm_only_heavy_requests_write_peak_dumps() {
     }
     // A request-peak dump's samples file gives its ZendMM stacks intervals
     // (issue 28): `top` prints one around the estimate of the top stack.
-    let text = ok(heaplive(&[
-        "top",
-        "--bytes",
-        "-w",
-        "0",
-        files[0].to_str().unwrap(),
-    ]));
+    let text = top_exact(&[], &files[0]);
     let row = text
         .lines()
         .find(|l| l.contains("  [zend_mm] <- ") && l.contains(" <- build_heavy (heavy.php:2)"))

@@ -313,13 +313,7 @@ fn top_shows_sample_counts_and_error_bars() {
     // The samples file carries the same variance (the variance file is the
     // rounded one).
     assert_eq!(keep.variance.round(), v);
-    let text = common::ok(common::heaplive(&[
-        "top",
-        "--bytes",
-        "-w",
-        "0",
-        live.to_str().unwrap(),
-    ]));
+    let text = common::top_exact(&[], &live);
     let row = common::line_with(&text, "site_keep").unwrap_or_else(|| panic!("{text}"));
     let f: Vec<&str> = row.split_whitespace().collect();
     // LIVE, SHARE, SAMPLES, 95% INTERVAL (with --bytes, one word each).
