@@ -16,17 +16,11 @@
 //! once, and the worker lives on; the same as without heaplive.
 
 use crate::common::*;
-use crate::php_harness::{Fpm, FpmOpts, fcgi_get};
+use crate::php_harness::{FILL_ROWS_PHP, Fpm, FpmOpts, fcgi_get};
 use std::path::Path;
 use std::process::Command;
 
 const WARN: &str = "<?php\necho $undefined_var;\necho \"ok \", getmypid(), \"\\n\";\n";
-const FILL: &str = "<?php\n\
-function fill_rows() {\n\
-    $rows = [];\n\
-    for ($i = 0; ; $i++) { $rows[] = str_repeat('x', 4000) . $i; }\n\
-}\n\
-fill_rows();\n";
 /// A warning whose handling raises a notice inside the extension's
 /// callback: a second error while the first one's chain runs.
 const NESTED: &str = "<?php\ntrigger_error(\"nested please\", E_USER_WARNING);\necho \"ok \", getmypid(), \"\\n\";\n";
@@ -88,7 +82,7 @@ fn run(preload: bool) -> (Vec<String>, String, String) {
     let fill = dir.path().join("fill.php");
     let nested = dir.path().join("nested.php");
     std::fs::write(&warn, WARN).unwrap();
-    std::fs::write(&fill, FILL).unwrap();
+    std::fs::write(&fill, FILL_ROWS_PHP).unwrap();
     std::fs::write(&nested, NESTED).unwrap();
     let opts = FpmOpts {
         children: 1,

@@ -6,19 +6,13 @@
 //! zend_extension=xdebug.so` only. PHP's output is as without heaplive.
 
 use crate::common::*;
+use crate::php_harness::FILL_ROWS_PHP;
 use std::path::Path;
-
-const SCRIPT: &str = "<?php\n\
-function fill_rows() {\n\
-    $rows = [];\n\
-    for ($i = 0; ; $i++) { $rows[] = str_repeat('x', 4000) . $i; }\n\
-}\n\
-fill_rows();\n";
 
 #[test]
 fn memory_limit_dump_happens_with_xdebug_in_every_mode() {
     let dir = tempdir("php-xdebug");
-    let script = write_file(dir.path(), "fill.php", SCRIPT);
+    let script = write_file(dir.path(), "fill.php", FILL_ROWS_PHP);
     let php = crate::php_harness::php_bin();
     for mode in ["develop", "debug", "profile", "off"] {
         let args = [

@@ -148,6 +148,15 @@ pub(crate) fn age(p: &Path) {
     assert_eq!(unsafe { libc::utimes(c.as_ptr(), [t, t].as_ptr()) }, 0);
 }
 
+/// A script that grows an array of 4000-byte rows (in fill_rows, line 4)
+/// until memory_limit stops it.
+pub(crate) const FILL_ROWS_PHP: &str = "<?php\n\
+function fill_rows() {\n\
+    $rows = [];\n\
+    for ($i = 0; ; $i++) { $rows[] = str_repeat('x', 4000) . $i; }\n\
+}\n\
+fill_rows();\n";
+
 /// Writes the PHP script `name` in `dir` (making its directory) and ages it:
 /// opcache does not cache files changed in the last 2 s.
 pub(crate) fn script(dir: &Path, name: &str, text: &str) -> PathBuf {
