@@ -150,14 +150,14 @@ pub(crate) fn fork_children_keep_their_own_profiles() {
     let files = all_whole(&dir);
     let ctx = || format!("{}\n{}", show(&o), file_text(&files));
 
-    let pf = files_of_pid(&dir, parent);
-    assert_eq!(
-        pf,
-        vec![file_of(&dir, "fork_children", parent, 1)],
-        "parent files\n{}",
-        ctx()
-    );
-    let ps = &files[&pf[0]];
+    // The stacks of `pid`'s one file, its exit dump (else: `what`).
+    let only_file = |pid: u32, what: &str| {
+        let f = files_of_pid(&dir, pid);
+        let want = vec![file_of(&dir, "fork_children", pid, 1)];
+        assert_eq!(f, want, "{what}\n{}", ctx());
+        &files[&f[0]]
+    };
+    let ps = only_file(parent, "parent files");
     assert_eq!(
         bytes_under(ps, "parent_leak"),
         300_000,
@@ -175,14 +175,10 @@ pub(crate) fn fork_children_keep_their_own_profiles() {
     for (i, want) in amounts.iter().enumerate() {
         let pid = pid_after(&out, &format!("child {i} "));
         assert_ne!(pid, parent);
-        let cf = files_of_pid(&dir, pid);
-        assert_eq!(
-            cf,
-            vec![file_of(&dir, "fork_children", pid, 1)],
-            "child {i} (pid {pid}): one exit file of its own\n{}",
-            ctx()
+        let cs = only_file(
+            pid,
+            &format!("child {i} (pid {pid}): one exit file of its own"),
         );
-        let cs = &files[&cf[0]];
         assert_eq!(
             bytes_under(cs, &format!("child_leak_{i}")),
             *want,
