@@ -326,6 +326,15 @@ fn second_user() -> &'static str {
     user
 }
 
+/// Copies the command and the library into `dir` (where the second user
+/// can run them); the command's path.
+fn command_in(dir: &Path) -> std::path::PathBuf {
+    let bin = dir.join("heaplive");
+    std::fs::copy(heaplive_bin(), &bin).expect("copy heaplive");
+    std::fs::copy(lib(), dir.join("libheaplive.so")).expect("copy lib");
+    bin
+}
+
 #[test]
 fn attach_to_another_users_process_is_refused() {
     // SAFETY: getuid has no preconditions.
@@ -336,9 +345,7 @@ fn attach_to_another_users_process_is_refused() {
     let user = second_user();
     let dir = tempdir("attach-user");
     // The command where the second user can run it.
-    let bin = dir.join("heaplive");
-    std::fs::copy(heaplive_bin(), &bin).expect("copy heaplive");
-    std::fs::copy(lib(), dir.join("libheaplive.so")).expect("copy lib");
+    let bin = command_in(&dir);
     let prog = progs().join("attach_main");
     let (want_out, _) = plain_run(&prog, &[], &dir);
     let mut t = Target::start(&prog, &[], &dir);
@@ -598,9 +605,7 @@ fn attach_without_ptrace_permission_is_refused() {
     };
     let user = second_user();
     let dir = tempdir("attach-yama");
-    let bin = dir.join("heaplive");
-    std::fs::copy(heaplive_bin(), &bin).expect("copy heaplive");
-    std::fs::copy(lib(), dir.join("libheaplive.so")).expect("copy lib");
+    let bin = command_in(&dir);
     let p = dir.join("attach_main");
     std::fs::copy(&prog, &p).expect("copy the program");
     let runuser = |prog: &Path| {
