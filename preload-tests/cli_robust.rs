@@ -95,35 +95,23 @@ fn output_into_a_dead_pipe_ends_quietly() {
         &["--help"],
     ];
     for args in cases {
-        let run = |out: Stdio| -> Output {
-            heaplive_command(args)
+        // With stdout `out` (`to` in the messages): status `code`, stderr
+        // `err`.
+        let check = |out: Stdio, to: &str, code: i32, err: &str| {
+            let o = heaplive_command(args)
                 .stdout(out)
                 .output()
-                .expect("run heaplive")
+                .expect("run heaplive");
+            let ctx = format!("heaplive {args:?} {to}");
+            assert_eq!(o.status.code(), Some(code), "{ctx}: {}", show(&o));
+            assert_eq!(stderr(&o), err, "{ctx}");
         };
-        let o = run(dead_pipe());
-        assert_eq!(
-            o.status.code(),
-            Some(0),
-            "heaplive {args:?} | (gone): {}",
-            show(&o)
-        );
-        assert_eq!(stderr(&o), "", "heaplive {args:?} | (gone)");
+        check(dead_pipe(), "| (gone)", 0, "");
         if args[0] == "--help" {
             continue;
         }
-        let o = run(dev_full());
-        assert_eq!(
-            o.status.code(),
-            Some(1),
-            "heaplive {args:?} > /dev/full: {}",
-            show(&o)
-        );
-        assert_eq!(
-            stderr(&o),
-            "heaplive: writing to standard output: No space left on device\n",
-            "heaplive {args:?} > /dev/full"
-        );
+        let full = "heaplive: writing to standard output: No space left on device\n";
+        check(dev_full(), "> /dev/full", 1, full);
     }
     // The dumps were written although their names could not be printed.
     let dumps = folded_files(&dir)
