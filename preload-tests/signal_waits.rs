@@ -83,12 +83,8 @@ fn twenty_signals_while_blocked_in(wait: &str) {
     let plain = run_wait(&dir, &prog, wait, false, 0);
     assert!(plain.status.success(), "plain run\n{}", show(&plain));
     let o = run_wait(&dir, &prog, wait, true, 20);
-    assert_eq!(
-        (stdout(&o), o.status.code()),
-        (stdout(&plain), plain.status.code()),
-        "{wait}: output and status differ from the run without the preload\n{}",
-        show(&o)
-    );
+    let why = format!("{wait}: output and status differ from the run without the preload");
+    assert_as_plain(&o, &plain, &why);
     let dumps: Vec<_> = stderr(&o)
         .lines()
         .filter(|l| l.contains("]: signal dump "))
@@ -106,6 +102,17 @@ fn twenty_signals_while_blocked_in(wait: &str) {
             show(&o)
         );
     }
+}
+
+/// `o` printed what `plain` (the run without the library) printed and
+/// exited with its status; `why` names the run.
+fn assert_as_plain(o: &Output, plain: &Output, why: &str) {
+    assert_eq!(
+        (stdout(o), o.status.code()),
+        (stdout(plain), plain.status.code()),
+        "{why}\n{}",
+        show(o)
+    );
 }
 
 #[test]
@@ -229,12 +236,7 @@ fn main_pthread_exit_ends_the_process_when_the_last_thread_ends() {
             &[("HEAPLIVE_SAMPLE_INTERVAL", interval)],
         );
         let o = run_bounded(&mut c, "pthread_exit from main");
-        assert_eq!(
-            (stdout(&o), o.status.code()),
-            (stdout(&plain), plain.status.code()),
-            "interval {interval}\n{}",
-            show(&o)
-        );
+        assert_as_plain(&o, &plain, &format!("interval {interval}"));
         assert!(stdout(&o).contains("atexit ran"), "{}", show(&o));
     }
 }
@@ -325,12 +327,7 @@ fn setpriv_changes_credentials_with_heaplive_thread_running() {
             ],
         );
         let o = run_bounded(&mut c, "setpriv");
-        assert_eq!(
-            (stdout(&o), o.status.code()),
-            (stdout(&plain), plain.status.code()),
-            "interval {interval}\n{}",
-            show(&o)
-        );
+        assert_as_plain(&o, &plain, &format!("interval {interval}"));
     }
 }
 
