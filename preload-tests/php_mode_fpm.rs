@@ -74,6 +74,12 @@ fn fpm_held_request(
     )
 }
 
+/// build_cache's bytes in `busy` are `delta` (memory_get_usage's) within
+/// 5 standard errors at the 64 KiB interval; `what` names the dump.
+fn cache_within(busy: &[Stack], delta: u64, what: &str) {
+    assert_within(bytes_under(busy, CACHE_FRAME), delta, 64 << 10, 5.0, what);
+}
+
 #[test]
 fn fpm_build_cache_by_php_function_mid_request_and_idle() {
     let dir = tempdir("php-fpm-cache");
@@ -81,13 +87,7 @@ fn fpm_build_cache_by_php_function_mid_request_and_idle() {
     let ctx = fpm.ctx();
     let script = holding(&dir, "build.php", STRINGS);
     let (busy, idle, delta, pid) = fpm_held_request(&fpm, &dir, &script);
-    assert_within(
-        bytes_under(&busy, CACHE_FRAME),
-        delta,
-        64 << 10,
-        5.0,
-        "php-fpm, mid-request",
-    );
+    cache_within(&busy, delta, "php-fpm, mid-request");
     // The log line breaks RSS down: the 48 MiB are resident ZendMM chunks.
     let line = log_of(&dir)
         .lines()
@@ -246,13 +246,7 @@ fn fpm_memory_limit_then_next_request_is_profiled() {
     let d = dir.join("with");
     let script = holding(&d, "build.php", 4096);
     let (busy, _, delta, _) = fpm_held_request(&fpm, &d, &script);
-    assert_within(
-        bytes_under(&busy, CACHE_FRAME),
-        delta,
-        64 << 10,
-        5.0,
-        "the request after the memory_limit error",
-    );
+    cache_within(&busy, delta, "the request after the memory_limit error");
 }
 
 /// The same under php-fpm: several requests on one worker, with and
