@@ -184,6 +184,12 @@ fn exit_summary(text: &str, ctx: &str) -> String {
     summary_line(text).unwrap_or_else(|| panic!("no `at exit:` line\n{ctx}"))
 }
 
+/// The exit summary line of `text` says `n` stacks warned.
+fn assert_stacks_warned(text: &str, n: usize, ctx: &str) {
+    let sum = exit_summary(text, ctx);
+    assert!(sum.contains(&format!("; {n} stacks warned; ")), "{ctx}");
+}
+
 /// The `steps` run's block (64 KiB: its argument 65536) and its shape at
 /// 1 MiB.
 fn steps_shape() -> (i64, Shape) {
@@ -391,8 +397,7 @@ fn exact_bytes_growth_factor_one_and_a_half() {
         2,
         "flat reaches 1.5 MiB exactly, then churns without growing"
     );
-    let sum = exit_summary(&stderr(&o), &ctx);
-    assert!(sum.contains("; 2 stacks warned; "), "{ctx}");
+    assert_stacks_warned(&stderr(&o), 2, &ctx);
 }
 
 #[test]
@@ -405,8 +410,7 @@ fn exact_blocks_threshold() {
     let (block, s) = steps_shape();
     let (g, f, sm) = check_roles(&ws, &s, 16, 2.0, block, true, "16", &ctx);
     assert_eq!((g.len(), f.len(), sm.len()), (4, 1, 0));
-    let sum = exit_summary(&stderr(&o), &ctx);
-    assert!(sum.contains("; 2 stacks warned; "), "{ctx}");
+    assert_stacks_warned(&stderr(&o), 2, &ctx);
 }
 
 #[test]
@@ -577,8 +581,7 @@ pub(crate) fn many_threads_at_once_then_a_later_warning() {
         assert_eq!(w.bytes, "1.0 MiB", "{ctx}");
         assert_eq!(w.blocks, 16, "{ctx}");
     }
-    let sum = exit_summary(&stderr(&o), &ctx);
-    assert!(sum.contains("; 17 stacks warned; "), "{ctx}");
+    assert_stacks_warned(&stderr(&o), 17, &ctx);
 }
 
 /// The same burst with the program exiting right after: nothing may be lost
