@@ -447,24 +447,17 @@ fn exact_bytes_and_blocks_together_count_stacks_once() {
 
 #[test]
 fn no_warnings_no_summary() {
-    let (_dir, o, ctx) = run_steps("leak-off", &[("HEAPLIVE_WARN_BYTES", "0")]);
-    assert!(
-        !stderr(&o).contains("possible leak"),
-        "WARN_BYTES=0 turns warnings off\n{ctx}"
-    );
-    assert!(
-        summary_line(&stderr(&o)).is_none(),
-        "no summary without warnings\n{ctx}"
-    );
-    let (_dir, o, ctx) = run_steps("leak-high", &[("HEAPLIVE_WARN_BYTES", "9M")]);
-    assert!(
-        !stderr(&o).contains("possible leak"),
-        "nothing reaches 9M\n{ctx}"
-    );
-    assert!(
-        summary_line(&stderr(&o)).is_none(),
-        "no summary without warnings\n{ctx}"
-    );
+    for (tag, bytes, why) in [
+        ("leak-off", "0", "WARN_BYTES=0 turns warnings off"),
+        ("leak-high", "9M", "nothing reaches 9M"),
+    ] {
+        let (_dir, o, ctx) = run_steps(tag, &[("HEAPLIVE_WARN_BYTES", bytes)]);
+        assert!(!stderr(&o).contains("possible leak"), "{why}\n{ctx}");
+        assert!(
+            summary_line(&stderr(&o)).is_none(),
+            "no summary without warnings\n{ctx}"
+        );
+    }
 }
 
 #[test]
