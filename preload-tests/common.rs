@@ -353,6 +353,12 @@ pub fn only_folded(dir: &Path) -> Vec<Stack> {
     parse_folded(&files[0])
 }
 
+/// What `line` has after its first `start`, up to the next `start` or
+/// `end` (a figure in a heaplive line: `between(l, " at ", " s after")`).
+pub fn between<'a>(line: &'a str, start: &str, end: &str) -> Option<&'a str> {
+    line.split(start).nth(1)?.split(end).next()
+}
+
 /// The first line of `text` that contains `needle`.
 pub fn line_with<'a>(text: &'a str, needle: &str) -> Option<&'a str> {
     text.lines().find(|l| l.contains(needle))

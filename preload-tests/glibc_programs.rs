@@ -170,10 +170,7 @@ fn peak_within_run(r: &Run) -> Result<(), String> {
     let Some(line) = r.stderr.lines().find(|l| l.contains("]: peak ")) else {
         return Ok(());
     };
-    let secs: f64 = line
-        .split(" at ")
-        .nth(1)
-        .and_then(|t| t.split(" s after start").next())
+    let secs: f64 = between(line, " at ", " s after start")
         .and_then(|t| t.parse().ok())
         .ok_or_else(|| format!("cannot read the peak line: {line}"))?;
     if secs <= r.secs {

@@ -44,10 +44,7 @@ fn peak_file(dir: &Path) -> BTreeMap<String, u64> {
 /// whether it names another moment for the stacks.
 fn peak_line(err: &str) -> (f64, bool) {
     let line = common::line_with(err, "]: peak ").unwrap_or_else(|| panic!("no peak line: {err}"));
-    let mib = line
-        .split("]: peak ")
-        .nth(1)
-        .and_then(|t| t.split(" MiB live").next())
+    let mib = common::between(line, "]: peak ", " MiB live")
         .and_then(|t| t.parse().ok())
         .unwrap_or_else(|| panic!("cannot read the peak line: {line}"));
     (mib, line.contains(" live at "))

@@ -143,10 +143,7 @@ fn exit_line_times_a_php_peak_reached_at_once() {
         let log = log_of(&dir);
         let line = line_with(&log, "]: peak ")
             .unwrap_or_else(|| panic!("interval {interval}: no peak line\n{log}"));
-        let at: f64 = line
-            .split(" at ")
-            .nth(1)
-            .and_then(|t| t.split(" s after start").next())
+        let at: f64 = between(line, " at ", " s after start")
             .and_then(|t| t.parse().ok())
             .unwrap_or_else(|| panic!("cannot read the peak line: {line}"));
         assert!(

@@ -459,16 +459,10 @@ fn a_command_pending_at_exit_is_not_a_dump() {
 /// peak file's stacks, "(X live at T s, ...)").
 fn peak_times(err: &str) -> (f64, Option<f64>) {
     let line = common::line_with(err, "]: peak ").unwrap_or_else(|| panic!("no peak line: {err}"));
-    let at = line
-        .split(" at ")
-        .nth(1)
-        .and_then(|t| t.split(" s after start").next())
+    let at = common::between(line, " at ", " s after start")
         .and_then(|t| t.parse().ok())
         .unwrap_or_else(|| panic!("cannot read the peak line: {line}"));
-    let copy = line
-        .split(" live at ")
-        .nth(1)
-        .and_then(|t| t.split(" s").next())
+    let copy = common::between(line, " live at ", " s")
         .map(|t| t.parse().unwrap_or_else(|_| panic!("{line}")));
     (at, copy)
 }
