@@ -279,33 +279,9 @@ fn check_roles(
     let g = simulate(&s.grow, threshold, growth);
     let f = simulate(&s.flat, threshold, growth);
     let sm = simulate(&s.small, threshold, growth);
-    check_role(
-        ws,
-        "grow_alloc",
-        &g,
-        block,
-        by_blocks,
-        threshold_text,
-        context,
-    );
-    check_role(
-        ws,
-        "flat_alloc",
-        &f,
-        block,
-        by_blocks,
-        threshold_text,
-        context,
-    );
-    check_role(
-        ws,
-        "small_alloc",
-        &sm,
-        block,
-        by_blocks,
-        threshold_text,
-        context,
-    );
+    for (leaf, want) in [("grow_alloc", &g), ("flat_alloc", &f), ("small_alloc", &sm)] {
+        check_role(ws, leaf, want, block, by_blocks, threshold_text, context);
+    }
     assert_eq!(
         ws.len(),
         g.len() + f.len(),
