@@ -359,6 +359,13 @@ pub fn between<'a>(line: &'a str, start: &str, end: &str) -> Option<&'a str> {
     line.split(start).nth(1)?.split(end).next()
 }
 
+/// The pid of the first `heaplive[PID]: ...` line of `text`.
+pub fn heaplive_pid(text: &str) -> Option<u32> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix("heaplive["))
+        .find_map(|r| r.split(']').next()?.parse().ok())
+}
+
 /// The first line of `text` that contains `needle`.
 pub fn line_with<'a>(text: &'a str, needle: &str) -> Option<&'a str> {
     text.lines().find(|l| l.contains(needle))

@@ -327,12 +327,7 @@ fn heaplive_dump_from_c() {
 
 /// The pid heaplive printed in its lines (`heaplive[<pid>]: ...`).
 fn o_pid(o: &Output) -> u32 {
-    let err = stderr(o);
-    err.lines()
-        .filter_map(|l| l.strip_prefix("heaplive["))
-        .filter_map(|r| r.split(']').next()?.parse().ok())
-        .next()
-        .unwrap_or_else(|| panic!("no heaplive[pid] line\n{}", show(o)))
+    heaplive_pid(&stderr(o)).unwrap_or_else(|| panic!("no heaplive[pid] line\n{}", show(o)))
 }
 
 #[test]
