@@ -366,6 +366,11 @@ pub fn heaplive_pid(text: &str) -> Option<u32> {
         .find_map(|r| r.split(']').next()?.parse().ok())
 }
 
+/// The lines of `text` that contain `needle`.
+pub fn lines_with<'a>(text: &'a str, needle: &str) -> Vec<&'a str> {
+    text.lines().filter(|l| l.contains(needle)).collect()
+}
+
 /// The first line of `text` that contains `needle`.
 pub fn line_with<'a>(text: &'a str, needle: &str) -> Option<&'a str> {
     text.lines().find(|l| l.contains(needle))

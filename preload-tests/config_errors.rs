@@ -73,7 +73,7 @@ fn unwritable_output_gives_one_line_and_the_fallback_directory() {
         ],
     );
     let err = stderr(&o);
-    let lines: Vec<&str> = err.lines().filter(|l| l.contains("cannot write")).collect();
+    let lines: Vec<&str> = lines_with(&err, "cannot write");
     assert_eq!(lines.len(), 1, "{err}");
     assert!(
         lines[0].contains("/proc/heaplive-no-such-dir/")
@@ -98,7 +98,7 @@ fn nowhere_to_write_gives_one_line_and_the_host_exits_normally() {
         ],
     );
     let err = stderr(&o);
-    let lines: Vec<&str> = err.lines().filter(|l| l.contains("dump failed")).collect();
+    let lines: Vec<&str> = lines_with(&err, "dump failed");
     assert_eq!(lines.len(), 1, "{err}");
     assert!(
         lines[0].contains("/proc/heaplive-no-such-dir/h.folded"),

@@ -42,11 +42,6 @@ fn assert_same(what: &str, reference: &Output, pre: &Output) {
     );
 }
 
-/// The lines of heaplive's stderr that contain `needle`.
-fn lines_with<'a>(err: &'a str, needle: &str) -> Vec<&'a str> {
-    err.lines().filter(|l| l.contains(needle)).collect()
-}
-
 /// other_alloc.cpp's call sites and their exact live bytes (leaf frame).
 const SITES: [(&str, u64); 11] = [
     ("site_malloc", 10001),

@@ -296,10 +296,7 @@ fn stripped_php_gets_one_line_with_its_build_id() {
         ],
     );
     let err = stderr(&o);
-    let hints: Vec<&str> = err
-        .lines()
-        .filter(|l| l.contains("frames of modules without symbols"))
-        .collect();
+    let hints: Vec<&str> = lines_with(&err, "frames of modules without symbols");
     assert_eq!(hints.len(), 1, "{err}");
     assert!(
         hints[0].contains(&format!("{} has build id {id}: ", php.display()))

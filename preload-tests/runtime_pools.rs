@@ -48,10 +48,7 @@ fn libstdcxx_emergency_pool_is_apart_and_never_a_leak() {
         "{line}"
     );
     // A leak warning for the program's blocks, none for the pool.
-    let warnings: Vec<&str> = err
-        .lines()
-        .filter(|l| l.contains("possible leak"))
-        .collect();
+    let warnings: Vec<&str> = lines_with(&err, "possible leak");
     assert!(warnings.iter().any(|l| l.contains("keep_blocks")), "{err}");
     assert!(
         warnings
@@ -79,10 +76,7 @@ fn worker_exit_with_only_runtime_pools_live_writes_no_dump_unless_asked() {
     let files = folded_files(dir.path());
     let parent = o_pid(&files);
     assert_eq!(files.len(), 1, "the parent's dump only\n{err}");
-    let skipped: Vec<&str> = err
-        .lines()
-        .filter(|l| l.contains("exit dump skipped"))
-        .collect();
+    let skipped: Vec<&str> = lines_with(&err, "exit dump skipped");
     assert_eq!(skipped.len(), 1, "{err}");
     assert!(
         skipped[0].contains("exit dump skipped: nothing live; runtime pools ")

@@ -451,10 +451,7 @@ fn heaplive_signal_kill_warns_and_keeps_usr2() {
         "HEAPLIVE_SIGNAL=KILL",
     );
     let err = stderr(&o);
-    let warn: Vec<_> = err
-        .lines()
-        .filter(|l| l.contains("HEAPLIVE_SIGNAL"))
-        .collect();
+    let warn: Vec<_> = lines_with(&err, "HEAPLIVE_SIGNAL");
     assert_eq!(
         warn.len(),
         1,
@@ -487,10 +484,7 @@ fn rtld_deepbind_is_cleared() {
     );
     assert!(stdout(&o).contains("loaded"), "{}", show(&o));
     let err = stderr(&o);
-    let said: Vec<_> = err
-        .lines()
-        .filter(|l| l.contains("RTLD_DEEPBIND"))
-        .collect();
+    let said: Vec<_> = lines_with(&err, "RTLD_DEEPBIND");
     assert_eq!(
         said.len(),
         1,
