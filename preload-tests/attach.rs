@@ -134,10 +134,15 @@ fn dump(t: &Target) -> Vec<Stack> {
     parse_folded(Path::new(out.trim()))
 }
 
+/// `scenario_in` for the program `prog` of `progs()`, in a new directory.
+fn scenario(tag: &str, prog: &str, args: &[&str], site: &str, want: u64) {
+    scenario_in(&progs().join(prog), args, site, want, &tempdir(tag));
+}
+
 /// The scenario: 64 MiB at first_site before the attach, 32 MiB at
 /// `site` after; half of the first freed after. Exact mode: the dump holds
 /// exactly the second site and nothing of the first.
-fn scenario(prog: &Path, args: &[&str], site: &str, want: u64, dir: &Path) {
+fn scenario_in(prog: &Path, args: &[&str], site: &str, want: u64, dir: &Path) {
     let (want_out, want_code) = plain_run(prog, args, dir);
     let mut t = Target::start(prog, args, dir);
     attach(&t, dir);
@@ -160,12 +165,7 @@ fn progs() -> std::path::PathBuf {
         compile("attach_cxx.cpp", "attach_cxx", &d, &[]);
         compile("attach_dl.c", "attach_dl", &d, &[]);
         compile("attach_main.c", "attach_static", &d, &["-static"]);
-        compile(
-            "attach_dllib.c",
-            "libattach_dllib.so",
-            &d,
-            &["-shared", "-fPIC"],
-        );
+        compile_so("attach_dllib.c", "libattach_dllib.so", &d);
         d.keep()
     })
     .clone()
@@ -173,51 +173,41 @@ fn progs() -> std::path::PathBuf {
 
 #[test]
 fn attach_c_program_sees_only_allocations_after_attach() {
-    let dir = tempdir("attach-c");
-    scenario(
-        &progs().join("attach_main"),
-        &[],
-        "second_site",
-        32 * MIB,
-        &dir,
-    );
+    scenario("attach-c", "attach_main", &[], "second_site", 32 * MIB);
 }
 
 #[test]
 fn attach_while_8_threads_allocate() {
-    let dir = tempdir("attach-threads");
     scenario(
-        &progs().join("attach_main"),
+        "attach-threads",
+        "attach_main",
         &["threads"],
         "second_site",
         32 * MIB,
-        &dir,
     );
 }
 
 #[test]
 fn attach_cxx_program() {
-    let dir = tempdir("attach-cxx");
     // 32 vectors of 1 MiB, and the 32 vector objects (24 bytes each).
     scenario(
-        &progs().join("attach_cxx"),
+        "attach-cxx",
+        "attach_cxx",
         &[],
         "second_site",
         32 * MIB + 32 * 24,
-        &dir,
     );
 }
 
 #[test]
 fn attach_then_dlopen_library_is_seen() {
-    let dir = tempdir("attach-dl");
     let lib = progs().join("libattach_dllib.so");
     scenario(
-        &progs().join("attach_dl"),
+        "attach-dl",
+        "attach_dl",
         &[lib.to_str().expect("utf-8")],
         "lib_site",
         32 * MIB,
-        &dir,
     );
 }
 
@@ -336,6 +326,15 @@ fn second_user() -> &'static str {
     user
 }
 
+/// Copies the command and the library into `dir` (where the second user
+/// can run them); the command's path.
+fn command_in(dir: &Path) -> std::path::PathBuf {
+    let bin = dir.join("heaplive");
+    std::fs::copy(heaplive_bin(), &bin).expect("copy heaplive");
+    std::fs::copy(lib(), dir.join("libheaplive.so")).expect("copy lib");
+    bin
+}
+
 #[test]
 fn attach_to_another_users_process_is_refused() {
     // SAFETY: getuid has no preconditions.
@@ -346,9 +345,7 @@ fn attach_to_another_users_process_is_refused() {
     let user = second_user();
     let dir = tempdir("attach-user");
     // The command where the second user can run it.
-    let bin = dir.join("heaplive");
-    std::fs::copy(heaplive_bin(), &bin).expect("copy heaplive");
-    std::fs::copy(lib(), dir.join("libheaplive.so")).expect("copy lib");
+    let bin = command_in(&dir);
     let prog = progs().join("attach_main");
     let (want_out, _) = plain_run(&prog, &[], &dir);
     let mut t = Target::start(&prog, &[], &dir);
@@ -608,9 +605,7 @@ fn attach_without_ptrace_permission_is_refused() {
     };
     let user = second_user();
     let dir = tempdir("attach-yama");
-    let bin = dir.join("heaplive");
-    std::fs::copy(heaplive_bin(), &bin).expect("copy heaplive");
-    std::fs::copy(lib(), dir.join("libheaplive.so")).expect("copy lib");
+    let bin = command_in(&dir);
     let p = dir.join("attach_main");
     std::fs::copy(&prog, &p).expect("copy the program");
     let runuser = |prog: &Path| {

@@ -4,7 +4,6 @@
 //! output of `diff --folded` as a differential flame graph.
 
 use crate::common::*;
-use std::process::Command;
 
 /// The header line of `top`'s table (the line ending "STACK (leaf first)").
 fn top_header(file: &str) -> String {
@@ -24,21 +23,8 @@ fn svg_of(args: &[&str]) -> String {
 }
 
 fn well_formed(svg: &str, dir: &std::path::Path) {
-    let f = dir.join("check.svg");
-    std::fs::write(&f, svg).unwrap();
-    let o = Command::new("/usr/bin/python3")
-        .args([
-            "-c",
-            "import sys, xml.dom.minidom; xml.dom.minidom.parse(sys.argv[1])",
-        ])
-        .arg(&f)
-        .output()
-        .expect("python3");
-    assert!(
-        o.status.success(),
-        "SVG is not well-formed XML: {}",
-        stderr(&o)
-    );
+    let f = write_file(dir, "check.svg", svg);
+    assert_well_formed_xml(&f);
 }
 
 #[test]

@@ -66,7 +66,7 @@ fn run_passes_settings_and_exit_status() {
     );
 
     // The library goes first in LD_PRELOAD, before what was there.
-    let other = compile("own_segv.c", "libother.so", &dir, &["-shared", "-fPIC"]);
+    let other = compile_so("own_segv.c", "libother.so", &dir);
     let o = heaplive_command(&["run", "-q", "--", "sh", "-c", "echo $LD_PRELOAD"])
         .env("HEAPLIVE_LIB", lib())
         .env("LD_PRELOAD", &other)

@@ -77,13 +77,10 @@ fn dump_top_diff_merge_and_flamegraph_on_a_live_process() {
     // diff --folded: the grown stack went from 100000 to 400000 exactly,
     // the steady one did not move.
     let diff = ok(heaplive(&["diff", "--folded", &first, &second]));
-    let grown: Vec<&str> = diff.lines().filter(|l| l.contains(";grow_site ")).collect();
+    let grown: Vec<&str> = lines_with(&diff, ";grow_site ");
     assert_eq!(grown.len(), 1, "diff:\n{diff}");
     assert!(grown[0].ends_with(" 100000 400000"), "diff:\n{diff}");
-    let steady: Vec<&str> = diff
-        .lines()
-        .filter(|l| l.contains(";steady_site "))
-        .collect();
+    let steady: Vec<&str> = lines_with(&diff, ";steady_site ");
     assert!(
         steady.len() == 1 && steady[0].ends_with(" 4242 4242"),
         "diff:\n{diff}"
@@ -96,8 +93,7 @@ fn dump_top_diff_merge_and_flamegraph_on_a_live_process() {
 
     // merge sums the two dumps stack by stack.
     let merged = ok(heaplive(&["merge", &first, &second]));
-    let mfile = dir.join("merged.folded");
-    std::fs::write(&mfile, merged).unwrap();
+    let mfile = write_file(&dir, "merged.folded", merged);
     let m = parse_folded(&mfile);
     assert_eq!(total(&m), total(&a) + total(&b));
     assert_eq!(bytes_by_leaf(&m).get("grow_site"), Some(&500_000));
@@ -112,19 +108,7 @@ fn dump_top_diff_merge_and_flamegraph_on_a_live_process() {
     ]));
     let text = std::fs::read_to_string(&svg).unwrap();
     assert!(text.contains("grow_site") && text.contains("steady_site"));
-    let xml = Command::new("/usr/bin/python3")
-        .args([
-            "-c",
-            "import sys, xml.dom.minidom; xml.dom.minidom.parse(sys.argv[1])",
-        ])
-        .arg(&svg)
-        .output()
-        .expect("python3 for the XML check");
-    assert!(
-        xml.status.success(),
-        "SVG is not well-formed XML: {}",
-        stderr(&xml)
-    );
+    assert_well_formed_xml(&svg);
 }
 
 #[test]

@@ -95,35 +95,23 @@ fn output_into_a_dead_pipe_ends_quietly() {
         &["--help"],
     ];
     for args in cases {
-        let run = |out: Stdio| -> Output {
-            heaplive_command(args)
+        // With stdout `out` (`to` in the messages): status `code`, stderr
+        // `err`.
+        let check = |out: Stdio, to: &str, code: i32, err: &str| {
+            let o = heaplive_command(args)
                 .stdout(out)
                 .output()
-                .expect("run heaplive")
+                .expect("run heaplive");
+            let ctx = format!("heaplive {args:?} {to}");
+            assert_eq!(o.status.code(), Some(code), "{ctx}: {}", show(&o));
+            assert_eq!(stderr(&o), err, "{ctx}");
         };
-        let o = run(dead_pipe());
-        assert_eq!(
-            o.status.code(),
-            Some(0),
-            "heaplive {args:?} | (gone): {}",
-            show(&o)
-        );
-        assert_eq!(stderr(&o), "", "heaplive {args:?} | (gone)");
+        check(dead_pipe(), "| (gone)", 0, "");
         if args[0] == "--help" {
             continue;
         }
-        let o = run(dev_full());
-        assert_eq!(
-            o.status.code(),
-            Some(1),
-            "heaplive {args:?} > /dev/full: {}",
-            show(&o)
-        );
-        assert_eq!(
-            stderr(&o),
-            "heaplive: writing to standard output: No space left on device\n",
-            "heaplive {args:?} > /dev/full"
-        );
+        let full = "heaplive: writing to standard output: No space left on device\n";
+        check(dev_full(), "> /dev/full", 1, full);
     }
     // The dumps were written although their names could not be printed.
     let dumps = folded_files(&dir)
@@ -223,7 +211,7 @@ fn endless_inputs_are_one_error_line() {
 /// `/tmp/heaplive-0.XXXXXX` of its own, where `heaplive dump` finds it.
 #[test]
 fn dump_succeeds_past_a_planted_status_directory() {
-    let (m, t) = crate::security::in_private_tmp(
+    let crate::security::Report { map: m, text: t } = crate::security::in_private_tmp(
         r#"
 wait_usr2() {
   for i in $(seq 500); do
@@ -361,7 +349,7 @@ fn attach_says_when_trying_again_cannot_help() {
 /// or root"; the user is its user: only root can read it.
 #[test]
 fn dump_of_a_process_that_is_not_dumpable_says_why() {
-    let (m, t) = crate::security::in_private_tmp(
+    let crate::security::Report { map: m, text: t } = crate::security::in_private_tmp(
         r#"
 as_evil() { setpriv --reuid=$EVIL --regid=$EVIL --clear-groups "$@"; }
 setpriv --reuid=$EVIL --regid=$EVIL --clear-groups perl -e 'syscall(157, 4, 0) == 0 or die "prctl: $!"; sleep 30' &
@@ -406,10 +394,8 @@ fn a_refused_dump_names_its_path_once() {
         ],
     );
     let err = stderr(&o);
-    let line = err
-        .lines()
-        .find(|l| l.contains("dump failed"))
-        .unwrap_or_else(|| panic!("no failed dump line: {err}"));
+    let line =
+        line_with(&err, "dump failed").unwrap_or_else(|| panic!("no failed dump line: {err}"));
     assert!(
         line.ends_with(&format!(
             "exit dump failed: cannot write {target} (is a directory)"

@@ -134,6 +134,13 @@ pub fn tempdir(tag: &str) -> TempDir {
     TempDir(d)
 }
 
+/// Writes `content` to the file `name` in `dir`; returns its path.
+pub fn write_file(dir: &Path, name: &str, content: impl AsRef<[u8]>) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, content).expect("write test file");
+    p
+}
+
 /// Compiles `preload-tests/progs/<src>` (C with gcc, C++ with g++ by the
 /// extension) into `dir`, with debug info and `extra` flags. Returns the
 /// binary (or shared object, if `extra` has `-shared`).
@@ -145,26 +152,70 @@ pub fn compile(src: &str, out_name: &str, dir: &Path, extra: &[&str]) -> PathBuf
         "gcc"
     };
     let out = dir.join(out_name);
-    let o = Command::new(cc)
-        .args([
-            "-g",
-            "-O1",
-            "-fno-omit-frame-pointer",
-            "-fno-optimize-sibling-calls",
-            "-o",
-        ])
-        .arg(&out)
-        .arg(&path)
-        .args(extra)
-        .args(["-lpthread", "-ldl"])
-        .output()
-        .expect("run the compiler");
-    assert!(
-        o.status.success(),
-        "{cc} {src} failed:\n{}",
-        String::from_utf8_lossy(&o.stderr)
+    output_ok(
+        Command::new(cc)
+            .args([
+                "-g",
+                "-O1",
+                "-fno-omit-frame-pointer",
+                "-fno-optimize-sibling-calls",
+                "-o",
+            ])
+            .arg(&out)
+            .arg(&path)
+            .args(extra)
+            .args(["-lpthread", "-ldl"]),
+        &format!("{cc} {src}"),
     );
     out
+}
+
+/// Compiles `progs/NAME.c` (or `progs/NAME.EXT`, given so) into `dir` as
+/// `NAME` and runs it there under the library with `args` and `env`;
+/// asserts it succeeded.
+pub fn run_prog(dir: &Path, name: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let (src, name) = match name.rsplit_once('.') {
+        Some((stem, _)) => (name.to_string(), stem),
+        None => (format!("{name}.c"), name),
+    };
+    let prog = compile(&src, name, dir, &[]);
+    let o = run_preloaded(dir, &prog, args, env);
+    assert!(
+        o.status.success(),
+        "{name} {args:?} under the library failed\n{}",
+        show(&o)
+    );
+    o
+}
+
+/// `compile` of a shared object (`-shared -fPIC`).
+pub fn compile_so(src: &str, out_name: &str, dir: &Path) -> PathBuf {
+    compile(src, out_name, dir, &["-shared", "-fPIC"])
+}
+
+/// Runs `c` and asserts it succeeded (the panic names `what` and shows
+/// its status and both outputs); returns its output.
+pub fn output_ok(c: &mut Command, what: &str) -> Output {
+    let o = c.output().unwrap_or_else(|e| panic!("run {what}: {e}"));
+    assert!(o.status.success(), "{what} failed:\n{}", show(&o));
+    o
+}
+
+/// Asserts that the file `path` is well-formed XML (python3's parser).
+pub fn assert_well_formed_xml(path: &Path) {
+    let o = Command::new("/usr/bin/python3")
+        .args([
+            "-c",
+            "import sys, xml.dom.minidom; xml.dom.minidom.parse(sys.argv[1])",
+        ])
+        .arg(path)
+        .output()
+        .expect("python3 for the XML check");
+    assert!(
+        o.status.success(),
+        "SVG is not well-formed XML: {}",
+        stderr(&o)
+    );
 }
 
 /// `cmd args` in `dir` with the library preloaded, the output template
@@ -302,6 +353,41 @@ pub fn only_folded(dir: &Path) -> Vec<Stack> {
     parse_folded(&files[0])
 }
 
+/// What `line` has after its first `start`, up to the next `start` or
+/// `end` (a figure in a heaplive line: `between(l, " at ", " s after")`).
+pub fn between<'a>(line: &'a str, start: &str, end: &str) -> Option<&'a str> {
+    line.split(start).nth(1)?.split(end).next()
+}
+
+/// The pid of the first `heaplive[PID]: ...` line of `text`.
+pub fn heaplive_pid(text: &str) -> Option<u32> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix("heaplive["))
+        .find_map(|r| r.split(']').next()?.parse().ok())
+}
+
+/// The lines of `text` that contain `needle`.
+pub fn lines_with<'a>(text: &'a str, needle: &str) -> Vec<&'a str> {
+    text.lines().filter(|l| l.contains(needle)).collect()
+}
+
+/// The first line of `text` that contains `needle`.
+pub fn line_with<'a>(text: &'a str, needle: &str) -> Option<&'a str> {
+    text.lines().find(|l| l.contains(needle))
+}
+
+/// The file a heaplive line `heaplive[PID]: KIND dump PATH: ...` names
+/// (KIND: signal, exit, memory_limit, request peak, ...), if it is one.
+pub fn dump_path_of(line: &str, kind: &str) -> Option<PathBuf> {
+    let (_, rest) = line.split_once(&format!("]: {kind} dump "))?;
+    rest.split_once(": ").map(|(p, _)| PathBuf::from(p))
+}
+
+/// The file of the first KIND dump line of `log` (see [`dump_path_of`]).
+pub fn first_dump_path(log: &str, kind: &str) -> Option<PathBuf> {
+    log.lines().find_map(|l| dump_path_of(l, kind))
+}
+
 /// Both outputs of a run and its status, for failure messages.
 pub fn show(o: &Output) -> String {
     format!(
@@ -333,6 +419,15 @@ pub fn heaplive_command(args: &[&str]) -> Command {
         .env_remove("HEAPLIVE_OUTPUT")
         .stdin(Stdio::null());
     c
+}
+
+/// `heaplive top --bytes -w 0 ARGS FILE` (exact bytes, untruncated names),
+/// asserting success: its output.
+pub fn top_exact(args: &[&str], file: &Path) -> String {
+    let file = file.to_str().expect("utf-8 path");
+    ok(heaplive(
+        &[&["top", "--bytes", "-w", "0"], args, &[file]].concat(),
+    ))
 }
 
 /// Asserts success and returns stdout.
@@ -516,5 +611,61 @@ impl Drop for Running {
         // SAFETY: geteuid has no preconditions.
         let uid = unsafe { libc::geteuid() };
         let _ = std::fs::remove_file(format!("/tmp/heaplive-{uid}/{}", self.child.id()));
+    }
+}
+
+/// The program `name` on PATH, if there is one.
+pub fn which(name: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join(name))
+            .find(|c| c.is_file())
+    })
+}
+
+/// `go` on PATH or in Debian's place (`make test-deps` installs it).
+pub fn go() -> PathBuf {
+    if let Some(p) = which("go") {
+        return p;
+    }
+    let p = PathBuf::from("/usr/lib/go/bin/go");
+    assert!(p.exists(), "go is not installed");
+    p
+}
+
+/// `go tool pprof ARGS FILE` in `dir`, with a Go home of its own there and
+/// no preload; asserts success and returns its stdout.
+pub fn pprof(dir: &Path, args: &[&str], file: &Path) -> String {
+    let home = dir.join("gohome");
+    std::fs::create_dir_all(&home).unwrap();
+    let o = output_ok(
+        Command::new(go())
+            .args(["tool", "pprof"])
+            .args(args)
+            .arg(file)
+            .current_dir(dir)
+            .env("HOME", &home)
+            .env("GOCACHE", home.join("cache"))
+            .env("GOPATH", home.join("gopath"))
+            .env("GOTOOLCHAIN", "local")
+            .env("GOFLAGS", "-mod=mod")
+            .env_remove("LD_PRELOAD"),
+        &format!("go tool pprof {args:?}"),
+    );
+    stdout(&o)
+}
+
+/// Removes `/tmp/perf-<pid>.map` (a JIT program's symbol map) when dropped.
+pub struct PerfMap(pub PathBuf);
+
+impl PerfMap {
+    pub fn of(pid: u32) -> PerfMap {
+        PerfMap(PathBuf::from(format!("/tmp/perf-{pid}.map")))
+    }
+}
+
+impl Drop for PerfMap {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
     }
 }

@@ -20,12 +20,12 @@ fn complete(words: &[&str]) -> Vec<String> {
         words[words.len() - 1],
         words[words.len() - 2],
     );
-    let o = Command::new("bash")
-        .args(["--norc", "-c", &driver])
-        .stdin(Stdio::null())
-        .output()
-        .expect("bash");
-    assert!(o.status.success(), "{}", show(&o));
+    let o = output_ok(
+        Command::new("bash")
+            .args(["--norc", "-c", &driver])
+            .stdin(Stdio::null()),
+        "bash",
+    );
     stdout(&o)
         .lines()
         .filter(|l| !l.is_empty())

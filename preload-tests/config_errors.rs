@@ -8,8 +8,7 @@ use std::path::Path;
 /// "quit" from a file given as stdin).
 pub(crate) fn sh(dir: &Path, env: &[(&str, &str)]) -> std::process::Output {
     let prog = compile("cli_grow.c", "cli_grow", dir, &[]);
-    let input = dir.join("input");
-    std::fs::write(&input, "quit\n").unwrap();
+    let input = write_file(dir, "input", "quit\n");
     let mut c = preloaded_command(dir, &prog, &[], env);
     c.stdin(std::fs::File::open(&input).unwrap());
     let o = c.output().unwrap();
@@ -74,7 +73,7 @@ fn unwritable_output_gives_one_line_and_the_fallback_directory() {
         ],
     );
     let err = stderr(&o);
-    let lines: Vec<&str> = err.lines().filter(|l| l.contains("cannot write")).collect();
+    let lines: Vec<&str> = lines_with(&err, "cannot write");
     assert_eq!(lines.len(), 1, "{err}");
     assert!(
         lines[0].contains("/proc/heaplive-no-such-dir/")
@@ -99,7 +98,7 @@ fn nowhere_to_write_gives_one_line_and_the_host_exits_normally() {
         ],
     );
     let err = stderr(&o);
-    let lines: Vec<&str> = err.lines().filter(|l| l.contains("dump failed")).collect();
+    let lines: Vec<&str> = lines_with(&err, "dump failed");
     assert_eq!(lines.len(), 1, "{err}");
     assert!(
         lines[0].contains("/proc/heaplive-no-such-dir/h.folded"),

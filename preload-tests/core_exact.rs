@@ -194,73 +194,33 @@ fn core_exact_c_entry_points() {
 /// allocates base+0..3, keeps base+0, frees base+1..3 through the three
 /// matching deletes (in this order).
 const NEW_VARIANTS: [(&str, u64, [&str; 3]); 8] = [
-    (
-        "new_plain",
-        2000,
-        ["_ZdlPv", "_ZdlPvRKSt9nothrow_t", "_ZdlPvm"],
-    ),
-    (
-        "new_array",
-        2100,
-        ["_ZdaPv", "_ZdaPvRKSt9nothrow_t", "_ZdaPvm"],
-    ),
-    (
-        "new_nothrow",
-        2200,
-        ["_ZdlPv", "_ZdlPvRKSt9nothrow_t", "_ZdlPvm"],
-    ),
-    (
-        "new_array_nothrow",
-        2300,
-        ["_ZdaPv", "_ZdaPvRKSt9nothrow_t", "_ZdaPvm"],
-    ),
-    (
-        "new_aligned",
-        2400,
-        [
-            "_ZdlPvSt11align_val_t",
-            "_ZdlPvSt11align_val_tRKSt9nothrow_t",
-            "_ZdlPvmSt11align_val_t",
-        ],
-    ),
-    (
-        "new_array_aligned",
-        2500,
-        [
-            "_ZdaPvSt11align_val_t",
-            "_ZdaPvSt11align_val_tRKSt9nothrow_t",
-            "_ZdaPvmSt11align_val_t",
-        ],
-    ),
-    (
-        "new_aligned_nothrow",
-        2600,
-        [
-            "_ZdlPvSt11align_val_t",
-            "_ZdlPvSt11align_val_tRKSt9nothrow_t",
-            "_ZdlPvmSt11align_val_t",
-        ],
-    ),
-    (
-        "new_array_aligned_nothrow",
-        2700,
-        [
-            "_ZdaPvSt11align_val_t",
-            "_ZdaPvSt11align_val_tRKSt9nothrow_t",
-            "_ZdaPvmSt11align_val_t",
-        ],
-    ),
+    ("new_plain", 2000, DELETE),
+    ("new_array", 2100, DELETE_ARRAY),
+    ("new_nothrow", 2200, DELETE),
+    ("new_array_nothrow", 2300, DELETE_ARRAY),
+    ("new_aligned", 2400, DELETE_ALIGNED),
+    ("new_array_aligned", 2500, DELETE_ARRAY_ALIGNED),
+    ("new_aligned_nothrow", 2600, DELETE_ALIGNED),
+    ("new_array_aligned_nothrow", 2700, DELETE_ARRAY_ALIGNED),
+];
+
+/// The three deletes of a variant: plain, nothrow, sized (mangled).
+const DELETE: [&str; 3] = ["_ZdlPv", "_ZdlPvRKSt9nothrow_t", "_ZdlPvm"];
+const DELETE_ARRAY: [&str; 3] = ["_ZdaPv", "_ZdaPvRKSt9nothrow_t", "_ZdaPvm"];
+const DELETE_ALIGNED: [&str; 3] = [
+    "_ZdlPvSt11align_val_t",
+    "_ZdlPvSt11align_val_tRKSt9nothrow_t",
+    "_ZdlPvmSt11align_val_t",
+];
+const DELETE_ARRAY_ALIGNED: [&str; 3] = [
+    "_ZdaPvSt11align_val_t",
+    "_ZdaPvSt11align_val_tRKSt9nothrow_t",
+    "_ZdaPvmSt11align_val_t",
 ];
 
 #[test]
 fn core_exact_cxx_twenty_new_delete_variants() {
-    let bin = built("core_cxx_ops.cpp", "core_cxx_ops", &[]);
-    let (pre, stacks) = run_exact("core-cxx-variants", &bin, &["variants"], true);
-    assert!(
-        common::stdout(&pre).contains("variants: 0 failures"),
-        "{}",
-        show(&pre)
-    );
+    let (_, stacks) = cxx_ops("core-cxx-variants", "variants", "variants: 0 failures");
     let by_leaf = common::bytes_by_leaf(&stacks);
     let mut bad = Vec::new();
     for (leaf, base, deletes) in NEW_VARIANTS {
@@ -345,24 +305,15 @@ fn core_exact_cxx_twenty_new_delete_variants() {
 
 #[test]
 fn core_exact_cxx_nothrow_new_returns_null_for_impossible_size() {
-    let bin = built("core_cxx_ops.cpp", "core_cxx_ops", &[]);
-    let (pre, _) = run_exact("core-cxx-nothrow", &bin, &["nothrow"], true);
-    assert!(
-        common::stdout(&pre).contains("nothrow: 0 failures"),
-        "{}",
-        show(&pre)
-    );
+    cxx_ops("core-cxx-nothrow", "nothrow", "nothrow: 0 failures");
 }
 
 #[test]
 fn core_exact_cxx_bad_alloc_is_caught() {
-    let bin = built("core_cxx_ops.cpp", "core_cxx_ops", &[]);
-    let (pre, stacks) = run_exact("core-cxx-bad-alloc", &bin, &["bad_alloc"], true);
-    let out = common::stdout(&pre);
-    assert!(
-        out.contains("caught std::bad_alloc 5 times of 5"),
-        "{}",
-        show(&pre)
+    let (_, stacks) = cxx_ops(
+        "core-cxx-bad-alloc",
+        "bad_alloc",
+        "caught std::bad_alloc 5 times of 5",
     );
     assert_eq!(
         common::bytes_under(&stacks, "catch_bad_alloc")
@@ -371,6 +322,15 @@ fn core_exact_cxx_bad_alloc_is_caught() {
         "{}",
         dump(&stacks)
     );
+}
+
+/// core_cxx_ops MODE in exact mode (run_exact, compared with the plain
+/// run), asserting its stdout says `says`: its output and stacks.
+fn cxx_ops(tag: &str, mode: &str, says: &str) -> (Output, Vec<Stack>) {
+    let bin = built("core_cxx_ops.cpp", "core_cxx_ops", &[]);
+    let (pre, stacks) = run_exact(tag, &bin, &[mode], true);
+    assert!(common::stdout(&pre).contains(says), "{}", show(&pre));
+    (pre, stacks)
 }
 
 /// Bytes of stdio's own buffer (allocated by the first printf) under `name`.
@@ -384,13 +344,7 @@ fn stdout_buffer_under(stacks: &[Stack], name: &str) -> u64 {
 
 #[test]
 fn core_exact_cxx_new_handler_is_called() {
-    let bin = built("core_cxx_ops.cpp", "core_cxx_ops", &[]);
-    let (pre, _) = run_exact("core-cxx-handlers", &bin, &["handlers"], true);
-    assert!(
-        common::stdout(&pre).contains("handlers: 0 failures"),
-        "{}",
-        show(&pre)
-    );
+    cxx_ops("core-cxx-handlers", "handlers", "handlers: 0 failures");
 }
 
 #[test]
@@ -423,12 +377,7 @@ fn core_exact_thousand_threads_cross_thread_frees() {
 #[test]
 fn core_exact_cxx_library_dlopened_local_from_c() {
     let dir = common::tempdir("core-dl-bin");
-    let lib = common::compile(
-        "dl_cxxlib.cpp",
-        "libdl_cxxlib.so",
-        &dir,
-        &["-shared", "-fPIC"],
-    );
+    let lib = common::compile_so("dl_cxxlib.cpp", "libdl_cxxlib.so", &dir);
     let host = common::compile("dl_host.c", "dl_host", &dir, &[]);
     let lib_arg = lib.to_str().unwrap();
     let (pre, stacks) = run_exact("core-dl", &host, &[lib_arg], true);
@@ -479,10 +428,9 @@ fn core_exact_cxx_library_dlopened_local_from_c() {
 #[test]
 fn core_exact_malloc_zero_blocks_are_live_blocks() {
     let dir = common::tempdir("zero-blocks");
-    let bin = common::compile("zero_blocks.c", "zero_blocks", &dir, &[]);
-    let o = common::run_preloaded(
+    let o = common::run_prog(
         &dir,
-        &bin,
+        "zero_blocks",
         &[],
         &[
             ("HEAPLIVE_SAMPLE_INTERVAL", "1"),
@@ -490,7 +438,6 @@ fn core_exact_malloc_zero_blocks_are_live_blocks() {
             ("HEAPLIVE_WARN_BLOCKS", "50000"),
         ],
     );
-    assert!(o.status.success(), "{}", show(&o));
     let err = common::stderr(&o);
     assert!(
         err.lines()

@@ -361,16 +361,12 @@ fn judge(
 /// in target/glibc-tests) and returns the cache.
 fn build_glibc_tests(names: &[&str]) -> PathBuf {
     let cache = root().join("target/glibc-tests");
-    let o = Command::new("bash")
-        .arg(root().join("preload-tests/glibc/build.sh"))
-        .arg(&cache)
-        .args(names)
-        .output()
-        .expect("run glibc/build.sh");
-    assert!(
-        o.status.success(),
-        "fetching or building glibc's malloc tests failed:\n{}",
-        show(&o)
+    output_ok(
+        Command::new("bash")
+            .arg(root().join("preload-tests/glibc/build.sh"))
+            .arg(&cache)
+            .args(names),
+        "fetching or building glibc's malloc tests",
     );
     cache
 }

@@ -7,13 +7,19 @@
 
 use super::*;
 
+/// A fresh directory `name` with `progs/NAME.c` compiled in it.
+fn built(name: &str) -> (TempDir, PathBuf) {
+    let dir = tempdir(name);
+    let bin = compile(&format!("{name}.c"), name, &dir, &[]);
+    (dir, bin)
+}
+
 /// Builds `progs/<name>.c`, runs it plain, under the preload and in exact
 /// mode; each preload run must give the plain run's stdout and exit
 /// status, unless KNOWN_HEAPLIVE_BUGS lists it. `plain_ok` checks the
 /// plain run itself.
 fn program_matches_plain(name: &str, limit: Duration, plain_ok: &dyn Fn(&Run) -> bool) {
-    let dir = tempdir(name);
-    let bin = compile(&format!("{name}.c"), name, &dir, &[]);
+    let (dir, bin) = built(name);
     let runs: Vec<Run> = [Plain, Default, Exact]
         .iter()
         .map(|m| run_limited(command(&bin, &dir, *m, &[]), &dir, m.name(), limit))
@@ -111,8 +117,7 @@ fn allocator_stress_patterns_behave_as_without_the_preload() {
 fn a_program_without_threads_stays_single_threaded() {
     let name = "glibc_single_threaded";
     let limit = Duration::from_secs(30);
-    let dir = tempdir(name);
-    let bin = compile(&format!("{name}.c"), name, &dir, &[]);
+    let (dir, bin) = built(name);
     let plain = run_limited(command(&bin, &dir, Plain, &[]), &dir, "plain", limit);
     assert!(
         plain.passed() && plain.stdout == "__libc_single_threaded=1\n",
@@ -165,10 +170,7 @@ fn peak_within_run(r: &Run) -> Result<(), String> {
     let Some(line) = r.stderr.lines().find(|l| l.contains("]: peak ")) else {
         return Ok(());
     };
-    let secs: f64 = line
-        .split(" at ")
-        .nth(1)
-        .and_then(|t| t.split(" s after start").next())
+    let secs: f64 = between(line, " at ", " s after start")
         .and_then(|t| t.parse().ok())
         .ok_or_else(|| format!("cannot read the peak line: {line}"))?;
     if secs <= r.secs {
@@ -198,8 +200,7 @@ fn peak_within_run(r: &Run) -> Result<(), String> {
 fn without_the_dump_signal_a_program_stays_single_threaded_until_a_leak_warning() {
     let name = "glibc_nothread";
     let limit = Duration::from_secs(60);
-    let top = tempdir(name);
-    let bin = compile(&format!("{name}.c"), name, &top, &[]);
+    let (top, bin) = built(name);
     let plain = run_limited(command(&bin, &top, Plain, &[]), &top, "plain", limit);
     assert_eq!(
         (plain.code(), plain.stdout.as_str()),
@@ -305,12 +306,7 @@ fn lowering_rlimit_as_after_start_leaves_room() {
 #[test]
 fn heaplive_thread_never_calls_glibc_malloc() {
     let dir = tempdir("glibc-spy");
-    let spy = compile(
-        "glibc_spy.c",
-        "libglibc_spy.so",
-        &dir,
-        &["-shared", "-fPIC"],
-    );
+    let spy = compile_so("glibc_spy.c", "libglibc_spy.so", &dir);
     let bin = compile("glibc_own_thread.c", "glibc_own_thread", &dir, &[]);
     for (mode, interval) in [("exact", "1"), ("default", "")] {
         let mut env = vec![
@@ -378,20 +374,13 @@ fn heaplive_thread_never_calls_glibc_malloc() {
 #[test]
 fn no_dlopen_of_heaplive_inside_the_programs_dlopen() {
     let dir = tempdir("glibc-nested-dlopen");
-    let lib = compile(
-        "deep_lib.c",
-        "libdeep_nested.so",
+    let lib = compile_so("deep_lib.c", "libdeep_nested.so", &dir);
+    let o = run_prog(
         &dir,
-        &["-shared", "-fPIC"],
-    );
-    let prog = compile("deep_main.c", "deep_main", &dir, &[]);
-    let o = run_preloaded(
-        &dir,
-        &prog,
+        "deep_main",
         &["dlclose", lib.to_str().unwrap()],
         &[("HEAPLIVE_SAMPLE_INTERVAL", "1"), ("LD_DEBUG", "files")],
     );
-    assert!(o.status.success(), "{}", show(&o));
     let err = stderr(&o);
     let lines: Vec<&str> = err.lines().collect();
     let start = lines
@@ -423,12 +412,7 @@ fn no_dlopen_of_heaplive_inside_the_programs_dlopen() {
 #[test]
 fn heaplive_thread_is_not_started_inside_the_loader() {
     let dir = tempdir("glibc-loader-thread");
-    let lib = compile(
-        "loader_thread_lib.c",
-        "libloader_thread.so",
-        &dir,
-        &["-shared", "-fPIC"],
-    );
+    let lib = compile_so("loader_thread_lib.c", "libloader_thread.so", &dir);
     let prog = compile("loader_thread_main.c", "loader_thread_main", &dir, &[]);
     let plain = Command::new(&prog)
         .arg(&lib)

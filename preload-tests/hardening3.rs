@@ -7,7 +7,7 @@
 //! hidden temporary is left.
 
 use crate::common::*;
-use crate::security::{get, in_private_tmp_with};
+use crate::security::{Report, in_private_tmp_with};
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
@@ -25,7 +25,7 @@ fn prog() -> &'static PathBuf {
 /// library, readable by the other user), $OUT a directory of the other
 /// user's, and `as_evil LIMITS... -- CMD...` to run as that user under
 /// `prlimit`.
-fn run(script: &str) -> (std::collections::BTreeMap<String, String>, String) {
+fn run(script: &str) -> Report {
     // The program is copied before the private /tmp is mounted: the
     // checkout may be under /tmp (a clone there failed with "cp: cannot
     // stat" when the copy came after).
@@ -48,7 +48,7 @@ const PLAIN: &str = "fork=0 errno=0 child=9 thread=0 ready ";
 /// nothing the program sees.
 #[test]
 fn nproc_core_and_stack_limits_as_another_user() {
-    let (m, t) = run(r#"
+    let r = run(r#"
 cd /tmp/out
 runuser -u $EVIL -- prlimit --nproc=1 env -C /tmp/out $H > /tmp/plain.out 2>&1
 echo "PLAIN_RC=$?"
@@ -71,29 +71,23 @@ echo "RT=$(tr '\n' ' ' < /tmp/rt.out)"
 echo "RT_DUMPS=$(ls /tmp | grep -c '^root\.[0-9]*\.folded$')"
 echo "TEMPS=$(temps)"
 "#);
-    assert_eq!(get(&m, "PLAIN_RC", &t), "6", "{t}");
-    let plain = get(&m, "PLAIN", &t);
-    assert_eq!(plain, "fork=-1 errno=11 child=-1 thread=11 ready ", "{t}");
-    assert_eq!(get(&m, "NP_RC", &t), "6", "the program's status\n{t}");
-    assert_eq!(
-        get(&m, "NP", &t),
-        plain,
-        "what it sees, as without heaplive\n{t}"
-    );
-    assert_eq!(get(&m, "NP_THREAD", &t), "1", "one line says why\n{t}");
-    assert_eq!(
-        get(&m, "NP_LINES", &t),
-        "2",
-        "that line and the exit dump's\n{t}"
-    );
-    assert!(get(&m, "NP_DUMP", &t) != "0", "the exit dump\n{t}");
+    assert_eq!(r.get("PLAIN_RC"), "6", "{r}");
+    let plain = r.get("PLAIN");
+    assert_eq!(plain, "fork=-1 errno=11 child=-1 thread=11 ready ", "{r}");
+    assert_eq!(r.get("NP_RC"), "6", "the program's status\n{r}");
+    assert_eq!(r.get("NP"), plain, "what it sees, as without heaplive\n{r}");
+    r.expect(&[
+        ("NP_THREAD", "1", "one line says why"),
+        ("NP_LINES", "2", "that line and the exit dump's"),
+    ]);
+    assert!(r.get("NP_DUMP") != "0", "the exit dump\n{r}");
     for k in ["ST", "RT"] {
-        assert_eq!(get(&m, &format!("{k}_RC"), &t), "6", "{t}");
-        assert_eq!(get(&m, k, &t), PLAIN, "{t}");
+        assert_eq!(r.get(&format!("{k}_RC")), "6", "{r}");
+        assert_eq!(r.get(k), PLAIN, "{r}");
         // The parent's and the child's exit dumps.
-        assert_eq!(get(&m, &format!("{k}_DUMPS"), &t), "2", "{t}");
+        assert_eq!(r.get(&format!("{k}_DUMPS")), "2", "{r}");
     }
-    assert_eq!(get(&m, "TEMPS", &t), "0", "{t}");
+    assert_eq!(r.get("TEMPS"), "0", "{r}");
 }
 
 /// RLIMIT_NOFILE 4 to 8 as the other user (4: nothing left for the dump
@@ -103,7 +97,7 @@ echo "TEMPS=$(temps)"
 /// in the working directory, and nothing lands on the program's fd 2.
 #[test]
 fn few_file_descriptors_and_a_closed_stderr() {
-    let (m, t) = run(r#"
+    let r = run(r#"
 cd /tmp/out
 for n in 4 5 6 8; do
     runuser -u $EVIL -- prlimit --nofile=$n env -C /tmp/out LD_PRELOAD=$LIB HEAPLIVE_SAMPLE_INTERVAL=1 HEAPLIVE_OUTPUT=/tmp/out/n$n.%p.folded $H > /tmp/n$n.out 2> /tmp/n$n.err
@@ -121,19 +115,20 @@ echo "C_LOG=$(grep -c '^heaplive\[[0-9]*\]: exit dump /tmp/out/c\.[0-9]*\.folded
 echo "TEMPS=$(temps)"
 "#);
     for n in [4, 5, 6, 8] {
-        assert_eq!(get(&m, &format!("N{n}_RC"), &t), "6", "{t}");
-        assert_eq!(get(&m, &format!("N{n}"), &t), PLAIN, "{t}");
-        let dumps: usize = get(&m, &format!("N{n}_DUMPS"), &t).parse().unwrap();
-        let failed: usize = get(&m, &format!("N{n}_FAILED"), &t).parse().unwrap();
+        assert_eq!(r.get(&format!("N{n}_RC")), "6", "{r}");
+        assert_eq!(r.get(&format!("N{n}")), PLAIN, "{r}");
+        let dumps: usize = r.get(&format!("N{n}_DUMPS")).parse().unwrap();
+        let failed: usize = r.get(&format!("N{n}_FAILED")).parse().unwrap();
         // Parent and child: each dump is written or fails in one line.
-        assert_eq!(dumps + failed, 2, "nofile {n}\n{t}");
-        assert_eq!(get(&m, &format!("N{n}_OTHER"), &t), "0", "nofile {n}\n{t}");
+        assert_eq!(dumps + failed, 2, "nofile {n}\n{r}");
+        assert_eq!(r.get(&format!("N{n}_OTHER")), "0", "nofile {n}\n{r}");
     }
-    assert_eq!(get(&m, "N4_FAILED", &t), "2", "{t}");
-    assert_eq!(get(&m, "N8_DUMPS", &t), "2", "{t}");
-    assert_eq!(get(&m, "C_RC", &t), "6", "{t}");
-    assert_eq!(get(&m, "C", &t), PLAIN, "{t}");
+    r.expect(&[
+        ("N4_FAILED", "2", ""),
+        ("N8_DUMPS", "2", ""),
+        ("C_RC", "6", ""),
+    ]);
+    assert_eq!(r.get("C"), PLAIN, "{r}");
     // The parent's and the child's exit dumps, in the log.
-    assert_eq!(get(&m, "C_LOG", &t), "2", "{t}");
-    assert_eq!(get(&m, "TEMPS", &t), "0", "{t}");
+    r.expect(&[("C_LOG", "2", ""), ("TEMPS", "0", "")]);
 }

@@ -20,16 +20,16 @@ const FILES: &[&str] = &[
 ];
 
 fn make(target: &str, prefix: &Path) -> String {
-    let o = Command::new("make")
-        .arg("-C")
-        .arg(root())
-        .arg(target)
-        .arg(format!("PREFIX={}", prefix.display()))
-        .arg(format!("LIB={}", lib().display()))
-        .arg(format!("BIN={}", heaplive_bin().display()))
-        .output()
-        .expect("run make");
-    assert!(o.status.success(), "make {target}:\n{}", show(&o));
+    let o = output_ok(
+        Command::new("make")
+            .arg("-C")
+            .arg(root())
+            .arg(target)
+            .arg(format!("PREFIX={}", prefix.display()))
+            .arg(format!("LIB={}", lib().display()))
+            .arg(format!("BIN={}", heaplive_bin().display())),
+        &format!("make {target}"),
+    );
     show(&o)
 }
 

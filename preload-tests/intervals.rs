@@ -49,15 +49,7 @@ type Rows = BTreeMap<&'static str, BTreeMap<String, Row>>;
 /// The rows of `heaplive top --bytes -w 0 FILE` by leaf function:
 /// `LIVE SHARE SAMPLES LO..HI leaf <- ...`.
 fn top_rows(file: &Path) -> (BTreeMap<String, Row>, String) {
-    let text = common::ok(common::heaplive(&[
-        "top",
-        "--bytes",
-        "-w",
-        "0",
-        "-n",
-        "0",
-        file.to_str().unwrap(),
-    ]));
+    let text = common::top_exact(&["-n", "0"], file);
     let mut rows = BTreeMap::new();
     for line in text.lines().skip(1) {
         let f: Vec<&str> = line.split_whitespace().collect();
@@ -310,12 +302,11 @@ fn merged_dumps_have_the_intervals_of_the_sum() {
         lives.push(file_of(&d, "live"));
     }
     let names: Vec<&str> = lives.iter().map(|p| p.to_str().unwrap()).collect();
-    let merged = dir.join("m.folded");
-    std::fs::write(
-        &merged,
+    let merged = common::write_file(
+        &dir,
+        "m.folded",
         common::ok(common::heaplive(&[&["merge"], &names[..]].concat())),
-    )
-    .unwrap();
+    );
     // The samples file of the sum: samples and variances added up.
     std::fs::write(
         dir.join("m.samples.folded"),
@@ -325,14 +316,13 @@ fn merged_dumps_have_the_intervals_of_the_sum() {
     )
     .unwrap();
     // merge --variance: the same variances as a folded file.
-    let mv = dir.join("merged-variances.txt");
-    std::fs::write(
-        &mv,
+    let mv = common::write_file(
+        &dir,
+        "merged-variances.txt",
         common::ok(common::heaplive(
             &[&["merge", "--variance"], &names[..]].concat(),
         )),
-    )
-    .unwrap();
+    );
     let merged_variances = common::bytes_by_leaf(&common::parse_folded(&mv));
 
     // What the two dumps say per leaf: bytes and variances, summed.
@@ -398,10 +388,7 @@ fn merged_dumps_have_the_intervals_of_the_sum() {
             .collect::<BTreeMap<String, u64>>()
     };
     let (v0, v1) = (var_of(&lives[0]), var_of(&lives[1]));
-    let row = diff
-        .lines()
-        .find(|l| l.contains(" site_many "))
-        .unwrap_or_else(|| panic!("{diff}"));
+    let row = common::line_with(&diff, " site_many ").unwrap_or_else(|| panic!("{diff}"));
     let want = (stats::Z95 * ((v0["site_many"] + v1["site_many"]) as f64).sqrt()).round();
     assert_eq!(
         row.split_whitespace().nth(1),
@@ -426,12 +413,11 @@ fn merged_dumps_have_the_intervals_of_the_sum() {
 #[test]
 fn php_zend_mm_stacks_get_intervals() {
     let dir = common::tempdir("intervals-php");
-    let php = dir.join("report.php");
-    std::fs::write(
-        &php,
+    let php = common::write_file(
+        &dir,
+        "report.php",
         "<?php\nfunction fill_report() {\n    $rows = [];\n    for ($i = 0; ; $i++) {\n        $rows[] = str_repeat('r', 4000) . $i;\n    }\n}\nfill_report();\n",
-    )
-    .unwrap();
+    );
     let o = common::run_preloaded(
         &dir,
         Path::new("/usr/bin/php"),
@@ -477,14 +463,7 @@ fn php_zend_mm_stacks_get_intervals() {
         .and_then(|(_, r)| r.split_once(": "))
         .map(|(p, _)| PathBuf::from(p.split(" and ").next().unwrap()))
         .unwrap();
-    let text = common::ok(common::heaplive(&[
-        "top",
-        "--php",
-        "--bytes",
-        "-w",
-        "0",
-        path.to_str().unwrap(),
-    ]));
+    let text = common::top_exact(&["--php"], &path);
     let row = text
         .lines()
         .find(|l| l.contains("[zend_mm] <- fill_report (report.php:5)"))

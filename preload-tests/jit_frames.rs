@@ -5,15 +5,6 @@
 //! `nodejs`, `--perf-basic-prof`), whose stacks reach `main`.
 
 use crate::common::*;
-use std::path::PathBuf;
-
-/// Removes `/tmp/perf-<pid>.map` when dropped.
-struct PerfMap(PathBuf);
-impl Drop for PerfMap {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
 
 #[test]
 fn stacks_continue_through_a_jit_frame_to_main() {
@@ -21,7 +12,7 @@ fn stacks_continue_through_a_jit_frame_to_main() {
     let bin = compile("sym_jit.c", "sym_jit", &dir, &[]);
     let o = run_preloaded(&dir, &bin, &[], &[("HEAPLIVE_SAMPLE_INTERVAL", "1")]);
     let pid = stdout(&o).trim().parse::<u32>().ok();
-    let _cleanup = pid.map(|p| PerfMap(PathBuf::from(format!("/tmp/perf-{p}.map"))));
+    let _cleanup = pid.map(PerfMap::of);
     assert!(o.status.success() && pid.is_some(), "{}", show(&o));
     let stacks = only_folded(&dir);
     let jit: Vec<&Stack> = stacks
@@ -63,7 +54,7 @@ globalThis.kept = outer_fn();\n",
         .spawn()
         .expect("node (nodejs)");
     let pid = child.id();
-    let _cleanup = PerfMap(PathBuf::from(format!("/tmp/perf-{pid}.map")));
+    let _cleanup = PerfMap::of(pid);
     let o = child.wait_with_output().unwrap();
     assert!(o.status.success(), "{}", show(&o));
     // The peak holds the 40 x 20 buffers of 64 KiB (50 MiB, ~800 samples

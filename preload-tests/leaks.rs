@@ -176,9 +176,25 @@ fn by_leaf<'a>(ws: &'a [Warning], leaf: &str) -> Vec<&'a Warning> {
 
 /// The `at exit:` summary line, if any.
 fn summary_line(text: &str) -> Option<String> {
-    text.lines()
-        .find(|l| l.contains("]: at exit: "))
-        .map(String::from)
+    line_with(text, "]: at exit: ").map(String::from)
+}
+
+/// The exit summary line of `text`; panics (with `ctx`) when there is none.
+fn exit_summary(text: &str, ctx: &str) -> String {
+    summary_line(text).unwrap_or_else(|| panic!("no `at exit:` line\n{ctx}"))
+}
+
+/// The exit summary line of `text` says `n` stacks warned.
+fn assert_stacks_warned(text: &str, n: usize, ctx: &str) {
+    let sum = exit_summary(text, ctx);
+    assert!(sum.contains(&format!("; {n} stacks warned; ")), "{ctx}");
+}
+
+/// The `steps` run's block (64 KiB: its argument 65536) and its shape at
+/// 1 MiB.
+fn steps_shape() -> (i64, Shape) {
+    let block = 64 * KIB;
+    (block, shape(MIB, block))
 }
 
 /// The `N more warnings suppressed` count of an exit summary line (0 if
@@ -263,33 +279,9 @@ fn check_roles(
     let g = simulate(&s.grow, threshold, growth);
     let f = simulate(&s.flat, threshold, growth);
     let sm = simulate(&s.small, threshold, growth);
-    check_role(
-        ws,
-        "grow_alloc",
-        &g,
-        block,
-        by_blocks,
-        threshold_text,
-        context,
-    );
-    check_role(
-        ws,
-        "flat_alloc",
-        &f,
-        block,
-        by_blocks,
-        threshold_text,
-        context,
-    );
-    check_role(
-        ws,
-        "small_alloc",
-        &sm,
-        block,
-        by_blocks,
-        threshold_text,
-        context,
-    );
+    for (leaf, want) in [("grow_alloc", &g), ("flat_alloc", &f), ("small_alloc", &sm)] {
+        check_role(ws, leaf, want, block, by_blocks, threshold_text, context);
+    }
     assert_eq!(
         ws.len(),
         g.len() + f.len(),
@@ -319,8 +311,7 @@ fn run_steps_paused(tag: &str, pause: &str, env: &[(&str, &str)]) -> (TempDir, O
 fn exact_bytes_warn_once_per_doubling() {
     let (dir, o, ctx) = run_steps("leak-bytes", &[("HEAPLIVE_WARN_BYTES", "1M")]);
     let ws = warnings(&stderr(&o), &ctx);
-    let block = 64 * KIB;
-    let s = shape(MIB, block);
+    let (block, s) = steps_shape();
     let t = MIB / block;
     let (g, f, sm) = check_roles(&ws, &s, t, 2.0, block, false, "1.0 MiB", &ctx);
     assert_eq!(g.len(), 4, "the plan: 1, 2, 4, 8 MiB");
@@ -338,7 +329,7 @@ fn exact_bytes_warn_once_per_doubling() {
 
     // The exit summary names the final dump, which exists and is the only
     // folded file, and repeats its total.
-    let sum = summary_line(&stderr(&o)).unwrap_or_else(|| panic!("no `at exit:` line\n{ctx}"));
+    let sum = exit_summary(&stderr(&o), &ctx);
     let files = folded_files(&dir);
     assert_eq!(files.len(), 1, "{ctx}");
     let stacks = parse_folded(&files[0]);
@@ -372,8 +363,7 @@ fn exact_bytes_growth_factor_one_and_a_half() {
         ],
     );
     let ws = warnings(&stderr(&o), &ctx);
-    let block = 64 * KIB;
-    let s = shape(MIB, block);
+    let (block, s) = steps_shape();
     let t = MIB / block;
     let (g, f, _) = check_roles(&ws, &s, t, 1.5, block, false, "1.0 MiB", &ctx);
     // 1, 1.5, 2.25, 3.375, 5.0625, 7.625 MiB (the last rounded up to a block).
@@ -383,8 +373,7 @@ fn exact_bytes_growth_factor_one_and_a_half() {
         2,
         "flat reaches 1.5 MiB exactly, then churns without growing"
     );
-    let sum = summary_line(&stderr(&o)).unwrap_or_else(|| panic!("no `at exit:` line\n{ctx}"));
-    assert!(sum.contains("; 2 stacks warned; "), "{ctx}");
+    assert_stacks_warned(&stderr(&o), 2, &ctx);
 }
 
 #[test]
@@ -394,12 +383,10 @@ fn exact_blocks_threshold() {
         &[("HEAPLIVE_WARN_BYTES", "0"), ("HEAPLIVE_WARN_BLOCKS", "16")],
     );
     let ws = warnings(&stderr(&o), &ctx);
-    let block = 64 * KIB;
-    let s = shape(MIB, block);
+    let (block, s) = steps_shape();
     let (g, f, sm) = check_roles(&ws, &s, 16, 2.0, block, true, "16", &ctx);
     assert_eq!((g.len(), f.len(), sm.len()), (4, 1, 0));
-    let sum = summary_line(&stderr(&o)).unwrap_or_else(|| panic!("no `at exit:` line\n{ctx}"));
-    assert!(sum.contains("; 2 stacks warned; "), "{ctx}");
+    assert_stacks_warned(&stderr(&o), 2, &ctx);
 }
 
 #[test]
@@ -414,15 +401,14 @@ fn exact_bytes_and_blocks_together_count_stacks_once() {
         ],
     );
     let ws = warnings(&stderr(&o), &ctx);
-    let block = 64 * KIB;
-    let s = shape(MIB, block);
+    let (block, s) = steps_shape();
     let bytes_g = simulate(&s.grow, MIB / block, 2.0);
     let blocks_g = simulate(&s.grow, 24, 2.0);
     let bytes_f = simulate(&s.flat, MIB / block, 2.0);
     let blocks_f = simulate(&s.flat, 24, 2.0);
     let n_g = by_leaf(&ws, "grow_alloc").len();
     let n_f = by_leaf(&ws, "flat_alloc").len();
-    let sum = summary_line(&stderr(&o)).unwrap_or_else(|| panic!("no `at exit:` line\n{ctx}"));
+    let sum = exit_summary(&stderr(&o), &ctx);
     // Suppressed warnings are counted on the next line, or (when none
     // followed, as when the rate limit hits the last ones) in the summary.
     let suppressed: u64 = ws.iter().map(|w| w.suppressed).sum::<u64>() + summary_suppressed(&sum);
@@ -437,24 +423,17 @@ fn exact_bytes_and_blocks_together_count_stacks_once() {
 
 #[test]
 fn no_warnings_no_summary() {
-    let (_dir, o, ctx) = run_steps("leak-off", &[("HEAPLIVE_WARN_BYTES", "0")]);
-    assert!(
-        !stderr(&o).contains("possible leak"),
-        "WARN_BYTES=0 turns warnings off\n{ctx}"
-    );
-    assert!(
-        summary_line(&stderr(&o)).is_none(),
-        "no summary without warnings\n{ctx}"
-    );
-    let (_dir, o, ctx) = run_steps("leak-high", &[("HEAPLIVE_WARN_BYTES", "9M")]);
-    assert!(
-        !stderr(&o).contains("possible leak"),
-        "nothing reaches 9M\n{ctx}"
-    );
-    assert!(
-        summary_line(&stderr(&o)).is_none(),
-        "no summary without warnings\n{ctx}"
-    );
+    for (tag, bytes, why) in [
+        ("leak-off", "0", "WARN_BYTES=0 turns warnings off"),
+        ("leak-high", "9M", "nothing reaches 9M"),
+    ] {
+        let (_dir, o, ctx) = run_steps(tag, &[("HEAPLIVE_WARN_BYTES", bytes)]);
+        assert!(!stderr(&o).contains("possible leak"), "{why}\n{ctx}");
+        assert!(
+            summary_line(&stderr(&o)).is_none(),
+            "no summary without warnings\n{ctx}"
+        );
+    }
 }
 
 #[test]
@@ -513,20 +492,32 @@ fn sampled_mode_warns_for_the_growing_stack_only() {
     }
 }
 
+/// `leak_grow ARGS` in exact mode warning at 1 MiB, with `env` on top.
+fn run_warn_1m(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut e = vec![
+        ("HEAPLIVE_SAMPLE_INTERVAL", "1"),
+        ("HEAPLIVE_WARN_BYTES", "1M"),
+    ];
+    e.extend_from_slice(env);
+    run_preloaded(dir, &prog(), args, &e)
+}
+
+/// The grow step's 2 MiB, live at exit in the one folded file of `dir`.
+fn assert_grow_alloc_kept(dir: &Path, ctx: &str) {
+    let stacks = only_folded(dir);
+    assert_eq!(
+        bytes_by_leaf(&stacks).get("grow_alloc"),
+        Some(&(2 * MIB as u64)),
+        "{ctx}"
+    );
+}
+
 /// The `threads` step (16 threads cross 1 MiB at one barrier; main's own
 /// warning after `pause_ms`), exact mode: its directory, output and the
 /// output shown for failures; it must succeed.
 fn run_threads(tag: &str, pause_ms: &str) -> (TempDir, std::process::Output, String) {
     let dir = tempdir(tag);
-    let o = run_preloaded(
-        &dir,
-        &prog(),
-        &["threads", pause_ms],
-        &[
-            ("HEAPLIVE_SAMPLE_INTERVAL", "1"),
-            ("HEAPLIVE_WARN_BYTES", "1M"),
-        ],
-    );
+    let o = run_warn_1m(&dir, &["threads", pause_ms], &[]);
     let ctx = show(&o);
     assert!(o.status.success(), "{ctx}");
     (dir, o, ctx)
@@ -559,8 +550,7 @@ pub(crate) fn many_threads_at_once_then_a_later_warning() {
         assert_eq!(w.bytes, "1.0 MiB", "{ctx}");
         assert_eq!(w.blocks, 16, "{ctx}");
     }
-    let sum = summary_line(&stderr(&o)).unwrap_or_else(|| panic!("no `at exit:` line\n{ctx}"));
-    assert!(sum.contains("; 17 stacks warned; "), "{ctx}");
+    assert_stacks_warned(&stderr(&o), 17, &ctx);
 }
 
 /// The same burst with the program exiting right after: nothing may be lost
@@ -573,7 +563,7 @@ fn many_threads_at_once_then_exit() {
     for w in &ws {
         assert_eq!(w.leaf(), "thread_alloc", "{ctx}");
     }
-    let sum = summary_line(&err).unwrap_or_else(|| panic!("no `at exit:` line\n{ctx}"));
+    let sum = exit_summary(&err, &ctx);
     assert!(sum.contains("; 16 stacks warned; "), "{ctx}");
     // Lines plus every suppression count (on warning lines or the summary).
     let suppressed: u64 = ws.iter().map(|w| w.suppressed).sum::<u64>()
@@ -598,15 +588,7 @@ fn many_threads_at_once_then_exit() {
 #[test]
 fn closed_stderr_does_not_hurt_the_program() {
     let dir = tempdir("leak-closed");
-    let o = run_preloaded(
-        &dir,
-        &prog(),
-        &["closed"],
-        &[
-            ("HEAPLIVE_SAMPLE_INTERVAL", "1"),
-            ("HEAPLIVE_WARN_BYTES", "1M"),
-        ],
-    );
+    let o = run_warn_1m(&dir, &["closed"], &[]);
     let ctx = show(&o);
     assert_eq!(
         o.status.code(),
@@ -614,27 +596,14 @@ fn closed_stderr_does_not_hurt_the_program() {
         "the program's own exit status\n{ctx}"
     );
     assert!(stderr(&o).is_empty(), "stderr was closed\n{ctx}");
-    let stacks = only_folded(&dir);
-    assert_eq!(
-        bytes_by_leaf(&stacks).get("grow_alloc"),
-        Some(&(2 * MIB as u64)),
-        "{ctx}"
-    );
+    assert_grow_alloc_kept(&dir, &ctx);
 }
 
 #[test]
 fn reused_fd_2_gets_no_heaplive_lines() {
     let dir = tempdir("leak-reuse");
     let file = dir.join("program-output.txt");
-    let o = run_preloaded(
-        &dir,
-        &prog(),
-        &["reuse", file.to_str().unwrap()],
-        &[
-            ("HEAPLIVE_SAMPLE_INTERVAL", "1"),
-            ("HEAPLIVE_WARN_BYTES", "1M"),
-        ],
-    );
+    let o = run_warn_1m(&dir, &["reuse", file.to_str().unwrap()], &[]);
     let ctx = show(&o);
     assert_eq!(
         o.status.code(),
@@ -646,19 +615,13 @@ fn reused_fd_2_gets_no_heaplive_lines() {
         text, "program data\nprogram end\n",
         "the program's file got foreign lines\n{ctx}"
     );
-    let stacks = only_folded(&dir);
-    assert_eq!(
-        bytes_by_leaf(&stacks).get("grow_alloc"),
-        Some(&(2 * MIB as u64)),
-        "{ctx}"
-    );
+    assert_grow_alloc_kept(&dir, &ctx);
 }
 
 #[test]
 fn heaplive_log_gets_the_lines_appended() {
     let dir = tempdir("leak-log");
-    let log = dir.join("heaplive.log");
-    std::fs::write(&log, "an earlier line\n").unwrap();
+    let log = write_file(&dir, "heaplive.log", "an earlier line\n");
     let log_s = log.to_str().unwrap().to_string();
     let (_d, o, ctx) = run_steps(
         "leak-log-run",
@@ -719,13 +682,6 @@ fn real_programs_do_not_warn_at_the_defaults() {
          select count(*), sum(length(b)) from t;\n",
     )
     .unwrap();
-    let which = |p: &str| -> Option<PathBuf> {
-        std::env::var_os("PATH").and_then(|paths| {
-            std::env::split_paths(&paths)
-                .map(|d| d.join(p))
-                .find(|c| c.is_file())
-        })
-    };
     let cases: Vec<(&str, Vec<&str>)> = vec![
         (
             "python3",
@@ -773,15 +729,10 @@ fn program_closing_all_fds_keeps_its_files_to_itself() {
     let log = dir.join("heaplive.log");
     let file = dir.join("program-output.txt");
     let file2 = dir.join("program-output.txt.2");
-    let o = run_preloaded(
+    let o = run_warn_1m(
         &dir,
-        &prog(),
         &["closeall", file.to_str().unwrap()],
-        &[
-            ("HEAPLIVE_SAMPLE_INTERVAL", "1"),
-            ("HEAPLIVE_WARN_BYTES", "1M"),
-            ("HEAPLIVE_LOG", log.to_str().unwrap()),
-        ],
+        &[("HEAPLIVE_LOG", log.to_str().unwrap())],
     );
     let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_else(|e| format!("<{e}>"));
     let (t1, t2, tl) = (read(&file), read(&file2), read(&log));

@@ -15,7 +15,7 @@
 //! one line names each refused path and why, and template names land in
 //! $TMPDIR (/tmp).
 
-use crate::security::{get, in_private_tmp};
+use crate::security::{Report, in_private_tmp};
 
 /// The shell functions every scenario uses: the victim (a root-only file),
 /// the other user's directory /tmp/pool, root's sticky /tmp/shared, and
@@ -62,7 +62,7 @@ intact() {
 }
 "#;
 
-fn run(script: &str) -> (std::collections::BTreeMap<String, String>, String) {
+fn run(script: &str) -> Report {
     // SAFETY: our own namespace link, read only.
     let uts = std::fs::read_link("/proc/self/ns/uts").unwrap();
     // The program is security.rs's ($PROGS), copied out of /tmp.
@@ -73,20 +73,14 @@ fn run(script: &str) -> (std::collections::BTreeMap<String, String>, String) {
     in_private_tmp(&full)
 }
 
-fn assert_intact(m: &std::collections::BTreeMap<String, String>, t: &str) {
-    assert_eq!(get(m, "VICTIM", t), "keep ", "the root-only file\n{t}");
-    assert_eq!(
-        get(m, "SECRET", t),
-        "victim ",
-        "nothing new in /tmp/secret\n{t}"
-    );
-    assert_eq!(
-        get(m, "DOMAIN", t),
-        "same",
-        "/proc/sys/kernel/domainname\n{t}"
-    );
-    assert_eq!(get(m, "CORE", t), "same", "{t}");
-    assert_eq!(get(m, "TEMPS", t), "0", "no temporaries left\n{t}");
+fn assert_intact(r: &Report) {
+    r.expect(&[
+        ("VICTIM", "keep ", "the root-only file"),
+        ("SECRET", "victim ", "nothing new in /tmp/secret"),
+        ("DOMAIN", "same", "/proc/sys/kernel/domainname"),
+        ("CORE", "same", ""),
+        ("TEMPS", "0", "no temporaries left"),
+    ]);
 }
 
 /// The dump files of the default template (`%p` in it) in a directory the
@@ -96,7 +90,7 @@ fn assert_intact(m: &std::collections::BTreeMap<String, String>, t: &str) {
 /// whole, and everything lands in /tmp.
 #[test]
 fn links_in_a_directory_of_another_user_are_not_followed() {
-    let (m, t) = run(r#"
+    let r = run(r#"
 cd /tmp/pool
 export HEAPLIVE_SAMPLE_INTERVAL=4096 HEAPLIVE_FORMAT=folded,pprof HEAPLIVE_VIEWS=live,alloc,peak,samples
 # The default template (heaplive.%e.%p.%n.folded, in the working
@@ -142,11 +136,13 @@ LD_PRELOAD=$LIB $LINKPROGS/links_prog > /dev/null 2> /dev/null
 echo "NEAR_RC=$?"
 echo "NEAR=$(grep -c 'exit dump' /tmp/heaplive.0.log)"
 "#);
-    assert_intact(&m, &t);
-    assert_eq!(get(&m, "RC", &t), "5", "the program's exit status\n{t}");
-    assert_eq!(get(&m, "OUT", &t), "program output ", "{t}");
-    let p = get(&m, "P", &t);
-    assert!(!p.is_empty(), "no dump in /tmp\n{t}");
+    assert_intact(&r);
+    r.expect(&[
+        ("RC", "5", "the program's exit status"),
+        ("OUT", "program output ", ""),
+    ]);
+    let p = r.get("P");
+    assert!(!p.is_empty(), "no dump in /tmp\n{r}");
     let want: String = [
         "alloc.folded",
         "folded",
@@ -158,38 +154,28 @@ echo "NEAR=$(grep -c 'exit dump' /tmp/heaplive.0.log)"
     .iter()
     .map(|s| format!("heaplive.links_prog.{p}.1.{s} "))
     .collect();
-    assert_eq!(get(&m, "FALLBACK", &t), want, "every file in /tmp\n{t}");
-    assert_eq!(
-        get(&m, "SAID", &t),
-        "1",
-        "one line names the path and why\n{t}"
-    );
-    // The views are named after the live file, in /tmp by then.
-    assert_eq!(get(&m, "LINES", &t), "2", "one line per file refused\n{t}");
-    assert_eq!(get(&m, "P_RC", &t), "5", "{t}");
-    assert_eq!(get(&m, "P_OUT", &t), "program output ", "{t}");
-    assert_eq!(
-        get(&m, "P_FALLBACK", &t),
-        "alloc.folded folded pb.gz peak.folded samples.folded timeline.tsv ",
-        "{t}"
-    );
-    assert_eq!(get(&m, "P_LINES", &t), "2", "{t}");
-    assert_eq!(get(&m, "FIXED_RC", &t), "5", "{t}");
-    assert_eq!(
-        get(&m, "FIXED", &t),
-        "1",
-        "the fixed name's dump is in /tmp\n{t}"
-    );
-    assert_eq!(get(&m, "FIXED_SAID", &t), "1", "{t}");
-    assert_eq!(get(&m, "LOG_RC", &t), "5", "{t}");
-    assert_eq!(get(&m, "LOG_SAID", &t), "1", "{t}");
-    assert_eq!(
-        get(&m, "LOG_STDERR", &t),
-        "1",
-        "the log went to stderr\n{t}"
-    );
-    assert_eq!(get(&m, "NEAR_RC", &t), "5", "{t}");
-    assert_eq!(get(&m, "NEAR", &t), "1", "heaplive.0.log went to /tmp\n{t}");
+    assert_eq!(r.get("FALLBACK"), want, "every file in /tmp\n{r}");
+    r.expect(&[
+        ("SAID", "1", "one line names the path and why"),
+        // The views are named after the live file, in /tmp by then.
+        ("LINES", "2", "one line per file refused"),
+        ("P_RC", "5", ""),
+        ("P_OUT", "program output ", ""),
+        (
+            "P_FALLBACK",
+            "alloc.folded folded pb.gz peak.folded samples.folded timeline.tsv ",
+            "",
+        ),
+        ("P_LINES", "2", ""),
+        ("FIXED_RC", "5", ""),
+        ("FIXED", "1", "the fixed name's dump is in /tmp"),
+        ("FIXED_SAID", "1", ""),
+        ("LOG_RC", "5", ""),
+        ("LOG_SAID", "1", ""),
+        ("LOG_STDERR", "1", "the log went to stderr"),
+        ("NEAR_RC", "5", ""),
+        ("NEAR", "1", "heaplive.0.log went to /tmp"),
+    ]);
 }
 
 /// In root's sticky /tmp/shared the other user may add names: their links
@@ -201,7 +187,7 @@ echo "NEAR=$(grep -c 'exit dump' /tmp/heaplive.0.log)"
 /// (a kernel file), while `heaplive_dump("/dev/stdout")` still works.
 #[test]
 fn links_of_another_user_in_a_sticky_directory_are_not_followed() {
-    let (m, t) = run(r#"
+    let r = run(r#"
 export HEAPLIVE_SAMPLE_INTERVAL=4096 HEAPLIVE_VIEWS=live,alloc,peak,samples
 sh -c 'P=$$
 for s in folded alloc.folded samples.folded peak.folded; do
@@ -242,9 +228,9 @@ echo "E_SAID=$(grep -c 'is a symlink owned by uid' /tmp/e.err)"
 echo "E_KERNEL=$(grep -c 'mine.folded.*kernel filesystem' /tmp/e.err)"
 echo "STDOUT=$(LD_PRELOAD=$LIB HEAPLIVE_DUMP_AT_EXIT=0 $LINKPROGS/links_prog /dev/stdout | grep -c 'links_big')"
 "#);
-    assert_intact(&m, &t);
-    assert_eq!(get(&m, "RC", &t), "5", "{t}");
-    let p = get(&m, "P", &t);
+    assert_intact(&r);
+    assert_eq!(r.get("RC"), "5", "{r}");
+    let p = r.get("P");
     let want: String = [
         "alloc.folded",
         "folded",
@@ -255,16 +241,18 @@ echo "STDOUT=$(LD_PRELOAD=$LIB HEAPLIVE_DUMP_AT_EXIT=0 $LINKPROGS/links_prog /de
     .iter()
     .map(|s| format!("h.{p}.{s} "))
     .collect();
-    assert_eq!(get(&m, "FALLBACK", &t), want, "every file in /tmp\n{t}");
-    assert_eq!(get(&m, "SAID", &t), "1", "{t}");
-    // The views are named after the live file, in /tmp by then.
-    assert_eq!(get(&m, "LINES", &t), "1", "{t}");
-    assert_eq!(get(&m, "TEMP_RC", &t), "5", "{t}");
-    assert_eq!(get(&m, "TEMP", &t), "1", "{t}");
-    assert_eq!(get(&m, "TEMP_SAID", &t), "1", "{t}");
-    assert_eq!(get(&m, "NEAR_RC", &t), "5", "{t}");
-    assert_eq!(get(&m, "NEAR", &t), "1", "{t}");
-    assert_eq!(get(&m, "E_RC", &t), "5", "{t}");
+    assert_eq!(r.get("FALLBACK"), want, "every file in /tmp\n{r}");
+    r.expect(&[
+        ("SAID", "1", ""),
+        // The views are named after the live file, in /tmp by then.
+        ("LINES", "1", ""),
+        ("TEMP_RC", "5", ""),
+        ("TEMP", "1", ""),
+        ("TEMP_SAID", "1", ""),
+        ("NEAR_RC", "5", ""),
+        ("NEAR", "1", ""),
+        ("E_RC", "5", ""),
+    ]);
     let (eloop, eacces, eperm) = (libc::ELOOP, libc::EACCES, libc::EPERM);
     for (path, want) in [
         ("/tmp/shared/domain.folded", eloop),
@@ -275,23 +263,17 @@ echo "STDOUT=$(LD_PRELOAD=$LIB HEAPLIVE_DUMP_AT_EXIT=0 $LINKPROGS/links_prog /de
         ("/tmp/shared/mine.folded", eperm),
     ] {
         assert_eq!(
-            get(&m, &format!("R:{path}"), &t),
+            r.get(&format!("R:{path}")),
             format!("-1 {want}"),
-            "{path}\n{t}"
+            "{path}\n{r}"
         );
     }
-    assert_eq!(
-        get(&m, "E_OUT", &t),
-        "1",
-        "stdout holds the program's own line only\n{t}"
-    );
-    assert_eq!(get(&m, "E_SAID", &t), "4", "{t}");
-    assert_eq!(get(&m, "E_KERNEL", &t), "1", "{t}");
-    assert_eq!(
-        get(&m, "STDOUT", &t),
-        "1",
-        "heaplive_dump(\"/dev/stdout\")\n{t}"
-    );
+    r.expect(&[
+        ("E_OUT", "1", "stdout holds the program's own line only"),
+        ("E_SAID", "4", ""),
+        ("E_KERNEL", "1", ""),
+        ("STDOUT", "1", "heaplive_dump(\"/dev/stdout\")"),
+    ]);
 }
 
 /// A directory on the way that the other user can write (mode 0777, not
@@ -300,7 +282,7 @@ echo "STDOUT=$(LD_PRELOAD=$LIB HEAPLIVE_DUMP_AT_EXIT=0 $LINKPROGS/links_prog /de
 /// the dumps land in /tmp.
 #[test]
 fn a_directory_on_the_way_that_another_user_can_write_is_refused() {
-    let (m, t) = run(r#"
+    let r = run(r#"
 export HEAPLIVE_SAMPLE_INTERVAL=1
 mkdir -m 777 /tmp/open /tmp/open2
 mkdir -m 755 /tmp/open/dumps /tmp/open2/dumps
@@ -314,13 +296,15 @@ echo "K=$(grep -c links_big /tmp/k.1.folded)"
 echo "K_IN_DUMPS=$(ls /tmp/open2/dumps | wc -l)"
 echo "K_SAID=$(grep -c 'directory /tmp/open2 on the way is writable by other users' /tmp/b.err)"
 "#);
-    assert_intact(&m, &t);
-    assert_eq!(get(&m, "RC", &t), "5", "{t}");
-    assert_eq!(get(&m, "G", &t), "1", "{t}");
-    assert_eq!(get(&m, "SAID", &t), "1", "{t}");
-    assert_eq!(get(&m, "K", &t), "1", "{t}");
-    assert_eq!(get(&m, "K_IN_DUMPS", &t), "0", "{t}");
-    assert_eq!(get(&m, "K_SAID", &t), "1", "{t}");
+    assert_intact(&r);
+    r.expect(&[
+        ("RC", "5", ""),
+        ("G", "1", ""),
+        ("SAID", "1", ""),
+        ("K", "1", ""),
+        ("K_IN_DUMPS", "0", ""),
+        ("K_SAID", "1", ""),
+    ]);
 }
 
 /// `heaplive flamegraph -o` follows the same rules: a link the other user
@@ -328,7 +312,7 @@ echo "K_SAID=$(grep -c 'directory /tmp/open2 on the way is writable by other use
 /// and status 1; `-o /dev/stdout` and a new file of root's work.
 #[test]
 fn flamegraph_output_through_a_planted_link_is_refused() {
-    let (m, t) = run(r#"
+    let r = run(r#"
 printf 'main;links_big 1000\n' > /tmp/in.folded
 plant /tmp/pool/g.svg /tmp/secret/victim
 plant /tmp/shared/g.svg /tmp/secret/victim
@@ -341,13 +325,15 @@ echo "B_SAID=$(grep -c '^heaplive: /tmp/shared/g.svg: /tmp/shared/g.svg is a sym
 $HEAPLIVE flamegraph /tmp/in.folded -o /dev/stdout | grep -q 'links_big' && echo "STDOUT=1"
 $HEAPLIVE flamegraph /tmp/in.folded -o /tmp/shared/mine.svg && grep -q 'links_big' /tmp/shared/mine.svg && echo "MINE=1"
 "#);
-    assert_intact(&m, &t);
-    assert_eq!(get(&m, "A_RC", &t), "1", "{t}");
-    assert_eq!(get(&m, "A_SAID", &t), "1", "{t}");
-    assert_eq!(get(&m, "B_RC", &t), "1", "{t}");
-    assert_eq!(get(&m, "B_SAID", &t), "1", "{t}");
-    assert_eq!(get(&m, "STDOUT", &t), "1", "{t}");
-    assert_eq!(get(&m, "MINE", &t), "1", "{t}");
+    assert_intact(&r);
+    r.expect(&[
+        ("A_RC", "1", ""),
+        ("A_SAID", "1", ""),
+        ("B_RC", "1", ""),
+        ("B_SAID", "1", ""),
+        ("STDOUT", "1", ""),
+        ("MINE", "1", ""),
+    ]);
 }
 
 /// The status directory `/tmp/heaplive-0` planted before root's process
@@ -361,7 +347,7 @@ $HEAPLIVE flamegraph /tmp/in.folded -o /tmp/shared/mine.svg && grep -q 'links_bi
 /// file when heaplive's thread starts too (USR2 only after a dump).
 #[test]
 fn a_planted_status_directory_is_not_followed() {
-    let (m, t) = run(r#"
+    let r = run(r#"
 runuser -u $EVIL -- mkdir -m 777 /tmp/evil
 plant /tmp/heaplive-0 /tmp/evil
 runuser -u $EVIL -- mkdir -m 700 /tmp/heaplive-0.AAAAAA
@@ -387,41 +373,40 @@ echo "LEFT=$(find /tmp -maxdepth 1 -name 'heaplive-0.*' -user root | while read 
 echo "EVIL_DIR=$(ls -A /tmp/evil /tmp/heaplive-0.AAAAAA | grep -vc ':$\|^$')"
 echo "LINK=$(stat -c %F /tmp/heaplive-0)"
 "#);
-    assert_intact(&m, &t);
+    assert_intact(&r);
     for sig in ["USR2", "USR1"] {
         let k = |s: &str| format!("{sig}_{s}");
-        assert_eq!(get(&m, &k("DUMP_RC"), &t), "0", "heaplive dump\n{t}");
+        assert_eq!(r.get(&k("DUMP_RC")), "0", "heaplive dump\n{r}");
         assert_eq!(
-            get(&m, &k("DUMP"), &t),
-            get(&m, &k("WANT"), &t),
-            "heaplive dump names the dump\n{t}"
+            r.get(&k("DUMP")),
+            r.get(&k("WANT")),
+            "heaplive dump names the dump\n{r}"
         );
         assert_eq!(
-            get(&m, &k("HELD"), &t),
-            get(&m, &k("PID"), &t),
-            "the status file is in root's fallback directory\n{t}"
+            r.get(&k("HELD")),
+            r.get(&k("PID")),
+            "the status file is in root's fallback directory\n{r}"
         );
-        assert_eq!(get(&m, &k("RC"), &t), "6", "{t}");
-        assert_eq!(get(&m, &k("OUT"), &t), "ready done ", "{t}");
-        assert_eq!(get(&m, &k("SAID"), &t), "1", "one line says why\n{t}");
-        assert_eq!(get(&m, &k("STATUS_LINES"), &t), "1", "{t}");
+        r.expect_of(
+            sig,
+            &[
+                ("RC", "6", ""),
+                ("OUT", "ready done ", ""),
+                ("SAID", "1", "one line says why"),
+                ("STATUS_LINES", "1", ""),
+            ],
+        );
     }
-    assert_eq!(
-        get(&m, "FALLBACKS", &t),
-        "1",
-        "one fallback, reused by the second process\n{t}"
-    );
-    assert_eq!(
-        get(&m, "LEFT", &t),
-        "0",
-        "status files are removed at exit\n{t}"
-    );
-    assert_eq!(
-        get(&m, "EVIL_DIR", &t),
-        "0",
-        "nothing in the other user's directories\n{t}"
-    );
-    assert_eq!(get(&m, "LINK", &t), "symbolic link", "{t}");
+    r.expect(&[
+        (
+            "FALLBACKS",
+            "1",
+            "one fallback, reused by the second process",
+        ),
+        ("LEFT", "0", "status files are removed at exit"),
+        ("EVIL_DIR", "0", "nothing in the other user's directories"),
+        ("LINK", "symbolic link", ""),
+    ]);
 }
 
 /// PHP mode's request-peak dumps (`NAME.request.folded` and its samples,
@@ -435,7 +420,7 @@ echo "LINK=$(stat -c %F /tmp/heaplive-0)"
 fn php_request_peak_dumps_through_planted_links_are_refused() {
     crate::php_harness::require_php();
     let php = crate::php_harness::php_bin();
-    let (m, t) = run(&format!(
+    let r = run(&format!(
         r#"
 PHP={php}
 cat > /tmp/r.php <<'PHPEOF'
@@ -480,43 +465,38 @@ echo "C_SAID=$(grep -c '^heaplive\[[0-9]*\]: cannot write /tmp/shared/fixed\.req
 grep -q 'build_page (r.php:2)' /tmp/fixed.request.folded && echo "C_STACK=1"
 "#
     ));
-    assert_intact(&m, &t);
+    assert_intact(&r);
     for k in ["A", "B"] {
-        assert_eq!(get(&m, &format!("{k}_RC"), &t), "0", "{t}");
-        assert_eq!(get(&m, &format!("{k}_OUT"), &t), "2000", "{t}");
+        r.expect_of(k, &[("RC", "0", ""), ("OUT", "2000", "")]);
     }
-    assert_eq!(
-        get(&m, "A_FILES", &t),
-        "request.folded request.maps.txt request.samples.folded request.timeline.tsv ",
-        "the request dump's files, in /tmp\n{t}"
-    );
-    assert_eq!(get(&m, "A_SAID", &t), "1", "{t}");
-    assert_eq!(get(&m, "A_PEAK", &t), "1", "{t}");
-    assert_eq!(
-        get(&m, "A_POOL", &t),
-        "0",
-        "nothing in their directory\n{t}"
-    );
-    let p = get(&m, "B_P", &t);
+    r.expect(&[
+        (
+            "A_FILES",
+            "request.folded request.maps.txt request.samples.folded request.timeline.tsv ",
+            "the request dump's files, in /tmp",
+        ),
+        ("A_SAID", "1", ""),
+        ("A_PEAK", "1", ""),
+        ("A_POOL", "0", "nothing in their directory"),
+    ]);
+    let p = r.get("B_P");
     let names =
         |v: &[&str]| -> String { v.iter().map(|s| format!("r.{p}.1.request.{s} ")).collect() };
-    assert_eq!(get(&m, "B_STACK", &t), "1", "the request dump itself\n{t}");
+    assert_eq!(r.get("B_STACK"), "1", "the request dump itself\n{r}");
     assert_eq!(
-        get(&m, "B_MOVED", &t),
+        r.get("B_MOVED"),
         names(&["maps.txt", "samples.folded", "timeline.tsv"]),
-        "its other files, in /tmp\n{t}"
+        "its other files, in /tmp\n{r}"
     );
-    assert_eq!(
-        get(&m, "B_LINKS", &t),
-        "3",
-        "the links stay as they were\n{t}"
-    );
-    assert_eq!(get(&m, "B_SAID", &t), "3", "one line per file refused\n{t}");
-    assert_eq!(get(&m, "B_REFUSED", &t), "3", "{t}");
-    assert_eq!(get(&m, "C_RC", &t), "0", "{t}");
-    assert_eq!(get(&m, "C_PEAK", &t), "1", "{t}");
-    assert_eq!(get(&m, "C_SAID", &t), "1", "{t}");
-    assert_eq!(get(&m, "C_STACK", &t), "1", "{t}");
+    r.expect(&[
+        ("B_LINKS", "3", "the links stay as they were"),
+        ("B_SAID", "3", "one line per file refused"),
+        ("B_REFUSED", "3", ""),
+        ("C_RC", "0", ""),
+        ("C_PEAK", "1", ""),
+        ("C_SAID", "1", ""),
+        ("C_STACK", "1", ""),
+    ]);
 }
 
 /// `heaplive run`'s private directory (`$TMPDIR/heaplive-run.XXXXXX`, the
@@ -531,7 +511,7 @@ grep -q 'build_page (r.php:2)' /tmp/fixed.request.folded && echo "C_STACK=1"
 /// appended to.
 #[test]
 fn heaplive_run_makes_no_private_directory_where_another_user_could_swap_it() {
-    let (m, t) = run(r#"
+    let r = run(r#"
 mkdir -m 700 /tmp/secret2
 printf '1\tx\t/tmp/secret/victim\n' > /tmp/secret2/files
 chmod 600 /tmp/secret2/files
@@ -567,31 +547,34 @@ done
 echo "HAND=$(ls /tmp | grep -c '^hand\.[0-9]*\.folded$') $(wc -c < /tmp/pool/files)"
 echo "SECRET2=$(cat /tmp/secret2/files | tr '\t\n' '  ')"
 "#);
-    assert_intact(&m, &t);
-    assert_eq!(
-        get(&m, "SECRET2", &t),
-        "1 x /tmp/secret/victim ",
-        "root's file stays\n{t}"
-    );
-    assert_eq!(get(&m, "RUN_LEFT", &t), "0", "removed at the end\n{t}");
-    assert_eq!(
-        get(&m, "HAND", &t),
-        "2 0",
-        "dumps written, nothing appended to their file\n{t}"
-    );
+    assert_intact(&r);
+    r.expect(&[
+        ("SECRET2", "1 x /tmp/secret/victim ", "root's file stays"),
+        ("RUN_LEFT", "0", "removed at the end"),
+        (
+            "HAND",
+            "2 0",
+            "dumps written, nothing appended to their file",
+        ),
+    ]);
     for k in ["pool", "open"] {
-        let g = |s: &str| get(&m, &format!("{k}_{s}"), &t);
-        assert_eq!(g("MADE"), "0", "nothing made in $TMPDIR\n{t}");
-        assert_eq!(g("LEFT"), "", "{t}");
-        assert_eq!(g("RC"), "6", "the program's status\n{t}");
-        assert_eq!(g("SAID"), "1", "one line says why\n{t}");
-        assert_eq!(g("HEAD"), "1", "{t}");
+        let g = |s: &str| r.get(&format!("{k}_{s}"));
+        r.expect_of(
+            k,
+            &[
+                ("MADE", "0", "nothing made in $TMPDIR"),
+                ("LEFT", "", ""),
+                ("RC", "6", "the program's status"),
+                ("SAID", "1", "one line says why"),
+                ("HEAD", "1", ""),
+            ],
+        );
         let p = g("P");
         let want: String = ["folded", "samples.folded", "timeline.tsv"]
             .iter()
             .map(|s| format!("/tmp/shared/{k}.{p}.1.{s} "))
             .collect();
-        assert_eq!(g("LISTED"), want, "the program's files\n{t}");
+        assert_eq!(g("LISTED"), want, "the program's files\n{r}");
     }
 }
 
@@ -603,7 +586,7 @@ echo "SECRET2=$(cat /tmp/secret2/files | tr '\t\n' '  ')"
 /// standard output only: they have no `-o`.)
 #[test]
 fn report_output_through_a_planted_link_is_refused() {
-    let (m, t) = run(r#"
+    let r = run(r#"
 export HEAPLIVE_SAMPLE_INTERVAL=4096
 LD_PRELOAD=$LIB HEAPLIVE_OUTPUT=/tmp/in.folded $LINKPROGS/links_prog > /dev/null 2>&1
 plant /tmp/pool/r.html /tmp/secret/victim
@@ -628,20 +611,20 @@ echo "C_LINES=$(wc -l < /tmp/c.err)"
 echo "C_DUMP=$(grep -c links_big /tmp/run.1.folded)"
 echo "LINKS=$(find /tmp/pool /tmp/shared -name r.html -type l -user $EVIL | wc -l)"
 "#);
-    assert_intact(&m, &t);
+    assert_intact(&r);
     for k in ["A", "B"] {
-        assert_eq!(get(&m, &format!("{k}_RC"), &t), "1", "{t}");
-        assert_eq!(get(&m, &format!("{k}_SAID"), &t), "1", "{t}");
-        assert_eq!(get(&m, &format!("{k}_LINES"), &t), "1", "{t}");
+        r.expect_of(k, &[("RC", "1", ""), ("SAID", "1", ""), ("LINES", "1", "")]);
     }
-    assert_eq!(get(&m, "STDOUT", &t), "1", "{t}");
-    assert_eq!(get(&m, "MINE", &t), "1", "{t}");
-    assert_eq!(get(&m, "C_RC", &t), "5", "the program's status\n{t}");
-    assert_eq!(get(&m, "C_OUT", &t), "program output ", "{t}");
-    assert_eq!(get(&m, "C_SAID", &t), "1", "{t}");
-    assert_eq!(get(&m, "C_LINES", &t), "1", "{t}");
-    assert_eq!(get(&m, "C_DUMP", &t), "1", "{t}");
-    assert_eq!(get(&m, "LINKS", &t), "2", "the links stay\n{t}");
+    r.expect(&[
+        ("STDOUT", "1", ""),
+        ("MINE", "1", ""),
+        ("C_RC", "5", "the program's status"),
+        ("C_OUT", "program output ", ""),
+        ("C_SAID", "1", ""),
+        ("C_LINES", "1", ""),
+        ("C_DUMP", "1", ""),
+        ("LINKS", "2", "the links stay"),
+    ]);
 }
 
 /// Templates whose directories come from `%e`, `%n` or `%p`: the other
@@ -656,7 +639,7 @@ echo "LINKS=$(find /tmp/pool /tmp/shared -name r.html -type l -user $EVIL | wc -
 /// `/tmp/PID.p.folded`.
 #[test]
 fn template_directories_the_other_user_made_are_refused() {
-    let (m, t) = run(r#"
+    let r = run(r#"
 export HEAPLIVE_SAMPLE_INTERVAL=4096
 mkdir -m 1777 /tmp/shared2
 runuser -u $EVIL -- mkdir -m 777 /tmp/shared/links_prog
@@ -690,31 +673,30 @@ done
 echo "P_FILES=$(cd /tmp && ls | grep -c '^[0-9]*\.p\.folded$')"
 echo "P_SAID=$(grep -c "^heaplive\[\([0-9]*\)\]: cannot write /tmp/shared/\1/p.folded (No such file or directory (os error 2)); wrote /tmp/\1.p.folded instead$" /tmp/p.err)"
 "#);
-    assert_intact(&m, &t);
+    assert_intact(&r);
     for k in ["E", "L"] {
-        assert_eq!(get(&m, &format!("{k}_RC"), &t), "5", "{t}");
-        assert_eq!(get(&m, k, &t), "1", "{t}");
-        assert_eq!(get(&m, &format!("{k}_SAID"), &t), "1", "{t}");
+        assert_eq!(r.get(k), "1", "{k}\n{r}");
+        r.expect_of(k, &[("RC", "5", ""), ("SAID", "1", "")]);
     }
-    assert_eq!(get(&m, "THEIRS", &t), "0", "{t}");
-    assert_eq!(
-        get(&m, "N_DUMPS", &t),
-        "/tmp/1.n.folded /tmp/2.n.folded ",
-        "heaplive dump names where they went\n{t}"
-    );
-    assert_eq!(get(&m, "n_RC", &t), "6", "{t}");
+    r.expect(&[
+        ("THEIRS", "0", ""),
+        (
+            "N_DUMPS",
+            "/tmp/1.n.folded /tmp/2.n.folded ",
+            "heaplive dump names where they went",
+        ),
+        ("n_RC", "6", ""),
+    ]);
     for i in 1..=3 {
-        assert_eq!(get(&m, &format!("N{i}"), &t), "1", "dump {i} kept\n{t}");
+        assert_eq!(r.get(&format!("N{i}")), "1", "dump {i} kept\n{r}");
     }
-    assert_eq!(get(&m, "N_SAID", &t), "2", "{t}");
-    assert_eq!(get(&m, "N3_SAID", &t), "1", "{t}");
-    assert_eq!(
-        get(&m, "N_FILES", &t),
-        "1.n.folded 1.n.samples.folded 1.n.timeline.tsv 2.n.folded 2.n.samples.folded 2.n.timeline.tsv 3.n.folded 3.n.samples.folded 3.n.timeline.tsv ",
-        "{t}"
-    );
-    assert_eq!(get(&m, "P_FILES", &t), "2", "one per process\n{t}");
-    assert_eq!(get(&m, "P_SAID", &t), "2", "{t}");
+    r.expect(&[
+        ("N_SAID", "2", ""),
+        ("N3_SAID", "1", ""),
+        ("N_FILES", "1.n.folded 1.n.samples.folded 1.n.timeline.tsv 2.n.folded 2.n.samples.folded 2.n.timeline.tsv 3.n.folded 3.n.samples.folded 3.n.timeline.tsv ", ""),
+        ("P_FILES", "2", "one per process"),
+        ("P_SAID", "2", ""),
+    ]);
 }
 
 /// Item 2 of the sweep: dumps onto a full disk (a tmpfs of 8 KiB, filled
@@ -726,7 +708,7 @@ echo "P_SAID=$(grep -c "^heaplive\[\([0-9]*\)\]: cannot write /tmp/shared/\1/p.f
 /// exits with its own status (6).
 #[test]
 fn dumps_onto_a_full_disk_fail_in_one_line_and_the_program_runs_on() {
-    let (m, t) = run(r#"
+    let r = run(r#"
 mkdir /tmp/full
 mount -t tmpfs -o size=8k,mode=1777 heaplive-full /tmp/full || exit 97
 dd if=/dev/zero of=/tmp/full/fill bs=1k count=64 2> /dev/null
@@ -750,27 +732,25 @@ echo "FAILED_LINES=$(grep -c 'No space left' /tmp/full.err)"
 echo "OTHER=$(grep -v 'dump failed: \|^heaplive\[[0-9]*\]: peak [0-9.]* [KM]iB live (estimate) at [0-9.]* s after start$' /tmp/full.err | wc -l)"
 echo "ON_DISK=$(ls -A /tmp/full | tr '\n' ' ')"
 "#);
-    assert_intact(&m, &t);
-    assert_eq!(get(&m, "FREE", &t), "0", "the disk is full\n{t}");
-    assert_eq!(get(&m, "ALIVE", &t), "1", "the program runs on\n{t}");
-    assert_eq!(get(&m, "TEMPS_THEN", &t), "0", "{t}");
-    assert_eq!(get(&m, "DUMP_RC", &t), "1", "{t}");
-    assert_eq!(get(&m, "DUMP_SAID", &t), "1", "{t}");
-    assert_eq!(get(&m, "ALIVE2", &t), "1", "{t}");
-    assert_eq!(get(&m, "full_RC", &t), "6", "its own status\n{t}");
-    assert_eq!(
-        get(&m, "full_OUT", &t),
-        "ready child=9 done ",
-        "the child's status\n{t}"
-    );
-    // Two signal dumps (kill, heaplive dump), the child's and the
-    // parent's exit dumps: one line each.
-    assert_eq!(get(&m, "SIGNAL_SAID", &t), "2", "{t}");
-    assert_eq!(get(&m, "EXIT_SAID", &t), "1", "{t}");
-    assert_eq!(get(&m, "CHILD_SAID", &t), "1", "{t}");
-    assert_eq!(get(&m, "FAILED_LINES", &t), "4", "{t}");
-    assert_eq!(get(&m, "OTHER", &t), "0", "nothing else said\n{t}");
-    assert_eq!(get(&m, "ON_DISK", &t), "fill ", "{t}");
+    assert_intact(&r);
+    r.expect(&[
+        ("FREE", "0", "the disk is full"),
+        ("ALIVE", "1", "the program runs on"),
+        ("TEMPS_THEN", "0", ""),
+        ("DUMP_RC", "1", ""),
+        ("DUMP_SAID", "1", ""),
+        ("ALIVE2", "1", ""),
+        ("full_RC", "6", "its own status"),
+        ("full_OUT", "ready child=9 done ", "the child's status"),
+        // Two signal dumps (kill, heaplive dump), the child's and the
+        // parent's exit dumps: one line each.
+        ("SIGNAL_SAID", "2", ""),
+        ("EXIT_SAID", "1", ""),
+        ("CHILD_SAID", "1", ""),
+        ("FAILED_LINES", "4", ""),
+        ("OTHER", "0", "nothing else said"),
+        ("ON_DISK", "fill ", ""),
+    ]);
 }
 
 /// Item 3 of the sweep, the first-dump race: root's process is running
@@ -781,7 +761,7 @@ echo "ON_DISK=$(ls -A /tmp/full | tr '\n' ' ')"
 /// fallback directory, and `heaplive dump` finds the dump.
 #[test]
 fn a_status_directory_made_first_by_another_user_is_not_used() {
-    let (m, t) = run(r#"
+    let r = run(r#"
 export HEAPLIVE_SAMPLE_INTERVAL=4096
 for k in dir777 dir700 link; do
     rm -rf /tmp/heaplive-0 /tmp/heaplive-0.* /tmp/theirs
@@ -808,25 +788,27 @@ for k in dir777 dir700 link; do
     echo "${k}_THEIRS=$(ls -A /tmp/heaplive-0/ | wc -l) $(stat -c %U /tmp/heaplive-0/)"
 done
 "#);
-    assert_intact(&m, &t);
+    assert_intact(&r);
     for k in ["dir777", "dir700", "link"] {
-        let g = |s: &str| get(&m, &format!("{k}_{s}"), &t);
-        assert_eq!(g("NOT_YET"), "1", "no status directory before\n{t}");
-        assert_eq!(g("DUMP_RC"), "0", "{t}");
-        assert_eq!(g("DUMP"), format!("/tmp/{k}.1.folded"), "{t}");
+        let g = |s: &str| r.get(&format!("{k}_{s}"));
+        let dump = format!("/tmp/{k}.1.folded");
+        r.expect_of(
+            k,
+            &[
+                ("NOT_YET", "1", "no status directory before"),
+                ("DUMP_RC", "0", ""),
+                ("DUMP", &dump, ""),
+                ("RC", "6", ""),
+                ("OUT", "ready done ", ""),
+                ("SAID", "1", "one line says why"),
+                ("LINES", "1", ""),
+                ("THEIRS", "0 heaplive-evil", "nothing written into theirs"),
+            ],
+        );
         assert_eq!(
             g("HELD"),
             g("PID"),
-            "the status in root's fallback directory\n{t}"
-        );
-        assert_eq!(g("RC"), "6", "{t}");
-        assert_eq!(g("OUT"), "ready done ", "{t}");
-        assert_eq!(g("SAID"), "1", "one line says why\n{t}");
-        assert_eq!(g("LINES"), "1", "{t}");
-        assert_eq!(
-            g("THEIRS"),
-            "0 heaplive-evil",
-            "nothing written into theirs\n{t}"
+            "the status in root's fallback directory\n{r}"
         );
     }
 }

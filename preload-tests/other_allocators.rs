@@ -42,11 +42,6 @@ fn assert_same(what: &str, reference: &Output, pre: &Output) {
     );
 }
 
-/// The lines of heaplive's stderr that contain `needle`.
-fn lines_with<'a>(err: &'a str, needle: &str) -> Vec<&'a str> {
-    err.lines().filter(|l| l.contains(needle)).collect()
-}
-
 /// other_alloc.cpp's call sites and their exact live bytes (leaf frame).
 const SITES: [(&str, u64); 11] = [
     ("site_malloc", 10001),
@@ -98,6 +93,16 @@ fn other_alloc(dir: &Path) -> PathBuf {
     compile("other_alloc.cpp", "other_alloc", dir, &[])
 }
 
+/// `bin` in exact mode with LD_PRELOAD=`order` (heaplive and an allocator).
+fn run_in_order(dir: &Path, bin: &Path, order: &str) -> Output {
+    run_preloaded(
+        dir,
+        bin,
+        &[],
+        &[("LD_PRELOAD", order), ("HEAPLIVE_SAMPLE_INTERVAL", "1")],
+    )
+}
+
 /// `allocator` first in LD_PRELOAD, heaplive second, exact mode.
 fn allocator_first(allocator: &str, package: &str) {
     present(allocator, package);
@@ -107,12 +112,7 @@ fn allocator_first(allocator: &str, package: &str) {
     assert_eq!(reference.status.code(), Some(3), "{}", show(&reference));
     let lib = lib();
     let order = format!("{allocator} {}", lib.display());
-    let pre = run_preloaded(
-        &dir,
-        &bin,
-        &[],
-        &[("LD_PRELOAD", &order), ("HEAPLIVE_SAMPLE_INTERVAL", "1")],
-    );
+    let pre = run_in_order(&dir, &bin, &order);
     assert_same(allocator, &reference, &pre);
     let err = stderr(&pre);
     let said = lines_with(&err, "LD_PRELOAD");
@@ -129,12 +129,7 @@ fn allocator_first(allocator: &str, package: &str) {
     let dir = tempdir("other-alloc-after");
     let bin = other_alloc(&dir);
     let order = format!("{} {allocator}", lib.display());
-    let pre = run_preloaded(
-        &dir,
-        &bin,
-        &[],
-        &[("LD_PRELOAD", &order), ("HEAPLIVE_SAMPLE_INTERVAL", "1")],
-    );
+    let pre = run_in_order(&dir, &bin, &order);
     assert_same(allocator, &reference, &pre);
     let err = stderr(&pre);
     assert!(lines_with(&err, "malloc is").is_empty(), "{err}");
@@ -252,7 +247,7 @@ fn an_executable_with_its_own_malloc_is_reported_in_one_line() {
 fn settings_and_program_name_are_read_under_an_audit_module() {
     let dir = tempdir("audit");
     let bin = other_alloc(&dir);
-    let audit = compile("audit_bind.c", "audit_bind.so", &dir, &["-shared", "-fPIC"]);
+    let audit = compile_so("audit_bind.c", "audit_bind.so", &dir);
     let audit = audit.to_str().expect("utf-8 temp path");
     let reference = run_with(&dir, &bin, &[("LD_AUDIT", audit)]);
     assert_eq!(reference.status.code(), Some(3), "{}", show(&reference));
@@ -285,22 +280,12 @@ fn a_wrapper_that_forwards_to_the_next_malloc_is_left_alone() {
     // back to the wrapper (that would never end), and say nothing.
     let dir = tempdir("fwd-wrapper");
     let bin = other_alloc(&dir);
-    let wrapper = compile(
-        "fwd_wrapper.c",
-        "fwd_wrapper.so",
-        &dir,
-        &["-shared", "-fPIC"],
-    );
+    let wrapper = compile_so("fwd_wrapper.c", "fwd_wrapper.so", &dir);
     let wrapper = wrapper.to_str().expect("utf-8 temp path");
     let reference = run_with(&dir, &bin, &[("LD_PRELOAD", wrapper)]);
     assert_eq!(reference.status.code(), Some(3), "{}", show(&reference));
     let order = format!("{wrapper} {}", lib().display());
-    let pre = run_preloaded(
-        &dir,
-        &bin,
-        &[],
-        &[("LD_PRELOAD", &order), ("HEAPLIVE_SAMPLE_INTERVAL", "1")],
-    );
+    let pre = run_in_order(&dir, &bin, &order);
     assert_same("a forwarding wrapper first", &reference, &pre);
     let err = stderr(&pre);
     assert!(lines_with(&err, "malloc is").is_empty(), "{err}");

@@ -127,7 +127,7 @@ fn own_memory_is_reported_and_bounded_across_dumps() {
     );
     assert_eq!(stdout(&o), "done\n", "{}", show(&o));
     let err = stderr(&o);
-    let lines: Vec<&str> = err.lines().filter(|l| l.contains(" dump ")).collect();
+    let lines: Vec<&str> = lines_with(&err, " dump ");
     assert_eq!(
         lines.len(),
         11,
@@ -166,7 +166,7 @@ fn own_memory_is_reported_and_bounded_across_dumps() {
 #[test]
 fn snapshot_buffer_is_not_kept_after_the_blocks_are_freed() {
     let err = run_exact_signal_dumps("ownmem_small_blocks", &[]);
-    let lines: Vec<&str> = err.lines().filter(|l| l.contains(" dump ")).collect();
+    let lines: Vec<&str> = lines_with(&err, " dump ");
     assert_eq!(lines.len(), 2, "two signal dumps:\n{err}");
     let (live1, mapped1, _) = own_of(lines[0]);
     assert!(live1 >= 12.0 * 1024.0 * 1024.0, "{}", lines[0]);
@@ -196,7 +196,7 @@ fn snapshot_buffer_is_not_kept_after_the_blocks_are_freed() {
 #[test]
 fn dump_line_counts_heaplive_tables() {
     let err = run_exact_signal_dumps("ownmem_small_blocks", &[]);
-    let lines: Vec<&str> = err.lines().filter(|l| l.contains(" dump ")).collect();
+    let lines: Vec<&str> = lines_with(&err, " dump ");
     assert_eq!(lines.len(), 2, "two signal dumps:\n{err}");
     let (live, own, _) = own_in(lines[0]);
     assert!(live >= 12.0 * 1024.0 * 1024.0, "{}", lines[0]);
@@ -261,10 +261,7 @@ fn first_dump_through_libc_raises_peak_rss_by_less_than_8_mib() {
 #[test]
 fn dump_line_reads_heaplive_memory_after_the_profile_is_gone() {
     let err = run_exact_signal_dumps("ownmem_many_stacks", &["-O1"]);
-    let line = err
-        .lines()
-        .find(|l| l.contains(" dump "))
-        .unwrap_or_else(|| panic!("no dump line:\n{err}"));
+    let line = line_with(&err, " dump ").unwrap_or_else(|| panic!("no dump line:\n{err}"));
     let stacks: u64 = line
         .split(" samples over ")
         .nth(1)

@@ -12,10 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 fn run(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
-    let p = common::compile("two_peaks.c", "two_peaks", dir, &[]);
-    let o = common::run_preloaded(dir, &p, args, env);
-    assert!(o.status.success(), "{}", show(&o));
-    o
+    common::run_prog(dir, "two_peaks", args, env)
 }
 
 /// Removes the last run's files.
@@ -33,6 +30,12 @@ fn one(files: Vec<PathBuf>) -> PathBuf {
     files.into_iter().next().unwrap()
 }
 
+/// `heaplive top --bytes -w 0` on the one peak file in `dir`.
+fn top_of_peak(dir: &Path) -> String {
+    let file = one(common::view_files(dir, "peak"));
+    common::top_exact(&[], &file)
+}
+
 fn peak_file(dir: &Path) -> BTreeMap<String, u64> {
     common::bytes_by_leaf(&common::parse_folded(&one(common::view_files(dir, "peak"))))
 }
@@ -40,14 +43,8 @@ fn peak_file(dir: &Path) -> BTreeMap<String, u64> {
 /// The exit line's peak total in MiB (`peak 101.0 MiB live (...)`), and
 /// whether it names another moment for the stacks.
 fn peak_line(err: &str) -> (f64, bool) {
-    let line = err
-        .lines()
-        .find(|l| l.contains("]: peak "))
-        .unwrap_or_else(|| panic!("no peak line: {err}"));
-    let mib = line
-        .split("]: peak ")
-        .nth(1)
-        .and_then(|t| t.split(" MiB live").next())
+    let line = common::line_with(err, "]: peak ").unwrap_or_else(|| panic!("no peak line: {err}"));
+    let mib = common::between(line, "]: peak ", " MiB live")
         .and_then(|t| t.parse().ok())
         .unwrap_or_else(|| panic!("cannot read the peak line: {line}"));
     (mib, line.contains(" live at "))
@@ -104,19 +101,9 @@ fn sampled_always_sampled_peak_file_is_the_higher_peak_to_the_byte() {
     assert_eq!(peak.get("site_x"), None, "{peak:?}\n{}", show(&o));
     // `top` on the peak file of this default dump: a zero-width interval
     // (from the samples file's peak rows).
-    let file = one(common::view_files(&dir, "peak"));
-    let text = common::ok(common::heaplive(&[
-        "top",
-        "--bytes",
-        "-w",
-        "0",
-        file.to_str().unwrap(),
-    ]));
+    let text = top_of_peak(&dir);
     let want = format!("{0}..{0}", 101u64 << 20);
-    let row = text
-        .lines()
-        .find(|l| l.contains("site_y"))
-        .unwrap_or_else(|| panic!("{text}"));
+    let row = common::line_with(&text, "site_y").unwrap_or_else(|| panic!("{text}"));
     assert_eq!(row.split_whitespace().nth(3), Some(want.as_str()), "{text}");
 }
 
@@ -162,14 +149,7 @@ fn sampled_peak_file_is_the_highest_estimate() {
         assert!(!other_moment, "seed {seed}: {}", show(&o));
         // `top` prints an interval for the peak file's stack (from the
         // samples file's peak rows), around its estimate.
-        let file = one(common::view_files(&dir, "peak"));
-        let text = common::ok(common::heaplive(&[
-            "top",
-            "--bytes",
-            "-w",
-            "0",
-            file.to_str().unwrap(),
-        ]));
+        let text = top_of_peak(&dir);
         let row = text
             .lines()
             .find(|l| l.contains(site.as_str()))

@@ -5,18 +5,9 @@
 //! scripts/install-test-deps.sh.
 
 use crate::common::*;
-use crate::php_harness::{Fpm, FpmOpts, age, fcgi_get};
+use crate::php_harness::{Fpm, FpmOpts, builder_php, fcgi_get, script};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-fn script(dir: &Path, name: &str, text: &str) -> PathBuf {
-    let p = dir.join(name);
-    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-    std::fs::write(&p, text).unwrap();
-    // opcache does not cache files changed in the last 2 s.
-    age(&p);
-    p
-}
 
 fn log_of(dir: &Path) -> String {
     std::fs::read_to_string(dir.join("heaplive.log")).unwrap_or_default()
@@ -97,16 +88,9 @@ fn fpm_memory_limit_line_names_the_application_function_not_the_library() {
     assert!(r.stderr.contains("Allowed memory size"), "{}", ctx());
     fpm.quit();
     let log = log_of(dir.path());
-    let line = log
-        .lines()
-        .find(|l| l.contains("]: memory_limit dump "))
+    let line = line_with(&log, "]: memory_limit dump ")
         .unwrap_or_else(|| panic!("no memory_limit line\n{}", ctx()));
-    let path = PathBuf::from(
-        line.split_once("memory_limit dump ")
-            .and_then(|(_, r)| r.split_once(": "))
-            .unwrap()
-            .0,
-    );
+    let path = dump_path_of(line, "memory_limit").unwrap();
     assert!(
         line.contains(&format!("; application frame {APP_FRAME} holds ")),
         "{line}"
@@ -161,8 +145,7 @@ fn cli_library_patterns_are_a_setting() {
             ],
         );
         let err = stderr(&o);
-        err.lines()
-            .find(|l| l.contains("]: memory_limit dump "))
+        line_with(&err, "]: memory_limit dump ")
             .unwrap_or_else(|| panic!("{err}"))
             .to_string()
     };
@@ -197,9 +180,7 @@ fn fpm_ondemand_pool_keeps_every_request_peak_and_no_empty_file() {
     let page = script(
         dir.path(),
         "page.php",
-        "<?php\n\
-         function build_page() { $a = []; for ($i = 0; $i < 2000; $i++) { $a[] = str_repeat('p', 4000) . $i; } return count($a); }\n\
-         echo build_page(), ' ', getmypid(), \"\\n\";\n",
+        &builder_php("page", 2000, 'p', ", ' ', getmypid()"),
     );
     let opts = FpmOpts {
         children: 2,
@@ -237,8 +218,7 @@ fn fpm_ondemand_pool_keeps_every_request_peak_and_no_empty_file() {
     let log = log_of(dir.path());
     let peaks: Vec<PathBuf> = log
         .lines()
-        .filter_map(|l| l.split_once("]: request peak dump "))
-        .map(|(_, r)| PathBuf::from(r.split_once(": ").unwrap().0))
+        .filter_map(|l| dump_path_of(l, "request peak"))
         .collect();
     assert_eq!(peaks.len(), 50, "{}", ctx());
     for p in &peaks {
@@ -316,10 +296,7 @@ fn stripped_php_gets_one_line_with_its_build_id() {
         ],
     );
     let err = stderr(&o);
-    let hints: Vec<&str> = err
-        .lines()
-        .filter(|l| l.contains("frames of modules without symbols"))
-        .collect();
+    let hints: Vec<&str> = lines_with(&err, "frames of modules without symbols");
     assert_eq!(hints.len(), 1, "{err}");
     assert!(
         hints[0].contains(&format!("{} has build id {id}: ", php.display()))

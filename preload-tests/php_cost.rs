@@ -12,7 +12,7 @@
 //! php8.2-cli comes from scripts/install-test-deps.sh (`make test`).
 
 use crate::common::*;
-use crate::php_harness::{dump_while_ready, log_of, require_php, spawn_php};
+use crate::php_harness::{READY_THEN_WAIT, dump_while_ready, log_of, require_php, spawn_php};
 use std::path::Path;
 use std::process::Output;
 use std::time::Instant;
@@ -86,8 +86,7 @@ show('end');
 fn memory_get_usage_is_the_same_at_every_interval() {
     require_php();
     let dir = tempdir("php-cost-usage");
-    let script = dir.join("churn.php");
-    std::fs::write(&script, CHURN_PHP).unwrap();
+    let script = write_file(&dir, "churn.php", CHURN_PHP);
     for interval in [Some("1"), Some("4K"), Some("64K"), None] {
         let env: Vec<(&str, &str)> = interval
             .map(|i| ("HEAPLIVE_SAMPLE_INTERVAL", i))
@@ -120,14 +119,13 @@ fn memory_get_usage_is_the_same_at_every_interval() {
 fn exit_line_times_a_php_peak_reached_at_once() {
     require_php();
     let dir = tempdir("php-cost-peak-time");
-    let script = dir.join("peak.php");
-    std::fs::write(
-        &script,
+    let script = write_file(
+        &dir,
+        "peak.php",
         "<?php\n$a = [];\nfor ($i = 0; $i < 4000; $i++) { $a[] = str_repeat('p', 4000); }\n\
          unset($a);\necho memory_get_peak_usage() > (16 << 20) ? \"peaked\\n\" : \"small\\n\";\n\
          usleep(3000000);\n",
-    )
-    .unwrap();
+    );
     for interval in ["1", "512K"] {
         let t0 = Instant::now();
         let o = run_php(
@@ -143,14 +141,9 @@ fn exit_line_times_a_php_peak_reached_at_once() {
         assert!(o.status.success(), "{}", show(&o));
         assert_eq!(stdout(&o), "peaked\n", "{}", show(&o));
         let log = log_of(&dir);
-        let line = log
-            .lines()
-            .find(|l| l.contains("]: peak "))
+        let line = line_with(&log, "]: peak ")
             .unwrap_or_else(|| panic!("interval {interval}: no peak line\n{log}"));
-        let at: f64 = line
-            .split(" at ")
-            .nth(1)
-            .and_then(|t| t.split(" s after start").next())
+        let at: f64 = between(line, " at ", " s after start")
             .and_then(|t| t.parse().ok())
             .unwrap_or_else(|| panic!("cannot read the peak line: {line}"));
         assert!(
@@ -173,10 +166,7 @@ fn exact_mode_after_churn_matches_the_scripts_delta() {
     // and delta), then up to 15 s for `release`.
     let text = CHURN_PHP.replace(
         "show('built');",
-        "show('built');\n\
-         file_put_contents(__DIR__ . '/ready.tmp', getmypid() . ' ' . $delta);\n\
-         rename(__DIR__ . '/ready.tmp', __DIR__ . '/ready');\n\
-         for ($i = 0; $i < 300 && !file_exists(__DIR__ . '/release'); $i++) { usleep(50000); }",
+        &format!("show('built');\n{}", READY_THEN_WAIT.trim_end()),
     );
     std::fs::write(&script, text).unwrap();
     let (file, delta, _) = dump_while_ready(&dir, &script, &[("HEAPLIVE_SAMPLE_INTERVAL", "1")]);

@@ -16,17 +16,11 @@
 //! once, and the worker lives on; the same as without heaplive.
 
 use crate::common::*;
-use crate::php_harness::{Fpm, FpmOpts, fcgi_get};
+use crate::php_harness::{FILL_ROWS_PHP, Fpm, FpmOpts, fcgi_get};
 use std::path::Path;
 use std::process::Command;
 
 const WARN: &str = "<?php\necho $undefined_var;\necho \"ok \", getmypid(), \"\\n\";\n";
-const FILL: &str = "<?php\n\
-function fill_rows() {\n\
-    $rows = [];\n\
-    for ($i = 0; ; $i++) { $rows[] = str_repeat('x', 4000) . $i; }\n\
-}\n\
-fill_rows();\n";
 /// A warning whose handling raises a notice inside the extension's
 /// callback: a second error while the first one's chain runs.
 const NESTED: &str = "<?php\ntrigger_error(\"nested please\", E_USER_WARNING);\necho \"ok \", getmypid(), \"\\n\";\n";
@@ -88,7 +82,7 @@ fn run(preload: bool) -> (Vec<String>, String, String) {
     let fill = dir.path().join("fill.php");
     let nested = dir.path().join("nested.php");
     std::fs::write(&warn, WARN).unwrap();
-    std::fs::write(&fill, FILL).unwrap();
+    std::fs::write(&fill, FILL_ROWS_PHP).unwrap();
     std::fs::write(&nested, NESTED).unwrap();
     let opts = FpmOpts {
         children: 1,
@@ -174,10 +168,7 @@ fn an_extension_that_rewraps_the_error_callback_each_request_makes_no_cycle() {
         .collect();
     assert_eq!(bodies, plain);
     // The memory_limit dump: once, for the one error.
-    let dumps: Vec<&str> = heaplive_log
-        .lines()
-        .filter(|l| l.contains("]: memory_limit dump "))
-        .collect();
+    let dumps: Vec<&str> = lines_with(&heaplive_log, "]: memory_limit dump ");
     assert_eq!(dumps.len(), 1, "{heaplive_log}");
     assert!(dumps[0].contains("fill_rows (fill.php:4)"), "{}", dumps[0]);
 }

@@ -113,8 +113,11 @@ fn fpm_workers_and_master_dump_on_usr2_and_live() {
         let log = std::fs::read_to_string(dir.join("fpm.log")).unwrap_or_default();
         (log.matches("ready to handle connections").count() >= 2).then_some(())
     });
-    let hello = dir.join("hello.php");
-    std::fs::write(&hello, "<?php echo 'hello from ', getmypid(), \"\\n\";\n").unwrap();
+    let hello = write_file(
+        &dir,
+        "hello.php",
+        "<?php echo 'hello from ', getmypid(), \"\\n\";\n",
+    );
     let r = fpm.get(&hello);
     let who: u32 = r
         .body()

@@ -7,7 +7,9 @@
 //! the frees of sampled blocks, every one found.
 
 use crate::common::*;
-use crate::php_harness::{assert_within, bytes_with_frame, dump_while_ready, top_stacks};
+use crate::php_harness::{
+    READY_THEN_WAIT, assert_within, bytes_with_frame, dump_while_ready, top_stacks,
+};
 
 /// Exact mode: small strings grown by `.=` in 13-byte steps (erealloc in
 /// place within a bin, or to the next bin), serialize() and json_encode()
@@ -19,10 +21,11 @@ use crate::php_harness::{assert_within, bytes_with_frame, dump_while_ready, top_
 #[test]
 fn exact_mode_small_ereallocs_match_memory_get_usage() {
     let dir = tempdir("php-hooks-small-realloc");
-    let script = dir.join("small.php");
-    std::fs::write(
-        &script,
-        "<?php\n\
+    let script = write_file(
+        &dir,
+        "small.php",
+        [
+            "<?php\n\
          function build(&$delta) {\n\
              $before = memory_get_usage(); $a = [];\n\
              for ($i = 0; $i < 1500; $i++) {\n\
@@ -36,13 +39,12 @@ fn exact_mode_small_ereallocs_match_memory_get_usage() {
              $delta = memory_get_usage() - $before;\n\
              return $a;\n\
          }\n\
-         $delta = 0; $keep = build($delta);\n\
-         file_put_contents(__DIR__ . '/ready.tmp', getmypid() . ' ' . $delta);\n\
-         rename(__DIR__ . '/ready.tmp', __DIR__ . '/ready');\n\
-         for ($i = 0; $i < 300 && !file_exists(__DIR__ . '/release'); $i++) { usleep(50000); }\n\
-         echo count($keep), \"\\n\";\n",
-    )
-    .unwrap();
+         $delta = 0; $keep = build($delta);\n",
+            READY_THEN_WAIT,
+            "echo count($keep), \"\\n\";\n",
+        ]
+        .concat(),
+    );
     let (file, delta, out) = dump_while_ready(&dir, &script, &[("HEAPLIVE_SAMPLE_INTERVAL", "1")]);
     assert_eq!(out, "6000\n");
     let stacks = parse_folded(&file);
@@ -66,10 +68,11 @@ fn exact_mode_small_ereallocs_match_memory_get_usage() {
 #[test]
 fn sampled_frees_of_small_blocks_are_all_found() {
     let dir = tempdir("php-hooks-frees");
-    let script = dir.join("churn.php");
-    std::fs::write(
-        &script,
-        "<?php\n\
+    let script = write_file(
+        &dir,
+        "churn.php",
+        [
+            "<?php\n\
          function churn() {\n\
              for ($r = 0; $r < 300; $r++) {\n\
                  $a = [];\n\
@@ -84,13 +87,12 @@ fn sampled_frees_of_small_blocks_are_all_found() {
              return $a;\n\
          }\n\
          churn();\n\
-         $delta = 0; $keep = hold($delta);\n\
-         file_put_contents(__DIR__ . '/ready.tmp', getmypid() . ' ' . $delta);\n\
-         rename(__DIR__ . '/ready.tmp', __DIR__ . '/ready');\n\
-         for ($i = 0; $i < 300 && !file_exists(__DIR__ . '/release'); $i++) { usleep(50000); }\n\
-         echo count($keep), \"\\n\";\n",
-    )
-    .unwrap();
+         $delta = 0; $keep = hold($delta);\n",
+            READY_THEN_WAIT,
+            "echo count($keep), \"\\n\";\n",
+        ]
+        .concat(),
+    );
     let env = [
         ("HEAPLIVE_SAMPLE_INTERVAL", "4096"),
         ("HEAPLIVE_SEED", "11"),

@@ -25,9 +25,7 @@ fn cache_script(dir: &Path, name: &str, n: usize) -> PathBuf {
          require __DIR__ . '/cache.php';\n\
          $delta = 0;\n\
          $cache = build_cache({n}, 4000, $delta);\n\
-         file_put_contents(__DIR__ . '/ready.tmp', getmypid() . ' ' . $delta);\n\
-         rename(__DIR__ . '/ready.tmp', __DIR__ . '/ready');\n\
-         for ($i = 0; $i < 300 && !file_exists(__DIR__ . '/release'); $i++) {{ usleep(50000); }}\n\
+         {READY_THEN_WAIT}\
          echo count($cache), ' ', strlen($cache[7]), ' ', $delta, ' ', memory_get_usage(), ' ', memory_get_peak_usage(), \"\\n\";\n"
     );
     let p = dir.join(name);
@@ -53,7 +51,7 @@ fn cache_run_behind(
     n: usize,
 ) -> (PathBuf, Output, PathBuf, String) {
     require_php();
-    let first = compile(src, so, dir, &["-shared", "-fPIC"]);
+    let first = compile_so(src, so, dir);
     let script = cache_script(dir, "build.php", n);
     let preload = format!("{} {}", first.display(), lib().display());
     let mut child = spawn_php_with(dir, &script, true, &preload, &[]);
@@ -166,9 +164,9 @@ fn cli_strings_grown_by_erealloc_are_counted_right() {
     require_php();
     for (interval, tag) in [("1", "exact"), ("64K", "sampled")] {
         let dir = tempdir(&format!("php-cli-grow-{tag}"));
-        let script = dir.join("grow.php");
-        std::fs::write(
-            &script,
+        let script = write_file(
+            &dir,
+            "grow.php",
             "<?php\n\
              function grow(int $n, int $len, &$delta) {\n\
                  $before = memory_get_usage(); $a = [];\n\
@@ -182,8 +180,7 @@ fn cli_strings_grown_by_erealloc_are_counted_right() {
              file_put_contents(__DIR__ . '/ready', getmypid() . ' ' . $delta);\n\
              for ($i = 0; $i < 300 && !file_exists(__DIR__ . '/release'); $i++) { usleep(50000); }\n\
              echo count($keep), \"\\n\";\n",
-        )
-        .unwrap();
+        );
         let env = [("HEAPLIVE_SAMPLE_INTERVAL", interval)];
         let mut child = spawn_php(&dir, &script, true, &env);
         let (pid, delta) = wait_ready(&dir, &mut child);
@@ -206,9 +203,9 @@ fn cli_strings_grown_by_erealloc_are_counted_right() {
 fn cli_sqlite_malloc_shows_under_the_php_function() {
     require_php();
     let dir = tempdir("php-cli-sqlite");
-    let script = dir.join("query.php");
-    std::fs::write(
-        &script,
+    let script = write_file(
+        &dir,
+        "query.php",
         "<?php\n\
          function run_query() {\n\
              $db = new SQLite3(':memory:');\n\
@@ -220,8 +217,7 @@ fn cli_sqlite_malloc_shows_under_the_php_function() {
          file_put_contents(__DIR__ . '/ready', getmypid() . ' 0');\n\
          for ($i = 0; $i < 300 && !file_exists(__DIR__ . '/release'); $i++) { usleep(50000); }\n\
          echo 'rows ', $db->querySingle('SELECT count(*) FROM t'), \"\\n\";\n",
-    )
-    .unwrap();
+    );
     let mut child = spawn_php(&dir, &script, true, &[("HEAPLIVE_SAMPLE_INTERVAL", "64K")]);
     let (pid, _) = wait_ready(&dir, &mut child);
     let (file, out) = dump_then_finish(&dir, child, pid);
@@ -381,15 +377,14 @@ fn cli_another_zend_mm_hooker_makes_heaplive_back_off() {
 fn cli_gc_mem_caches_is_unchanged() {
     require_php();
     let dir = tempdir("php-cli-gc");
-    let script = dir.join("gc.php");
-    std::fs::write(
-        &script,
+    let script = write_file(
+        &dir,
+        "gc.php",
         "<?php\n\
          $a = []; for ($i = 0; $i < 20000; $i++) { $a[] = str_repeat('z', 100 + $i % 50); }\n\
          unset($a);\n\
          echo gc_mem_caches(), ' ', memory_get_usage(), ' ', memory_get_usage(true), \"\\n\";\n",
-    )
-    .unwrap();
+    );
     let run = |preload: bool| {
         let child = spawn_php(&dir, &script, preload, &[]);
         let out = child.wait_with_output().unwrap();
@@ -436,8 +431,7 @@ fn cli_seccomp_filter_that_kills_turns_php_frames_off() {
 fn cli_memory_limit_error_is_unchanged() {
     require_php();
     let dir = tempdir("php-cli-limit");
-    let script = dir.join("limit.php");
-    std::fs::write(&script, LIMIT_PHP).unwrap();
+    let script = write_file(&dir, "limit.php", LIMIT_PHP);
     let run = |preload: bool| {
         let mut c = if preload {
             preloaded_command(
@@ -487,8 +481,7 @@ fn cli_memory_limit_error_is_unchanged() {
 fn cli_memory_figures_are_identical_with_and_without_heaplive() {
     require_php();
     let dir = tempdir("php-cli-memory-figures");
-    let script = dir.join("figures.php");
-    std::fs::write(&script, MEMORY_FIGURES_PHP).unwrap();
+    let script = write_file(&dir, "figures.php", MEMORY_FIGURES_PHP);
     let run = |preload: bool, opcache: &str, env: &[(&str, &str)]| {
         let mut c = php_command(&dir, preload, lib(), env);
         // opcache.file_update_protection=0: by default opcache does not

@@ -74,6 +74,12 @@ fn fpm_held_request(
     )
 }
 
+/// build_cache's bytes in `busy` are `delta` (memory_get_usage's) within
+/// 5 standard errors at the 64 KiB interval; `what` names the dump.
+fn cache_within(busy: &[Stack], delta: u64, what: &str) {
+    assert_within(bytes_under(busy, CACHE_FRAME), delta, 64 << 10, 5.0, what);
+}
+
 #[test]
 fn fpm_build_cache_by_php_function_mid_request_and_idle() {
     let dir = tempdir("php-fpm-cache");
@@ -81,13 +87,7 @@ fn fpm_build_cache_by_php_function_mid_request_and_idle() {
     let ctx = fpm.ctx();
     let script = holding(&dir, "build.php", STRINGS);
     let (busy, idle, delta, pid) = fpm_held_request(&fpm, &dir, &script);
-    assert_within(
-        bytes_under(&busy, CACHE_FRAME),
-        delta,
-        64 << 10,
-        5.0,
-        "php-fpm, mid-request",
-    );
+    cache_within(&busy, delta, "php-fpm, mid-request");
     // The log line breaks RSS down: the 48 MiB are resident ZendMM chunks.
     let line = log_of(&dir)
         .lines()
@@ -144,16 +144,15 @@ fn fpm_exact_mode_matches_memory_get_usage() {
 #[test]
 fn fpm_per_request_reset() {
     let dir = tempdir("php-fpm-reset");
-    let script = dir.join("reset.php");
-    std::fs::write(
-        &script,
+    let script = write_file(
+        &dir,
+        "reset.php",
         "<?php\n\
          $p0 = memory_get_peak_usage(); $u0 = memory_get_usage();\n\
          $a = []; for ($i = 0; $i < 1024; $i++) { $a[] = str_repeat('x', 4000 + $i % 3); }\n\
          $p1 = memory_get_peak_usage(); unset($a);\n\
          echo $p0, ' ', $u0, ' ', $p1, ' ', getmypid(), \"\\n\";\n",
-    )
-    .unwrap();
+    );
     age(&script);
     let run = |preload: bool, tag: &str| {
         let (fpm, d) = one_worker(&dir, tag, preload, &[], FpmOpts::default());
@@ -217,8 +216,7 @@ fn fpm_per_request_reset() {
 #[test]
 fn fpm_memory_limit_then_next_request_is_profiled() {
     let dir = tempdir("php-fpm-limit");
-    let limit = dir.join("limit.php");
-    std::fs::write(&limit, LIMIT_PHP).unwrap();
+    let limit = write_file(&dir, "limit.php", LIMIT_PHP);
     age(&limit);
     let err_of = |preload: bool, tag: &str| {
         let opts = FpmOpts {
@@ -248,13 +246,7 @@ fn fpm_memory_limit_then_next_request_is_profiled() {
     let d = dir.join("with");
     let script = holding(&d, "build.php", 4096);
     let (busy, _, delta, _) = fpm_held_request(&fpm, &d, &script);
-    assert_within(
-        bytes_under(&busy, CACHE_FRAME),
-        delta,
-        64 << 10,
-        5.0,
-        "the request after the memory_limit error",
-    );
+    cache_within(&busy, delta, "the request after the memory_limit error");
 }
 
 /// The same under php-fpm: several requests on one worker, with and
@@ -262,8 +254,7 @@ fn fpm_memory_limit_then_next_request_is_profiled() {
 #[test]
 fn fpm_memory_figures_are_identical_with_and_without_heaplive() {
     let dir = tempdir("php-fpm-memory-figures");
-    let script = dir.join("figures.php");
-    std::fs::write(&script, MEMORY_FIGURES_PHP).unwrap();
+    let script = write_file(&dir, "figures.php", MEMORY_FIGURES_PHP);
     age(&script);
     let run = |preload: bool, tag: &str, env: &[(&str, &str)]| {
         let (fpm, _) = one_worker(&dir, tag, preload, env, FpmOpts::default());

@@ -66,8 +66,7 @@ deep(30);
 fn odd_frames_check(dir: &Path, php_args: &[&str]) {
     require_php();
     odd_templates(dir);
-    let script = dir.join("odd.php");
-    std::fs::write(&script, ODD_PHP).unwrap();
+    let script = write_file(dir, "odd.php", ODD_PHP);
     let run = |preload: bool| {
         let mut c = Command::new(php_bin());
         c.args(php_args).arg(&script).current_dir(dir);
@@ -106,16 +105,7 @@ fn odd_frames_check(dir: &Path, php_args: &[&str]) {
         .unwrap_or_else(|| panic!("no php frames check summary\n{log}"));
     assert!(walks > 500, "{walks} walks compared\n{log}");
     assert_eq!(differed, 0, "{log}");
-    let pid = log
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("heaplive[")?
-                .split_once(']')?
-                .0
-                .parse::<u32>()
-                .ok()
-        })
-        .unwrap();
+    let pid = heaplive_pid(&log).unwrap();
     // "exit dump NAME.folded and NAME.alloc.folded: ..."
     let alloc = dumps_in_log(dir, pid, "exit")
         .into_iter()

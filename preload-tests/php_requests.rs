@@ -6,9 +6,9 @@
 
 use crate::common::*;
 use crate::php_harness::{
-    Fpm, FpmOpts, Response, age, fcgi_get, fcgi_get_as, top_stacks, wait_for,
+    Fpm, FpmOpts, Response, builder_php, fcgi_get, fcgi_get_as, script, top_stacks, wait_for,
 };
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// Grows an array until memory_limit stops it; the rows are made on line 5.
 const REPORT_PHP: &str = "<?php\n\
@@ -28,14 +28,6 @@ echo 'ok ', getmypid(), ' ', count($a), ' ', memory_get_usage() < 8000000 ? 'sma
 /// ZendMM and opcache on (php-fpm's default), workers' stderr in fpm.log
 /// (PHP's error goes there too, and anything heaplive wrote would show).
 const POOL: &str = "catch_workers_output = yes\n";
-
-fn script(dir: &Path, name: &str, text: &str) -> PathBuf {
-    let p = dir.join(name);
-    std::fs::write(&p, text).unwrap();
-    // opcache does not cache files changed in the last 2 s.
-    age(&p);
-    p
-}
 
 fn log_of(dir: &Path) -> String {
     std::fs::read_to_string(dir.join("heaplive.log")).unwrap_or_default()
@@ -105,9 +97,7 @@ fn oom_run(dir: &Path, preload: bool, env: &[(&str, &str)]) -> OomRun {
     // PHP's error is in the answer: the dump must be on disk and logged.
     let dump = preload.then(|| {
         let log = log_of(dir);
-        let line = log
-            .lines()
-            .find(|l| l.contains("]: memory_limit dump "))
+        let line = line_with(&log, "]: memory_limit dump ")
             .unwrap_or_else(|| {
                 panic!(
                     "no memory_limit dump logged when the answer came\n{}",
@@ -115,11 +105,7 @@ fn oom_run(dir: &Path, preload: bool, env: &[(&str, &str)]) -> OomRun {
                 )
             })
             .to_string();
-        let path = line
-            .split_once("memory_limit dump ")
-            .and_then(|(_, r)| r.split_once(": "))
-            .map(|(p, _)| PathBuf::from(p))
-            .unwrap();
+        let path = dump_path_of(&line, "memory_limit").unwrap();
         assert!(path.exists(), "{line}");
         (parse_folded(&path), line)
     });
@@ -286,20 +272,8 @@ fn oom_run_no_dump(dir: &Path) -> String {
 #[test]
 fn fpm_only_heavy_requests_write_peak_dumps() {
     let dir = tempdir("php-peaks");
-    let heavy = script(
-        &dir,
-        "heavy.php",
-        "<?php\n\
-         function build_heavy() { $a = []; for ($i = 0; $i < 10000; $i++) { $a[] = str_repeat('h', 4000) . $i; } return count($a); }\n\
-         echo build_heavy(), \"\\n\";\n",
-    );
-    let light = script(
-        &dir,
-        "light.php",
-        "<?php\n\
-         function build_light() { $a = []; for ($i = 0; $i < 500; $i++) { $a[] = str_repeat('l', 4000) . $i; } return count($a); }\n\
-         echo build_light(), \"\\n\";\n",
-    );
+    let heavy = script(&dir, "heavy.php", &builder_php("heavy", 10000, 'h', ""));
+    let light = script(&dir, "light.php", &builder_php("light", 500, 'l', ""));
     let opts = FpmOpts {
         children: 1,
         pool_extra: POOL,
@@ -327,13 +301,7 @@ fn fpm_only_heavy_requests_write_peak_dumps() {
     // A last request under another name, 23 MiB (its estimate is under
     // 16 MiB 6.6 standard errors below: never): its dump comes after every
     // dump queued before it (heaplive's thread writes them in order).
-    let last = script(
-        &dir,
-        "last.php",
-        "<?php\n\
-         function build_last() { $a = []; for ($i = 0; $i < 6000; $i++) { $a[] = str_repeat('z', 4000) . $i; } return count($a); }\n\
-         echo build_last(), \"\\n\";\n",
-    );
+    let last = script(&dir, "last.php", &builder_php("last", 6000, 'z', ""));
     fcgi_get(fpm.port(), &last, "/api/last", "").unwrap();
     let peak_lines = || -> Vec<String> {
         log_of(&dir)
@@ -355,11 +323,7 @@ fn fpm_only_heavy_requests_write_peak_dumps() {
     for l in &lines[..50] {
         assert!(l.contains(": [GET /api/heavy] peaked at "), "{l}");
         assert!(l.contains("top stack "), "{l}");
-        let path = l
-            .split_once("request peak dump ")
-            .and_then(|(_, r)| r.split_once(": "))
-            .map(|(p, _)| PathBuf::from(p))
-            .unwrap();
+        let path = dump_path_of(l, "request peak").unwrap();
         let stacks = parse_folded(&path);
         let top = largest(&stacks);
         assert_eq!(
@@ -383,13 +347,7 @@ fn fpm_only_heavy_requests_write_peak_dumps() {
     }
     // A request-peak dump's samples file gives its ZendMM stacks intervals
     // (issue 28): `top` prints one around the estimate of the top stack.
-    let text = ok(heaplive(&[
-        "top",
-        "--bytes",
-        "-w",
-        "0",
-        files[0].to_str().unwrap(),
-    ]));
+    let text = top_exact(&[], &files[0]);
     let row = text
         .lines()
         .find(|l| l.contains("  [zend_mm] <- ") && l.contains(" <- build_heavy (heavy.php:2)"))
@@ -488,9 +446,9 @@ fn fpm_worker_pid_of(file: &Path) -> u32 {
 #[test]
 fn cli_consumer_leak_warning_names_the_php_function() {
     let dir = tempdir("php-consumer");
-    let consumer = dir.join("consumer.php");
-    std::fs::write(
-        &consumer,
+    let consumer = write_file(
+        &dir,
+        "consumer.php",
         "<?php\n\
          function handle_job(int $n): int {\n\
              static $seen = [];\n\
@@ -500,8 +458,7 @@ fn cli_consumer_leak_warning_names_the_php_function() {
          }\n\
          for ($j = 0; $j < 300; $j++) { handle_job($j); }\n\
          echo \"done\\n\";\n",
-    )
-    .unwrap();
+    );
     let run = |frame: &str| {
         let d = dir.join(format!("frame{frame}"));
         std::fs::create_dir_all(&d).unwrap();
@@ -521,8 +478,7 @@ fn cli_consumer_leak_warning_names_the_php_function() {
         assert_eq!(stdout(&o), "done\n", "{}", show(&o));
         assert!(o.status.success(), "{}", show(&o));
         let log = log_of(&d);
-        log.lines()
-            .find(|l| l.contains("possible leak"))
+        line_with(&log, "possible leak")
             .unwrap_or_else(|| panic!("no leak warning\n{log}"))
             .to_string()
     };
@@ -552,18 +508,16 @@ fn cli_memory_limit_dump_without_the_dump_signal_keeps_one_thread() {
     let php = script(
         &dir,
         "report.php",
-        "<?php\n\
-         register_shutdown_function(function () {\n\
-             preg_match('/^Threads:\\s+(\\d+)/m', file_get_contents('/proc/self/status'), $m);\n\
-             echo 'threads at shutdown: ', $m[1], \"\\n\";\n\
-         });\n\
-         function fill_report() {\n\
-             $rows = [];\n\
-             for ($i = 0; ; $i++) {\n\
-                 $rows[] = str_repeat('r', 4000) . $i;\n\
-             }\n\
-         }\n\
-         fill_report();\n",
+        // REPORT_PHP with a shutdown function first.
+        &REPORT_PHP.replacen(
+            "<?php\n",
+            "<?php\n\
+             register_shutdown_function(function () {\n\
+                 preg_match('/^Threads:\\s+(\\d+)/m', file_get_contents('/proc/self/status'), $m);\n\
+                 echo 'threads at shutdown: ', $m[1], \"\\n\";\n\
+             });\n",
+            1,
+        ),
     );
     let args = ["-d", "memory_limit=32M", php.to_str().unwrap()];
     let plain = run_plain(&dir, Path::new("/usr/bin/php"), &args);
@@ -590,11 +544,7 @@ fn cli_memory_limit_dump_without_the_dump_signal_keeps_one_thread() {
         .find(|l| l.contains("]: memory_limit dump "))
         .unwrap_or_else(|| panic!("no memory_limit dump\n{ctx}"))
         .to_string();
-    let path = line
-        .split_once("memory_limit dump ")
-        .and_then(|(_, r)| r.split_once(": "))
-        .map(|(p, _)| PathBuf::from(p))
-        .unwrap();
+    let path = dump_path_of(&line, "memory_limit").unwrap();
     let stacks = parse_folded(&path);
     assert!(
         largest(&stacks).has("fill_report (report.php:9)"),

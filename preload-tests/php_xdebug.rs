@@ -6,20 +6,13 @@
 //! zend_extension=xdebug.so` only. PHP's output is as without heaplive.
 
 use crate::common::*;
+use crate::php_harness::FILL_ROWS_PHP;
 use std::path::Path;
-
-const SCRIPT: &str = "<?php\n\
-function fill_rows() {\n\
-    $rows = [];\n\
-    for ($i = 0; ; $i++) { $rows[] = str_repeat('x', 4000) . $i; }\n\
-}\n\
-fill_rows();\n";
 
 #[test]
 fn memory_limit_dump_happens_with_xdebug_in_every_mode() {
     let dir = tempdir("php-xdebug");
-    let script = dir.path().join("fill.php");
-    std::fs::write(&script, SCRIPT).unwrap();
+    let script = write_file(dir.path(), "fill.php", FILL_ROWS_PHP);
     let php = crate::php_harness::php_bin();
     for mode in ["develop", "debug", "profile", "off"] {
         let args = [
@@ -53,9 +46,7 @@ fn memory_limit_dump_happens_with_xdebug_in_every_mode() {
             "{mode}: {}",
             show(&plain)
         );
-        let line = text
-            .lines()
-            .find(|l| l.contains("]: memory_limit dump "))
+        let line = line_with(&text, "]: memory_limit dump ")
             .unwrap_or_else(|| panic!("{mode}: no memory_limit dump\n{text}"));
         assert!(line.contains("fill_rows (fill.php:4)"), "{mode}: {line}");
         // Xdebug's call stack prints times and memory: numbers aside.

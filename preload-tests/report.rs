@@ -12,10 +12,9 @@ use std::process::{Command, Output};
 
 /// Runs the program and `heaplive report` on its directory; the page's path.
 fn report_of_a_run(dir: &Path) -> PathBuf {
-    let p = common::compile("report_grow.c", "report_grow", dir, &[]);
-    let o = common::run_preloaded(
+    let o = common::run_prog(
         dir,
-        &p,
+        "report_grow",
         &[],
         &[
             ("HEAPLIVE_SAMPLE_INTERVAL", "1"),
@@ -23,7 +22,6 @@ fn report_of_a_run(dir: &Path) -> PathBuf {
             ("HEAPLIVE_TIMELINE", "10ms"),
         ],
     );
-    assert!(o.status.success(), "{}", show(&o));
     assert_eq!(common::folded_files(dir).len(), 5, "{}", show(&o));
     common::report_of_dir(dir).0
 }
@@ -267,10 +265,9 @@ fn size_rows(dir: &Path) -> (ByLeaf<Classes>, ByLeaf<u64>) {
 #[test]
 fn size_rows_and_the_report_histogram_are_exact() {
     let dir = common::tempdir("report_sizes");
-    let p = common::compile("report_sizes.c", "report_sizes", dir.path(), &[]);
-    let o = common::run_preloaded(
+    common::run_prog(
         dir.path(),
-        &p,
+        "report_sizes",
         &[],
         &[
             ("HEAPLIVE_SAMPLE_INTERVAL", "1"),
@@ -278,7 +275,6 @@ fn size_rows_and_the_report_histogram_are_exact() {
             ("HEAPLIVE_VIEWS", "live,sizes"),
         ],
     );
-    assert!(o.status.success(), "{}", show(&o));
     let (sizes, counts) = size_rows(dir.path());
     let want = |v: &[(u64, (u64, u64))]| v.iter().copied().collect::<Classes>();
     assert_eq!(
@@ -356,17 +352,15 @@ fn size_rows_and_the_report_histogram_are_exact() {
 #[test]
 fn sampled_size_rows_add_up_to_the_live_samples() {
     let dir = common::tempdir("report_sizes_sampled");
-    let p = common::compile("report_sizes.c", "report_sizes", dir.path(), &[]);
-    let o = common::run_preloaded(
+    common::run_prog(
         dir.path(),
-        &p,
+        "report_sizes",
         &[],
         &[
             ("HEAPLIVE_SAMPLE_INTERVAL", "4096"),
             ("HEAPLIVE_SIGNAL", "none"),
         ],
     );
-    assert!(o.status.success(), "{}", show(&o));
     let (sizes, counts) = size_rows(dir.path());
     let mut sum: Vec<(String, u64)> = sizes
         .iter()

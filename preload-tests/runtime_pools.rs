@@ -11,17 +11,15 @@ const POOL: &str = "[runtime pool: libstdc++ emergency exception pool]";
 #[test]
 fn libstdcxx_emergency_pool_is_apart_and_never_a_leak() {
     let dir = tempdir("runtime-pool");
-    let prog = compile("runtime_pool.cpp", "runtime_pool", dir.path(), &[]);
-    let o = run_preloaded(
+    let o = run_prog(
         dir.path(),
-        &prog,
+        "runtime_pool.cpp",
         &["3"],
         &[
             ("HEAPLIVE_SAMPLE_INTERVAL", "1"),
             ("HEAPLIVE_WARN_BYTES", "1K"),
         ],
     );
-    assert!(o.status.success(), "{}", show(&o));
     let err = stderr(&o);
     let files = folded_files(dir.path());
     assert_eq!(files.len(), 1, "{err}");
@@ -41,10 +39,7 @@ fn libstdcxx_emergency_pool_is_apart_and_never_a_leak() {
             .all(|s| s.frames[0] != POOL)
     );
     // The line: the total with the pool, and the pool apart.
-    let line = err
-        .lines()
-        .find(|l| l.contains(": exit dump "))
-        .unwrap_or_else(|| panic!("{err}"));
+    let line = line_with(&err, ": exit dump ").unwrap_or_else(|| panic!("{err}"));
     assert!(
         line.contains("; runtime pools ")
             && line.contains(
@@ -53,10 +48,7 @@ fn libstdcxx_emergency_pool_is_apart_and_never_a_leak() {
         "{line}"
     );
     // A leak warning for the program's blocks, none for the pool.
-    let warnings: Vec<&str> = err
-        .lines()
-        .filter(|l| l.contains("possible leak"))
-        .collect();
+    let warnings: Vec<&str> = lines_with(&err, "possible leak");
     assert!(warnings.iter().any(|l| l.contains("keep_blocks")), "{err}");
     assert!(
         warnings
@@ -84,10 +76,7 @@ fn worker_exit_with_only_runtime_pools_live_writes_no_dump_unless_asked() {
     let files = folded_files(dir.path());
     let parent = o_pid(&files);
     assert_eq!(files.len(), 1, "the parent's dump only\n{err}");
-    let skipped: Vec<&str> = err
-        .lines()
-        .filter(|l| l.contains("exit dump skipped"))
-        .collect();
+    let skipped: Vec<&str> = lines_with(&err, "exit dump skipped");
     assert_eq!(skipped.len(), 1, "{err}");
     assert!(
         skipped[0].contains("exit dump skipped: nothing live; runtime pools ")

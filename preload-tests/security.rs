@@ -64,17 +64,14 @@ pub(crate) fn attacker() {
 /// a fresh tmpfs (mode 1777, like a real /tmp). The script sees $LIB,
 /// $PROGS, $HEAPLIVE and $EVIL, and reports with `echo KEY=value` lines,
 /// returned as a map (with the whole output for messages).
-pub(crate) fn in_private_tmp(script: &str) -> (BTreeMap<String, String>, String) {
+pub(crate) fn in_private_tmp(script: &str) -> Report {
     in_private_tmp_with(script, &[])
 }
 
 /// `in_private_tmp`, with `files` (name, path) copied first to `$S/name`
 /// (mode 755): a test program built under the checkout, which may be
 /// under /tmp and hidden by the tmpfs.
-pub(crate) fn in_private_tmp_with(
-    script: &str,
-    files: &[(&str, &std::path::Path)],
-) -> (BTreeMap<String, String>, String) {
+pub(crate) fn in_private_tmp_with(script: &str, files: &[(&str, &std::path::Path)]) -> Report {
     attacker();
     // The library, the command and the test programs are copied out first:
     // the checkout itself may live under /tmp, which the tmpfs hides.
@@ -119,7 +116,45 @@ pub(crate) fn in_private_tmp_with(
             m.insert(k.to_string(), v.to_string());
         }
     }
-    (m, text)
+    Report { map: m, text }
+}
+
+/// What a script reported: its `KEY=value` lines, and its whole output
+/// (status, stdout, stderr), which `{r}` prints, for failure messages.
+pub(crate) struct Report {
+    pub(crate) map: BTreeMap<String, String>,
+    pub(crate) text: String,
+}
+
+impl Report {
+    /// The value of `KEY=`; panics, with the output, when the script did
+    /// not say it.
+    pub(crate) fn get(&self, k: &str) -> &str {
+        get(&self.map, k, &self.text)
+    }
+
+    /// Asserts each `(KEY, value, why)` (`why` may be empty); a failure
+    /// names the key.
+    pub(crate) fn expect(&self, want: &[(&str, &str, &str)]) {
+        for (k, v, why) in want {
+            assert_eq!(self.get(k), *v, "{k}: {why}\n{self}");
+        }
+    }
+
+    /// `expect` of `PREFIX_KEY` for each `(KEY, value, why)` of `want`: a
+    /// scenario's keys, the scenario's name first.
+    pub(crate) fn expect_of(&self, prefix: &str, want: &[(&str, &str, &str)]) {
+        for (k, v, why) in want {
+            let key = format!("{prefix}_{k}");
+            assert_eq!(self.get(&key), *v, "{key}: {why}\n{self}");
+        }
+    }
+}
+
+impl std::fmt::Display for Report {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text)
+    }
 }
 
 pub(crate) fn get<'a>(m: &'a BTreeMap<String, String>, k: &str, text: &str) -> &'a str {
@@ -133,7 +168,7 @@ pub(crate) fn get<'a>(m: &'a BTreeMap<String, String>, k: &str, text: &str) -> &
 /// without blocking (FIFO with no reader), refused (symlink in sticky /tmp).
 #[test]
 fn dump_paths_that_are_not_our_files_are_not_replaced() {
-    let (m, t) = in_private_tmp(
+    let r = in_private_tmp(
         r#"
 export HEAPLIVE_SAMPLE_INTERVAL=1
 mknod -m 666 /tmp/null c 1 3
@@ -161,33 +196,31 @@ echo "DEVSTDOUT=$(stat -c %F /dev/stdout)"
 echo "LEFT=$(ls -A /tmp | grep -c heaplive-tmp)"
 "#,
     );
-    assert_eq!(get(&m, "NULL", &t), "character special file", "{t}");
-    assert_eq!(get(&m, "FIFO", &t), "fifo", "{t}");
-    assert_eq!(get(&m, "GOT", &t), "1", "the reader got the dump\n{t}");
-    assert_eq!(
-        get(&m, "LONELY_RC", &t),
-        "0",
-        "no blocking on a FIFO with no reader\n{t}"
-    );
-    assert_eq!(get(&m, "LONELY", &t), "fifo", "{t}");
-    assert_eq!(get(&m, "LONELY_ERR", &t), "1", "one line says why\n{t}");
-    assert_eq!(get(&m, "VICTIM", &t), "keep", "{t}");
-    assert_eq!(get(&m, "LINK", &t), "symbolic link", "{t}");
-    assert_eq!(get(&m, "LINK_ERR", &t), "1", "{t}");
-    assert_eq!(
-        get(&m, "STDOUT", &t),
-        "1",
-        "heaplive_dump(\"/dev/stdout\") writes into stdout\n{t}"
-    );
-    assert_eq!(get(&m, "DEVSTDOUT", &t), "symbolic link", "{t}");
-    assert_eq!(get(&m, "LEFT", &t), "0", "no temporary files left\n{t}");
+    r.expect(&[
+        ("NULL", "character special file", ""),
+        ("FIFO", "fifo", ""),
+        ("GOT", "1", "the reader got the dump"),
+        ("LONELY_RC", "0", "no blocking on a FIFO with no reader"),
+        ("LONELY", "fifo", ""),
+        ("LONELY_ERR", "1", "one line says why"),
+        ("VICTIM", "keep", ""),
+        ("LINK", "symbolic link", ""),
+        ("LINK_ERR", "1", ""),
+        (
+            "STDOUT",
+            "1",
+            "heaplive_dump(\"/dev/stdout\") writes into stdout",
+        ),
+        ("DEVSTDOUT", "symbolic link", ""),
+        ("LEFT", "0", "no temporary files left"),
+    ]);
 }
 
 /// Item 15: an explicit path is the caller's: no fallback to /tmp, the real
 /// errno, and it does not use up a `%n` number.
 #[test]
 fn explicit_dump_paths_fail_with_the_real_errno_and_keep_numbers() {
-    let (m, t) = in_private_tmp(
+    let r = in_private_tmp(
         r#"
 export HEAPLIVE_SAMPLE_INTERVAL=1
 mkdir /tmp/out /tmp/out/sub
@@ -199,31 +232,21 @@ echo "FILES=$(cd /tmp/out && ls *.folded | tr '\n' ' ')"
 "#,
     );
     assert_eq!(
-        get(&m, "R:/tmp/nonexistent/dir/x.folded", &t),
+        r.get("R:/tmp/nonexistent/dir/x.folded"),
         format!("-1 {}", libc::ENOENT),
-        "{t}"
+        "{r}"
     );
+    assert_eq!(r.get("R:dir/sub/"), format!("-1 {}", libc::EISDIR), "{r}");
     assert_eq!(
-        get(&m, "R:dir/sub/", &t),
+        r.get("R:/tmp/out/sub"),
         format!("-1 {}", libc::EISDIR),
-        "{t}"
+        "{r}"
     );
-    assert_eq!(
-        get(&m, "R:/tmp/out/sub", &t),
-        format!("-1 {}", libc::EISDIR),
-        "{t}"
-    );
-    assert_eq!(get(&m, "R:/tmp/out/e1.folded", &t), "0 0", "{t}");
-    assert_eq!(
-        get(&m, "FALLBACK", &t),
-        "0",
-        "nothing written in /tmp instead\n{t}"
-    );
-    assert_eq!(
-        get(&m, "FILES", &t),
-        "e1.folded e2.folded h.1.folded ",
-        "{t}"
-    );
+    r.expect(&[
+        ("R:/tmp/out/e1.folded", "0 0", ""),
+        ("FALLBACK", "0", "nothing written in /tmp instead"),
+        ("FILES", "e1.folded e2.folded h.1.folded ", ""),
+    ]);
 }
 
 /// Item 2: `/tmp/perf-<pid>.map` planted by another user (a FIFO, a file
@@ -231,7 +254,7 @@ echo "FILES=$(cd /tmp/out && ls *.folded | tr '\n' ' ')"
 /// stays `[jit]`.
 #[test]
 fn perf_map_of_another_user_is_not_read() {
-    let (m, t) = in_private_tmp(
+    let r = in_private_tmp(
         r#"
 export HEAPLIVE_SAMPLE_INTERVAL=1
 mkdir -m 755 /tmp/a /tmp/b
@@ -244,11 +267,13 @@ echo "FILE_JIT=$(cat /tmp/b/*.folded | grep -c '\[jit\] ')"
 echo "FILE_EVIL=$(cat /tmp/b/*.folded | grep -c evil_name)"
 "#,
     );
-    assert_eq!(get(&m, "FIFO_RC", &t), "0", "{t}");
-    assert_eq!(get(&m, "FIFO_JIT", &t), "1", "{t}");
-    assert_eq!(get(&m, "FILE_RC", &t), "0", "{t}");
-    assert_eq!(get(&m, "FILE_JIT", &t), "1", "{t}");
-    assert_eq!(get(&m, "FILE_EVIL", &t), "0", "{t}");
+    r.expect(&[
+        ("FIFO_RC", "0", ""),
+        ("FIFO_JIT", "1", ""),
+        ("FILE_RC", "0", ""),
+        ("FILE_JIT", "1", ""),
+        ("FILE_EVIL", "0", ""),
+    ]);
 }
 
 /// Item 3: status data is per user. Another user who creates root's status
@@ -259,7 +284,7 @@ echo "FILE_EVIL=$(cat /tmp/b/*.folded | grep -c evil_name)"
 /// dump`.
 #[test]
 fn status_files_of_another_user_are_not_trusted() {
-    let (m, t) = in_private_tmp(
+    let r = in_private_tmp(
         r#"
 # heaplive's thread (which takes the dump signal) starts at the first
 # sample: every allocation is one here.
@@ -305,33 +330,23 @@ kill $P; wait $P 2>/dev/null
 true
 "#,
     );
-    assert_eq!(get(&m, "ALIVE", &t), "1", "SIGTERM was not sent\n{t}");
-    assert_eq!(get(&m, "IGNORED", &t), "1", "{t}");
-    assert_eq!(
-        get(&m, "DUMPED", &t),
-        "1",
-        "the dump signal was sent instead\n{t}"
-    );
-    assert_eq!(get(&m, "PLANTED_DIR_USED", &t), "0", "{t}");
-    assert_eq!(get(&m, "LIB_WARNED", &t), "1", "{t}");
-    assert_eq!(
-        get(&m, "EVIL_DIR", &t),
-        "0",
-        "nothing created through the symlink\n{t}"
-    );
-    assert_ne!(
-        get(&m, "FIFO_RC", &t),
-        "124",
-        "heaplive dump did not block\n{t}"
-    );
-    assert_eq!(get(&m, "FIFO_SAID", &t), "1", "{t}");
+    r.expect(&[
+        ("ALIVE", "1", "SIGTERM was not sent"),
+        ("IGNORED", "1", ""),
+        ("DUMPED", "1", "the dump signal was sent instead"),
+        ("PLANTED_DIR_USED", "0", ""),
+        ("LIB_WARNED", "1", ""),
+        ("EVIL_DIR", "0", "nothing created through the symlink"),
+    ]);
+    assert_ne!(r.get("FIFO_RC"), "124", "heaplive dump did not block\n{r}");
+    assert_eq!(r.get("FIFO_SAID"), "1", "{r}");
 }
 
 /// Item 4: HEAPLIVE_LOG naming a FIFO with no reader does not block the
 /// process; one line on stderr says so.
 #[test]
 fn log_fifo_without_reader_does_not_block() {
-    let (m, t) = in_private_tmp(
+    let r = in_private_tmp(
         r#"
 mkfifo /tmp/log
 timeout 20 env LD_PRELOAD=$LIB HEAPLIVE_LOG=/tmp/log HEAPLIVE_OUTPUT=/tmp/h.folded $PROGS/sec_dump 2>/tmp/err
@@ -339,8 +354,7 @@ echo "RC=$?"
 echo "SAID=$(grep -c "HEAPLIVE_LOG='/tmp/log'.*no reader.*using stderr" /tmp/err)"
 "#,
     );
-    assert_eq!(get(&m, "RC", &t), "0", "{t}");
-    assert_eq!(get(&m, "SAID", &t), "1", "{t}");
+    r.expect(&[("RC", "0", ""), ("SAID", "1", "")]);
 }
 
 /// HEAPLIVE_LOG follows the rules of dump files (README, security model):
@@ -350,7 +364,7 @@ echo "SAID=$(grep -c "HEAPLIVE_LOG='/tmp/log'.*no reader.*using stderr" /tmp/err
 /// file.
 #[test]
 fn log_path_planted_by_another_user_is_not_written() {
-    let (m, t) = in_private_tmp(
+    let r = in_private_tmp(
         r#"
 echo keep > /tmp/victim
 mkdir -m 1777 /tmp/shared && chown $EVIL /tmp/shared
@@ -369,17 +383,15 @@ echo "MINE=$(grep -c 'exit dump' /tmp/mine/real.log)"
 echo "MINE_STDERR=$(wc -c < /tmp/err.mine)"
 "#,
     );
-    assert_eq!(get(&m, "VICTIM", &t), "keep ", "{t}");
-    assert_eq!(get(&m, "LINK_SAID", &t), "1", "one line says why\n{t}");
-    assert_eq!(
-        get(&m, "LINK_STDERR", &t),
-        "1",
-        "the log went to stderr\n{t}"
-    );
-    assert_eq!(get(&m, "EVIL_LOG", &t), "theirs ", "{t}");
-    assert_eq!(get(&m, "EVIL_SAID", &t), "1", "{t}");
-    assert_eq!(get(&m, "MINE", &t), "1", "{t}");
-    assert_eq!(get(&m, "MINE_STDERR", &t), "0", "{t}");
+    r.expect(&[
+        ("VICTIM", "keep ", ""),
+        ("LINK_SAID", "1", "one line says why"),
+        ("LINK_STDERR", "1", "the log went to stderr"),
+        ("EVIL_LOG", "theirs ", ""),
+        ("EVIL_SAID", "1", ""),
+        ("MINE", "1", ""),
+        ("MINE_STDERR", "0", ""),
+    ]);
 }
 
 /// Item 17: temporaries of a process killed mid-dump are named so that no
@@ -388,7 +400,7 @@ echo "MINE_STDERR=$(wc -c < /tmp/err.mine)"
 /// periodic dump) is written after the exit dump.
 #[test]
 fn leftovers_of_dead_processes_are_cleaned_and_nothing_follows_the_exit_dump() {
-    let (m, t) = in_private_tmp(
+    let r = in_private_tmp(
         r#"
 export HEAPLIVE_SAMPLE_INTERVAL=1
 mkdir /tmp/out
@@ -405,13 +417,11 @@ echo "LAST=$(grep ' dump ' /tmp/late.err | tail -1 | grep -c ': exit dump ')"
 echo "AFTER=$(sed -n '/: exit dump /,$p' /tmp/late.err | grep -c 'heaplive\[')"
 "#,
     );
-    assert_eq!(get(&m, "TEMP_LEFT", &t), "0", "{t}");
-    assert_eq!(get(&m, "STATUS_LEFT", &t), "0", "{t}");
-    assert_eq!(get(&m, "DUMPS", &t), "h.1.folded ", "{t}");
-    assert_eq!(get(&m, "LAST", &t), "1", "the exit dump is the last\n{t}");
-    assert_eq!(
-        get(&m, "AFTER", &t),
-        "1",
-        "no line after the exit dump's\n{t}"
-    );
+    r.expect(&[
+        ("TEMP_LEFT", "0", ""),
+        ("STATUS_LEFT", "0", ""),
+        ("DUMPS", "h.1.folded ", ""),
+        ("LAST", "1", "the exit dump is the last"),
+        ("AFTER", "1", "no line after the exit dump's"),
+    ]);
 }

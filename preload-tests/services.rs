@@ -337,7 +337,7 @@ echo "LOG0=$(grep -c ": exit dump /var/tmp/heaplive/php-fpm8.2.$M.1.folded" heap
 "##,
         dropin = std::fs::read_to_string(&dropin).unwrap().trim_end()
     );
-    let (m, t) = crate::security::in_private_tmp(&script);
+    let crate::security::Report { map: m, text: t } = crate::security::in_private_tmp(&script);
     let get = |k| crate::security::get(&m, k, &t);
     assert_eq!(get("DUMPED"), "2", "both workers dumped on request\n{t}");
     assert_eq!(get("MODE"), "1733", "{t}");
@@ -393,14 +393,13 @@ fn poison_mode_shows_its_patterns_and_real_programs_are_unchanged() {
         show(&o)
     );
 
-    let input = dir.join("input.txt");
-    std::fs::write(
-        &input,
+    let input = write_file(
+        &dir,
+        "input.txt",
         (0..5000)
             .map(|i| format!("{}\n", (i * 7919) % 5003))
             .collect::<String>(),
-    )
-    .unwrap();
+    );
     let cases: &[(&str, &[&str])] = &[
         (
             "python3",

@@ -25,10 +25,7 @@ fn an_unknown_setting_gets_one_line_naming_the_closest() {
             ("HEAPLIVE_NOTHING_LIKE_THIS", "1"),
         ],
     );
-    let lines: Vec<&str> = err
-        .lines()
-        .filter(|l| l.contains("unknown setting"))
-        .collect();
+    let lines: Vec<&str> = lines_with(&err, "unknown setting");
     assert_eq!(lines.len(), 3, "one line per unknown variable:\n{err}");
     for (bad, near) in [
         ("HEAPLIVE_SAMPL_INTERVAL", Some("HEAPLIVE_SAMPLE_INTERVAL")),
@@ -60,8 +57,7 @@ fn an_unknown_setting_gets_one_line_naming_the_closest() {
 #[test]
 fn known_variables_get_no_warning() {
     let dir = tempdir("known-settings");
-    let report = dir.join("files");
-    std::fs::write(&report, b"").unwrap();
+    let report = write_file(&dir, "files", b"");
     let err = run(
         &dir,
         &[

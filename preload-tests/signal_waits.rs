@@ -83,12 +83,8 @@ fn twenty_signals_while_blocked_in(wait: &str) {
     let plain = run_wait(&dir, &prog, wait, false, 0);
     assert!(plain.status.success(), "plain run\n{}", show(&plain));
     let o = run_wait(&dir, &prog, wait, true, 20);
-    assert_eq!(
-        (stdout(&o), o.status.code()),
-        (stdout(&plain), plain.status.code()),
-        "{wait}: output and status differ from the run without the preload\n{}",
-        show(&o)
-    );
+    let why = format!("{wait}: output and status differ from the run without the preload");
+    assert_as_plain(&o, &plain, &why);
     let dumps: Vec<_> = stderr(&o)
         .lines()
         .filter(|l| l.contains("]: signal dump "))
@@ -106,6 +102,17 @@ fn twenty_signals_while_blocked_in(wait: &str) {
             show(&o)
         );
     }
+}
+
+/// `o` printed what `plain` (the run without the library) printed and
+/// exited with its status; `why` names the run.
+fn assert_as_plain(o: &Output, plain: &Output, why: &str) {
+    assert_eq!(
+        (stdout(o), o.status.code()),
+        (stdout(plain), plain.status.code()),
+        "{why}\n{}",
+        show(o)
+    );
 }
 
 #[test]
@@ -229,12 +236,7 @@ fn main_pthread_exit_ends_the_process_when_the_last_thread_ends() {
             &[("HEAPLIVE_SAMPLE_INTERVAL", interval)],
         );
         let o = run_bounded(&mut c, "pthread_exit from main");
-        assert_eq!(
-            (stdout(&o), o.status.code()),
-            (stdout(&plain), plain.status.code()),
-            "interval {interval}\n{}",
-            show(&o)
-        );
+        assert_as_plain(&o, &plain, &format!("interval {interval}"));
         assert!(stdout(&o).contains("atexit ran"), "{}", show(&o));
     }
 }
@@ -307,13 +309,13 @@ fn failed_exec_keeps_the_program_mask() {
 fn setpriv_changes_credentials_with_heaplive_thread_running() {
     let dir = tempdir("setpriv");
     let args = ["--reuid=33", "--regid=33", "--init-groups", "id"];
-    let plain = Command::new("setpriv")
-        .args(args)
-        .current_dir(&dir)
-        .env_remove("LD_PRELOAD")
-        .output()
-        .unwrap();
-    assert!(plain.status.success(), "{}", show(&plain));
+    let plain = output_ok(
+        Command::new("setpriv")
+            .args(args)
+            .current_dir(&dir)
+            .env_remove("LD_PRELOAD"),
+        "setpriv without the library",
+    );
     for interval in ["1", "512K"] {
         let mut c = preloaded_command(
             &dir,
@@ -325,12 +327,7 @@ fn setpriv_changes_credentials_with_heaplive_thread_running() {
             ],
         );
         let o = run_bounded(&mut c, "setpriv");
-        assert_eq!(
-            (stdout(&o), o.status.code()),
-            (stdout(&plain), plain.status.code()),
-            "interval {interval}\n{}",
-            show(&o)
-        );
+        assert_as_plain(&o, &plain, &format!("interval {interval}"));
     }
 }
 
@@ -344,12 +341,11 @@ fn setpriv_changes_credentials_with_heaplive_thread_running() {
 #[test]
 fn php_cli_sleep_is_not_cut_and_every_dump_holds_the_string() {
     let dir = tempdir("php-cli-sleep");
-    let script = dir.join("s.php");
-    std::fs::write(
-        &script,
+    let script = write_file(
+        &dir,
+        "s.php",
         "<?php\n$keep = str_repeat('x', 50000000);\necho 'ready ', getmypid(), \"\\n\";\nflush();\n$r = sleep(6);\necho 'sleep returned ', var_export($r, true), ' len ', strlen($keep), \"\\n\";\n",
-    )
-    .unwrap();
+    );
     let mut child = Running::spawn(
         preloaded_command(
             &dir,
@@ -573,32 +569,18 @@ fn signal_before_the_first_sample_dumps_the_heap_at_the_signal() {
         show(&o)
     );
     let log = stderr(&o);
-    let signal_file = log
-        .lines()
-        .find_map(|l| {
-            l.split_once("]: signal dump ")?
-                .1
-                .split_once(": ")
-                .map(|(p, _)| p)
-        })
-        .unwrap_or_else(|| panic!("no signal dump\n{}", show(&o)));
-    let exit_file = log
-        .lines()
-        .find_map(|l| {
-            l.split_once("]: exit dump ")?
-                .1
-                .split_once(": ")
-                .map(|(p, _)| p)
-        })
-        .unwrap_or_else(|| panic!("no exit dump\n{}", show(&o)));
+    let signal_file =
+        first_dump_path(&log, "signal").unwrap_or_else(|| panic!("no signal dump\n{}", show(&o)));
+    let exit_file =
+        first_dump_path(&log, "exit").unwrap_or_else(|| panic!("no exit dump\n{}", show(&o)));
     assert_eq!(
-        bytes_under(&parse_folded(Path::new(signal_file)), "after_signal"),
+        bytes_under(&parse_folded(&signal_file), "after_signal"),
         0,
         "the signal's dump holds the block allocated after the signal\n{}",
         show(&o)
     );
     assert_eq!(
-        bytes_under(&parse_folded(Path::new(exit_file)), "after_signal"),
+        bytes_under(&parse_folded(&exit_file), "after_signal"),
         64 << 20,
         "the exit dump holds the block (sampled, still held)\n{}",
         show(&o)

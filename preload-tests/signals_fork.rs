@@ -16,6 +16,21 @@ fn assert_ok(o: &Output, what: &str) {
     );
 }
 
+/// Compiles `progs/NAME.c` into `dir` and runs it there under the
+/// library with `args` and `env`; asserts it succeeded (`what` names the
+/// run).
+fn run_ok(dir: &Path, name: &str, args: &[&str], env: &[(&str, &str)], what: &str) -> Output {
+    let prog = compile(&format!("{name}.c"), name, dir, &[]);
+    let o = run_preloaded(dir, &prog, args, env);
+    assert_ok(&o, what);
+    o
+}
+
+/// `run_ok` in exact mode.
+fn exact_ok(dir: &Path, name: &str, args: &[&str], what: &str) -> Output {
+    run_ok(dir, name, args, &[("HEAPLIVE_SAMPLE_INTERVAL", "1")], what)
+}
+
 /// Every folded file in `dir` parses (parse_folded panics on a bad line);
 /// returns them by name.
 fn all_whole(dir: &Path) -> BTreeMap<PathBuf, Vec<Stack>> {
@@ -71,9 +86,13 @@ fn file_text(files: &BTreeMap<PathBuf, Vec<Stack>>) -> String {
 #[test]
 pub(crate) fn signal_burst_during_threaded_allocation() {
     let dir = tempdir("sig-burst");
-    let prog = compile("sig_burst.c", "sig_burst", &dir, &[]);
-    let o = run_preloaded(&dir, &prog, &[], &[("HEAPLIVE_SAMPLE_INTERVAL", "1K")]);
-    assert_ok(&o, "burst of 200 signals");
+    let o = run_ok(
+        &dir,
+        "sig_burst",
+        &[],
+        &[("HEAPLIVE_SAMPLE_INTERVAL", "1K")],
+        "burst of 200 signals",
+    );
     let err = stderr(&o);
     assert!(
         stdout(&o).contains("dumped 1"),
@@ -124,23 +143,21 @@ pub(crate) fn signal_burst_during_threaded_allocation() {
 #[test]
 pub(crate) fn fork_children_keep_their_own_profiles() {
     let dir = tempdir("fork-children");
-    let prog = compile("fork_children.c", "fork_children", &dir, &[]);
-    let o = run_preloaded(&dir, &prog, &[], &[("HEAPLIVE_SAMPLE_INTERVAL", "1")]);
-    assert_ok(&o, "fork of 4 children");
+    let o = exact_ok(&dir, "fork_children", &[], "fork of 4 children");
     let out = stdout(&o);
     let parent = pid_after(&out, "parent ");
     let amounts = [110_000u64, 220_000, 330_000, 440_000];
     let files = all_whole(&dir);
     let ctx = || format!("{}\n{}", show(&o), file_text(&files));
 
-    let pf = files_of_pid(&dir, parent);
-    assert_eq!(
-        pf,
-        vec![file_of(&dir, "fork_children", parent, 1)],
-        "parent files\n{}",
-        ctx()
-    );
-    let ps = &files[&pf[0]];
+    // The stacks of `pid`'s one file, its exit dump (else: `what`).
+    let only_file = |pid: u32, what: &str| {
+        let f = files_of_pid(&dir, pid);
+        let want = vec![file_of(&dir, "fork_children", pid, 1)];
+        assert_eq!(f, want, "{what}\n{}", ctx());
+        &files[&f[0]]
+    };
+    let ps = only_file(parent, "parent files");
     assert_eq!(
         bytes_under(ps, "parent_leak"),
         300_000,
@@ -158,14 +175,10 @@ pub(crate) fn fork_children_keep_their_own_profiles() {
     for (i, want) in amounts.iter().enumerate() {
         let pid = pid_after(&out, &format!("child {i} "));
         assert_ne!(pid, parent);
-        let cf = files_of_pid(&dir, pid);
-        assert_eq!(
-            cf,
-            vec![file_of(&dir, "fork_children", pid, 1)],
-            "child {i} (pid {pid}): one exit file of its own\n{}",
-            ctx()
+        let cs = only_file(
+            pid,
+            &format!("child {i} (pid {pid}): one exit file of its own"),
         );
-        let cs = &files[&cf[0]];
         assert_eq!(
             bytes_under(cs, &format!("child_leak_{i}")),
             *want,
@@ -199,9 +212,7 @@ pub(crate) fn fork_children_keep_their_own_profiles() {
 
 fn app_handler_runs(mode: &str) {
     let dir = tempdir(&format!("sig-handler-{mode}"));
-    let prog = compile("sig_handler.c", "sig_handler", &dir, &[]);
-    let o = run_preloaded(&dir, &prog, &[mode], &[]);
-    assert_ok(&o, mode);
+    let o = run_ok(&dir, "sig_handler", &[mode], &[], mode);
     let out = stdout(&o);
     assert!(
         out.contains("handler ran 5 times, info ok, dumps ok"),
@@ -226,11 +237,9 @@ fn application_handler_installed_with_signal_still_runs() {
 #[test]
 fn sig_ign_and_sig_dfl_are_virtual() {
     let dir = tempdir("sig-ign-dfl");
-    let prog = compile("sig_ign_dfl.c", "sig_ign_dfl", &dir, &[]);
     // Exact mode: the first malloc starts heaplive's thread, which takes
     // the signals from outside at once.
-    let o = run_preloaded(&dir, &prog, &[], &[("HEAPLIVE_SAMPLE_INTERVAL", "1")]);
-    assert_ok(&o, "SIG_IGN/SIG_DFL");
+    let o = exact_ok(&dir, "sig_ign_dfl", &[], "SIG_IGN/SIG_DFL");
     let out = stdout(&o);
     for l in [
         "alive after SIG_IGN",
@@ -279,46 +288,19 @@ fn heaplive_dump_from_c() {
     let requested = dump_lines(&stderr(&o), "requested").len();
     assert_eq!(requested, 2, "two `requested dump` lines\n{}", show(&o));
 
+    // `file` exists (else: `must` and its name) and holds `a` bytes under
+    // api_leak_a and `b` under api_leak_b (else: `what`).
+    let holds = |file: &Path, must: &str, what: &str, a: u64, b: u64| {
+        assert!(file.exists(), "{must} {}\n{}", file.display(), show(&o));
+        let s = parse_folded(file);
+        assert_eq!(bytes_under(&s, "api_leak_a"), a, "{what}\n{}", show(&o));
+        assert_eq!(bytes_under(&s, "api_leak_b"), b, "{what}\n{}", show(&o));
+    };
     let first = file_of(&dir, "sig_api_dump", pid, 1);
-    assert!(
-        first.exists(),
-        "heaplive_dump(NULL) must write the template's first file {}\n{}",
-        first.display(),
-        show(&o)
-    );
-    let s1 = parse_folded(&first);
-    assert_eq!(
-        bytes_under(&s1, "api_leak_a"),
-        123_456,
-        "first dump\n{}",
-        show(&o)
-    );
-    assert_eq!(
-        bytes_under(&s1, "api_leak_b"),
-        0,
-        "first dump\n{}",
-        show(&o)
-    );
-
-    assert!(
-        explicit.exists(),
-        "heaplive_dump(path) must write {}\n{}",
-        explicit.display(),
-        show(&o)
-    );
-    let s2 = parse_folded(&explicit);
-    assert_eq!(
-        bytes_under(&s2, "api_leak_a"),
-        123_456,
-        "explicit dump\n{}",
-        show(&o)
-    );
-    assert_eq!(
-        bytes_under(&s2, "api_leak_b"),
-        654_321,
-        "explicit dump\n{}",
-        show(&o)
-    );
+    let must = "heaplive_dump(NULL) must write the template's first file";
+    holds(&first, must, "first dump", 123_456, 0);
+    let must = "heaplive_dump(path) must write";
+    holds(&explicit, must, "explicit dump", 123_456, 654_321);
     assert_eq!(folded_files(&sub).len(), 1);
 
     // The exit dump: both freed.
@@ -345,28 +327,22 @@ fn heaplive_dump_from_c() {
 
 /// The pid heaplive printed in its lines (`heaplive[<pid>]: ...`).
 fn o_pid(o: &Output) -> u32 {
-    let err = stderr(o);
-    err.lines()
-        .filter_map(|l| l.strip_prefix("heaplive["))
-        .filter_map(|r| r.split(']').next()?.parse().ok())
-        .next()
-        .unwrap_or_else(|| panic!("no heaplive[pid] line\n{}", show(o)))
+    heaplive_pid(&stderr(o)).unwrap_or_else(|| panic!("no heaplive[pid] line\n{}", show(o)))
 }
 
 #[test]
 fn periodic_dumps_every_second() {
     let dir = tempdir("sig-periodic");
-    let prog = compile("sig_periodic.c", "sig_periodic", &dir, &[]);
-    let o = run_preloaded(
+    let o = run_ok(
         &dir,
-        &prog,
+        "sig_periodic",
         &[],
         &[
             ("HEAPLIVE_DUMP_EVERY", "1"),
             ("HEAPLIVE_SAMPLE_INTERVAL", "1"),
         ],
+        "periodic",
     );
-    assert_ok(&o, "periodic");
     let err = stderr(&o);
     let periodic = dump_lines(&err, "periodic");
     assert!(
@@ -414,14 +390,13 @@ fn status_of(pid: u32) -> Option<(u32, String, i32)> {
 
 fn dumps_on(spec: &str, sig: i32) {
     let dir = tempdir(&format!("sig-custom-{}", spec.replace('+', "p")));
-    let prog = compile("sig_custom.c", "sig_custom", &dir, &[]);
-    let o = run_preloaded(
+    let o = run_ok(
         &dir,
-        &prog,
+        "sig_custom",
         &[spec],
         &[("HEAPLIVE_SIGNAL", spec), ("HEAPLIVE_SAMPLE_INTERVAL", "1")],
+        spec,
     );
-    assert_ok(&o, spec);
     assert!(
         stdout(&o).contains(&format!("alive after signal {sig}, dumped 1")),
         "{spec}\n{}",
@@ -462,25 +437,21 @@ fn heaplive_signal_rtmin_plus_2() {
 #[test]
 fn heaplive_signal_kill_warns_and_keeps_usr2() {
     let dir = tempdir("sig-kill");
-    let prog = compile("sig_custom.c", "sig_custom", &dir, &[]);
     // Exact mode: the first malloc is sampled and starts heaplive's thread,
     // which takes the signal from outside (before a first sample it would
     // wait, pending, until one).
-    let o = run_preloaded(
+    let o = run_ok(
         &dir,
-        &prog,
+        "sig_custom",
         &["USR2"],
         &[
             ("HEAPLIVE_SIGNAL", "KILL"),
             ("HEAPLIVE_SAMPLE_INTERVAL", "1"),
         ],
+        "HEAPLIVE_SIGNAL=KILL",
     );
-    assert_ok(&o, "HEAPLIVE_SIGNAL=KILL");
     let err = stderr(&o);
-    let warn: Vec<_> = err
-        .lines()
-        .filter(|l| l.contains("HEAPLIVE_SIGNAL"))
-        .collect();
+    let warn: Vec<_> = lines_with(&err, "HEAPLIVE_SIGNAL");
     assert_eq!(
         warn.len(),
         1,
@@ -503,22 +474,17 @@ fn heaplive_signal_kill_warns_and_keeps_usr2() {
 #[test]
 fn rtld_deepbind_is_cleared() {
     let dir = tempdir("deep-bind");
-    let a = compile("deep_lib.c", "libdeep_a.so", &dir, &["-shared", "-fPIC"]);
-    let b = compile("deep_lib.c", "libdeep_b.so", &dir, &["-shared", "-fPIC"]);
-    let prog = compile("deep_main.c", "deep_main", &dir, &[]);
-    let o = run_preloaded(
+    let a = compile_so("deep_lib.c", "libdeep_a.so", &dir);
+    let b = compile_so("deep_lib.c", "libdeep_b.so", &dir);
+    let o = exact_ok(
         &dir,
-        &prog,
+        "deep_main",
         &["deepbind", a.to_str().unwrap(), b.to_str().unwrap()],
-        &[("HEAPLIVE_SAMPLE_INTERVAL", "1")],
+        "RTLD_DEEPBIND",
     );
-    assert_ok(&o, "RTLD_DEEPBIND");
     assert!(stdout(&o).contains("loaded"), "{}", show(&o));
     let err = stderr(&o);
-    let said: Vec<_> = err
-        .lines()
-        .filter(|l| l.contains("RTLD_DEEPBIND"))
-        .collect();
+    let said: Vec<_> = lines_with(&err, "RTLD_DEEPBIND");
     assert_eq!(
         said.len(),
         1,
@@ -544,15 +510,13 @@ fn rtld_deepbind_is_cleared() {
 #[test]
 fn dlclosed_library_frames_keep_their_names() {
     let dir = tempdir("deep-dlclose");
-    let lib = compile("deep_lib.c", "libdeep_gone.so", &dir, &["-shared", "-fPIC"]);
-    let prog = compile("deep_main.c", "deep_main", &dir, &[]);
-    let o = run_preloaded(
+    let lib = compile_so("deep_lib.c", "libdeep_gone.so", &dir);
+    let o = exact_ok(
         &dir,
-        &prog,
+        "deep_main",
         &["dlclose", lib.to_str().unwrap()],
-        &[("HEAPLIVE_SAMPLE_INTERVAL", "1")],
+        "dlclose",
     );
-    assert_ok(&o, "dlclose");
     assert!(
         stdout(&o).contains("unloaded yes"),
         "the library must really be unloaded before exit\n{}",
@@ -582,9 +546,7 @@ fn dlclosed_library_frames_keep_their_names() {
 #[test]
 fn signal_dump_is_not_lost_to_an_exec_right_after_the_signal() {
     let dir = tempdir("sig-exec-now");
-    let prog = compile("sig_exec.c", "sig_exec", &dir, &[]);
-    let o = run_preloaded(&dir, &prog, &["now"], &[("HEAPLIVE_SAMPLE_INTERVAL", "1")]);
-    assert_ok(&o, "exec after the dump signal");
+    let o = exact_ok(&dir, "sig_exec", &["now"], "exec after the dump signal");
     let pid = pid_after(&stdout(&o), "before exec in ");
     assert!(
         stdout(&o).contains(&format!("after exec in {pid}")),
@@ -620,9 +582,7 @@ fn signal_dump_is_not_lost_to_an_exec_right_after_the_signal() {
 #[test]
 fn dump_files_before_an_exec_are_not_overwritten_after_it() {
     let dir = tempdir("sig-exec-wait");
-    let prog = compile("sig_exec.c", "sig_exec", &dir, &[]);
-    let o = run_preloaded(&dir, &prog, &["wait"], &[("HEAPLIVE_SAMPLE_INTERVAL", "1")]);
-    assert_ok(&o, "exec after the signal dump");
+    let o = exact_ok(&dir, "sig_exec", &["wait"], "exec after the signal dump");
     let pid = pid_after(&stdout(&o), "before exec in ");
     let err = stderr(&o);
     assert_eq!(dump_lines(&err, "signal").len(), 1, "{}", show(&o));

@@ -114,10 +114,9 @@ const LAZY: [&str; 19] = [
 /// process.
 fn heaplive_libc_lookups(args: &[&str]) -> (Vec<String>, String) {
     let dir = tempdir("lazyresolve");
-    let exe = compile("lazy_resolve.c", "lazy_resolve", dir.path(), &[]);
-    let o = run_preloaded(
+    let o = run_prog(
         dir.path(),
-        &exe,
+        "lazy_resolve",
         args,
         &[
             ("HEAPLIVE_DUMP_AT_EXIT", "0"),
@@ -125,7 +124,6 @@ fn heaplive_libc_lookups(args: &[&str]) -> (Vec<String>, String) {
             ("LD_DEBUG_OUTPUT", dir.path().join("ld").to_str().unwrap()),
         ],
     );
-    assert!(o.status.success(), "{}", show(&o));
     let pid = o_pid(&dir);
     let log = std::fs::read_to_string(dir.path().join(format!("ld.{pid}"))).unwrap();
     let lib = lib().canonicalize().unwrap();
@@ -188,12 +186,12 @@ type Extents = Vec<(String, u64, u64)>;
 
 fn library_layout() -> (Extents, Extents) {
     let hex = |s: &str| u64::from_str_radix(s, 16).ok();
-    let nm = std::process::Command::new("nm")
-        .args(["-S", "-C", "--defined-only"])
-        .arg(lib())
-        .output()
-        .expect("run nm");
-    assert!(nm.status.success());
+    let nm = output_ok(
+        std::process::Command::new("nm")
+            .args(["-S", "-C", "--defined-only"])
+            .arg(lib()),
+        "nm",
+    );
     let syms = String::from_utf8_lossy(&nm.stdout)
         .lines()
         .filter_map(|l| {
@@ -206,12 +204,12 @@ fn library_layout() -> (Extents, Extents) {
             ))
         })
         .collect();
-    let re = std::process::Command::new("readelf")
-        .args(["-SW"])
-        .arg(lib())
-        .output()
-        .expect("run readelf");
-    assert!(re.status.success());
+    let re = output_ok(
+        std::process::Command::new("readelf")
+            .args(["-SW"])
+            .arg(lib()),
+        "readelf",
+    );
     let secs = String::from_utf8_lossy(&re.stdout)
         .lines()
         .filter_map(|l| {
@@ -339,12 +337,7 @@ fn a_preload_after_heaplive_gets_the_calls_it_interposes() {
     // define them: here a second preload defines kill and setuid, and
     // heaplive's wrappers must reach it (dlsym's RTLD_NEXT order).
     let dir = tempdir("nextpreload");
-    let next = compile(
-        "next_kill.c",
-        "libnext.so",
-        dir.path(),
-        &["-shared", "-fPIC"],
-    );
+    let next = compile_so("next_kill.c", "libnext.so", dir.path());
     let exe = compile("call_kill.c", "call_kill", dir.path(), &[]);
     let preload = format!("{} {}", lib().display(), next.display());
     let o = run_preloaded(

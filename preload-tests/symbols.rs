@@ -23,12 +23,10 @@ fn folded_text(dir: &Path) -> String {
 
 /// Runs a tool, asserting success.
 fn tool(cmd: &str, args: &[&str]) -> String {
-    let o = Command::new(cmd)
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {cmd}: {e}"));
-    assert!(o.status.success(), "{cmd} {args:?} failed\n{}", show(&o));
-    stdout(&o)
+    stdout(&output_ok(
+        Command::new(cmd).args(args),
+        &format!("{cmd} {args:?}"),
+    ))
 }
 
 /// The 1-based line of `progs/<src>` holding `marker`.
@@ -77,6 +75,18 @@ fn profile(
     (stacks, o, ctx)
 }
 
+/// `profile` again, in a fresh subdirectory `name` of `dir`, without
+/// arguments: the stacks and the failure context.
+fn again(dir: &Path, name: &str, bin: &Path, env: &[(&str, &str)]) -> (Vec<Stack>, String) {
+    let (stacks, _, ctx) = profile(&subdir(dir, name), bin, &[], env);
+    (stacks, ctx)
+}
+
+/// Bytes of the stacks `keep` keeps.
+fn bytes_of(stacks: &[Stack], keep: impl Fn(&Stack) -> bool) -> u64 {
+    stacks.iter().filter(|s| keep(s)).map(|s| s.bytes).sum()
+}
+
 /// A fresh output directory for a second run of the same test.
 fn subdir(dir: &Path, name: &str) -> PathBuf {
     let d = dir.join(name);
@@ -87,13 +97,9 @@ fn subdir(dir: &Path, name: &str) -> PathBuf {
 
 /// Bytes per stack whose last frames (leaf last) are exactly `tail`.
 fn bytes_ending(stacks: &[Stack], tail: &[&str]) -> u64 {
-    stacks
-        .iter()
-        .filter(|s| {
-            s.frames.len() >= tail.len() && s.frames[s.frames.len() - tail.len()..] == *tail
-        })
-        .map(|s| s.bytes)
-        .sum()
+    bytes_of(stacks, |s| {
+        s.frames.len() >= tail.len() && s.frames[s.frames.len() - tail.len()..] == *tail
+    })
 }
 
 /// Checks the split program's stacks: names, and (file:line) with lines on.
@@ -155,30 +161,23 @@ fn debuglink_next_to_the_binary() {
     tool("objcopy", &["--only-keep-debug", b, dbg.to_str().unwrap()]);
     // --add-gnu-debuglink reads the debug file for its CRC: run in dir so
     // the link holds the bare name.
-    let o = Command::new("objcopy")
-        .current_dir(&dir)
-        .args([
+    output_ok(
+        Command::new("objcopy").current_dir(&dir).args([
             "--strip-debug",
             "--add-gnu-debuglink=sym_split.debug",
             "sym_split",
-        ])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", show(&o));
+        ]),
+        "objcopy --add-gnu-debuglink",
+    );
     let sections = tool("readelf", &["-SW", b]);
     assert!(
         !sections.contains(".debug_info") && sections.contains(".gnu_debuglink"),
         "{sections}"
     );
 
-    let (stacks, _, ctx) = profile(
-        &subdir(&dir, "lines"),
-        &bin,
-        &[],
-        &[("HEAPLIVE_LINES", "1")],
-    );
+    let (stacks, ctx) = again(&dir, "lines", &bin, &[("HEAPLIVE_LINES", "1")]);
     check_split(&stacks, true, &ctx);
-    let (stacks, _, ctx) = profile(&subdir(&dir, "names"), &bin, &[], &[]);
+    let (stacks, ctx) = again(&dir, "names", &bin, &[]);
     check_split(&stacks, false, &ctx);
 
     // Another build's debug info under the same name: CRC mismatch, so no
@@ -202,21 +201,11 @@ fn debuglink_next_to_the_binary() {
     );
     std::fs::rename(&dbg, dir.join("sym_split.debug.good")).unwrap();
     std::fs::copy(&other_dbg, &dbg).unwrap();
-    let (stacks, _, ctx) = profile(
-        &subdir(&dir, "wrongcrc"),
-        &bin,
-        &[],
-        &[("HEAPLIVE_LINES", "1")],
-    );
+    let (stacks, ctx) = again(&dir, "wrongcrc", &bin, &[("HEAPLIVE_LINES", "1")]);
     check_split(&stacks, false, &ctx);
     // No debug file at all: the same.
     std::fs::remove_file(&dbg).unwrap();
-    let (stacks, _, ctx) = profile(
-        &subdir(&dir, "nodebug"),
-        &bin,
-        &[],
-        &[("HEAPLIVE_LINES", "1")],
-    );
+    let (stacks, ctx) = again(&dir, "nodebug", &bin, &[("HEAPLIVE_LINES", "1")]);
     check_split(&stacks, false, &ctx);
 }
 
@@ -243,23 +232,18 @@ fn build_id_tree_in_debug_dirs() {
     assert_eq!(build_id(&bin), id, "strip keeps the build id");
 
     let dirs = format!("/nonexistent/heaplive-debug:{}", dir.join("dbg").display());
-    let (stacks, _, ctx) = profile(
-        &subdir(&dir, "lines"),
+    let (stacks, ctx) = again(
+        &dir,
+        "lines",
         &bin,
-        &[],
         &[("HEAPLIVE_LINES", "1"), ("HEAPLIVE_DEBUG_DIRS", &dirs)],
     );
     check_split(&stacks, true, &ctx);
-    let (stacks, _, ctx) = profile(
-        &subdir(&dir, "names"),
-        &bin,
-        &[],
-        &[("HEAPLIVE_DEBUG_DIRS", &dirs)],
-    );
+    let (stacks, ctx) = again(&dir, "names", &bin, &[("HEAPLIVE_DEBUG_DIRS", &dirs)]);
     check_split(&stacks, false, &ctx);
 
     // Without the directory there is nothing to name them by.
-    let (stacks, _, ctx) = profile(&subdir(&dir, "without"), &bin, &[], &[]);
+    let (stacks, ctx) = again(&dir, "without", &bin, &[]);
     for s in &stacks {
         assert!(
             !s.frames.iter().any(|f| f.starts_with("split_")),
@@ -445,12 +429,7 @@ fn libc_frames_from_libc6_dbg() {
     );
 
     // With lines: libc's source files.
-    let (stacks, _, ctx) = profile(
-        &subdir(&dir, "lines"),
-        &bin,
-        &[],
-        &[("HEAPLIVE_LINES", "1")],
-    );
+    let (stacks, ctx) = again(&dir, "lines", &bin, &[("HEAPLIVE_LINES", "1")]);
     let dup: Vec<&Stack> = stacks
         .iter()
         .filter(|s| s.leaf().starts_with("__strdup"))
@@ -474,12 +453,7 @@ fn inline_frames_are_frames() {
         want_bytes,
         "{ctx}"
     );
-    let (stacks, _, ctx) = profile(
-        &subdir(&dir, "lines"),
-        &bin,
-        &[],
-        &[("HEAPLIVE_LINES", "1")],
-    );
+    let (stacks, ctx) = again(&dir, "lines", &bin, &[("HEAPLIVE_LINES", "1")]);
     let outer = format!(
         "outer_fn (sym_inline.c:{})",
         src_line("sym_inline.c", "L_OUTER_CALL")
@@ -498,11 +472,9 @@ fn cpp_template_names() {
     let dir = tempdir("sym-cpp");
     let bin = compile("sym_template.cpp", "sym_template", &dir, &[]);
     let (stacks, _, ctx) = profile(&dir, &bin, &[], &[]);
-    let grow: u64 = stacks
-        .iter()
-        .filter(|s| s.leaf() == "Pool<Widget>::grow" || s.leaf() == "Pool<Widget>::grow(int)")
-        .map(|s| s.bytes)
-        .sum();
+    let grow = bytes_of(&stacks, |s| {
+        s.leaf() == "Pool<Widget>::grow" || s.leaf() == "Pool<Widget>::grow(int)"
+    });
     assert_eq!(grow, 5 * 1000 * 48, "leaf Pool<Widget>::grow\n{ctx}");
     for s in &stacks {
         assert!(
@@ -510,17 +482,8 @@ fn cpp_template_names() {
             "a mangled frame with demangling on: {s:?}\n{ctx}"
         );
     }
-    let (stacks, _, ctx) = profile(
-        &subdir(&dir, "mangled"),
-        &bin,
-        &[],
-        &[("HEAPLIVE_DEMANGLE", "0")],
-    );
-    let grow: u64 = stacks
-        .iter()
-        .filter(|s| s.leaf().starts_with("_ZN4PoolI6WidgetE4grow"))
-        .map(|s| s.bytes)
-        .sum();
+    let (stacks, ctx) = again(&dir, "mangled", &bin, &[("HEAPLIVE_DEMANGLE", "0")]);
+    let grow = bytes_of(&stacks, |s| s.leaf().starts_with("_ZN4PoolI6WidgetE4grow"));
     assert_eq!(grow, 5 * 1000 * 48, "leaf _ZN4PoolI6WidgetE4grow...\n{ctx}");
     assert!(
         !stacks
@@ -542,14 +505,14 @@ fn is_rust_hash_suffix(f: &str) -> bool {
 fn rust_names() {
     let dir = tempdir("sym-rust");
     let bin = dir.join("leaky");
-    let o = Command::new("rustc")
-        .args(["-g", "-C", "opt-level=0", "--crate-name", "leaky", "-o"])
-        .arg(&bin)
-        .arg(root().join("preload-tests/progs/sym_leaky.rs"))
-        .output()
-        .expect("run rustc");
-    assert!(o.status.success(), "rustc failed\n{}", show(&o));
-    let (stacks, _, ctx) = profile(&subdir(&dir, "demangled"), &bin, &[], &[]);
+    output_ok(
+        Command::new("rustc")
+            .args(["-g", "-C", "opt-level=0", "--crate-name", "leaky", "-o"])
+            .arg(&bin)
+            .arg(root().join("preload-tests/progs/sym_leaky.rs")),
+        "rustc",
+    );
+    let (stacks, ctx) = again(&dir, "demangled", &bin, &[]);
     assert_eq!(
         bytes_under(&stacks, "leaky::leaky_rust_fn"),
         4 * 123_456,
@@ -571,31 +534,14 @@ fn rust_names() {
             );
         }
     }
-    let (stacks, _, ctx) = profile(
-        &subdir(&dir, "mangled"),
-        &bin,
-        &[],
-        &[("HEAPLIVE_DEMANGLE", "0")],
-    );
-    let mangled: u64 = stacks
-        .iter()
-        .filter(|s| {
-            s.frames
-                .iter()
-                .any(|f| f.starts_with("_ZN5leaky13leaky_rust_fn17h") && f.ends_with('E'))
-        })
-        .map(|s| s.bytes)
-        .sum();
+    let (stacks, ctx) = again(&dir, "mangled", &bin, &[("HEAPLIVE_DEMANGLE", "0")]);
+    let mangled = bytes_of(&stacks, |s| {
+        s.frames
+            .iter()
+            .any(|f| f.starts_with("_ZN5leaky13leaky_rust_fn17h") && f.ends_with('E'))
+    });
     assert_eq!(mangled, 4 * 123_456, "{ctx}");
     assert_eq!(bytes_under(&stacks, "leaky::leaky_rust_fn"), 0, "{ctx}");
-}
-
-/// Removes `/tmp/perf-<pid>.map` when dropped.
-struct PerfMap(PathBuf);
-impl Drop for PerfMap {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
 }
 
 /// JIT code in anonymous executable memory, named by `/tmp/perf-<pid>.map`.
@@ -605,7 +551,7 @@ fn perf_map_names_jit_code() {
     let bin = compile("sym_jit.c", "sym_jit", &dir, &[]);
     let o = run_preloaded(&dir, &bin, &[], &[("HEAPLIVE_SAMPLE_INTERVAL", "1")]);
     let pid = stdout(&o).trim().parse::<u32>().ok();
-    let _cleanup = pid.map(|p| PerfMap(PathBuf::from(format!("/tmp/perf-{p}.map"))));
+    let _cleanup = pid.map(PerfMap::of);
     let ctx = format!("{}\n--- folded ---\n{}", show(&o), folded_text(&dir));
     assert!(o.status.success() && pid.is_some(), "{ctx}");
     let stacks = only_folded(&dir);
@@ -628,43 +574,6 @@ fn perf_map_names_jit_code() {
         Some(&(3 * 4242)),
         "{ctx}"
     );
-}
-
-/// `go` on PATH or in Debian's place.
-fn go() -> PathBuf {
-    if let Some(p) = std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|d| d.join("go"))
-            .find(|c| c.is_file())
-    }) {
-        return p;
-    }
-    let p = PathBuf::from("/usr/lib/go/bin/go");
-    assert!(p.exists(), "go is not installed");
-    p
-}
-
-fn pprof(dir: &Path, args: &[&str], file: &Path) -> String {
-    let home = dir.join("gohome");
-    std::fs::create_dir_all(&home).unwrap();
-    let o = Command::new(go())
-        .args(["tool", "pprof"])
-        .args(args)
-        .arg(file)
-        .env("HOME", &home)
-        .env("GOCACHE", home.join("cache"))
-        .env("GOPATH", home.join("gopath"))
-        .env("GOTOOLCHAIN", "local")
-        .env("GOFLAGS", "-mod=mod")
-        .env_remove("LD_PRELOAD")
-        .output()
-        .expect("run go tool pprof");
-    assert!(
-        o.status.success(),
-        "go tool pprof {args:?} failed\n{}",
-        show(&o)
-    );
-    stdout(&o)
 }
 
 /// `1234B` → 1234.
@@ -842,19 +751,15 @@ fn dwz_supplementary_file_names_inline_frames() {
     let a = compile("sym_dwz_a.c", "sym_dwz_a", &dir, &[]);
     let b = compile("sym_dwz_b.c", "sym_dwz_b", &dir, &[]);
     let common = dir.join("common.debug");
-    let o = std::process::Command::new("dwz")
-        .arg("-m")
-        .arg(&common)
-        .arg("-M")
-        .arg(&common)
-        .arg(&a)
-        .arg(&b)
-        .output()
-        .expect("dwz (package dwz; `make test` installs it)");
-    assert!(
-        o.status.success(),
-        "dwz failed: {}",
-        String::from_utf8_lossy(&o.stderr)
+    output_ok(
+        Command::new("dwz")
+            .arg("-m")
+            .arg(&common)
+            .arg("-M")
+            .arg(&common)
+            .arg(&a)
+            .arg(&b),
+        "dwz (package dwz; `make test` installs it)",
     );
     let run = |tag: &str| {
         let d = tempdir(tag);

@@ -66,10 +66,9 @@ fn timeline_of(folded: &Path) -> std::path::PathBuf {
 #[test]
 fn rows_follow_the_known_totals_to_the_byte_in_exact_mode() {
     let dir = common::tempdir("timeline_exact");
-    let p = common::compile("timeline_steps.c", "timeline_steps", dir.path(), &[]);
-    let o = common::run_preloaded(
+    let o = common::run_prog(
         dir.path(),
-        &p,
+        "timeline_steps",
         &["60"],
         &[
             ("HEAPLIVE_SAMPLE_INTERVAL", "1"),
@@ -77,7 +76,6 @@ fn rows_follow_the_known_totals_to_the_byte_in_exact_mode() {
             ("HEAPLIVE_TIMELINE", "10ms"),
         ],
     );
-    assert!(o.status.success(), "{}", show(&o));
     let dumps = common::folded_files(dir.path());
     assert_eq!(dumps.len(), 3, "{dumps:?}\n{}", show(&o));
     let exit = rows(&timeline_of(&dumps[2]));
@@ -140,10 +138,9 @@ fn rows_follow_the_known_totals_to_the_byte_in_exact_mode() {
 #[test]
 fn sampled_rows_carry_an_interval() {
     let dir = common::tempdir("timeline_sampled");
-    let p = common::compile("timeline_steps.c", "timeline_steps", dir.path(), &[]);
-    let o = common::run_preloaded(
+    common::run_prog(
         dir.path(),
-        &p,
+        "timeline_steps",
         &["30"],
         &[
             ("HEAPLIVE_SAMPLE_INTERVAL", "64K"),
@@ -151,7 +148,6 @@ fn sampled_rows_carry_an_interval() {
             ("HEAPLIVE_TIMELINE", "10ms"),
         ],
     );
-    assert!(o.status.success(), "{}", show(&o));
     let dumps = common::folded_files(dir.path());
     let exit = rows(&timeline_of(dumps.last().unwrap()));
     let marks: Vec<&Row> = exit.iter().filter(|r| r.kind == "dump").collect();

@@ -13,7 +13,7 @@ use std::path::Path;
 /// Builds `libapp_lib.so` and the executable `name` linked to it in `dir`
 /// (the library found through the run path).
 fn build(dir: &Path, name: &str) -> std::path::PathBuf {
-    compile("app_lib.c", "libapp_lib.so", dir, &["-shared", "-fPIC"]);
+    compile_so("app_lib.c", "libapp_lib.so", dir);
     compile(
         "app_main.c",
         name,
@@ -119,8 +119,7 @@ fn top_app_names_the_executables_callers_not_the_librarys_function() {
 /// The address of `symbol` in `exe` (`nm`), as a file offset: in a PIE
 /// that GNU ld links, the text segment's addresses are its file offsets.
 fn nm(exe: &Path, symbol: &str) -> u64 {
-    let o = std::process::Command::new("nm").arg(exe).output().unwrap();
-    assert!(o.status.success(), "{}", show(&o));
+    let o = output_ok(std::process::Command::new("nm").arg(exe), "nm");
     let out = stdout(&o);
     let line = out
         .lines()
@@ -135,11 +134,7 @@ fn top_app_names_a_stripped_executables_functions_by_offset() {
     let exe = build(dir.path(), "app_stripped");
     let at = |f: &str| format!("app_stripped+0x{:x}", nm(&exe, f));
     let (make_table, make_index, main) = (at("make_table"), at("make_index"), at("main"));
-    let o = std::process::Command::new("strip")
-        .arg(&exe)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", show(&o));
+    output_ok(std::process::Command::new("strip").arg(&exe), "strip");
     let dump = dump_of(dir.path(), &exe);
     let stacks = parse_folded(Path::new(&dump));
     // Without symbols a frame is its return address, `app_stripped+0x...`:

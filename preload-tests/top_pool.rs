@@ -75,12 +75,11 @@ fn top_pool_rows_are_the_workers_dumps_and_their_sum() {
 
     // One request first, so that one worker's rows differ from the others'
     // (its ZendMM keeps the request's chunks, 8 MiB here).
-    let script = dir.join("grow.php");
-    std::fs::write(
-        &script,
+    let script = write_file(
+        &dir,
+        "grow.php",
         "<?php static $keep = []; $a = []; for ($i = 0; $i < 100000; $i++) { $a[] = str_repeat('y', 50) . $i; } echo count($a);\n",
-    )
-    .unwrap();
+    );
     let r =
         fcgi_get(fpm.port(), &script, "/grow.php", "").unwrap_or_else(|e| panic!("{e}\n{}", ctx()));
     assert_eq!(r.body().trim(), "100000", "\n{}", ctx());

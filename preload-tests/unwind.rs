@@ -150,12 +150,7 @@ fn cached_unwinder_agrees_with_libgcc_cxx_exceptions_in_flight() {
 #[test]
 fn dlopen_dlclose_churn_while_8_threads_allocate_is_exact() {
     let dir = tempdir("unwind-dlchurn");
-    let lib = compile(
-        "unwind_lib.c",
-        "libunwind_churn.so",
-        dir.path(),
-        &["-shared", "-fPIC"],
-    );
+    let lib = compile_so("unwind_lib.c", "libunwind_churn.so", dir.path());
     let prog = compile("unwind_dlchurn.c", "unwind_dlchurn", dir.path(), &[]);
     let (rounds, per_thread) = (300u64, 4000u64);
     for mode in ["cached", "check"] {

@@ -4,7 +4,7 @@
 use crate::common::{self, show};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 fn prog(dir: &Path) -> PathBuf {
     common::compile("views_sites.c", "views_sites", dir, &[])
@@ -21,39 +21,47 @@ fn by_leaf(file: &Path) -> BTreeMap<String, u64> {
     common::bytes_by_leaf(&common::parse_folded(file))
 }
 
+/// views_sites `server` under the preload with `env` and HEAPLIVE_LOG=`log`,
+/// its stdin and stdout piped.
+fn server(dir: &Path, log: &Path, env: &[(&str, &str)]) -> common::Running {
+    let p = prog(dir);
+    let mut env = env.to_vec();
+    env.push(("HEAPLIVE_LOG", log.to_str().unwrap()));
+    common::Running::spawn(
+        common::preloaded_command(dir, &p, &["server"], &env)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped()),
+    )
+}
+
+/// Bytes per leaf of the one live file and the one alloc file in `dir`.
+fn live_and_alloc(dir: &Path) -> (BTreeMap<String, u64>, BTreeMap<String, u64>) {
+    (
+        by_leaf(&one(common::folded_files(dir))),
+        by_leaf(&one(common::view_files(dir, "alloc"))),
+    )
+}
+
+/// The sites of `dormant` and `server` (views_sites.c): sampling started
+/// (site_after, site_again) and stopped (site_before, site_stopped).
+fn assert_started_and_stopped(view: &BTreeMap<String, u64>) {
+    assert_eq!(view.get("site_before"), None, "{view:?}");
+    assert_eq!(view.get("site_after"), Some(&200_000), "{view:?}");
+    assert_eq!(view.get("site_stopped"), None, "{view:?}");
+    assert_eq!(view.get("site_again"), Some(&50_000), "{view:?}");
+}
+
 fn one(files: Vec<PathBuf>) -> PathBuf {
     assert_eq!(files.len(), 1, "{files:?}");
     files.into_iter().next().unwrap()
 }
 
-/// `go` on PATH or in Debian's place.
-fn go() -> PathBuf {
-    std::env::var_os("PATH")
-        .and_then(|paths| {
-            std::env::split_paths(&paths)
-                .map(|d| d.join("go"))
-                .find(|c| c.is_file())
-        })
-        .unwrap_or_else(|| PathBuf::from("/usr/lib/go/bin/go"))
-}
-
 /// `go tool pprof -top -sample_index=INDEX`: flat value per function.
 fn pprof_flat(dir: &Path, file: &Path, index: &str) -> BTreeMap<String, u64> {
-    let home = dir.join("gohome");
-    std::fs::create_dir_all(&home).unwrap();
-    let o = Command::new(go())
-        .args(["tool", "pprof", "-top", "-nodefraction=0", "-unit=B"])
-        .arg(format!("-sample_index={index}"))
-        .arg(file)
-        .current_dir(dir)
-        .env("HOME", &home)
-        .env("GOCACHE", home.join("cache"))
-        .env("GOTOOLCHAIN", "local")
-        .output()
-        .expect("go tool pprof");
-    assert!(o.status.success(), "{}", show(&o));
+    let index = format!("-sample_index={index}");
+    let top = common::pprof(dir, &["-top", "-nodefraction=0", "-unit=B", &index], file);
     let mut m = BTreeMap::new();
-    for line in String::from_utf8_lossy(&o.stdout).lines() {
+    for line in top.lines() {
         let f: Vec<&str> = line.split_whitespace().collect();
         if f.len() == 6 && f[5].starts_with("site_") {
             let v = f[0].trim_end_matches('B');
@@ -75,8 +83,7 @@ fn exact_alloc_view_and_four_pprof_types() {
             ("HEAPLIVE_FORMAT", "folded,pprof"),
         ],
     );
-    let live = by_leaf(&one(common::folded_files(&dir)));
-    let alloc = by_leaf(&one(common::view_files(&dir, "alloc")));
+    let (live, alloc) = live_and_alloc(&dir);
     assert_eq!(live.get("site_kept"), Some(&100_000), "{}", show(&o));
     assert_eq!(live.get("site_freed"), None);
     assert_eq!(live.get("site_realloc"), None);
@@ -214,13 +221,9 @@ fn dormant_start_and_stop_from_c() {
         ],
     );
     assert_eq!(common::stdout(&o), "start 0\nstop 1\nstart 0\n");
-    let live = by_leaf(&one(common::folded_files(&dir)));
-    let alloc = by_leaf(&one(common::view_files(&dir, "alloc")));
+    let (live, alloc) = live_and_alloc(&dir);
     for view in [&live, &alloc] {
-        assert_eq!(view.get("site_before"), None, "{view:?}");
-        assert_eq!(view.get("site_after"), Some(&200_000), "{view:?}");
-        assert_eq!(view.get("site_stopped"), None, "{view:?}");
-        assert_eq!(view.get("site_again"), Some(&50_000), "{view:?}");
+        assert_started_and_stopped(view);
     }
     // Frees of blocks allocated before the start changed nothing (stdio's
     // buffer, allocated by the first printf after the start, is the rest).
@@ -236,21 +239,11 @@ fn dormant_start_and_stop_from_c() {
 fn heaplive_start_and_stop_commands() {
     use std::io::Write;
     let dir = common::tempdir("views-cmd");
-    let p = prog(&dir);
     let log = dir.join("log");
-    let mut child = common::Running::spawn(
-        common::preloaded_command(
-            &dir,
-            &p,
-            &["server"],
-            &[
-                ("HEAPLIVE_SAMPLE_INTERVAL", "1"),
-                ("HEAPLIVE_START", "0"),
-                ("HEAPLIVE_LOG", log.to_str().unwrap()),
-            ],
-        )
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped()),
+    let mut child = server(
+        &dir,
+        &log,
+        &[("HEAPLIVE_SAMPLE_INTERVAL", "1"), ("HEAPLIVE_START", "0")],
     );
     let pid = child.pid().to_string();
     let mut stdin = child.child().stdin.take().unwrap();
@@ -279,10 +272,7 @@ fn heaplive_start_and_stop_commands() {
     let files = common::folded_files(&dir);
     assert_eq!(files.len(), 1, "{files:?}\n{text}");
     let live = by_leaf(&one(files));
-    assert_eq!(live.get("site_before"), None, "{live:?}");
-    assert_eq!(live.get("site_after"), Some(&200_000), "{live:?}");
-    assert_eq!(live.get("site_stopped"), None, "{live:?}");
-    assert_eq!(live.get("site_again"), Some(&50_000), "{live:?}");
+    assert_started_and_stopped(&live);
     // The commands were not taken for dump requests: only the exit dump.
     assert_eq!(text.matches(" dump ").count(), 1, "{text}");
 }
@@ -323,17 +313,8 @@ fn top_shows_sample_counts_and_error_bars() {
     // The samples file carries the same variance (the variance file is the
     // rounded one).
     assert_eq!(keep.variance.round(), v);
-    let text = common::ok(common::heaplive(&[
-        "top",
-        "--bytes",
-        "-w",
-        "0",
-        live.to_str().unwrap(),
-    ]));
-    let row = text
-        .lines()
-        .find(|l| l.contains("site_keep"))
-        .unwrap_or_else(|| panic!("{text}"));
+    let text = common::top_exact(&[], &live);
+    let row = common::line_with(&text, "site_keep").unwrap_or_else(|| panic!("{text}"));
     let f: Vec<&str> = row.split_whitespace().collect();
     // LIVE, SHARE, SAMPLES, 95% INTERVAL (with --bytes, one word each).
     assert_eq!(f[2], n.to_string(), "{row}");
@@ -429,35 +410,21 @@ fn run_prints_the_peak() {
 fn pprof_names_the_main_executable() {
     let dir = common::tempdir("views-pprof-main");
     let lib = common::compile("deep_lib.c", "libdeep.so", &dir, &["-shared", "-fPIC"]);
-    let prog = common::compile("deep_main.c", "deep_main", &dir, &[]);
-    let o = common::run_preloaded(
+    common::run_prog(
         &dir,
-        &prog,
+        "deep_main",
         &["local", lib.to_str().unwrap()],
         &[
             ("HEAPLIVE_SAMPLE_INTERVAL", "1"),
             ("HEAPLIVE_FORMAT", "pprof"),
         ],
     );
-    assert!(o.status.success(), "{}", show(&o));
     let pb = std::fs::read_dir(dir.path())
         .unwrap()
         .map(|e| e.unwrap().path())
         .find(|p| p.to_string_lossy().ends_with(".pb.gz"))
         .expect("a pprof file");
-    let home = dir.join("gohome");
-    std::fs::create_dir_all(&home).unwrap();
-    let top = Command::new(go())
-        .args(["tool", "pprof", "-top"])
-        .arg(&pb)
-        .current_dir(&dir)
-        .env("HOME", &home)
-        .env("GOCACHE", home.join("cache"))
-        .env("GOTOOLCHAIN", "local")
-        .output()
-        .unwrap();
-    assert!(top.status.success(), "{}", show(&top));
-    let text = common::stdout(&top);
+    let text = common::pprof(&dir, &["-top"], &pb);
     assert!(text.contains("deep_alloc"), "{text}");
     assert_eq!(text.lines().next(), Some("File: deep_main"), "{text}");
 }
@@ -469,24 +436,11 @@ fn pprof_names_the_main_executable() {
 #[test]
 fn a_command_pending_at_exit_is_not_a_dump() {
     let dir = common::tempdir("views-cmd-exit");
-    let p = prog(&dir);
     let log = dir.join("log");
     // 1 GiB between samples: the ~400 KiB this run allocates is sampled
     // with probability 4e-4 (then the thread serves the command and the
     // test passes without exercising the exit path).
-    let mut child = common::Running::spawn(
-        common::preloaded_command(
-            &dir,
-            &p,
-            &["server"],
-            &[
-                ("HEAPLIVE_SAMPLE_INTERVAL", "1G"),
-                ("HEAPLIVE_LOG", log.to_str().unwrap()),
-            ],
-        )
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped()),
-    );
+    let mut child = server(&dir, &log, &[("HEAPLIVE_SAMPLE_INTERVAL", "1G")]);
     let pid = child.pid().to_string();
     let stdin = child.child().stdin.take().unwrap();
     assert_eq!(child.line().as_deref(), Some("ready"));
@@ -504,20 +458,11 @@ fn a_command_pending_at_exit_is_not_a_dump() {
 /// The exit line's "at S s after start" (and, if given, the time of the
 /// peak file's stacks, "(X live at T s, ...)").
 fn peak_times(err: &str) -> (f64, Option<f64>) {
-    let line = err
-        .lines()
-        .find(|l| l.contains("]: peak "))
-        .unwrap_or_else(|| panic!("no peak line: {err}"));
-    let at = line
-        .split(" at ")
-        .nth(1)
-        .and_then(|t| t.split(" s after start").next())
+    let line = common::line_with(err, "]: peak ").unwrap_or_else(|| panic!("no peak line: {err}"));
+    let at = common::between(line, " at ", " s after start")
         .and_then(|t| t.parse().ok())
         .unwrap_or_else(|| panic!("cannot read the peak line: {line}"));
-    let copy = line
-        .split(" live at ")
-        .nth(1)
-        .and_then(|t| t.split(" s").next())
+    let copy = common::between(line, " live at ", " s")
         .map(|t| t.parse().unwrap_or_else(|_| panic!("{line}")));
     (at, copy)
 }
@@ -557,9 +502,12 @@ fn exit_line_times_a_peak_reached_at_once() {
 #[test]
 fn exit_line_says_when_the_peak_files_stacks_are_from() {
     let dir = common::tempdir("views-peak-copy-time");
-    let p = common::compile("peak_then_sleep.c", "peak_then_sleep", &dir, &[]);
-    let o = common::run_preloaded(&dir, &p, &["again"], &[("HEAPLIVE_SAMPLE_INTERVAL", "1")]);
-    assert!(o.status.success(), "{}", show(&o));
+    let o = common::run_prog(
+        &dir,
+        "peak_then_sleep",
+        &["again"],
+        &[("HEAPLIVE_SAMPLE_INTERVAL", "1")],
+    );
     let err = common::stderr(&o);
     assert!(err.contains("peak 64.5 MiB live (exact)"), "{err}");
     let (at, copy) = peak_times(&err);
@@ -597,19 +545,7 @@ fn sampled_pprof_carries_the_variances() {
     );
     assert!(inuse > 0.0 && alloc > inuse, "{inuse} {alloc}");
     let pb = PathBuf::from(live.to_str().unwrap().replace(".folded", ".pb.gz"));
-    let home = dir.join("gohome");
-    std::fs::create_dir_all(&home).unwrap();
-    let o = Command::new(go())
-        .args(["tool", "pprof", "-raw"])
-        .arg(&pb)
-        .current_dir(&dir)
-        .env("HOME", &home)
-        .env("GOCACHE", home.join("cache"))
-        .env("GOTOOLCHAIN", "local")
-        .output()
-        .expect("go tool pprof");
-    assert!(o.status.success(), "{}", show(&o));
-    let raw = common::stdout(&o);
+    let raw = common::pprof(&dir, &["-raw"], &pb);
     let lines: Vec<&str> = raw.lines().collect();
     let header = lines
         .iter()

@@ -25,19 +25,15 @@ fn witness_lib() -> PathBuf {
             .expect("target/ above target/release")
             .join("witness");
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let o = Command::new(cargo)
-            .args(["build", "--release", "--lib", "-p", "heaplive"])
-            .args(["--features", "lock-witness", "--target-dir"])
-            .arg(&target)
-            .current_dir(root())
-            .env_remove("LD_PRELOAD")
-            .stdin(Stdio::null())
-            .output()
-            .expect("run cargo build for the witness library");
-        assert!(
-            o.status.success(),
-            "building the witness library:\n{}",
-            show(&o)
+        output_ok(
+            Command::new(cargo)
+                .args(["build", "--release", "--lib", "-p", "heaplive"])
+                .args(["--features", "lock-witness", "--target-dir"])
+                .arg(&target)
+                .current_dir(root())
+                .env_remove("LD_PRELOAD")
+                .stdin(Stdio::null()),
+            "building the witness library",
         );
         target.join("release/libheaplive.so")
     })
@@ -120,15 +116,14 @@ fn sixteen_threads_of_exact_churn() {
 fn php_cli_dump_and_memory_limit() {
     crate::php_harness::require_php();
     let dir = tempdir("witness-php");
-    let script = dir.join("fill.php");
-    std::fs::write(
-        &script,
+    let script = write_file(
+        &dir,
+        "fill.php",
         "<?php\nfunction fill($n) { $a = []; for ($i = 0; $i < $n; $i++) { $a[] = str_repeat('x', 100 + $i % 300); } return $a; }\n\
          $keep = fill(20000);\necho 'ready ', getmypid(), \"\\n\";\nflush();\n\
          while (!file_exists('go')) { usleep(10000); }\n\
          ini_set('memory_limit', '64M');\n$more = [];\nwhile (true) { $more[] = fill(1000); }\n",
-    )
-    .unwrap();
+    );
     let php = PathBuf::from(crate::php_harness::php_bin());
     let lib = witness_lib();
     let mut c = with_lib(lib, || {

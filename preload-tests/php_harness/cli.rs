@@ -110,6 +110,14 @@ pub(crate) fn dump_then_finish(dir: &Path, child: Child, pid: u32) -> (PathBuf, 
     (file, finish(dir, child))
 }
 
+/// The PHP a script for [`dump_while_ready`] ends with (before its own
+/// output): writes `ready` (its pid and `$delta`), then waits up to 15 s
+/// for `release`.
+pub(crate) const READY_THEN_WAIT: &str = "\
+file_put_contents(__DIR__ . '/ready.tmp', getmypid() . ' ' . $delta);\n\
+rename(__DIR__ . '/ready.tmp', __DIR__ . '/ready');\n\
+for ($i = 0; $i < 300 && !file_exists(__DIR__ . '/release'); $i++) { usleep(50000); }\n";
+
 /// Runs `script` (which writes `ready` with its pid and a byte count, then
 /// waits for `release`) with the preload and `env`, dumps it by signal
 /// while it waits, and asserts it ends well; returns (dump, the script's

@@ -148,6 +148,36 @@ pub(crate) fn age(p: &Path) {
     assert_eq!(unsafe { libc::utimes(c.as_ptr(), [t, t].as_ptr()) }, 0);
 }
 
+/// A script that grows an array of 4000-byte rows (in fill_rows, line 4)
+/// until memory_limit stops it.
+pub(crate) const FILL_ROWS_PHP: &str = "<?php\n\
+function fill_rows() {\n\
+    $rows = [];\n\
+    for ($i = 0; ; $i++) { $rows[] = str_repeat('x', 4000) . $i; }\n\
+}\n\
+fill_rows();\n";
+
+/// Writes the PHP script `name` in `dir` (making its directory) and ages it:
+/// opcache does not cache files changed in the last 2 s.
+pub(crate) fn script(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(&p, text).unwrap();
+    age(&p);
+    p
+}
+
+/// A script whose `build_NAME()` keeps `rows` strings of 4000 `ch` (and
+/// the row's number) and returns their count, which it echoes, then
+/// `more` (PHP: `, ' ', getmypid()`), then a newline.
+pub(crate) fn builder_php(name: &str, rows: u32, ch: char, more: &str) -> String {
+    format!(
+        "<?php\n\
+         function build_{name}() {{ $a = []; for ($i = 0; $i < {rows}; $i++) {{ $a[] = str_repeat('{ch}', 4000) . $i; }} return count($a); }}\n\
+         echo build_{name}(){more}, \"\\n\";\n"
+    )
+}
+
 // ---------------------------------------------------------------------------
 // heaplive's log lines and files.
 
@@ -180,14 +210,7 @@ pub(crate) fn log_of(dir: &Path) -> String {
 /// The first signal dump written in `dir`.
 pub(crate) fn dump_file(dir: &Path) -> PathBuf {
     let log = log_of(dir);
-    log.lines()
-        .find_map(|l| {
-            l.split_once("]: signal dump ")?
-                .1
-                .split_once(": ")
-                .map(|(p, _)| PathBuf::from(p))
-        })
-        .unwrap_or_else(|| panic!("no signal dump in the log\n{log}"))
+    first_dump_path(&log, "signal").unwrap_or_else(|| panic!("no signal dump in the log\n{log}"))
 }
 
 /// The sample count of `pid`'s last dump, from its log line.

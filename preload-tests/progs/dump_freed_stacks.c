@@ -7,30 +7,8 @@
 
 static void *volatile sink;
 
-__attribute__((noinline)) static void walk(int depth, unsigned path);
-
-__attribute__((noinline)) static void left(int depth, unsigned path) {
-    walk(depth, path);
-    __asm__ volatile("" ::: "memory");
-}
-
-__attribute__((noinline)) static void right(int depth, unsigned path) {
-    walk(depth, path);
-    __asm__ volatile("" ::: "memory");
-}
-
-__attribute__((noinline)) static void walk(int depth, unsigned path) {
-    if (depth == 12) {
-        sink = malloc(64);
-        free(sink);
-        return;
-    }
-    if (path >> depth & 1)
-        left(depth + 1, path);
-    else
-        right(depth + 1, path);
-    __asm__ volatile("" ::: "memory");
-}
+#define WALK_LEAF sink = malloc(64); free(sink)
+#include "walk_stacks.h"
 
 __attribute__((noinline)) static void *keep_one(void) { return malloc(777777); }
 

@@ -4,34 +4,11 @@
    while they release heaplive's locks. Children _exit at once; both
    reap theirs. Prints the main loop's forks and every failure; a hang is
    the failure the runner looks for. */
-#include <errno.h>
-#include <signal.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/time.h>
-#include <sys/wait.h>
-#include <unistd.h>
+#include "glibc_fork_common.h"
 
 enum { FORKS = 1500 };
 
 static volatile sig_atomic_t in_handler, failures;
-
-static int
-fork_and_reap (void)
-{
-  pid_t pid = fork ();
-  if (pid == 0)
-    _exit (0);
-  if (pid < 0)
-    return -1;
-  int st;
-  pid_t r;
-  do
-    r = waitpid (pid, &st, 0);
-  while (r < 0 && errno == EINTR);
-  return r == pid && WIFEXITED (st) && WEXITSTATUS (st) == 0 ? 0 : -1;
-}
 
 static void
 on_alarm (int sig)
@@ -47,13 +24,7 @@ on_alarm (int sig)
 int
 main (void)
 {
-  struct sigaction sa;
-  memset (&sa, 0, sizeof sa);
-  sa.sa_handler = on_alarm;
-  sa.sa_flags = SA_RESTART;
-  sigaction (SIGALRM, &sa, NULL);
-  struct itimerval it = { { 0, 1000 }, { 0, 1000 } };
-  setitimer (ITIMER_REAL, &it, NULL);
+  alarm_every (on_alarm, 1000);
 
   int main_failures = 0;
   for (int i = 0; i < FORKS; i++)

@@ -3,14 +3,7 @@
    glibc's fork is async-signal-safe in a single-threaded process: the
    child _exits at once, the handler reaps it. Prints how many forks
    succeeded and failed; a hang is the failure the runner looks for. */
-#include <errno.h>
-#include <signal.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/time.h>
-#include <sys/wait.h>
-#include <unistd.h>
+#include "glibc_fork_common.h"
 
 enum { FORKS = 2000, SLOTS = 509 };
 
@@ -23,18 +16,8 @@ on_alarm (int sig)
   int saved = errno;
   if (forks < FORKS)
     {
-      pid_t pid = fork ();
-      if (pid == 0)
-        _exit (0);
-      if (pid < 0)
+      if (fork_and_reap () != 0)
         failures++;
-      else
-        {
-          int st;
-          if (waitpid (pid, &st, 0) != pid || !WIFEXITED (st)
-              || WEXITSTATUS (st) != 0)
-            failures++;
-        }
       forks++;
     }
   errno = saved;
@@ -43,13 +26,7 @@ on_alarm (int sig)
 int
 main (void)
 {
-  struct sigaction sa;
-  memset (&sa, 0, sizeof sa);
-  sa.sa_handler = on_alarm;
-  sa.sa_flags = SA_RESTART;
-  sigaction (SIGALRM, &sa, NULL);
-  struct itimerval it = { { 0, 200 }, { 0, 200 } };
-  setitimer (ITIMER_REAL, &it, NULL);
+  alarm_every (on_alarm, 200);
 
   static void *slot[SLOTS];
   unsigned int seed = 1;

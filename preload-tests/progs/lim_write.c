@@ -50,18 +50,23 @@ static void api(const char *path) {
     fprintf(stderr, "dump %d %d\n", rc, rc ? errno : 0);
 }
 
-/* A child that waits for the first byte on `fd`, reads it and leaves
- * (_exit: no exit dump of its own). The parent keeps no read end. */
+/* In a child: waits (up to 20 s) for the first byte on `fd`, reads it and
+ * leaves (_exit: no exit dump of its own). */
+static void read_one_and_leave(int fd) {
+    struct pollfd p = {fd, POLLIN, 0};
+    char c;
+    poll(&p, 1, 20000);
+    if (read(fd, &c, 1) < 0)
+        _exit(2);
+    _exit(0);
+}
+
+/* A child that waits for the first byte on `fd`, reads it and leaves.
+ * The parent keeps no read end. */
 static pid_t reader(int fd) {
     pid_t pid = fork();
-    if (pid == 0) {
-        struct pollfd p = {fd, POLLIN, 0};
-        char c;
-        poll(&p, 1, 20000);
-        if (read(fd, &c, 1) < 0)
-            _exit(2);
-        _exit(0);
-    }
+    if (pid == 0)
+        read_one_and_leave(fd);
     close(fd);
     return pid;
 }
@@ -125,12 +130,7 @@ int main(int argc, char **argv) {
             fcntl(fd, F_SETFL, 0);
             if (write(sync[1], "r", 1) != 1)
                 _exit(2);
-            struct pollfd p = {fd, POLLIN, 0};
-            char c;
-            poll(&p, 1, 20000);
-            if (read(fd, &c, 1) < 0)
-                _exit(2);
-            _exit(0);
+            read_one_and_leave(fd);
         }
         char c;
         if (read(sync[0], &c, 1) != 1)

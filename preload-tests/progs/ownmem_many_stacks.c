@@ -8,29 +8,8 @@
 static void *volatile keep[4096];
 static int next;
 
-__attribute__((noinline)) static void walk(int depth, unsigned path);
-
-__attribute__((noinline)) static void left(int depth, unsigned path) {
-    walk(depth, path);
-    __asm__ volatile("" ::: "memory");
-}
-
-__attribute__((noinline)) static void right(int depth, unsigned path) {
-    walk(depth, path);
-    __asm__ volatile("" ::: "memory");
-}
-
-__attribute__((noinline)) static void walk(int depth, unsigned path) {
-    if (depth == 12) {
-        keep[next++] = malloc(64);
-        return;
-    }
-    if (path >> depth & 1)
-        left(depth + 1, path);
-    else
-        right(depth + 1, path);
-    __asm__ volatile("" ::: "memory");
-}
+#define WALK_LEAF keep[next++] = malloc(64)
+#include "walk_stacks.h"
 
 int main(void) {
     for (unsigned p = 0; p < 4096; p++)

@@ -5,19 +5,13 @@
  * for CHURN_MS by the coarse clock (rows for the timeline). No stdio. */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+#include "now_ms.h"
 
 int heaplive_dump(const char *path) __attribute__((weak));
 
 #define HELD ((5u << 20) + 11)
 #define GROW ((2u << 20) + 13)
 #define CHURN_MS 40
-
-static long now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    return ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 __attribute__((noinline)) void *held_site(size_t n) {
     void *p = malloc(n);

@@ -8,17 +8,11 @@
  * No stdio: nothing else allocates. */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+#include "now_ms.h"
 
 int heaplive_dump(const char *path) __attribute__((weak));
 
 #define STEP ((3u << 20) + 7)
-
-static long now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    return ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 __attribute__((noinline)) void *grow_site(size_t n) {
     void *p = malloc(n);
