@@ -139,19 +139,26 @@ struct Proc {
 
 impl Proc {
     fn read(pid: i32) -> Result<Proc, String> {
-        let stat = match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-            Ok(s) => s,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(format!("pid {pid}: no such process"));
-            }
-            Err(e) => {
-                return Err(format!(
-                    "pid {pid}: cannot read /proc/{pid}/stat: {}",
-                    io_msg(&e)
-                ));
-            }
-        };
+        let stat = read_proc(pid, "stat", |e| {
+            format!("pid {pid}: cannot read /proc/{pid}/stat: {}", io_msg(e))
+        })?;
         parse_stat(&stat).ok_or_else(|| format!("pid {pid}: cannot parse /proc/{pid}/stat"))
+    }
+}
+
+/// `/proc/PID/WHAT` as text: a process that is gone is "pid PID: no such
+/// process", any other failure the message `other` makes of it.
+fn read_proc(
+    pid: i32,
+    what: &str,
+    other: impl FnOnce(&std::io::Error) -> String,
+) -> Result<String, String> {
+    match std::fs::read_to_string(format!("/proc/{pid}/{what}")) {
+        Ok(s) => Ok(s),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Err(format!("pid {pid}: no such process"))
+        }
+        Err(e) => Err(other(&e)),
     }
 }
 
@@ -565,19 +572,13 @@ fn prepare(pid: i32) -> Result<Target, String> {
         return Err(format!("{who}: has exited (zombie)"));
     }
     let maps_path = format!("/proc/{pid}/maps");
-    let maps = match std::fs::read_to_string(&maps_path) {
-        Ok(m) => m,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(format!("pid {pid}: no such process"));
-        }
-        Err(e) => {
-            return Err(format!(
-                "{who}: cannot read {maps_path}: {}{}",
-                io_msg(&e),
-                unreadable_why(pid, &e)
-            ));
-        }
-    };
+    let maps = read_proc(pid, "maps", |e| {
+        format!(
+            "{who}: cannot read {maps_path}: {}{}",
+            io_msg(e),
+            unreadable_why(pid, e)
+        )
+    })?;
     if maps.is_empty() && !alive(pid) {
         return Err(format!("pid {pid}: no such process"));
     }
