@@ -103,17 +103,8 @@ pub fn on_zend_alloc(p: *mut c_void, size: usize) {
 /// sampling.
 #[inline(always)]
 pub fn count_zend_alloc(block: usize) -> bool {
-    let t = guard::state();
-    // SAFETY: this thread's own state.
-    unsafe {
-        let left = (*t).bytes_until_sample.wrapping_sub(block as i64);
-        // `< 0`: as in `zend_exposure`.
-        if left < 0 {
-            return false;
-        }
-        (*t).bytes_until_sample = left;
-    }
-    true
+    // `< 0` below zero: as in `zend_exposure`.
+    guard::countdown_take(block)
 }
 
 /// Counts `exposure` bytes toward the next sample for the ZendMM block

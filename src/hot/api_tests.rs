@@ -189,3 +189,32 @@ fn thread_stamp_moves_with_each_allocation_of_the_thread() {
     .unwrap();
     assert_ne!(there, exact, "another thread in the same state");
 }
+
+/// emalloc's countdown (`count_zend_alloc`, through %fs): takes the block
+/// off while it stays at zero or above, and leaves the countdown alone for
+/// the block that would take it below (that one is sampled).
+#[test]
+fn count_zend_alloc_counts_down_to_the_sample() {
+    let t = guard::state();
+    // SAFETY: this thread's own state.
+    unsafe { (*t).bytes_until_sample = 100 };
+    assert!(count_zend_alloc(60));
+    assert_eq!(unsafe { (*t).bytes_until_sample }, 40);
+    assert!(count_zend_alloc(40), "down to zero: not yet");
+    assert_eq!(unsafe { (*t).bytes_until_sample }, 0);
+    assert!(!count_zend_alloc(8), "below zero: sampled");
+    assert_eq!(unsafe { (*t).bytes_until_sample }, 0, "not counted");
+    let there = std::thread::spawn(|| {
+        // SAFETY: that thread's own state.
+        unsafe { (*guard::state()).bytes_until_sample = 1 << 20 };
+        count_zend_alloc(1 << 10)
+    })
+    .join()
+    .unwrap();
+    assert!(there);
+    assert_eq!(
+        unsafe { (*t).bytes_until_sample },
+        0,
+        "another thread's count"
+    );
+}

@@ -47,6 +47,18 @@ static INSTALLED: AtomicBool = AtomicBool::new(false);
 /// ZendMM samples wanted (HEAPLIVE_PHP=auto, ZendMM in use).
 static WANT_ZEND_MM: AtomicBool = AtomicBool::new(false);
 static SAID_BACK_OFF: AtomicBool = AtomicBool::new(false);
+/// Set when every `_emalloc_<bin>` was found: the allocation handler is
+/// then `zm_alloc`, which takes them for granted, else `zm_alloc_no_bins`.
+static BINS: AtomicBool = AtomicBool::new(false);
+
+/// The allocation handler to install.
+fn our_alloc_handler() -> usize {
+    if BINS.load(Relaxed) {
+        zm_alloc as *const () as usize
+    } else {
+        zm_alloc_no_bins as *const () as usize
+    }
+}
 
 fn pid() -> u32 {
     sys::getpid()
@@ -142,7 +154,7 @@ pub fn init() {
             ));
         } else {
             WANT_ZEND_MM.store(true, Relaxed);
-            php::set_bin_allocators(bin_allocator_symbol);
+            BINS.store(php::set_bin_allocators(bin_allocator_symbol), Relaxed);
             clear_dlerror();
             // SAFETY: as above, for `php_register_internal_extensions_func`.
             unsafe {
@@ -319,13 +331,13 @@ extern "C" fn request_startup(_type: c_int, _number: c_int) -> c_int {
         INSTALLED.store(true, Relaxed);
         set_handlers(
             heap,
-            zm_alloc as *const () as usize,
+            our_alloc_handler(),
             zm_free as *const () as usize,
             zm_realloc as *const () as usize,
         );
         return 0;
     }
-    if alloc_handler(heap) == zm_alloc as *const () as usize {
+    if alloc_handler(heap) == our_alloc_handler() {
         // Ours, from a request whose RSHUTDOWN did not run.
         php::set_heap(heap, S.mm_block_size.load(Relaxed));
         php::begin_request_frames(heap);
@@ -395,7 +407,7 @@ fn end_request() {
     if INSTALLED.swap(false, Relaxed) {
         let heap = php::heap();
         // After a memory_limit bailout the flag is already clear (none).
-        if alloc_handler(heap) == zm_alloc as *const () as usize {
+        if alloc_handler(heap) == our_alloc_handler() {
             set_handlers(heap, 0, 0, 0);
         }
     }
@@ -622,7 +634,8 @@ fn unhooked<R>(heap: usize, f: impl FnOnce() -> R) -> R {
 /// countdown, then ZendMM's own bin-specialised `_emalloc_<bin>` with the
 /// flag cleared, as PHP would have called it without us.
 extern "C" fn zm_alloc(size: usize) -> *mut c_void {
-    if let Some((block, f)) = php::bin_allocator(size)
+    if size <= php::MAX_SMALL
+        && let (block, f) = php::bin_allocator_set(size)
         && track::count_zend_alloc(block)
     {
         // SAFETY: `use_custom_heap` is the heap's first int in 7.4 to 8.4;
@@ -634,6 +647,12 @@ extern "C" fn zm_alloc(size: usize) -> *mut c_void {
         unsafe { heap.write_volatile(php::CUSTOM_HEAP_STD) };
         return p;
     }
+    zm_alloc_counted(size)
+}
+
+/// emalloc without the bin-specialised functions (a ZEND_DEBUG build):
+/// every allocation counted and called through.
+extern "C" fn zm_alloc_no_bins(size: usize) -> *mut c_void {
     zm_alloc_counted(size)
 }
 

@@ -18,6 +18,8 @@ fn bin_allocators_pick_the_requests_bin_all_or_none() {
         let (block, f) = bin_allocator(size).unwrap();
         assert_eq!(block, zend_block_size(size), "size {size}");
         assert_eq!(f, 0x1000 + block, "size {size}");
+        // What zm_alloc reads, without the test.
+        assert_eq!(bin_allocator_set(size), (block, f), "size {size}");
     }
     assert!(bin_allocator(MAX_SMALL + 1).is_none());
     set_bin_allocators(|_| 0);

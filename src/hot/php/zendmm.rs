@@ -76,6 +76,7 @@ pub fn set_bin_allocators(mut resolve: impl FnMut(usize) -> usize) -> bool {
 /// heap's custom flag cleared); None for large and huge blocks, or without
 /// the table.
 #[inline(always)]
+#[cfg(test)]
 pub fn bin_allocator(size: usize) -> Option<(usize, usize)> {
     if size > MAX_SMALL {
         return None;
@@ -83,6 +84,15 @@ pub fn bin_allocator(size: usize) -> Option<(usize, usize)> {
     let e = &BIN_ALLOC[(size + 7) >> 3];
     let f = e.f.load(Relaxed);
     (f != 0).then(|| (e.block.load(Relaxed), f))
+}
+
+/// `bin_allocator` of a small size (at most MAX_SMALL) once
+/// `set_bin_allocators` succeeded: no test of the table (the handler that
+/// calls this is installed only then).
+#[inline(always)]
+pub fn bin_allocator_set(size: usize) -> (usize, usize) {
+    let e = &BIN_ALLOC[(size + 7) >> 3];
+    (e.block.load(Relaxed), e.f.load(Relaxed))
 }
 
 /// The size of the block ZendMM gives for `size` requested bytes: its

@@ -97,6 +97,44 @@ pub fn state() -> *mut ThreadState {
     p
 }
 
+/// Takes `n` bytes off this thread's `bytes_until_sample` unless that
+/// would take it below zero (then nothing changes and the answer is
+/// false): the ZendMM handler's countdown (`api::count_zend_alloc`). The
+/// field is read and written at `%fs:` plus its offset, without forming
+/// the block's address as `state()` does: one instruction less on every
+/// emalloc.
+#[inline(always)]
+pub fn countdown_take(n: usize) -> bool {
+    const _: () = assert!(core::mem::offset_of!(ThreadState, bytes_until_sample) == 0);
+    let off: usize;
+    let left: i64;
+    // SAFETY: the initial-exec sequence of `state()`, reading the field at
+    // the block's start (offset 0, asserted above) through %fs.
+    unsafe {
+        core::arch::asm!(
+            "mov {o}, qword ptr [rip + heaplive_thread_state@GOTTPOFF]",
+            "mov {l}, qword ptr fs:[{o}]",
+            o = out(reg) off,
+            l = out(reg) left,
+            options(readonly, nostack, preserves_flags),
+        );
+    }
+    let left = left.wrapping_sub(n as i64);
+    if left < 0 {
+        return false;
+    }
+    // SAFETY: as above; this thread's own field.
+    unsafe {
+        core::arch::asm!(
+            "mov qword ptr fs:[{o}], {l}",
+            o = in(reg) off,
+            l = in(reg) left,
+            options(nostack, preserves_flags),
+        );
+    }
+    true
+}
+
 /// True while this thread runs library code.
 #[inline(always)]
 pub fn busy() -> bool {
