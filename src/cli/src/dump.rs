@@ -50,18 +50,28 @@ pub fn main(a: DumpArgs) -> Res<()> {
 
     // Prepare and signal every target first, then wait for all of them, so
     // a pool of workers takes one dump's time, not one per worker.
-    let mut pending = Vec::new();
+    let mut prepared = Vec::new();
     for pid in targets {
-        match prepare(pid).and_then(|t| send(&t).map(|()| t)) {
-            Ok(t) => pending.push(t),
+        match prepare(pid) {
+            Ok(t) => prepared.push(t),
+            Err(e) => fail(e),
+        }
+    }
+    // Woken when a status directory changes: a process that writes its
+    // dump and exits at once (its status file leaves with it) is read in
+    // between. Watched before the signals go: a target that dumped and
+    // exited before the watch began would be taken for one that exited
+    // without a dump (seen under load: adversary25's
+    // dump_of_a_process_that_exits_just_after_its_dump).
+    let watch = Watch::new(&prepared);
+    let mut pending = Vec::new();
+    for t in prepared {
+        match send(&t) {
+            Ok(()) => pending.push(t),
             Err(e) => fail(e),
         }
     }
     let deadline = Instant::now() + Duration::from_secs_f64(timeout);
-    // Woken when a status directory changes: a process that writes its
-    // dump and exits at once (its status file leaves with it) is read in
-    // between.
-    let watch = Watch::new(&pending);
     while !pending.is_empty() {
         let mut still = Vec::new();
         for t in pending {
