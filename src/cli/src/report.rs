@@ -230,7 +230,11 @@ fn stacks_json(file: &str, view: &str, p: &Profile) -> Json {
         .flatten()
         .and_then(|f| crate::top::companions_of(&[f], "variance"));
     // The live samples by size class (the samples file's size rows).
-    let sizes = (view == "live").then(|| sizes_of(file)).flatten();
+    let sizes = (view == "live")
+        .then(|| samples_of(file))
+        .flatten()
+        .map(|s| s.sizes)
+        .filter(|z| !z.is_empty());
     let mut v: Vec<(&String, &u64)> = p.stacks.iter().collect();
     v.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
     let mut out = Vec::new();
@@ -284,22 +288,14 @@ fn stacks_json(file: &str, view: &str, p: &Profile) -> Json {
         .with("stacks", Json::Arr(out))
 }
 
-/// The size rows of the samples file of the dump whose live file is `file`:
-/// per stack, its live samples by size class.
-fn sizes_of(file: &str) -> Option<BTreeMap<String, BTreeMap<u64, samples::Size>>> {
+/// The samples file of the dump whose live file is `file`, parsed (None
+/// when it has none or it cannot be read): its size rows (per stack, the
+/// live samples by size class) and lifetime rows (per stack, the sampled
+/// blocks freed by lifetime class).
+fn samples_of(file: &str) -> Option<samples::Samples> {
     let path = companion(file, ".samples.folded")?;
     let bytes = folded::read_regular_text(&path)?;
-    let s = samples::parse(&path, &bytes).ok()?;
-    (!s.sizes.is_empty()).then_some(s.sizes)
-}
-
-/// The lifetime rows of the samples file of the dump whose live file is
-/// `file`: per stack, its sampled blocks freed by lifetime class.
-fn lifetimes_of(file: &str) -> Option<BTreeMap<String, [samples::Life; 4]>> {
-    let path = companion(file, ".samples.folded")?;
-    let bytes = folded::read_regular_text(&path)?;
-    let s = samples::parse(&path, &bytes).ok()?;
-    (!s.lifetimes.is_empty()).then_some(s.lifetimes)
+    samples::parse(&path, &bytes).ok()
 }
 
 /// The dump's freed blocks by lifetime (`NAME.samples.folded`'s lifetime
@@ -307,7 +303,10 @@ fn lifetimes_of(file: &str) -> Option<BTreeMap<String, [samples::Life; 4]>> {
 /// stack its text and, per class of `samples::LIFE_CLASSES`, `[blocks,
 /// bytes, low, high]` (the bytes' 95% interval). None without them.
 fn lifetimes_json(file: &str) -> Option<Json> {
-    let all = lifetimes_of(file)?;
+    let all = samples_of(file)?.lifetimes;
+    if all.is_empty() {
+        return None;
+    }
     let freed = |l: &[samples::Life; 4]| l[..3].iter().map(|c| c.bytes).sum::<f64>();
     let mut v: Vec<_> = all.iter().collect();
     v.sort_by(|a, b| freed(b.1).total_cmp(&freed(a.1)).then(a.0.cmp(b.0)));
