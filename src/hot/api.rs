@@ -103,7 +103,7 @@ pub fn on_zend_alloc(p: *mut c_void, size: usize) {
 /// sampling.
 #[inline(always)]
 pub fn count_zend_alloc(block: usize) -> bool {
-    // `< 0` below zero: as in `zend_exposure`.
+    // Sampled below zero (`< 0`), as in `zend_exposure`.
     guard::countdown_take(block)
 }
 

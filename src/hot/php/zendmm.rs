@@ -71,24 +71,11 @@ pub fn set_bin_allocators(mut resolve: impl FnMut(usize) -> usize) -> bool {
     true
 }
 
-/// The common case of an emalloc of `size` bytes: its block size and the
-/// bin-specialised ZendMM function that allocates it (called with the
-/// heap's custom flag cleared); None for large and huge blocks, or without
-/// the table.
-#[inline(always)]
-#[cfg(test)]
-pub fn bin_allocator(size: usize) -> Option<(usize, usize)> {
-    if size > MAX_SMALL {
-        return None;
-    }
-    let e = &BIN_ALLOC[(size + 7) >> 3];
-    let f = e.f.load(Relaxed);
-    (f != 0).then(|| (e.block.load(Relaxed), f))
-}
-
-/// `bin_allocator` of a small size (at most MAX_SMALL) once
-/// `set_bin_allocators` succeeded: no test of the table (the handler that
-/// calls this is installed only then).
+/// The common case of an emalloc of `size` bytes (at most MAX_SMALL): its
+/// block size and the bin-specialised ZendMM function that allocates it
+/// (called with the heap's custom flag cleared). Without a test of the
+/// table: the handler that calls this is installed only when
+/// `set_bin_allocators` succeeded (else the function is 0).
 #[inline(always)]
 pub fn bin_allocator_set(size: usize) -> (usize, usize) {
     let e = &BIN_ALLOC[(size + 7) >> 3];
