@@ -325,7 +325,6 @@ extern "C" fn request_startup(_type: c_int, _number: c_int) -> c_int {
     let zend_mm = call!(S.is_zend_mm.load(Relaxed), fn() -> bool,);
     if zend_mm {
         php::set_heap(heap, S.mm_block_size.load(Relaxed));
-        php::set_size_field(size_field_is_usage(heap));
         php::begin_request_frames(heap);
         php::note_heap_in_filter(heap);
         INSTALLED.store(true, Relaxed);
@@ -333,7 +332,11 @@ extern "C" fn request_startup(_type: c_int, _number: c_int) -> c_int {
             heap,
             our_alloc_handler(),
             zm_free as *const () as usize,
-            zm_realloc as *const () as usize,
+            if size_field_is_usage(heap) {
+                zm_realloc as *const () as usize
+            } else {
+                zm_realloc_asking_handler as *const () as usize
+            },
         );
         return 0;
     }
@@ -707,13 +710,16 @@ fn zm_free_maybe_sampled(p: *mut c_void) {
 /// erealloc: the call through, and the block's growth from ZendMM's own
 /// count of the heap's bytes (`size`, which every resize updates by the
 /// new block's size less the old one's: ZEND_MM_STAT is always on), so
-/// that the old block's size need not be asked (checked at RINIT:
-/// `size_field_is_usage`; otherwise `zm_realloc_asking`).
+/// that the old block's size need not be asked. Installed when RINIT found
+/// that count where heaplive reads it (`size_field_is_usage`); otherwise
+/// `zm_realloc_asking_handler`.
+///
+/// The common case, a block that is no sample growing within the
+/// countdown, is the call, the filter and the countdown: the growth is the
+/// count's difference, and the blocks' sizes are worked out only when a
+/// sample is involved (`zm_realloc_counted`).
 extern "C" fn zm_realloc(p: *mut c_void, size: usize) -> *mut c_void {
     let heap = php::heap();
-    if !php::size_field() {
-        return zm_realloc_asking(heap, p, size);
-    }
     let count = (heap + php::HEAP_SIZE) as *const usize;
     let a = S.mm_realloc.load(Relaxed);
     // SAFETY: as in zm_alloc; `count` is the heap's `size` (checked).
@@ -734,6 +740,22 @@ extern "C" fn zm_realloc(p: *mut c_void, size: usize) -> *mut c_void {
         // or huge one of the same pages).
         return q;
     }
+    // `p` no sample of this request (a null `p` passes or not: either
+    // way right), and a growth that leaves the countdown at or above zero
+    // (counted then) or none.
+    if !php::maybe_zend_sample(p as usize)
+        && (grown <= 0 || track::count_zend_alloc(grown as usize))
+    {
+        return q;
+    }
+    zm_realloc_counted(p, q, size, grown);
+    q
+}
+
+/// erealloc's uncommon case: `p` may be a sample, or the growth takes the
+/// countdown below zero (nothing of it counted yet).
+#[inline(never)]
+fn zm_realloc_counted(p: *mut c_void, q: *mut c_void, size: usize, grown: isize) {
     // The block after, as zend_mm_realloc_heap makes it (7.4 to 8.4): a
     // small block that stays where it is keeps its bin (and does not
     // grow), and that is the only block not of `size`'s own class: a small
@@ -748,7 +770,11 @@ extern "C" fn zm_realloc(p: *mut c_void, size: usize) -> *mut c_void {
         (new_block as isize).saturating_sub(grown).max(0) as usize
     };
     track::on_zend_realloc(p, old_block, q, new_block);
-    q
+}
+
+/// erealloc when the heap's `size` is not where heaplive reads it.
+extern "C" fn zm_realloc_asking_handler(p: *mut c_void, size: usize) -> *mut c_void {
+    zm_realloc_asking(php::heap(), p, size)
 }
 
 /// erealloc asking ZendMM the old block's size (`_zend_mm_block_size`),

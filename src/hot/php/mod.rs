@@ -102,18 +102,6 @@ pub fn heap() -> usize {
 /// `use_custom_heap` int and the `storage` pointer in 7.4 to 8.4
 /// (ZEND_MM_CUSTOM, ZEND_MM_STORAGE and ZEND_MM_STAT are always on).
 pub const HEAP_SIZE: usize = 16;
-/// Whether the running heap's `size` was found at HEAP_SIZE (RINIT checks
-/// it against `zend_memory_usage`).
-static SIZE_FIELD: AtomicBool = AtomicBool::new(false);
-
-pub fn set_size_field(ok: bool) {
-    SIZE_FIELD.store(ok, Relaxed);
-}
-
-#[inline(always)]
-pub fn size_field() -> bool {
-    SIZE_FIELD.load(Relaxed)
-}
 
 /// Is this a PHP process heaplive reads (PHP mode on)?
 pub fn detected() -> bool {
