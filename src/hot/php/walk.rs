@@ -436,27 +436,25 @@ pub(super) fn walk(o: &Offsets, out: &mut [usize; MAX_PHP_FRAMES]) -> usize {
     // counted.
     let mut safe = [0usize; MAX_PHP_FRAMES];
     let m = walk_from(o, &mut pid, ex, &mut safe, None);
-    PHP_COMPARED.fetch_add(1, Relaxed);
-    if out[..n] != safe[..m] {
-        let k = PHP_DIFFERED.fetch_add(1, Relaxed);
-        if k < 10 {
-            let at = (0..n.min(m))
-                .find(|&i| out[i] != safe[i])
-                .unwrap_or(n.min(m));
-            let show = |f: Option<&usize>| {
-                f.and_then(|&f| names::text(f))
-                    .map_or("(none)", |t| core::str::from_utf8(t).unwrap_or("?"))
-            };
-            crate::hot::log::line(format_args!(
-                "heaplive[{}]: php frames check: frames read in place differ at frame {}: {} vs {} ({} vs {} frames)",
-                pid.get(),
-                at,
-                show(out[..n].get(at)),
-                show(safe[..m].get(at)),
-                n,
-                m
-            ));
-        }
+    if let Some(at) = crate::hot::tables::stacks::compare_frames(
+        &PHP_COMPARED,
+        &PHP_DIFFERED,
+        &out[..n],
+        &safe[..m],
+    ) {
+        let show = |f: Option<&usize>| {
+            f.and_then(|&f| names::text(f))
+                .map_or("(none)", |t| core::str::from_utf8(t).unwrap_or("?"))
+        };
+        crate::hot::log::line(format_args!(
+            "heaplive[{}]: php frames check: frames read in place differ at frame {}: {} vs {} ({} vs {} frames)",
+            pid.get(),
+            at,
+            show(out[..n].get(at)),
+            show(safe[..m].get(at)),
+            n,
+            m
+        ));
     }
     *out = safe;
     m
