@@ -24,19 +24,23 @@ fn bin_allocators_pick_the_requests_bin_all_or_none() {
 
 #[test]
 fn block_sizes_follow_zend_mm() {
-    assert_eq!(zend_block_size(0), 8);
-    assert_eq!(zend_block_size(1), 8);
-    assert_eq!(zend_block_size(8), 8);
-    assert_eq!(zend_block_size(9), 16);
-    assert_eq!(zend_block_size(57), 64);
-    assert_eq!(zend_block_size(65), 80);
-    assert_eq!(zend_block_size(257), 320);
-    assert_eq!(zend_block_size(3000), 3072);
-    assert_eq!(zend_block_size(3072), 3072);
-    assert_eq!(zend_block_size(3073), 4096);
-    assert_eq!(zend_block_size(4025), 4096);
-    assert_eq!(zend_block_size(4097), 8192);
-    assert_eq!(zend_block_size(3 << 20), 3 << 20);
+    for (size, block) in [
+        (0, 8),
+        (1, 8),
+        (8, 8),
+        (9, 16),
+        (57, 64),
+        (65, 80),
+        (257, 320),
+        (3000, 3072),
+        (3072, 3072),
+        (3073, 4096),
+        (4025, 4096),
+        (4097, 8192),
+        (3 << 20, 3 << 20),
+    ] {
+        assert_eq!(zend_block_size(size), block, "size {size}");
+    }
     for s in 1..=3072usize {
         let b = zend_block_size(s);
         assert!(b >= s && BINS.contains(&(b as u16)), "{s} -> {b}");
