@@ -182,6 +182,16 @@ fn attach_start(settings: &[u8]) {
     hot::trigger::ensure_dumper();
 }
 
+/// Tests: an empty directory `heaplive-<tag>-<pid>` under the temporary
+/// directory (what an earlier run left there is removed first).
+#[cfg(test)]
+pub(crate) fn fresh_test_dir(tag: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("heaplive-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
 #[cfg(test)]
 mod layering {
     //! Imports flow `interpose -> hot <- background -> symbolize`
