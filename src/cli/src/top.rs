@@ -2,7 +2,7 @@
 
 use crate::cli::TopArgs;
 use crate::folded::{self, Profile};
-use crate::table::{Table, abbreviate_stack, emit, function_totals, shorten_frame};
+use crate::table::{Table, abbreviate_stack, column_width, emit, function_totals, shorten_frame};
 use crate::units::{grouped, human, percent};
 use crate::{Res, error};
 use heaplive_format::{samples, stats};
@@ -538,12 +538,7 @@ fn top_stacks(
         .iter()
         .map(|(stack, count)| interval_cell(t, interval(stack, *count)))
         .collect();
-    let iw = cells
-        .iter()
-        .map(|c| c.chars().count())
-        .chain([12])
-        .max()
-        .unwrap_or(12);
+    let iw = column_width(&cells, 12);
     let extra = if bars { 11 + iw } else { 0 };
     let mut out = if bars {
         format!(
