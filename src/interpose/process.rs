@@ -153,44 +153,6 @@ extern "C" fn exec_unavailable() -> i32 {
 // posix_spawn, system, popen: the child inherits the program's mask (and an
 // ignored dump signal), not heaplive's.
 
-unsafe fn spawn(
-    sym: Sym,
-    pid: *mut libc::pid_t,
-    path: *const libc::c_char,
-    fa: *const libc::posix_spawn_file_actions_t,
-    attr: *const libc::posix_spawnattr_t,
-    argv: *const *mut libc::c_char,
-    envp: *const *mut libc::c_char,
-) -> libc::c_int {
-    let a = match real::c_fn(sym) {
-        0 => return libc::ENOSYS,
-        a => a,
-    };
-    // SAFETY: zeroed is a valid place for a copy of the attributes.
-    let mut local: libc::posix_spawnattr_t = unsafe { core::mem::zeroed() };
-    let at = signal::spawn_attr(attr, &mut local);
-    let done = signal::ignore_for_spawn();
-    let r = call!(
-        a,
-        fn(
-            *mut libc::pid_t,
-            *const libc::c_char,
-            *const libc::posix_spawn_file_actions_t,
-            *const libc::posix_spawnattr_t,
-            *const *mut libc::c_char,
-            *const *mut libc::c_char,
-        ) -> libc::c_int,
-        pid,
-        path,
-        fa,
-        at,
-        argv,
-        envp
-    );
-    signal::restore_after_exec(done);
-    r
-}
-
 macro_rules! spawn_export {
     ($(#[$doc:meta])* $name:ident, $sym:ident) => {
         $(#[$doc])*
@@ -203,8 +165,33 @@ macro_rules! spawn_export {
             argv: *const *mut libc::c_char,
             envp: *const *mut libc::c_char,
         ) -> libc::c_int {
-            // SAFETY: the caller's arguments, passed on.
-            unsafe { spawn(Sym::$sym, pid, path, fa, attr, argv, envp) }
+            let a = match real::c_fn(Sym::$sym) {
+                0 => return libc::ENOSYS,
+                a => a,
+            };
+            // SAFETY: zeroed is a valid place for a copy of the attributes.
+            let mut local: libc::posix_spawnattr_t = unsafe { core::mem::zeroed() };
+            let at = signal::spawn_attr(attr, &mut local);
+            let done = signal::ignore_for_spawn();
+            let r = call!(
+                a,
+                fn(
+                    *mut libc::pid_t,
+                    *const libc::c_char,
+                    *const libc::posix_spawn_file_actions_t,
+                    *const libc::posix_spawnattr_t,
+                    *const *mut libc::c_char,
+                    *const *mut libc::c_char,
+                ) -> libc::c_int,
+                pid,
+                path,
+                fa,
+                at,
+                argv,
+                envp
+            );
+            signal::restore_after_exec(done);
+            r
         }
     };
 }
