@@ -192,6 +192,25 @@ pub(crate) fn fresh_test_dir(tag: &str) -> std::path::PathBuf {
     dir
 }
 
+/// Tests: what `threads` threads each get from `f` at the same time, all
+/// of it the same (asserted); the first thread's.
+#[cfg(test)]
+pub(crate) fn same_from_threads<T: Send + PartialEq + std::fmt::Debug + 'static>(
+    threads: usize,
+    f: fn() -> Vec<T>,
+) -> Vec<T> {
+    let ids: Vec<Vec<T>> = (0..threads)
+        .map(|_| std::thread::spawn(f))
+        .collect::<Vec<_>>()
+        .into_iter()
+        .map(|t| t.join().unwrap())
+        .collect();
+    for other in &ids[1..] {
+        assert_eq!(other, &ids[0]);
+    }
+    ids.into_iter().next().unwrap()
+}
+
 #[cfg(test)]
 mod layering {
     //! Imports flow `interpose -> hot <- background -> symbolize`

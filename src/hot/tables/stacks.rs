@@ -761,22 +761,12 @@ mod tests {
 
     #[test]
     fn intern_from_many_threads_agrees() {
-        let ids: Vec<Vec<StackId>> = (0..8)
-            .map(|_| {
-                std::thread::spawn(|| {
-                    (0..2000usize)
-                        .map(|i| intern(&[0xabc000 + i, 7, i]))
-                        .collect()
-                })
-            })
-            .collect::<Vec<_>>()
-            .into_iter()
-            .map(|t| t.join().unwrap())
-            .collect();
-        for other in &ids[1..] {
-            assert_eq!(other, &ids[0]);
-        }
-        for (i, &id) in ids[0].iter().enumerate() {
+        let ids: Vec<StackId> = crate::same_from_threads(8, || {
+            (0..2000usize)
+                .map(|i| intern(&[0xabc000 + i, 7, i]))
+                .collect()
+        });
+        for (i, &id) in ids.iter().enumerate() {
             assert_eq!(frames(id), &[0xabc000 + i, 7, i]);
         }
     }
