@@ -394,19 +394,16 @@ fn cxx_template_names_are_demangled_without_params() {
     for lib in [&lib, &stripped] {
         let mut s = default_sym();
         let tsum = lib.call_ptr("hl_tsum_addr") + 1;
-        let frames = s.lookup(tsum).1;
-        assert_eq!(
-            frames.last().unwrap().function,
-            "hl::tsum<int>",
-            "{frames:#?}"
-        );
-        let pb = lib.call_ptr("hl_push_back_addr") + 1;
-        let frames = s.lookup(pb).1;
-        assert_eq!(
-            frames.last().unwrap().function,
-            "std::vector<int, std::allocator<int> >::push_back",
-            "{frames:#?}"
-        );
+        for (addr, name) in [
+            (tsum, "hl::tsum<int>"),
+            (
+                lib.call_ptr("hl_push_back_addr") + 1,
+                "std::vector<int, std::allocator<int> >::push_back",
+            ),
+        ] {
+            let frames = s.lookup(addr).1;
+            assert_eq!(frames.last().unwrap().function, name, "{frames:#?}");
+        }
         let mut raw = Symbolizer::new(SymConfig {
             debug_dirs: vec![],
             demangle: false,
