@@ -18,6 +18,26 @@ fn live_bytes(id: stacks::StackId) -> i64 {
     stacks::slot(id).expect("interned").live_bytes.load(Relaxed)
 }
 
+/// A sample of `size` bytes kept at the fake address `p`, on a stack of
+/// its own (`tag`), with the shadow tests' lock held: the lock, the stack,
+/// and the stack's live bytes before the sample.
+fn sample_at(
+    tag: usize,
+    p: usize,
+    size: usize,
+) -> (std::sync::MutexGuard<'static, ()>, stacks::StackId, i64) {
+    let serial = crate::hot::shadow::tests::SERIAL
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    let id = fake_stack(tag);
+    let before = live_bytes(id);
+    keep(
+        Entry::new(p, size, id, live::MALLOC),
+        config::get().interval,
+    );
+    (serial, id, before)
+}
+
 /// The malloc fast path counts down this thread's bytes and says "slow
 /// path" for the allocation that would reach zero, without counting it;
 /// inside the library (busy) nothing is counted.
@@ -59,12 +79,9 @@ fn nothing_is_recorded_before_the_real_functions_are_known() {
 /// and its stack's total; afterwards the address is unsampled again.
 #[test]
 fn a_sampled_block_is_filtered_and_forgotten_at_free() {
-    let _serial = crate::hot::shadow::tests::SERIAL.lock();
-    let interval = config::get().interval;
-    let id = fake_stack(1);
     let p = 0x7300_0000_0040usize;
-    let before = live_bytes(id);
-    keep(Entry::new(p, 4096, id, live::MALLOC), interval);
+    let (_serial, id, before) = sample_at(1, p, 4096);
+    let interval = config::get().interval;
     assert!(
         !fast_free(p as *mut c_void),
         "a sampled address takes the slow path"
@@ -84,12 +101,8 @@ fn a_sampled_block_is_filtered_and_forgotten_at_free() {
 /// when the real realloc fails, put back as it was.
 #[test]
 fn a_failed_realloc_puts_the_sample_back() {
-    let _serial = crate::hot::shadow::tests::SERIAL.lock();
-    let interval = config::get().interval;
-    let id = fake_stack(2);
     let p = 0x7400_0000_0080usize;
-    let before = live_bytes(id);
-    keep(Entry::new(p, 100, id, live::MALLOC), interval);
+    let (_serial, id, before) = sample_at(2, p, 100);
     let during = live_bytes(id);
     let e = untrack_for_realloc(p as *mut c_void).expect("the sample");
     assert_eq!((e.addr, e.size(), e.stack()), (p, 100, id));
@@ -110,12 +123,8 @@ fn a_failed_realloc_puts_the_sample_back() {
 /// stays set, and a later free takes it out.
 #[test]
 fn a_free_inside_the_library_leaves_the_sample_for_later() {
-    let _serial = crate::hot::shadow::tests::SERIAL.lock();
-    let interval = config::get().interval;
-    let id = fake_stack(3);
     let p = 0x7500_0000_00c0usize;
-    let before = live_bytes(id);
-    keep(Entry::new(p, 32, id, live::MALLOC), interval);
+    let (_serial, id, before) = sample_at(3, p, 32);
     {
         let _busy = Busy::enter();
         on_free(p as *mut c_void);
