@@ -115,28 +115,8 @@ pub fn can_read_self() -> bool {
 /// Unknown counts as yes.
 pub(super) fn seccomp_filtered() -> bool {
     let mut buf = [0u8; 4096];
-    // SAFETY: a NUL-terminated path; read into our buffer; closed after.
-    let n = unsafe {
-        let fd = libc::open(
-            c"/proc/self/status".as_ptr(),
-            libc::O_RDONLY | libc::O_CLOEXEC,
-        );
-        if fd < 0 {
-            return true;
-        }
-        let mut got = 0usize;
-        loop {
-            let r = libc::read(fd, buf.as_mut_ptr().add(got).cast(), buf.len() - got);
-            if r <= 0 {
-                break;
-            }
-            got += r as usize;
-            if got == buf.len() {
-                break;
-            }
-        }
-        libc::close(fd);
-        got
+    let Some(n) = crate::hot::sys::read_small_file(c"/proc/self/status", &mut buf) else {
+        return true;
     };
     let text = &buf[..n];
     match text.windows(9).position(|w| w == b"Seccomp:\t") {
