@@ -136,15 +136,17 @@ pub struct Formats {
     pub pprof: bool,
 }
 
+/// The words of a [`parse_flags`] list for the flags of `$t` named: each
+/// word is its flag's name.
+macro_rules! flag_words {
+    ($t:ty: $($flag:ident),*) => {
+        &[$((stringify!($flag).as_bytes(), |f: &mut $t| f.$flag = true)),*]
+    };
+}
+
 /// `folded`, `pprof`, `folded,pprof` (either order).
 pub fn parse_format(v: &[u8]) -> Option<Formats> {
-    parse_flags(
-        v,
-        &[
-            (b"folded", |f: &mut Formats| f.folded = true),
-            (b"pprof", |f| f.pprof = true),
-        ],
-    )
+    parse_flags(v, flag_words!(Formats: folded, pprof))
 }
 
 /// A comma-separated list of the words of `words` (any order, any case,
@@ -244,16 +246,7 @@ pub struct Views {
 pub fn parse_views(v: &[u8]) -> Option<Views> {
     parse_flags(
         v,
-        &[
-            (b"live", |f: &mut Views| f.live = true),
-            (b"alloc", |f| f.alloc = true),
-            (b"peak", |f| f.peak = true),
-            (b"samples", |f| f.samples = true),
-            (b"variance", |f| f.variance = true),
-            (b"temporary", |f| f.temporary = true),
-            (b"app", |f| f.app = true),
-            (b"sizes", |f| f.sizes = true),
-        ],
+        flag_words!(Views: live, alloc, peak, samples, variance, temporary, app, sizes),
     )
 }
 
@@ -348,14 +341,7 @@ pub fn poison(v: &[u8]) -> Result<Poison, &'static str> {
     if eq_any(v, &[b"off", b"0", b"none"]) {
         return Ok(Poison::default());
     }
-    parse_flags(
-        v,
-        &[
-            (b"alloc", |p: &mut Poison| p.alloc = true),
-            (b"free", |p| p.free = true),
-        ],
-    )
-    .ok_or(WHY)
+    parse_flags(v, flag_words!(Poison: alloc, free)).ok_or(WHY)
 }
 
 /// The longest `HEAPLIVE_PROGRAMS` value (the library keeps it in a fixed
