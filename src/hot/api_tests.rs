@@ -18,6 +18,18 @@ fn live_bytes(id: stacks::StackId) -> i64 {
     stacks::slot(id).expect("interned").live_bytes.load(Relaxed)
 }
 
+/// This thread's countdown to its next sample.
+fn countdown() -> i64 {
+    // SAFETY: this thread's own state.
+    unsafe { (*guard::state()).bytes_until_sample }
+}
+
+/// Sets this thread's countdown to its next sample.
+fn set_countdown(bytes: i64) {
+    // SAFETY: this thread's own state.
+    unsafe { (*guard::state()).bytes_until_sample = bytes };
+}
+
 /// A sample of `size` bytes kept at the fake address `p`, on a stack of
 /// its own (`tag`), with the shadow tests' lock held: the lock, the stack,
 /// and the stack's live bytes before the sample.
@@ -43,21 +55,19 @@ fn sample_at(
 /// inside the library (busy) nothing is counted.
 #[test]
 fn count_alloc_counts_down_to_the_sample() {
-    let t = guard::state();
-    // SAFETY: this thread's own state.
-    unsafe { (*t).bytes_until_sample = 100 };
+    set_countdown(100);
     assert!(count_alloc(40));
-    assert_eq!(unsafe { (*t).bytes_until_sample }, 60);
+    assert_eq!(countdown(), 60);
     assert!(
         !count_alloc(60),
         "the allocation that reaches zero is sampled"
     );
-    assert_eq!(unsafe { (*t).bytes_until_sample }, 60, "not counted");
+    assert_eq!(countdown(), 60, "not counted");
     {
         let _busy = Busy::enter();
         assert!(count_alloc(1 << 40), "the library's own allocations pass");
     }
-    assert_eq!(unsafe { (*t).bytes_until_sample }, 60);
+    assert_eq!(countdown(), 60);
 }
 
 /// Before the resolver has run (as in this test process) an allocation
@@ -66,11 +76,9 @@ fn count_alloc_counts_down_to_the_sample() {
 fn nothing_is_recorded_before_the_real_functions_are_known() {
     assert!(!crate::hot::real::resolved());
     let p = 0x7200_0000_0010usize as *mut c_void;
-    let t = guard::state();
-    // SAFETY: this thread's own state.
-    unsafe { (*t).bytes_until_sample = 10 };
+    set_countdown(10);
     on_alloc(p, 64);
-    assert_eq!(unsafe { (*t).bytes_until_sample }, 0);
+    assert_eq!(countdown(), 0);
     assert!(fast_free(p), "no sample: free takes its fast path");
 }
 
@@ -161,8 +169,7 @@ fn keep(e: Entry, interval: u64) {
 #[test]
 fn thread_stamp_moves_with_each_allocation_of_the_thread() {
     let t = guard::state();
-    // SAFETY: this thread's own state.
-    unsafe { (*t).bytes_until_sample = 1000 };
+    set_countdown(1000);
     let s = thread_stamp();
     assert_ne!(s, 0, "0 means not known");
     assert_eq!(thread_stamp(), s, "nothing allocated");
@@ -204,26 +211,19 @@ fn thread_stamp_moves_with_each_allocation_of_the_thread() {
 /// the block that would take it below (that one is sampled).
 #[test]
 fn count_zend_alloc_counts_down_to_the_sample() {
-    let t = guard::state();
-    // SAFETY: this thread's own state.
-    unsafe { (*t).bytes_until_sample = 100 };
+    set_countdown(100);
     assert!(count_zend_alloc(60));
-    assert_eq!(unsafe { (*t).bytes_until_sample }, 40);
+    assert_eq!(countdown(), 40);
     assert!(count_zend_alloc(40), "down to zero: not yet");
-    assert_eq!(unsafe { (*t).bytes_until_sample }, 0);
+    assert_eq!(countdown(), 0);
     assert!(!count_zend_alloc(8), "below zero: sampled");
-    assert_eq!(unsafe { (*t).bytes_until_sample }, 0, "not counted");
+    assert_eq!(countdown(), 0, "not counted");
     let there = std::thread::spawn(|| {
-        // SAFETY: that thread's own state.
-        unsafe { (*guard::state()).bytes_until_sample = 1 << 20 };
+        set_countdown(1 << 20);
         count_zend_alloc(1 << 10)
     })
     .join()
     .unwrap();
     assert!(there);
-    assert_eq!(
-        unsafe { (*t).bytes_until_sample },
-        0,
-        "another thread's count"
-    );
+    assert_eq!(countdown(), 0, "another thread's count");
 }
