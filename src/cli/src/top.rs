@@ -660,14 +660,18 @@ mod tests {
 
     #[test]
     fn request_frames_are_told_from_markers() {
-        assert!(is_request_frame("[GET /api/report]"));
-        assert!(is_request_frame("[POST /user/{n}]"));
-        assert!(is_request_frame("[cli worker.php]"));
-        assert!(!is_request_frame("[zend_mm]"));
-        assert!(!is_request_frame("[php?]"));
-        assert!(!is_request_frame("[php names: full]"));
-        assert!(!is_request_frame("str_repeat [internal]"));
-        assert!(!is_request_frame("[GET ]"));
+        for (frame, request) in [
+            ("[GET /api/report]", true),
+            ("[POST /user/{n}]", true),
+            ("[cli worker.php]", true),
+            ("[zend_mm]", false),
+            ("[php?]", false),
+            ("[php names: full]", false),
+            ("str_repeat [internal]", false),
+            ("[GET ]", false),
+        ] {
+            assert_eq!(is_request_frame(frame), request, "{frame}");
+        }
         assert!(heaplive_format::php_frames::is_php_frame("[GET /x]"));
     }
 
