@@ -149,10 +149,13 @@ pub fn parse_format(v: &[u8]) -> Option<Formats> {
     parse_flags(v, flag_words!(Formats: folded, pprof))
 }
 
+/// A word of a [`parse_flags`] list, and what it sets.
+type FlagWord<T> = (&'static [u8], fn(&mut T));
+
 /// A comma-separated list of the words of `words` (any order, any case,
 /// white space around each ignored): `T`'s default with the flag of each
 /// word in the list set; None for any other word.
-fn parse_flags<T: Default>(v: &[u8], words: &[(&[u8], fn(&mut T))]) -> Option<T> {
+fn parse_flags<T: Default>(v: &[u8], words: &[FlagWord<T>]) -> Option<T> {
     let mut f = T::default();
     for part in trim(v).split(|&b| b == b',') {
         let part = trim(part);
