@@ -49,11 +49,8 @@
 #   PHPB_RESULTS=bench/history/DATE-HHMM-php.md  where the report is appended
 #   PHPB_OUT=bench/out/php  where runs, logs and raw data go
 set -u
-HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-ROOT=$(cd "$HERE/.." && pwd)
-OUT=${PHPB_OUT:-$HERE/out/php}
-SRC=$HERE/src
-mkdir -p "$OUT/tmp" "$OUT/logs"
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+bench_paths "${PHPB_OUT:-}" out/php
 ROUNDS=${PHPB_ROUNDS:-7}
 EXACT_ROUNDS=${PHPB_EXACT_ROUNDS:-2}
 FPM_ROUNDS=${PHPB_FPM_ROUNDS:-7}
@@ -62,9 +59,7 @@ FPM_CONFIGS=${PHPB_FPM_CONFIGS:-none php}
 FPMCG_N1=${PHPB_FPMCG_N1:-12}
 FPMCG_N2=${PHPB_FPMCG_N2:-36}
 ONLY=${PHPB_ONLY:-callgrind time fpm fpmcg}
-RESULTS=${PHPB_RESULTS:-$HERE/history/$(date -u +%Y-%m-%d-%H%M)-php.md}
-PY=/usr/bin/python3
-[ -x $PY ] || PY=python3
+RESULTS=${PHPB_RESULTS:-$(history_file php)}
 START=$(date +%s)
 STAMP=$(date -u +%Y%m%dT%H%M%SZ)
 say() { echo "bench/php: $*" >&2; }

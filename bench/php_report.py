@@ -39,6 +39,25 @@ def pct(x):
     return "-" if x != x else f"{(x - 1) * 100:+.2f}%"
 
 
+def tsv_rows(name):
+    """The tab-separated fields of each line of OUTDIR/NAME-STAMP.tsv (none when
+    that run did not happen)."""
+    path = os.path.join(out, f"{name}-{stamp}.tsv")
+    if os.path.exists(path):
+        for line in open(path):
+            yield line.rstrip("\n").split("\t")
+
+
+def table_section(title, intro, columns):
+    """A section's heading, its paragraph, and the heading rows of its table."""
+    L.append(f"### {title}")
+    L.append("")
+    L.append(intro)
+    L.append("")
+    L.append("| " + " | ".join(columns) + " |")
+    L.append("|" + "---|" * len(columns))
+
+
 L = []
 label = meta.get("label") or ""
 L.append(f"## issue 26: PHP at production cost{': ' + label if label else ''} ({meta.get('date')})")
@@ -63,13 +82,11 @@ if os.path.exists(cgf):
         if len(f) == 4:
             cg[(f[0], f[1])] = (int(f[2]), int(f[3]))
 if cg:
-    L.append("### Instructions (callgrind)")
-    L.append("")
-    L.append("`valgrind --tool=callgrind`, whole process; samples = calls of heaplive's `api::record` (`track::record` before) (one per sample taken, "
-             "malloc and ZendMM); instructions per extra sample = (php64 - php512) / (samples at 64 KiB - at 512 KiB).")
-    L.append("")
-    L.append("| workload | config | instructions | vs none | samples | instructions per extra sample |")
-    L.append("|---|---|---|---|---|---|")
+    table_section(
+        "Instructions (callgrind)",
+        "`valgrind --tool=callgrind`, whole process; samples = calls of heaplive's `api::record` (`track::record` before) (one per sample taken, "
+        "malloc and ZendMM); instructions per extra sample = (php64 - php512) / (samples at 64 KiB - at 512 KiB).",
+        ["workload", "config", "instructions", "vs none", "samples", "instructions per extra sample"])
     for w in ("pparser", "cpu"):
         base = cg.get((w, "none"), (0, 0))[0]
         for c in ("none", "native", "php512", "php64"):
@@ -86,12 +103,9 @@ if cg:
 
 # --- timed rounds ------------------------------------------------------------
 runs = defaultdict(dict)
-tsv = os.path.join(out, f"results-{stamp}.tsv")
-if os.path.exists(tsv):
-    for line in open(tsv):
-        f = line.rstrip("\n").split("\t")
-        if len(f) >= 8 and int(f[7]) == 0:
-            runs[(f[0], f[1])][int(f[2])] = (float(f[3]), float(f[4]) + float(f[5]))
+for f in tsv_rows("results"):
+    if len(f) >= 8 and int(f[7]) == 0:
+        runs[(f[0], f[1])][int(f[2])] = (float(f[3]), float(f[4]) + float(f[5]))
 
 
 def paired(w, c, base, i):
@@ -167,26 +181,22 @@ if runs:
 fpm = defaultdict(dict)
 fmem = defaultdict(dict)
 fails = {}
-ff = os.path.join(out, f"fpm-{stamp}.tsv")
-if os.path.exists(ff):
-    for line in open(ff):
-        f = line.rstrip("\n").split("\t")
-        if f[0] == "fpm" and len(f) == 5:
-            fpm[f[1]][int(f[2])] = (float(f[3]), float(f[4]))
-        elif f[0] == "mem" and len(f) == 4:
-            fmem[f[1]][f[2]] = f[3]
-        elif f[0] == "fail" and len(f) == 3:
-            fails[f[1]] = int(f[2])
+for f in tsv_rows("fpm"):
+    if f[0] == "fpm" and len(f) == 5:
+        fpm[f[1]][int(f[2])] = (float(f[3]), float(f[4]))
+    elif f[0] == "mem" and len(f) == 4:
+        fmem[f[1]][f[2]] = f[3]
+    elif f[0] == "fail" and len(f) == 3:
+        fails[f[1]] = int(f[2])
 if fpm:
-    L.append("### php-fpm worker CPU per request")
-    L.append("")
-    L.append("php-fpm8.2, one static worker per configuration (masters started with and without the preload), "
-             "bench/src/fpm_bench.py's FastCGI client on a unix socket, batches interleaved (order rotated every round), "
-             "endpoints of bench/src/fpm_app.php cycled: 10 php-parser ones (parse and pretty-print 4 files each) and Twig (2 in 12); "
-             "worker CPU from /proc/PID/schedstat around each batch.")
-    L.append("")
-    L.append("| config | rounds | CPU ms/request (median) | IQR | wall ms/request (median) | CPU ratio vs none (paired median) | IQR | failed requests |")
-    L.append("|---|---|---|---|---|---|---|---|")
+    table_section(
+        "php-fpm worker CPU per request",
+        "php-fpm8.2, one static worker per configuration (masters started with and without the preload), "
+        "bench/src/fpm_bench.py's FastCGI client on a unix socket, batches interleaved (order rotated every round), "
+        "endpoints of bench/src/fpm_app.php cycled: 10 php-parser ones (parse and pretty-print 4 files each) and Twig (2 in 12); "
+        "worker CPU from /proc/PID/schedstat around each batch.",
+        ["config", "rounds", "CPU ms/request (median)", "IQR", "wall ms/request (median)",
+         "CPU ratio vs none (paired median)", "IQR", "failed requests"])
     for c, rs in fpm.items():
         cpu = [v[0] for v in rs.values()]
         wall = [v[1] for v in rs.values()]
@@ -224,23 +234,18 @@ if fpm:
 
 # --- fpm under callgrind ---------------------------------------------------------
 fcg = {}
-ff = os.path.join(out, f"fpmcg-{stamp}.tsv")
-if os.path.exists(ff):
-    for line in open(ff):
-        f = line.rstrip("\n").split("\t")
-        if f[0] == "fpmcg" and len(f) in (5, 6):
-            fcg[f[1]] = (float(f[2]), float(f[5]) if len(f) == 6 else float("nan"))
+for f in tsv_rows("fpmcg"):
+    if f[0] == "fpmcg" and len(f) in (5, 6):
+        fcg[f[1]] = (float(f[2]), float(f[5]) if len(f) == 6 else float("nan"))
 if fcg:
-    L.append("### php-fpm worker instructions per request (callgrind)")
-    L.append("")
-    L.append("bench/src/fpm_callgrind.py: one static worker under callgrind per run, a run of N1 and one of N2 "
-             "requests (the endpoints of fpm_bench.py cycled), the difference of the worker's totals per request "
-             "(start-up and shutdown cancel out). All threads: heaplive's thread counted, whose once-a-second "
-             "work weighs some 50 times more per request under callgrind than in real time; main thread: the "
-             "requests' own thread, the cost on the request's path.")
-    L.append("")
-    L.append("| config | all threads / request | vs none | main thread / request | vs none |")
-    L.append("|---|---|---|---|---|")
+    table_section(
+        "php-fpm worker instructions per request (callgrind)",
+        "bench/src/fpm_callgrind.py: one static worker under callgrind per run, a run of N1 and one of N2 "
+        "requests (the endpoints of fpm_bench.py cycled), the difference of the worker's totals per request "
+        "(start-up and shutdown cancel out). All threads: heaplive's thread counted, whose once-a-second "
+        "work weighs some 50 times more per request under callgrind than in real time; main thread: the "
+        "requests' own thread, the cost on the request's path.",
+        ["config", "all threads / request", "vs none", "main thread / request", "vs none"])
     for c, (v, m) in fcg.items():
         ratio = v / fcg["none"][0] if fcg.get("none") else float("nan")
         mratio = m / fcg["none"][1] if fcg.get("none") else float("nan")

@@ -44,11 +44,8 @@
 #   BENCH_NO_BUILD=1      do not run cargo build (use target/release as is)
 #   CARGO_TARGET_DIR      where cargo builds, as for cargo (default target/)
 set -u
-HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-ROOT=$(cd "$HERE/.." && pwd)
-OUT=$HERE/out
-SRC=$HERE/src
-mkdir -p "$OUT/tmp" "$OUT/logs"
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+bench_paths "" out
 
 ROUNDS=${BENCH_ROUNDS:-9}
 SLOW_ROUNDS=${BENCH_SLOW_ROUNDS:-3}
@@ -59,9 +56,7 @@ OPS_ROUNDS=${BENCH_OPS_ROUNDS:-5}
 OWNMEM_ROUNDS=${BENCH_OWNMEM_ROUNDS:-2}
 WORKLOADS=${BENCH_WORKLOADS:-churn cxxchurn sqlite3 jq python3 gcc}
 CONFIGS=${BENCH_CONFIGS:-none null heaplive heaplive-exact heaptrack heaptrack-raw jemalloc jemalloc-prof}
-RESULTS=${BENCH_RESULTS:-$HERE/history/$(date -u +%Y-%m-%d-%H%M)-run.md}
-PY=/usr/bin/python3
-[ -x $PY ] || PY=python3
+RESULTS=${BENCH_RESULTS:-$(history_file run)}
 JE=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2
 START=$(date +%s)
 STAMP=$(date -u +%Y%m%dT%H%M%SZ)

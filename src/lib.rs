@@ -182,6 +182,35 @@ fn attach_start(settings: &[u8]) {
     hot::trigger::ensure_dumper();
 }
 
+/// Tests: an empty directory `heaplive-<tag>-<pid>` under the temporary
+/// directory (what an earlier run left there is removed first).
+#[cfg(test)]
+pub(crate) fn fresh_test_dir(tag: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("heaplive-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Tests: what `threads` threads each get from `f` at the same time, all
+/// of it the same (asserted); the first thread's.
+#[cfg(test)]
+pub(crate) fn same_from_threads<T: Send + PartialEq + std::fmt::Debug + 'static>(
+    threads: usize,
+    f: fn() -> Vec<T>,
+) -> Vec<T> {
+    let ids: Vec<Vec<T>> = (0..threads)
+        .map(|_| std::thread::spawn(f))
+        .collect::<Vec<_>>()
+        .into_iter()
+        .map(|t| t.join().unwrap())
+        .collect();
+    for other in &ids[1..] {
+        assert_eq!(other, &ids[0]);
+    }
+    ids.into_iter().next().unwrap()
+}
+
 #[cfg(test)]
 mod layering {
     //! Imports flow `interpose -> hot <- background -> symbolize`

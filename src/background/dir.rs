@@ -107,9 +107,7 @@ mod tests {
 
     #[test]
     fn lists_what_read_dir_lists() {
-        let dir = std::env::temp_dir().join(format!("heaplive-dir-test-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = crate::fresh_test_dir("dir-test");
         // Enough long names to need several getdents64 calls.
         let mut want: Vec<OsString> = (0..600)
             .map(|i| OsString::from(format!("{i:04}-{}", "x".repeat(40))))

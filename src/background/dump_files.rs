@@ -101,17 +101,7 @@ pub(super) fn write_maps(
         format!("heaplive: {exe} (pid {pid}), {why} dump {n}")
     };
     let text = crate::background::rss::maps_text(smaps, &header);
-    let r = if explicit {
-        output::write_explicit(&rss, &mut |w| w.write_all(text.as_bytes()))
-    } else {
-        output::write_with_fallback(&rss, &mut |w| w.write_all(text.as_bytes()))
-    };
-    if let Err(e) = r {
-        log::line(format_args!(
-            "heaplive[{pid}]: {}: {e} (the dump itself is written)",
-            rss.display()
-        ));
-    }
+    output::write_beside_dump(&rss, text.as_bytes(), explicit, pid);
 }
 
 /// Writes `NAME.app.txt` beside the dump `live_file` (the `app` view,
@@ -132,19 +122,7 @@ pub(super) fn write_app_frames(live_file: &Path, profiles: &[&Profile], explicit
     let frames = heaplive_format::app_frames::of_profiles(profiles, &exe, &start);
     let text = heaplive_format::app_frames::text(&exe, &frames);
     let path = crate::background::rss::beside(live_file, b".app.txt");
-    let mut fill = |w: &mut dyn std::io::Write| w.write_all(text.as_bytes());
-    let r = if explicit {
-        output::write_explicit(&path, &mut fill)
-    } else {
-        output::write_with_fallback(&path, &mut fill)
-    };
-    if let Err(e) = r {
-        log::line(format_args!(
-            "heaplive[{}]: {}: {e} (the dump itself is written)",
-            sys::getpid(),
-            path.display()
-        ));
-    }
+    output::write_beside_dump(&path, text.as_bytes(), explicit, sys::getpid());
 }
 
 /// The samples file (`NAME.samples.folded`, version 2: `format::samples`)

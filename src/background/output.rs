@@ -337,6 +337,24 @@ fn rename_at(dir: i32, from: &CString, to: *const libc::c_char, existed: bool) -
     Ok(())
 }
 
+/// Writes `text` to `path`, a file beside a dump: to an explicit path
+/// (`explicit`, the dump's path was the caller's) or with the fallback. A
+/// failure is one line (`pid`'s); the dump stands.
+pub fn write_beside_dump(path: &Path, text: &[u8], explicit: bool, pid: impl core::fmt::Display) {
+    let mut fill = |w: &mut dyn Write| w.write_all(text);
+    let r = if explicit {
+        write_explicit(path, &mut fill)
+    } else {
+        write_with_fallback(path, &mut fill)
+    };
+    if let Err(e) = r {
+        crate::hot::log::line(format_args!(
+            "heaplive[{pid}]: {}: {e} (the dump itself is written)",
+            path.display()
+        ));
+    }
+}
+
 /// Writes `path`, or when its directory refuses us (a worker that switched
 /// to another user, a read-only directory), the same name in $TMPDIR or
 /// /tmp, saying so in one line. Returns where the file went. Only for names
@@ -774,9 +792,7 @@ mod tests {
 
     #[test]
     fn atomic_write_refuses_symlinked_temp_and_leaves_no_temp() {
-        let dir = std::env::temp_dir().join(format!("heaplive-out-test-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = crate::fresh_test_dir("out-test");
         let target = dir.join("a.folded");
         write_atomic(&target, &mut |w| w.write_all(b"main 1\n")).unwrap();
         assert_eq!(std::fs::read_to_string(&target).unwrap(), "main 1\n");

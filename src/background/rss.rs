@@ -319,32 +319,9 @@ pub fn beside(dump: &std::path::Path, suffix: &[u8]) -> std::path::PathBuf {
 mod tests {
     use super::*;
 
-    const SMAPS: &str = "\
-55d0c0000000-55d0c0100000 r-xp 00000000 fe:00 1234 /usr/sbin/php-fpm8.2
-Rss:                1000 kB
-55d0c1000000-55d0c1200000 rw-p 00000000 00:00 0 [heap]
-Rss:                 300 kB
-7e0000000000-7e0000800000 rw-p 00000000 00:00 0 
-Rss:                 900 kB
-7e0000800000-7e0004000000 ---p 00000000 00:00 0 
-Rss:                   0 kB
-7f0000000000-7f0000600000 rw-p 00000000 00:00 0 
-Rss:                6000 kB
-7f0000600000-7f0000680000 rw-p 00000000 00:00 0 
-Rss:                  50 kB
-7f0000800000-7f0000a03000 rw-p 00000000 00:00 0 
-Rss:                 400 kB
-7f0000c00000-7f0000c01000 ---p 00000000 00:00 0 
-Rss:                   0 kB
-7f0000c01000-7f0001401000 rw-p 00000000 00:00 0 
-Rss:                  40 kB
-7f1000000000-7f1008000000 rw-s 00000000 00:01 99 /dev/zero (deleted)
-Rss:                8000 kB
-7f1008000000-7f1009000000 r-xs 08000000 00:01 99 /dev/zero (deleted)
-Rss:                 700 kB
-7ffc00000000-7ffc00021000 rw-p 00000000 00:00 0 [stack]
-Rss:                  12 kB
-";
+    /// A process's /proc/self/smaps, cut down to the mappings and their
+    /// `Rss:` lines.
+    const SMAPS: &str = include_str!("rss_smaps.txt");
 
     #[test]
     fn kinds_of_mappings() {

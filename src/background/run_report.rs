@@ -87,9 +87,7 @@ mod tests {
 
     #[test]
     fn appends_to_a_file_of_ours_and_creates_none() {
-        let d = std::env::temp_dir().join(format!("heaplive-rr-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
+        let d = crate::fresh_test_dir("rr");
         let f = d.join("files");
         let fb = f.as_os_str().as_encoded_bytes().to_vec();
         assert!(

@@ -124,46 +124,56 @@ pub fn held(p: &Profile) -> (u64, Vec<&str>) {
 mod tests {
     use super::*;
 
-    fn f(name: &str) -> Vec<Frame> {
-        vec![Frame {
-            function: name.into(),
-            file: None,
-            line: None,
-        }]
+    const LD: Option<&str> = Some("/lib64/ld-linux-x86-64.so.2");
+    const CXX: Option<&str> = Some("/usr/lib/x86_64-linux-gnu/libstdc++.so.6.0.30");
+    const EXE: Option<&str> = Some("/usr/bin/prog");
+
+    /// `pool_of` a stack of one frame a module, leaf first: each the module
+    /// and its function's name.
+    fn pool_of_stack(stack: &[(Option<&str>, &str)]) -> Option<&'static str> {
+        let frames: Vec<(Option<&str>, Vec<Frame>)> = stack
+            .iter()
+            .map(|&(module, name)| {
+                let frame = Frame {
+                    function: name.into(),
+                    file: None,
+                    line: None,
+                };
+                (module, vec![frame])
+            })
+            .collect();
+        pool_of(frames.iter().map(|(m, f)| (*m, &f[..])))
     }
 
     #[test]
     fn libstdcxx_pool_under_the_loaders_initializer() {
-        let leaf = f("libstdc++.so.6+0xa57b9");
-        let init = f("call_init");
-        let dl = f("_dl_init");
-        let ld = Some("/lib64/ld-linux-x86-64.so.2");
-        let cxx = Some("/usr/lib/x86_64-linux-gnu/libstdc++.so.6.0.30");
         assert_eq!(
-            pool_of([(cxx, &leaf[..]), (ld, &init[..]), (ld, &dl[..])]),
+            pool_of_stack(&[
+                (CXX, "libstdc++.so.6+0xa57b9"),
+                (LD, "call_init"),
+                (LD, "_dl_init")
+            ]),
             Some(LIBSTDCXX_EMERGENCY)
         );
         // With symbols: the pool's constructor, inlined in the initializer.
-        let named = f("(anonymous namespace)::pool::pool");
         assert_eq!(
-            pool_of([(cxx, &named[..]), (ld, &init[..])]),
+            pool_of_stack(&[
+                (CXX, "(anonymous namespace)::pool::pool"),
+                (LD, "call_init")
+            ]),
             Some(LIBSTDCXX_EMERGENCY)
         );
     }
 
     #[test]
     fn other_libstdcxx_memory_is_the_programs() {
-        let cxx = Some("/usr/lib/x86_64-linux-gnu/libstdc++.so.6.0.30");
-        let exe = Some("/usr/bin/prog");
-        let new = f("operator new");
-        let main = f("main");
-        let init = f("call_init");
         // `new` called by main.
-        assert_eq!(pool_of([(cxx, &new[..]), (exe, &main[..])]), None);
+        assert_eq!(pool_of_stack(&[(CXX, "operator new"), (EXE, "main")]), None);
         // A program's own initializer under call_init, not libstdc++'s.
-        let ctor = f("_GLOBAL__sub_I_main");
-        let ld = Some("/lib64/ld-linux-x86-64.so.2");
-        assert_eq!(pool_of([(exe, &ctor[..]), (ld, &init[..])]), None);
-        assert_eq!(pool_of([(None, &main[..])]), None);
+        assert_eq!(
+            pool_of_stack(&[(EXE, "_GLOBAL__sub_I_main"), (LD, "call_init")]),
+            None
+        );
+        assert_eq!(pool_of_stack(&[(None, "main")]), None);
     }
 }

@@ -19,7 +19,7 @@
 
 use crate::background::output;
 use crate::hot::timeline::{self, DUMP, LEAK, Row};
-use crate::hot::{config, log, sampler, sys};
+use crate::hot::{config, sampler, sys};
 use std::path::{Path, PathBuf};
 
 /// `NAME.timeline.tsv` beside the dump `NAME.folded` (or `NAME.pb.gz`).
@@ -75,18 +75,7 @@ pub fn at_dump(written: &Path, n: u32, why: &str, smaps: Option<&str>, explicit:
         cfg.timeline_ms,
     );
     let path = path_of(written);
-    let r = if explicit {
-        output::write_explicit(&path, &mut |w| w.write_all(text.as_bytes()))
-    } else {
-        output::write_with_fallback(&path, &mut |w| w.write_all(text.as_bytes()))
-    };
-    if let Err(e) = r {
-        log::line(format_args!(
-            "heaplive[{}]: {}: {e} (the dump itself is written)",
-            sys::getpid(),
-            path.display()
-        ));
-    }
+    output::write_beside_dump(&path, text.as_bytes(), explicit, sys::getpid());
 }
 
 fn own_resident() -> u64 {

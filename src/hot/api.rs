@@ -63,19 +63,26 @@ pub fn fast_free(p: *mut c_void) -> bool {
 /// thread's next sample.
 #[inline(always)]
 pub fn on_alloc(p: *mut c_void, size: usize) {
+    // `<= 0`: a thread's state starts at zero, and its first allocation
+    // may be malloc(0) (exact mode records those too).
+    if counted_down(size).is_some_and(|left| left <= 0) {
+        alloc_slow(p, size, size, live::MALLOC);
+    }
+}
+
+/// This thread's countdown to its next sample, less `bytes` (kept); None
+/// inside the library (busy), where nothing is counted.
+#[inline(always)]
+fn counted_down(bytes: usize) -> Option<i64> {
     let t = guard::state();
     // SAFETY: this thread's own state.
     unsafe {
         if (*t).busy != 0 {
-            return;
+            return None;
         }
-        let left = (*t).bytes_until_sample.wrapping_sub(size as i64);
+        let left = (*t).bytes_until_sample.wrapping_sub(bytes as i64);
         (*t).bytes_until_sample = left;
-        // `<= 0`: a thread's state starts at zero, and its first allocation
-        // may be malloc(0) (exact mode records those too).
-        if left <= 0 {
-            alloc_slow(p, size, size, live::MALLOC);
-        }
+        Some(left)
     }
 }
 
@@ -111,17 +118,8 @@ pub fn count_zend_alloc(block: usize) -> bool {
 /// `p` of `block` bytes.
 #[inline(always)]
 fn zend_exposure(p: *mut c_void, block: usize, exposure: usize) {
-    let t = guard::state();
-    // SAFETY: this thread's own state.
-    unsafe {
-        if (*t).busy != 0 {
-            return;
-        }
-        let left = (*t).bytes_until_sample.wrapping_sub(exposure as i64);
-        (*t).bytes_until_sample = left;
-        if left < 0 {
-            alloc_slow(p, block, exposure, live::ZEND_MM);
-        }
+    if counted_down(exposure).is_some_and(|left| left < 0) {
+        alloc_slow(p, block, exposure, live::ZEND_MM);
     }
 }
 

@@ -18,26 +18,56 @@ fn live_bytes(id: stacks::StackId) -> i64 {
     stacks::slot(id).expect("interned").live_bytes.load(Relaxed)
 }
 
+/// This thread's countdown to its next sample.
+fn countdown() -> i64 {
+    // SAFETY: this thread's own state.
+    unsafe { (*guard::state()).bytes_until_sample }
+}
+
+/// Sets this thread's countdown to its next sample.
+fn set_countdown(bytes: i64) {
+    // SAFETY: this thread's own state.
+    unsafe { (*guard::state()).bytes_until_sample = bytes };
+}
+
+/// A sample of `size` bytes kept at the fake address `p`, on a stack of
+/// its own (`tag`), with the shadow tests' lock held: the lock, the stack,
+/// and the stack's live bytes before the sample.
+fn sample_at(
+    tag: usize,
+    p: usize,
+    size: usize,
+) -> (std::sync::MutexGuard<'static, ()>, stacks::StackId, i64) {
+    let serial = crate::hot::shadow::tests::SERIAL
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    let id = fake_stack(tag);
+    let before = live_bytes(id);
+    keep(
+        Entry::new(p, size, id, live::MALLOC),
+        config::get().interval,
+    );
+    (serial, id, before)
+}
+
 /// The malloc fast path counts down this thread's bytes and says "slow
 /// path" for the allocation that would reach zero, without counting it;
 /// inside the library (busy) nothing is counted.
 #[test]
 fn count_alloc_counts_down_to_the_sample() {
-    let t = guard::state();
-    // SAFETY: this thread's own state.
-    unsafe { (*t).bytes_until_sample = 100 };
+    set_countdown(100);
     assert!(count_alloc(40));
-    assert_eq!(unsafe { (*t).bytes_until_sample }, 60);
+    assert_eq!(countdown(), 60);
     assert!(
         !count_alloc(60),
         "the allocation that reaches zero is sampled"
     );
-    assert_eq!(unsafe { (*t).bytes_until_sample }, 60, "not counted");
+    assert_eq!(countdown(), 60, "not counted");
     {
         let _busy = Busy::enter();
         assert!(count_alloc(1 << 40), "the library's own allocations pass");
     }
-    assert_eq!(unsafe { (*t).bytes_until_sample }, 60);
+    assert_eq!(countdown(), 60);
 }
 
 /// Before the resolver has run (as in this test process) an allocation
@@ -46,11 +76,9 @@ fn count_alloc_counts_down_to_the_sample() {
 fn nothing_is_recorded_before_the_real_functions_are_known() {
     assert!(!crate::hot::real::resolved());
     let p = 0x7200_0000_0010usize as *mut c_void;
-    let t = guard::state();
-    // SAFETY: this thread's own state.
-    unsafe { (*t).bytes_until_sample = 10 };
+    set_countdown(10);
     on_alloc(p, 64);
-    assert_eq!(unsafe { (*t).bytes_until_sample }, 0);
+    assert_eq!(countdown(), 0);
     assert!(fast_free(p), "no sample: free takes its fast path");
 }
 
@@ -59,12 +87,9 @@ fn nothing_is_recorded_before_the_real_functions_are_known() {
 /// and its stack's total; afterwards the address is unsampled again.
 #[test]
 fn a_sampled_block_is_filtered_and_forgotten_at_free() {
-    let _serial = crate::hot::shadow::tests::SERIAL.lock();
-    let interval = config::get().interval;
-    let id = fake_stack(1);
     let p = 0x7300_0000_0040usize;
-    let before = live_bytes(id);
-    keep(Entry::new(p, 4096, id, live::MALLOC), interval);
+    let (_serial, id, before) = sample_at(1, p, 4096);
+    let interval = config::get().interval;
     assert!(
         !fast_free(p as *mut c_void),
         "a sampled address takes the slow path"
@@ -84,12 +109,8 @@ fn a_sampled_block_is_filtered_and_forgotten_at_free() {
 /// when the real realloc fails, put back as it was.
 #[test]
 fn a_failed_realloc_puts_the_sample_back() {
-    let _serial = crate::hot::shadow::tests::SERIAL.lock();
-    let interval = config::get().interval;
-    let id = fake_stack(2);
     let p = 0x7400_0000_0080usize;
-    let before = live_bytes(id);
-    keep(Entry::new(p, 100, id, live::MALLOC), interval);
+    let (_serial, id, before) = sample_at(2, p, 100);
     let during = live_bytes(id);
     let e = untrack_for_realloc(p as *mut c_void).expect("the sample");
     assert_eq!((e.addr, e.size(), e.stack()), (p, 100, id));
@@ -110,12 +131,8 @@ fn a_failed_realloc_puts_the_sample_back() {
 /// stays set, and a later free takes it out.
 #[test]
 fn a_free_inside_the_library_leaves_the_sample_for_later() {
-    let _serial = crate::hot::shadow::tests::SERIAL.lock();
-    let interval = config::get().interval;
-    let id = fake_stack(3);
     let p = 0x7500_0000_00c0usize;
-    let before = live_bytes(id);
-    keep(Entry::new(p, 32, id, live::MALLOC), interval);
+    let (_serial, id, before) = sample_at(3, p, 32);
     {
         let _busy = Busy::enter();
         on_free(p as *mut c_void);
@@ -152,8 +169,7 @@ fn keep(e: Entry, interval: u64) {
 #[test]
 fn thread_stamp_moves_with_each_allocation_of_the_thread() {
     let t = guard::state();
-    // SAFETY: this thread's own state.
-    unsafe { (*t).bytes_until_sample = 1000 };
+    set_countdown(1000);
     let s = thread_stamp();
     assert_ne!(s, 0, "0 means not known");
     assert_eq!(thread_stamp(), s, "nothing allocated");
@@ -195,26 +211,19 @@ fn thread_stamp_moves_with_each_allocation_of_the_thread() {
 /// the block that would take it below (that one is sampled).
 #[test]
 fn count_zend_alloc_counts_down_to_the_sample() {
-    let t = guard::state();
-    // SAFETY: this thread's own state.
-    unsafe { (*t).bytes_until_sample = 100 };
+    set_countdown(100);
     assert!(count_zend_alloc(60));
-    assert_eq!(unsafe { (*t).bytes_until_sample }, 40);
+    assert_eq!(countdown(), 40);
     assert!(count_zend_alloc(40), "down to zero: not yet");
-    assert_eq!(unsafe { (*t).bytes_until_sample }, 0);
+    assert_eq!(countdown(), 0);
     assert!(!count_zend_alloc(8), "below zero: sampled");
-    assert_eq!(unsafe { (*t).bytes_until_sample }, 0, "not counted");
+    assert_eq!(countdown(), 0, "not counted");
     let there = std::thread::spawn(|| {
-        // SAFETY: that thread's own state.
-        unsafe { (*guard::state()).bytes_until_sample = 1 << 20 };
+        set_countdown(1 << 20);
         count_zend_alloc(1 << 10)
     })
     .join()
     .unwrap();
     assert!(there);
-    assert_eq!(
-        unsafe { (*t).bytes_until_sample },
-        0,
-        "another thread's count"
-    );
+    assert_eq!(countdown(), 0, "another thread's count");
 }

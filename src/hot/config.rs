@@ -395,18 +395,12 @@ fn parse(env: Source, c: &mut Config) -> Effects {
         grammar::sample_interval,
     );
     load_var(env, &s::SEED, &mut c.seed, grammar::seed);
-    if let Some(v) = env(s::OUTPUT.cname) {
-        match heaplive_format::template::check(v) {
-            Ok(()) if c.output.set(v) => {}
-            Ok(()) => warn_bad(
-                s::OUTPUT.name(),
-                v,
-                "is longer than 4096 bytes",
-                s::OUTPUT.default,
-            ),
-            Err(why) => warn_bad(s::OUTPUT.name(), v, why, s::OUTPUT.default),
-        }
-    }
+    load_text(
+        env,
+        &s::OUTPUT,
+        &mut c.output,
+        heaplive_format::template::check,
+    );
     load_var(env, &s::DUMP_AT_EXIT, &mut c.dump_at_exit, grammar::boolean);
     load_var(env, &s::DUMP_EMPTY, &mut c.dump_empty, grammar::boolean);
     load_var(env, &s::SIGNAL, &mut c.signal, |v| {
@@ -480,18 +474,12 @@ fn parse(env: Source, c: &mut Config) -> Effects {
         grammar::warn_bytes,
     );
     load_var(env, &s::UNWIND, &mut c.unwind, grammar::unwind);
-    if let Some(v) = env(s::PHP_LIBRARY.cname) {
-        match grammar::php_library(v) {
-            Ok(()) if c.php_library.set(v) => {}
-            Ok(()) => warn_bad(
-                s::PHP_LIBRARY.name(),
-                v,
-                "is longer than 1024 bytes",
-                s::PHP_LIBRARY.default,
-            ),
-            Err(why) => warn_bad(s::PHP_LIBRARY.name(), v, why, s::PHP_LIBRARY.default),
-        }
-    }
+    load_text(
+        env,
+        &s::PHP_LIBRARY,
+        &mut c.php_library,
+        grammar::php_library,
+    );
     let mut poison = D.poison;
     load_var(env, &s::POISON, &mut poison, grammar::poison);
 
@@ -580,6 +568,28 @@ fn load_var<T>(
     if let Some(v) = env(setting.cname) {
         match parse(v) {
             Ok(x) => *slot = x,
+            Err(why) => warn_bad(setting.name(), v, why, setting.default),
+        }
+    }
+}
+
+/// A text setting: checked by `check`, then kept in `slot` (refused when
+/// longer than it holds).
+fn load_text<const N: usize, E: core::fmt::Display>(
+    env: Source,
+    setting: &Setting,
+    slot: &mut FixedStr<N>,
+    check: fn(&[u8]) -> Result<(), E>,
+) {
+    if let Some(v) = env(setting.cname) {
+        match check(v) {
+            Ok(()) if slot.set(v) => {}
+            Ok(()) => warn_bad(
+                setting.name(),
+                v,
+                format_args!("is longer than {N} bytes"),
+                setting.default,
+            ),
             Err(why) => warn_bad(setting.name(), v, why, setting.default),
         }
     }

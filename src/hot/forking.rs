@@ -133,30 +133,15 @@ pub fn after_fork_in_parent(set: bool) {
     }
 }
 
-/// Threads of this process (field 20 of /proc/self/stat), read with raw
-/// open/read/close into a stack buffer: async-signal-safe, errno kept.
+/// Threads of this process (field 20 of /proc/self/stat), read into a
+/// stack buffer (`sys::read_small_file`: async-signal-safe, errno kept).
 pub fn num_threads() -> Option<u32> {
-    let saved = crate::hot::sys::errno();
     let mut buf = [0u8; 1024];
-    // SAFETY: a NUL-terminated path; the buffer and its length match.
-    let n = unsafe {
-        let fd = libc::open(
-            c"/proc/self/stat".as_ptr(),
-            libc::O_RDONLY | libc::O_CLOEXEC,
-        );
-        if fd < 0 {
-            -1
-        } else {
-            let n = libc::read(fd, buf.as_mut_ptr().cast(), buf.len());
-            libc::close(fd);
-            n
-        }
-    };
-    crate::hot::sys::set_errno(saved);
-    if n <= 0 {
+    let n = crate::hot::sys::read_small_file(c"/proc/self/stat", &mut buf)?;
+    if n == 0 {
         return None;
     }
-    parse_num_threads(&buf[..n as usize])
+    parse_num_threads(&buf[..n])
 }
 
 /// Field 20 (num_threads) of a /proc/<pid>/stat line; the command name

@@ -156,23 +156,7 @@ pub fn modules_changed() {
 }
 
 fn table() -> *mut Entry {
-    let t = TABLE.load(Acquire);
-    if !t.is_null() {
-        return t;
-    }
-    let bytes = TABLE_LEN * core::mem::size_of::<Entry>();
-    let fresh = crate::hot::sys::map(bytes) as *mut Entry;
-    if fresh.is_null() {
-        return fresh;
-    }
-    match TABLE.compare_exchange(core::ptr::null_mut(), fresh, AcqRel, Acquire) {
-        Ok(_) => fresh,
-        Err(winner) => {
-            // SAFETY: nobody saw `fresh`.
-            unsafe { crate::hot::sys::unmap(fresh.cast(), bytes) };
-            winner
-        }
-    }
+    crate::hot::tables::stacks::get_or_map(&TABLE, TABLE_LEN * core::mem::size_of::<Entry>())
 }
 
 fn slot_of(pc: usize) -> usize {

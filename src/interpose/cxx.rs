@@ -22,28 +22,7 @@ type Ptr = *mut c_void;
 macro_rules! cxx_jump {
     // The common case: the real function is known, jump to it.
     ($(#[$doc:meta])* $name:ident, $sym:ident, $fallback:path) => {
-        $(#[$doc])*
-        ///
-        /// # Safety
-        /// The contract of the C++ operator it stands for.
-        #[cfg_attr(not(test), unsafe(no_mangle))]
-        #[unsafe(naked)]
-        #[allow(non_snake_case)] // the mangled C++ names
-        pub unsafe extern "C" fn $name() {
-            core::arch::naked_asm!(
-                "mov rax, qword ptr [rip + {slots} + {off}]",
-                "test rax, rax",
-                "jz 2f",
-                "jmp rax",
-                "2:",
-                cxx_jump!(@resolve),
-                slots = sym real::SLOTS,
-                off = const Sym::$sym as usize * 8,
-                sym = const Sym::$sym as usize,
-                fallback = sym $fallback,
-                target = sym cxx_target,
-            )
-        }
+        cxx_jump!(@emit [] [] $(#[$doc])* $name, $sym, $fallback);
     };
     // Aligned new: first notes the requested size (size + 1, in this
     // thread's `aligned_new_size`, initial-exec TLS: rax and rcx are free
@@ -51,6 +30,18 @@ macro_rules! cxx_jump {
     // aligned_alloc that libstdc++ calls with the size rounded up; then as
     // above.
     (@noted $(#[$doc:meta])* $name:ident, $sym:ident, $fallback:path) => {
+        cxx_jump!(@emit
+            [
+                "mov rax, qword ptr [rip + heaplive_thread_state@GOTTPOFF]",
+                "lea rcx, [rdi + 1]",
+                "mov qword ptr fs:[rax + {hint}], rcx",
+            ]
+            [hint = const core::mem::offset_of!(ThreadState, aligned_new_size),]
+            $(#[$doc])* $name, $sym, $fallback);
+    };
+    // The trampoline: the instructions `$note` first (with their operands
+    // `$operands`), then the jump.
+    (@emit [$($note:literal,)*] [$($operands:tt)*] $(#[$doc:meta])* $name:ident, $sym:ident, $fallback:path) => {
         $(#[$doc])*
         ///
         /// # Safety
@@ -60,16 +51,14 @@ macro_rules! cxx_jump {
         #[allow(non_snake_case)] // the mangled C++ names
         pub unsafe extern "C" fn $name() {
             core::arch::naked_asm!(
-                "mov rax, qword ptr [rip + heaplive_thread_state@GOTTPOFF]",
-                "lea rcx, [rdi + 1]",
-                "mov qword ptr fs:[rax + {hint}], rcx",
+                $($note,)*
                 "mov rax, qword ptr [rip + {slots} + {off}]",
                 "test rax, rax",
                 "jz 2f",
                 "jmp rax",
                 "2:",
                 cxx_jump!(@resolve),
-                hint = const core::mem::offset_of!(ThreadState, aligned_new_size),
+                $($operands)*
                 slots = sym real::SLOTS,
                 off = const Sym::$sym as usize * 8,
                 sym = const Sym::$sym as usize,

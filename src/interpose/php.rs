@@ -166,14 +166,18 @@ pub fn init() {
     }
 }
 
+/// The hook that was there before ours (`prev`, 0: none) runs first: its
+/// result, or 0 without one.
+fn call_prev(prev: &AtomicUsize) -> c_int {
+    match prev.load(Relaxed) {
+        0 => 0,
+        f => call!(f, fn() -> c_int,),
+    }
+}
+
 /// `zend_post_startup_cb`: PHP has started (extensions, ini, opcache).
 extern "C" fn post_startup_cb() -> c_int {
-    let prev = PREV_POST_STARTUP.load(Relaxed);
-    let rc = if prev != 0 {
-        call!(prev, fn() -> c_int,)
-    } else {
-        0
-    };
+    let rc = call_prev(&PREV_POST_STARTUP);
     let _busy = crate::hot::guard::Busy::enter();
     let _errno = sys::ErrnoGuard::save();
     let Some((major, minor, patch, v)) = version() else {
@@ -268,12 +272,7 @@ static INSTALL_READY: AtomicBool = AtomicBool::new(false);
 /// `php_register_internal_extensions_func`: PHP registers its built-in
 /// extensions (then `standard` is known, hence the version); we add ours.
 extern "C" fn register_extensions() -> c_int {
-    let prev = PREV_REGISTER.load(Relaxed);
-    let rc = if prev != 0 {
-        call!(prev, fn() -> c_int,)
-    } else {
-        0
-    };
+    let rc = call_prev(&PREV_REGISTER);
     let _busy = crate::hot::guard::Busy::enter();
     let _errno = sys::ErrnoGuard::save();
     let Some(o) = version().and_then(|(a, b, _, _)| php::offsets_for(a, b)) else {

@@ -153,76 +153,83 @@ extern "C" fn exec_unavailable() -> i32 {
 // posix_spawn, system, popen: the child inherits the program's mask (and an
 // ignored dump signal), not heaplive's.
 
-unsafe fn spawn(
-    sym: Sym,
-    pid: *mut libc::pid_t,
-    path: *const libc::c_char,
-    fa: *const libc::posix_spawn_file_actions_t,
-    attr: *const libc::posix_spawnattr_t,
-    argv: *const *mut libc::c_char,
-    envp: *const *mut libc::c_char,
-) -> libc::c_int {
+macro_rules! spawn_export {
+    ($(#[$doc:meta])* $name:ident, $sym:ident) => {
+        $(#[$doc])*
+        #[cfg_attr(not(test), unsafe(no_mangle))]
+        pub unsafe extern "C" fn $name(
+            pid: *mut libc::pid_t,
+            path: *const libc::c_char,
+            fa: *const libc::posix_spawn_file_actions_t,
+            attr: *const libc::posix_spawnattr_t,
+            argv: *const *mut libc::c_char,
+            envp: *const *mut libc::c_char,
+        ) -> libc::c_int {
+            let a = match real::c_fn(Sym::$sym) {
+                0 => return libc::ENOSYS,
+                a => a,
+            };
+            // SAFETY: zeroed is a valid place for a copy of the attributes.
+            let mut local: libc::posix_spawnattr_t = unsafe { core::mem::zeroed() };
+            let at = signal::spawn_attr(attr, &mut local);
+            let done = signal::ignore_for_spawn();
+            let r = call!(
+                a,
+                fn(
+                    *mut libc::pid_t,
+                    *const libc::c_char,
+                    *const libc::posix_spawn_file_actions_t,
+                    *const libc::posix_spawnattr_t,
+                    *const *mut libc::c_char,
+                    *const *mut libc::c_char,
+                ) -> libc::c_int,
+                pid,
+                path,
+                fa,
+                at,
+                argv,
+                envp
+            );
+            signal::restore_after_exec(done);
+            r
+        }
+    };
+}
+
+spawn_export!(
+    /// `posix_spawn`.
+    ///
+    /// # Safety
+    /// The contract of C's `posix_spawn`.
+    posix_spawn,
+    PosixSpawn
+);
+spawn_export!(
+    /// `posix_spawnp`.
+    ///
+    /// # Safety
+    /// The contract of C's `posix_spawnp`.
+    posix_spawnp,
+    PosixSpawnp
+);
+
+/// `system` and `popen`: the real function `sym` (or `failed`, errno
+/// ENOSYS, without it) called by `f` with the program's mask and
+/// disposition, heaplive's restored after it (errno kept).
+#[inline(always)]
+fn with_program_signals<R>(sym: Sym, failed: R, f: impl FnOnce(usize) -> R) -> R {
     let a = match real::c_fn(sym) {
-        0 => return libc::ENOSYS,
+        0 => {
+            sys::set_errno(libc::ENOSYS);
+            return failed;
+        }
         a => a,
     };
-    // SAFETY: zeroed is a valid place for a copy of the attributes.
-    let mut local: libc::posix_spawnattr_t = unsafe { core::mem::zeroed() };
-    let at = signal::spawn_attr(attr, &mut local);
-    let done = signal::ignore_for_spawn();
-    let r = call!(
-        a,
-        fn(
-            *mut libc::pid_t,
-            *const libc::c_char,
-            *const libc::posix_spawn_file_actions_t,
-            *const libc::posix_spawnattr_t,
-            *const *mut libc::c_char,
-            *const *mut libc::c_char,
-        ) -> libc::c_int,
-        pid,
-        path,
-        fa,
-        at,
-        argv,
-        envp
-    );
+    let done = signal::prepare_exec();
+    let r = f(a);
+    let _errno = sys::ErrnoGuard::save();
     signal::restore_after_exec(done);
     r
-}
-
-/// `posix_spawn`.
-///
-/// # Safety
-/// The contract of C's `posix_spawn`.
-#[cfg_attr(not(test), unsafe(no_mangle))]
-pub unsafe extern "C" fn posix_spawn(
-    pid: *mut libc::pid_t,
-    path: *const libc::c_char,
-    fa: *const libc::posix_spawn_file_actions_t,
-    attr: *const libc::posix_spawnattr_t,
-    argv: *const *mut libc::c_char,
-    envp: *const *mut libc::c_char,
-) -> libc::c_int {
-    // SAFETY: the caller's arguments, passed on.
-    unsafe { spawn(Sym::PosixSpawn, pid, path, fa, attr, argv, envp) }
-}
-
-/// `posix_spawnp`.
-///
-/// # Safety
-/// The contract of C's `posix_spawnp`.
-#[cfg_attr(not(test), unsafe(no_mangle))]
-pub unsafe extern "C" fn posix_spawnp(
-    pid: *mut libc::pid_t,
-    file: *const libc::c_char,
-    fa: *const libc::posix_spawn_file_actions_t,
-    attr: *const libc::posix_spawnattr_t,
-    argv: *const *mut libc::c_char,
-    envp: *const *mut libc::c_char,
-) -> libc::c_int {
-    // SAFETY: the caller's arguments, passed on.
-    unsafe { spawn(Sym::PosixSpawnp, pid, file, fa, attr, argv, envp) }
 }
 
 /// `system`: glibc spawns with the calling thread's real mask, so for the
@@ -234,18 +241,9 @@ pub unsafe extern "C" fn posix_spawnp(
 /// The contract of C's `system`.
 #[cfg_attr(not(test), unsafe(no_mangle))]
 pub unsafe extern "C" fn system(cmd: *const libc::c_char) -> libc::c_int {
-    let a = match real::c_fn(Sym::System) {
-        0 => {
-            sys::set_errno(libc::ENOSYS);
-            return -1;
-        }
-        a => a,
-    };
-    let done = signal::prepare_exec();
-    let r = call!(a, fn(*const libc::c_char) -> libc::c_int, cmd);
-    let _errno = sys::ErrnoGuard::save();
-    signal::restore_after_exec(done);
-    r
+    with_program_signals(Sym::System, -1, |a| {
+        call!(a, fn(*const libc::c_char) -> libc::c_int, cmd)
+    })
 }
 
 /// `popen`, as `system`.
@@ -257,23 +255,14 @@ pub unsafe extern "C" fn popen(
     cmd: *const libc::c_char,
     mode: *const libc::c_char,
 ) -> *mut libc::FILE {
-    let a = match real::c_fn(Sym::Popen) {
-        0 => {
-            sys::set_errno(libc::ENOSYS);
-            return core::ptr::null_mut();
-        }
-        a => a,
-    };
-    let done = signal::prepare_exec();
-    let r = call!(
-        a,
-        fn(*const libc::c_char, *const libc::c_char) -> *mut libc::FILE,
-        cmd,
-        mode
-    );
-    let _errno = sys::ErrnoGuard::save();
-    signal::restore_after_exec(done);
-    r
+    with_program_signals(Sym::Popen, core::ptr::null_mut(), |a| {
+        call!(
+            a,
+            fn(*const libc::c_char, *const libc::c_char) -> *mut libc::FILE,
+            cmd,
+            mode
+        )
+    })
 }
 
 // ---------------------------------------------------------------------------

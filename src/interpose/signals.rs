@@ -196,112 +196,67 @@ macro_rules! nosys {
     };
 }
 
-/// `pselect`.
-///
-/// # Safety
-/// The contract of C's `pselect`.
-#[cfg_attr(not(test), unsafe(no_mangle))]
-pub unsafe extern "C" fn pselect(
-    n: c_int,
-    r: *mut libc::fd_set,
-    w: *mut libc::fd_set,
-    e: *mut libc::fd_set,
-    timeout: *const libc::timespec,
-    mask: *const SigSet,
-) -> c_int {
-    let a = nosys!(Pselect);
-    let wait = wait_for(mask);
-    call!(
-        a,
-        fn(
-            c_int,
-            *mut libc::fd_set,
-            *mut libc::fd_set,
-            *mut libc::fd_set,
-            *const libc::timespec,
-            *const SigSet,
-        ) -> c_int,
-        n,
-        r,
-        w,
-        e,
-        timeout,
-        mask_ptr(&wait, mask)
-    )
+/// A wait with a signal mask (the last argument): it waits with the mask
+/// that [`wait_for`] makes of the program's.
+macro_rules! masked_wait_export {
+    ($(#[$doc:meta])* $name:ident, $sym:ident, ($($arg:ident: $t:ty),*)) => {
+        $(#[$doc])*
+        #[cfg_attr(not(test), unsafe(no_mangle))]
+        pub unsafe extern "C" fn $name($($arg: $t,)* mask: *const SigSet) -> c_int {
+            let a = nosys!($sym);
+            let wait = wait_for(mask);
+            call!(a, fn($($t,)* *const SigSet) -> c_int, $($arg,)* mask_ptr(&wait, mask))
+        }
+    };
 }
 
-/// `ppoll`.
-///
-/// # Safety
-/// The contract of C's `ppoll`.
-#[cfg_attr(not(test), unsafe(no_mangle))]
-pub unsafe extern "C" fn ppoll(
-    fds: *mut libc::pollfd,
-    n: libc::nfds_t,
-    timeout: *const libc::timespec,
-    mask: *const SigSet,
-) -> c_int {
-    let a = nosys!(Ppoll);
-    let wait = wait_for(mask);
-    call!(
-        a,
-        fn(*mut libc::pollfd, libc::nfds_t, *const libc::timespec, *const SigSet) -> c_int,
-        fds,
-        n,
-        timeout,
-        mask_ptr(&wait, mask)
+masked_wait_export!(
+    /// `pselect`.
+    ///
+    /// # Safety
+    /// The contract of C's `pselect`.
+    pselect,
+    Pselect,
+    (
+        n: c_int,
+        r: *mut libc::fd_set,
+        w: *mut libc::fd_set,
+        e: *mut libc::fd_set,
+        timeout: *const libc::timespec
     )
-}
-
-/// `epoll_pwait`.
-///
-/// # Safety
-/// The contract of C's `epoll_pwait`.
-#[cfg_attr(not(test), unsafe(no_mangle))]
-pub unsafe extern "C" fn epoll_pwait(
-    epfd: c_int,
-    events: *mut libc::epoll_event,
-    max: c_int,
-    timeout: c_int,
-    mask: *const SigSet,
-) -> c_int {
-    let a = nosys!(EpollPwait);
-    let wait = wait_for(mask);
-    call!(
-        a,
-        fn(c_int, *mut libc::epoll_event, c_int, c_int, *const SigSet) -> c_int,
-        epfd,
-        events,
-        max,
-        timeout,
-        mask_ptr(&wait, mask)
+);
+masked_wait_export!(
+    /// `ppoll`.
+    ///
+    /// # Safety
+    /// The contract of C's `ppoll`.
+    ppoll,
+    Ppoll,
+    (fds: *mut libc::pollfd, n: libc::nfds_t, timeout: *const libc::timespec)
+);
+masked_wait_export!(
+    /// `epoll_pwait`.
+    ///
+    /// # Safety
+    /// The contract of C's `epoll_pwait`.
+    epoll_pwait,
+    EpollPwait,
+    (epfd: c_int, events: *mut libc::epoll_event, max: c_int, timeout: c_int)
+);
+masked_wait_export!(
+    /// `epoll_pwait2`.
+    ///
+    /// # Safety
+    /// The contract of C's `epoll_pwait2`.
+    epoll_pwait2,
+    EpollPwait2,
+    (
+        epfd: c_int,
+        events: *mut libc::epoll_event,
+        max: c_int,
+        timeout: *const libc::timespec
     )
-}
-
-/// `epoll_pwait2`.
-///
-/// # Safety
-/// The contract of C's `epoll_pwait2`.
-#[cfg_attr(not(test), unsafe(no_mangle))]
-pub unsafe extern "C" fn epoll_pwait2(
-    epfd: c_int,
-    events: *mut libc::epoll_event,
-    max: c_int,
-    timeout: *const libc::timespec,
-    mask: *const SigSet,
-) -> c_int {
-    let a = nosys!(EpollPwait2);
-    let wait = wait_for(mask);
-    call!(
-        a,
-        fn(c_int, *mut libc::epoll_event, c_int, *const libc::timespec, *const SigSet) -> c_int,
-        epfd,
-        events,
-        max,
-        timeout,
-        mask_ptr(&wait, mask)
-    )
-}
+);
 
 /// `sigtimedwait`: a program waiting for the dump signal itself gets it.
 ///

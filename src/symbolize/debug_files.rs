@@ -269,20 +269,12 @@ fn streamed(
 }
 
 impl Mapped {
-    /// Opens `path` only if it is a regular file: `O_NONBLOCK` so that a
-    /// FIFO planted where a debug file is looked for (or at a module's
-    /// path) never waits for a writer, `O_NOCTTY` for a terminal, then
-    /// fstat. Links are followed: build-id trees are links.
+    /// Opens `path` only if it is a regular file (`format::regular`: a
+    /// FIFO planted where a debug file is looked for, or at a module's
+    /// path, never waits for a writer; links are followed, build-id trees
+    /// are links).
     pub(super) fn open(path: &Path, opened: &mut usize) -> Option<Mapped> {
-        use std::os::unix::fs::OpenOptionsExt;
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
-            .open(path)
-            .ok()?;
-        if !file.metadata().ok()?.is_file() {
-            return None;
-        }
+        let file = heaplive_format::regular::open_regular(path)?;
         // SAFETY: the map is read-only and private to this process; if the
         // file is truncated underneath us, reads fault (documented above).
         let map = unsafe { Mmap::map(&file) }.ok()?;

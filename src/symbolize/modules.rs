@@ -395,9 +395,8 @@ mod tests {
 
     #[test]
     fn realpath_resolves_relative_names_and_links() {
-        let dir = std::env::temp_dir().join(format!("heaplive-realpath-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(dir.join("a")).unwrap();
+        let dir = crate::fresh_test_dir("realpath");
+        std::fs::create_dir(dir.join("a")).unwrap();
         std::fs::write(dir.join("a/lib.so"), b"").unwrap();
         std::os::unix::fs::symlink("a", dir.join("link")).unwrap();
         let want = std::fs::canonicalize(dir.join("a/lib.so")).unwrap();

@@ -166,7 +166,14 @@ pub(super) fn build(
                     Err(_) => return None,           // as addr2line would fail
                 };
                 let end = next + header.length_including_self();
-                let (kept, stmt_list) = keep(dwarf, &header, probes, &aranged, &aranges_hit)?;
+                let (kept, stmt_list) = keep(
+                    dwarf,
+                    &header,
+                    probes,
+                    &aranged,
+                    &aranges_hit,
+                    root_abbreviations,
+                )?;
                 if kept {
                     out.kept += 1;
                     out.line_programs.extend(stmt_list);
@@ -379,33 +386,16 @@ fn close(out: &SparseInfo, (s, e): (usize, usize), endian: gimli::RunTimeEndian)
     unsafe { core::ptr::copy_nonoverlapping(h.as_ptr(), out.ptr.add(s), FAKE_HEADER) };
 }
 
-/// Whether addr2line may read the unit of `header` for one of `probes`,
-/// and where its line program is. `None`: the unit refers to other units;
-/// filtering is not safe.
-fn keep(
-    dwarf: &gimli::Dwarf<Slice>,
-    header: &gimli::UnitHeader<Slice>,
-    probes: &[u64],
-    aranged: &HashSet<usize>,
-    aranges_hit: &HashSet<usize>,
-) -> Option<(bool, Option<usize>)> {
-    keep_with(
-        dwarf,
-        header,
-        probes,
-        aranged,
-        aranges_hit,
-        root_abbreviations,
-    )
-}
-
 /// Where a unit's root DIE finds its abbreviation: [`root_abbreviations`],
 /// or (tests) the unit's whole table.
 type AbbrevSource =
     fn(&gimli::Dwarf<Slice>, &gimli::UnitHeader<Slice>) -> Option<Arc<gimli::Abbreviations>>;
 
-/// [`keep`], the root DIE read with the abbreviations `abbrevs` gives.
-fn keep_with(
+/// Whether addr2line may read the unit of `header` for one of `probes`,
+/// and where its line program is, the root DIE read with the abbreviations
+/// `abbrevs` gives. `None`: the unit refers to other units; filtering is
+/// not safe.
+fn keep(
     dwarf: &gimli::Dwarf<Slice>,
     header: &gimli::UnitHeader<Slice>,
     probes: &[u64],

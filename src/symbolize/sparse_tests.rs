@@ -97,8 +97,8 @@ fn root_declaration_classifies_every_libc_unit_as_the_whole_table() {
             with_ranges += 1;
         }
         for (i, (probes, (named, hit))) in classified.iter().enumerate() {
-            let a = keep_with(&dwarf, &header, probes, named, hit, whole_table);
-            let b = keep_with(&dwarf, &header, probes, named, hit, root_abbreviations);
+            let a = keep(&dwarf, &header, probes, named, hit, whole_table);
+            let b = keep(&dwarf, &header, probes, named, hit, root_abbreviations);
             assert_eq!(a, b, "unit at {:?}", header.offset());
             if a.is_some_and(|k| k.0) {
                 kept[i] += 1;
@@ -164,7 +164,7 @@ fn root_declaration_skips_the_declarations_before_it() {
     assert_eq!(facts(&d, &h, root_abbreviations), expected);
     assert_eq!(facts(&d, &h, whole_table), expected);
     let none = HashSet::new();
-    let keep_for = |p: &[u64]| keep(&d, &h, p, &none, &none);
+    let keep_for = |p: &[u64]| keep(&d, &h, p, &none, &none, root_abbreviations);
     assert_eq!(keep_for(&[0x1100]), Some((true, Some(0x40))));
     assert_eq!(keep_for(&[0x1200, 0x3000]), Some((false, Some(0x40))));
     assert_eq!(keep_for(&[]), Some((false, Some(0x40))));
@@ -175,7 +175,10 @@ fn root_declaration_skips_the_declarations_before_it() {
     let h = header_of(&d);
     assert!(root_declaration(&d, &h).is_none());
     assert_eq!(facts(&d, &h, root_abbreviations), None);
-    assert_eq!(keep(&d, &h, &[0x3000], &none, &none), Some((true, None)));
+    assert_eq!(
+        keep(&d, &h, &[0x3000], &none, &none, root_abbreviations),
+        Some((true, None))
+    );
 
     // A declaration gimli refuses (tag 0) before the root's: the whole
     // table fails (the unit was kept, and addr2line skips it); the

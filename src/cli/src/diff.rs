@@ -3,7 +3,7 @@
 use crate::Res;
 use crate::cli::DiffArgs;
 use crate::folded::{self, Profile};
-use crate::table::{Table, abbreviate_stack, emit, function_totals, shorten_frame};
+use crate::table::{Table, abbreviate_stack, column_width, emit, function_totals, shorten_frame};
 use std::collections::BTreeMap;
 use std::io::{self, Write};
 
@@ -165,12 +165,7 @@ fn diff_table(
             .collect(),
         None => Vec::new(),
     };
-    let ew = errs
-        .iter()
-        .map(|e| e.chars().count())
-        .chain([5])
-        .max()
-        .unwrap_or(5);
+    let ew = column_width(&errs, 5);
     let mut out = if err.is_some() {
         format!(
             "{:>w$}  {:>ew$}  {:>w$}  {:>w$}  {what}\n",

@@ -715,14 +715,7 @@ pub fn switch(a: crate::cli::SwitchArgs, on: bool) -> Res<()> {
             if unsafe { libc::sigqueue(t.pid, t.signal, v) } == 0 {
                 Ok(t)
             } else {
-                let e = std::io::Error::last_os_error();
-                Err(format!(
-                    "pid {} ({}): cannot send {}: {}",
-                    t.pid,
-                    t.proc.comm,
-                    Name(t.signal),
-                    io_msg(&e)
-                ))
+                Err(cannot_send(&t))
             }
         });
         match r {
@@ -756,14 +749,19 @@ fn send(t: &Target) -> Result<(), String> {
     if unsafe { libc::kill(t.pid, t.signal) } == 0 {
         return Ok(());
     }
+    Err(cannot_send(t))
+}
+
+/// Why sending `t` its signal failed (errno, just after the call).
+fn cannot_send(t: &Target) -> String {
     let e = std::io::Error::last_os_error();
-    Err(format!(
+    format!(
         "pid {} ({}): cannot send {}: {}",
         t.pid,
         t.proc.comm,
         Name(t.signal),
         io_msg(&e)
-    ))
+    )
 }
 
 #[cfg(test)]

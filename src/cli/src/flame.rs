@@ -293,27 +293,23 @@ mod tests {
 
     #[test]
     fn names() {
-        assert_eq!(
-            parse_name("/tmp/heaplive.php-fpm8.2.4242.3.folded"),
-            Some(("php-fpm8.2".into(), 4242, 3))
-        );
-        assert_eq!(
-            parse_name("heaplive.a.1.2.folded"),
-            Some(("a".into(), 1, 2))
-        );
-        assert_eq!(parse_name("heaplive.1.2.folded"), None);
-        assert_eq!(
-            parse_name("heaplive.a.1.2.peak.folded"),
-            Some(("a".into(), 1, 2))
-        );
-        assert_eq!(parse_name("other.folded"), None);
-        assert_eq!(
-            parse_name("/d/fpm.4242.7.request.folded"),
-            Some(("fpm".to_string(), 4242, 7))
-        );
-        assert_eq!(
-            parse_name("heaplive.php-fpm8.2.4242.3.request.folded"),
-            Some(("php-fpm8.2".to_string(), 4242, 3))
-        );
+        for (name, want) in [
+            (
+                "/tmp/heaplive.php-fpm8.2.4242.3.folded",
+                Some(("php-fpm8.2", 4242, 3)),
+            ),
+            ("heaplive.a.1.2.folded", Some(("a", 1, 2))),
+            ("heaplive.1.2.folded", None),
+            ("heaplive.a.1.2.peak.folded", Some(("a", 1, 2))),
+            ("other.folded", None),
+            ("/d/fpm.4242.7.request.folded", Some(("fpm", 4242, 7))),
+            (
+                "heaplive.php-fpm8.2.4242.3.request.folded",
+                Some(("php-fpm8.2", 4242, 3)),
+            ),
+        ] {
+            let want = want.map(|(exe, pid, n)| (exe.to_string(), pid, n));
+            assert_eq!(parse_name(name), want, "{name}");
+        }
     }
 }

@@ -54,15 +54,7 @@ pub fn read_regular_text(path: &str) -> Option<Vec<u8>> {
 }
 
 fn read_regular_as(path: &str, folded: bool) -> Option<Vec<u8>> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
-        .open(path)
-        .ok()?;
-    if !f.metadata().ok()?.is_file() {
-        return None;
-    }
+    let mut f = heaplive_format::regular::open_regular(path)?;
     read_bounded(path, &mut f, folded).ok()
 }
 

@@ -76,22 +76,13 @@ pub fn out_line(line: &str) -> Res<()> {
     table::emit(|out| writeln!(out, "{line}"))
 }
 
-const SUBCOMMANDS: [&str; 14] = [
-    "run",
-    "dump",
-    "start",
-    "stop",
-    "attach",
-    "detach",
-    "top",
-    "diff",
-    "merge",
-    "flamegraph",
-    "flame",
-    "report",
-    "completions",
-    "man",
-];
+/// Whether `s` names a subcommand (or one of its aliases), as the command
+/// line's definition has them.
+fn is_subcommand(s: &str) -> bool {
+    Cli::command()
+        .get_subcommands()
+        .any(|c| c.get_name() == s || c.get_all_aliases().any(|a| a == s))
+}
 
 /// A clap error as heaplive's one usage line (exit 2), or help and version
 /// as they are.
@@ -121,9 +112,7 @@ fn parse_error(e: clap::Error) -> ExitCode {
                 Some(tip) => say!("heaplive: {msg}; did you mean {tip}?"),
                 None => say!("heaplive: {msg}"),
             }
-            let sub = std::env::args()
-                .nth(1)
-                .filter(|s| SUBCOMMANDS.contains(&s.as_str()));
+            let sub = std::env::args().nth(1).filter(|s| is_subcommand(s));
             match sub {
                 Some(sub) => say!("Try 'heaplive {sub} --help'."),
                 None => say!("Try 'heaplive --help'."),

@@ -8,6 +8,17 @@ use crate::{Res, error};
 use std::collections::{BTreeMap, HashSet};
 use std::io::{self, Write};
 
+/// The width of a column of `cells`: its widest cell's characters, and at
+/// least `at_least`.
+pub fn column_width(cells: &[String], at_least: usize) -> usize {
+    cells
+        .iter()
+        .map(|c| c.chars().count())
+        .chain([at_least])
+        .max()
+        .unwrap_or(at_least)
+}
+
 /// Options shared by the table reports.
 pub struct Table {
     pub rows: usize,

@@ -2,7 +2,7 @@
 
 use crate::cli::TopArgs;
 use crate::folded::{self, Profile};
-use crate::table::{Table, abbreviate_stack, emit, function_totals, shorten_frame};
+use crate::table::{Table, abbreviate_stack, column_width, emit, function_totals, shorten_frame};
 use crate::units::{grouped, human, percent};
 use crate::{Res, error};
 use heaplive_format::{samples, stats};
@@ -538,12 +538,7 @@ fn top_stacks(
         .iter()
         .map(|(stack, count)| interval_cell(t, interval(stack, *count)))
         .collect();
-    let iw = cells
-        .iter()
-        .map(|c| c.chars().count())
-        .chain([12])
-        .max()
-        .unwrap_or(12);
+    let iw = column_width(&cells, 12);
     let extra = if bars { 11 + iw } else { 0 };
     let mut out = if bars {
         format!(
@@ -665,14 +660,18 @@ mod tests {
 
     #[test]
     fn request_frames_are_told_from_markers() {
-        assert!(is_request_frame("[GET /api/report]"));
-        assert!(is_request_frame("[POST /user/{n}]"));
-        assert!(is_request_frame("[cli worker.php]"));
-        assert!(!is_request_frame("[zend_mm]"));
-        assert!(!is_request_frame("[php?]"));
-        assert!(!is_request_frame("[php names: full]"));
-        assert!(!is_request_frame("str_repeat [internal]"));
-        assert!(!is_request_frame("[GET ]"));
+        for (frame, request) in [
+            ("[GET /api/report]", true),
+            ("[POST /user/{n}]", true),
+            ("[cli worker.php]", true),
+            ("[zend_mm]", false),
+            ("[php?]", false),
+            ("[php names: full]", false),
+            ("str_repeat [internal]", false),
+            ("[GET ]", false),
+        ] {
+            assert_eq!(is_request_frame(frame), request, "{frame}");
+        }
         assert!(heaplive_format::php_frames::is_php_frame("[GET /x]"));
     }
 

@@ -304,56 +304,39 @@ mod tests {
         }
     }
 
+    /// A location at `address` (no mapping) with `frames`.
+    fn location(address: u64, frames: Vec<Frame>) -> Location {
+        Location {
+            address,
+            mapping: None,
+            frames: frames.into(),
+        }
+    }
+
+    /// A sample of `bytes` in `blocks` at `locations`.
+    fn sample(locations: Vec<usize>, bytes: u64, blocks: u64) -> Sample {
+        Sample {
+            locations,
+            bytes,
+            blocks,
+            ..Sample::default()
+        }
+    }
+
     #[test]
     fn root_first_inline_expanded_escaped_and_merged() {
         let p = Profile {
             locations: vec![
-                Location {
-                    address: 1,
-                    mapping: None,
-                    frames: vec![f("inlined"), f("leaf")].into(),
-                },
-                Location {
-                    address: 2,
-                    mapping: None,
-                    frames: vec![f("main")].into(),
-                },
-                Location {
-                    address: 3,
-                    mapping: None,
-                    frames: vec![f("weird;name\nx")].into(),
-                },
-                Location {
-                    address: 4,
-                    mapping: None,
-                    frames: vec![f("leaf")].into(),
-                },
+                location(1, vec![f("inlined"), f("leaf")]),
+                location(2, vec![f("main")]),
+                location(3, vec![f("weird;name\nx")]),
+                location(4, vec![f("leaf")]),
             ],
             samples: vec![
-                Sample {
-                    locations: vec![0, 1],
-                    bytes: 100,
-                    blocks: 1,
-                    ..Sample::default()
-                },
-                Sample {
-                    locations: vec![2, 1],
-                    bytes: 5,
-                    blocks: 1,
-                    ..Sample::default()
-                },
-                Sample {
-                    locations: vec![3, 1],
-                    bytes: 7,
-                    blocks: 1,
-                    ..Sample::default()
-                },
-                Sample {
-                    locations: vec![3, 1],
-                    bytes: 0,
-                    blocks: 0,
-                    ..Sample::default()
-                },
+                sample(vec![0, 1], 100, 1),
+                sample(vec![2, 1], 5, 1),
+                sample(vec![3, 1], 7, 1),
+                sample(vec![3, 1], 0, 0),
             ],
             ..Default::default()
         };
@@ -420,17 +403,8 @@ mod tests {
     #[test]
     fn written_escaped_frames_read_back() {
         let p = Profile {
-            locations: vec![Location {
-                address: 1,
-                mapping: None,
-                frames: vec![f("a;b\nc"), f("main")].into(),
-            }],
-            samples: vec![Sample {
-                locations: vec![0],
-                bytes: 9,
-                blocks: 1,
-                ..Sample::default()
-            }],
+            locations: vec![location(1, vec![f("a;b\nc"), f("main")])],
+            samples: vec![sample(vec![0], 9, 1)],
             lines: true,
             ..Default::default()
         };

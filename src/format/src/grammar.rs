@@ -130,24 +130,37 @@ pub fn unwind(v: &[u8]) -> Result<Unwind, &'static str> {
 }
 
 /// Which files a dump writes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Formats {
     pub folded: bool,
     pub pprof: bool,
 }
 
+/// The words of a [`parse_flags`] list for the flags of `$t` named: each
+/// word is its flag's name.
+macro_rules! flag_words {
+    ($t:ty: $($flag:ident),*) => {
+        &[$((stringify!($flag).as_bytes(), |f: &mut $t| f.$flag = true)),*]
+    };
+}
+
 /// `folded`, `pprof`, `folded,pprof` (either order).
 pub fn parse_format(v: &[u8]) -> Option<Formats> {
-    let mut f = Formats {
-        folded: false,
-        pprof: false,
-    };
+    parse_flags(v, flag_words!(Formats: folded, pprof))
+}
+
+/// A word of a [`parse_flags`] list, and what it sets.
+type FlagWord<T> = (&'static [u8], fn(&mut T));
+
+/// A comma-separated list of the words of `words` (any order, any case,
+/// white space around each ignored): `T`'s default with the flag of each
+/// word in the list set; None for any other word.
+fn parse_flags<T: Default>(v: &[u8], words: &[FlagWord<T>]) -> Option<T> {
+    let mut f = T::default();
     for part in trim(v).split(|&b| b == b',') {
-        match trim(part) {
-            s if s.eq_ignore_ascii_case(b"folded") => f.folded = true,
-            s if s.eq_ignore_ascii_case(b"pprof") => f.pprof = true,
-            _ => return None,
-        }
+        let part = trim(part);
+        let (_, set) = words.iter().find(|(w, _)| part.eq_ignore_ascii_case(w))?;
+        set(&mut f);
     }
     Some(f)
 }
@@ -197,7 +210,7 @@ pub fn format(v: &[u8]) -> Result<Formats, &'static str> {
 }
 
 /// Which views a dump writes (`HEAPLIVE_VIEWS`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Views {
     /// Live bytes per stack now: `NAME.folded`.
     pub live: bool,
@@ -234,30 +247,10 @@ pub struct Views {
 /// `live`, `alloc`, `peak`, `samples`, `variance`, `temporary`, `app`,
 /// `sizes`, comma-separated, in any order.
 pub fn parse_views(v: &[u8]) -> Option<Views> {
-    let mut f = Views {
-        live: false,
-        alloc: false,
-        peak: false,
-        samples: false,
-        variance: false,
-        temporary: false,
-        app: false,
-        sizes: false,
-    };
-    for part in trim(v).split(|&b| b == b',') {
-        match trim(part) {
-            s if s.eq_ignore_ascii_case(b"live") => f.live = true,
-            s if s.eq_ignore_ascii_case(b"alloc") => f.alloc = true,
-            s if s.eq_ignore_ascii_case(b"peak") => f.peak = true,
-            s if s.eq_ignore_ascii_case(b"samples") => f.samples = true,
-            s if s.eq_ignore_ascii_case(b"variance") => f.variance = true,
-            s if s.eq_ignore_ascii_case(b"temporary") => f.temporary = true,
-            s if s.eq_ignore_ascii_case(b"app") => f.app = true,
-            s if s.eq_ignore_ascii_case(b"sizes") => f.sizes = true,
-            _ => return None,
-        }
-    }
-    Some(f)
+    parse_flags(
+        v,
+        flag_words!(Views: live, alloc, peak, samples, variance, temporary, app, sizes),
+    )
 }
 
 /// `HEAPLIVE_VIEWS`.
@@ -351,15 +344,7 @@ pub fn poison(v: &[u8]) -> Result<Poison, &'static str> {
     if eq_any(v, &[b"off", b"0", b"none"]) {
         return Ok(Poison::default());
     }
-    let mut p = Poison::default();
-    for part in v.split(|&b| b == b',') {
-        match trim(part) {
-            s if s.eq_ignore_ascii_case(b"alloc") => p.alloc = true,
-            s if s.eq_ignore_ascii_case(b"free") => p.free = true,
-            _ => return Err(WHY),
-        }
-    }
-    Ok(p)
+    parse_flags(v, flag_words!(Poison: alloc, free)).ok_or(WHY)
 }
 
 /// The longest `HEAPLIVE_PROGRAMS` value (the library keeps it in a fixed

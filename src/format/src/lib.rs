@@ -16,10 +16,12 @@
 //! | [`php_frames`] | PHP mode's frames as text: which are PHP's, the application's; the fold of `top --php` |
 //! | [`profile`], [`pprof`] | the profile a dump builds, and its pprof writer |
 //! | [`safe_path`] | how the library and the command reach a file they write: no link or directory another user could have planted |
+//! | [`regular`] | how the library and the command open a file they read: a regular file only, never waiting on a FIFO |
 //!
 //! Pure: no global state, no I/O besides the writers' `Write`, except
 //! [`safe_path`] (system calls on stack buffers, shared so that the library
-//! and the command refuse the same paths). The library
+//! and the command refuse the same paths) and [`regular`] (an open and an
+//! fstat, for the same reason). The library
 //! calls the grammar functions before malloc works, so those take `&[u8]`,
 //! return plain values or `&'static str` reasons, never allocate and never
 //! panic on any input (the library is built with panic=abort).
@@ -30,6 +32,7 @@ pub mod grammar;
 pub mod php_frames;
 pub mod pprof;
 pub mod profile;
+pub mod regular;
 pub mod safe_path;
 pub mod samples;
 pub mod settings;

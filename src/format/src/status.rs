@@ -83,14 +83,18 @@ pub struct Status {
 
 /// The file's text.
 pub fn encode(s: &Status) -> String {
+    // One line per field: a line break in a path or a reason would end the
+    // field, so it is written as `instead`.
+    let field = |t: &mut String, name: &str, text: &str, instead: char| {
+        let text: String = text
+            .chars()
+            .map(|c| if c == '\n' { instead } else { c })
+            .collect();
+        t.push_str(&format!("{name} {text}\n"));
+    };
     let mut t = format!("dumps {}\n", s.dumps);
     if let Some(last) = &s.last {
-        // One line per field: a line break in a path would end the field.
-        let last: String = last
-            .chars()
-            .map(|c| if c == '\n' { '?' } else { c })
-            .collect();
-        t.push_str(&format!("last {last}\n"));
+        field(&mut t, "last", last, '?');
     }
     if let Some(sig) = s.signal {
         t.push_str(&format!("signal {sig}\n"));
@@ -99,11 +103,7 @@ pub fn encode(s: &Status) -> String {
         t.push_str(&format!("failed {}\n", s.failed));
     }
     if let Some(why) = &s.why {
-        let why: String = why
-            .chars()
-            .map(|c| if c == '\n' { ' ' } else { c })
-            .collect();
-        t.push_str(&format!("why {why}\n"));
+        field(&mut t, "why", why, ' ');
     }
     t
 }

@@ -24,19 +24,23 @@ fn bin_allocators_pick_the_requests_bin_all_or_none() {
 
 #[test]
 fn block_sizes_follow_zend_mm() {
-    assert_eq!(zend_block_size(0), 8);
-    assert_eq!(zend_block_size(1), 8);
-    assert_eq!(zend_block_size(8), 8);
-    assert_eq!(zend_block_size(9), 16);
-    assert_eq!(zend_block_size(57), 64);
-    assert_eq!(zend_block_size(65), 80);
-    assert_eq!(zend_block_size(257), 320);
-    assert_eq!(zend_block_size(3000), 3072);
-    assert_eq!(zend_block_size(3072), 3072);
-    assert_eq!(zend_block_size(3073), 4096);
-    assert_eq!(zend_block_size(4025), 4096);
-    assert_eq!(zend_block_size(4097), 8192);
-    assert_eq!(zend_block_size(3 << 20), 3 << 20);
+    for (size, block) in [
+        (0, 8),
+        (1, 8),
+        (8, 8),
+        (9, 16),
+        (57, 64),
+        (65, 80),
+        (257, 320),
+        (3000, 3072),
+        (3072, 3072),
+        (3073, 4096),
+        (4025, 4096),
+        (4097, 8192),
+        (3 << 20, 3 << 20),
+    ] {
+        assert_eq!(zend_block_size(size), block, "size {size}");
+    }
     for s in 1..=3072usize {
         let b = zend_block_size(s);
         assert!(b >= s && BINS.contains(&(b as u16)), "{s} -> {b}");
@@ -281,16 +285,23 @@ fn the_name_cache_keys_by_function_opline_words_and_generation() {
     assert_eq!(own_opline(0x4fe0, 0x5000, 4), 0);
 }
 
+/// The shadow bitmap's tests' lock (these tests use its bits), held, and
+/// the request's list of ZendMM samples emptied.
+fn serial_and_no_zend_samples() -> std::sync::MutexGuard<'static, ()> {
+    let s = crate::hot::shadow::tests::SERIAL
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    drain_zend_samples(|_| {});
+    s
+}
+
 /// The efree filter counts live samples per slot: a slot shared by
 /// two samples (128 KiB apart) stays set until both are gone, a slot
 /// whose samples are all gone lets efrees through, and a full counter
 /// stays set until request end.
 #[test]
 fn efree_filter_counts_live_samples() {
-    let _s = crate::hot::shadow::tests::SERIAL
-        .lock()
-        .unwrap_or_else(|e| e.into_inner());
-    drain_zend_samples(|_| {});
+    let _s = serial_and_no_zend_samples();
     let (a, b) = (0x7300_0010usize, 0x7300_0010usize + 8 * FILTER_SLOTS);
     assert!(!maybe_zend_sample(a));
     assert!(note_zend_sample(a) && note_zend_sample(b));
@@ -322,10 +333,7 @@ fn efree_filter_counts_live_samples() {
 
 #[test]
 fn request_list_drains_and_compacts() {
-    let _s = crate::hot::shadow::tests::SERIAL
-        .lock()
-        .unwrap_or_else(|e| e.into_inner());
-    drain_zend_samples(|_| {});
+    let _s = serial_and_no_zend_samples();
     // Live samples (bit set) survive compaction; efree'd ones may go.
     let base = 0x7100_0000usize;
     for a in 0..10_000usize {

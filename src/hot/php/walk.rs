@@ -115,28 +115,8 @@ pub fn can_read_self() -> bool {
 /// Unknown counts as yes.
 pub(super) fn seccomp_filtered() -> bool {
     let mut buf = [0u8; 4096];
-    // SAFETY: a NUL-terminated path; read into our buffer; closed after.
-    let n = unsafe {
-        let fd = libc::open(
-            c"/proc/self/status".as_ptr(),
-            libc::O_RDONLY | libc::O_CLOEXEC,
-        );
-        if fd < 0 {
-            return true;
-        }
-        let mut got = 0usize;
-        loop {
-            let r = libc::read(fd, buf.as_mut_ptr().add(got).cast(), buf.len() - got);
-            if r <= 0 {
-                break;
-            }
-            got += r as usize;
-            if got == buf.len() {
-                break;
-            }
-        }
-        libc::close(fd);
-        got
+    let Some(n) = crate::hot::sys::read_small_file(c"/proc/self/status", &mut buf) else {
+        return true;
     };
     let text = &buf[..n];
     match text.windows(9).position(|w| w == b"Seccomp:\t") {
@@ -436,27 +416,25 @@ pub(super) fn walk(o: &Offsets, out: &mut [usize; MAX_PHP_FRAMES]) -> usize {
     // counted.
     let mut safe = [0usize; MAX_PHP_FRAMES];
     let m = walk_from(o, &mut pid, ex, &mut safe, None);
-    PHP_COMPARED.fetch_add(1, Relaxed);
-    if out[..n] != safe[..m] {
-        let k = PHP_DIFFERED.fetch_add(1, Relaxed);
-        if k < 10 {
-            let at = (0..n.min(m))
-                .find(|&i| out[i] != safe[i])
-                .unwrap_or(n.min(m));
-            let show = |f: Option<&usize>| {
-                f.and_then(|&f| names::text(f))
-                    .map_or("(none)", |t| core::str::from_utf8(t).unwrap_or("?"))
-            };
-            crate::hot::log::line(format_args!(
-                "heaplive[{}]: php frames check: frames read in place differ at frame {}: {} vs {} ({} vs {} frames)",
-                pid.get(),
-                at,
-                show(out[..n].get(at)),
-                show(safe[..m].get(at)),
-                n,
-                m
-            ));
-        }
+    if let Some(at) = crate::hot::tables::stacks::compare_frames(
+        &PHP_COMPARED,
+        &PHP_DIFFERED,
+        &out[..n],
+        &safe[..m],
+    ) {
+        let show = |f: Option<&usize>| {
+            f.and_then(|&f| names::text(f))
+                .map_or("(none)", |t| core::str::from_utf8(t).unwrap_or("?"))
+        };
+        crate::hot::log::line(format_args!(
+            "heaplive[{}]: php frames check: frames read in place differ at frame {}: {} vs {} ({} vs {} frames)",
+            pid.get(),
+            at,
+            show(out[..n].get(at)),
+            show(safe[..m].get(at)),
+            n,
+            m
+        ));
     }
     *out = safe;
     m

@@ -431,21 +431,28 @@ pub fn witness_selftest() {
 mod tests {
     use super::*;
 
+    /// Takes a lock of rank `outer`, then (with `try_lock` if `try_inner`)
+    /// one of rank `inner` while holding it.
+    fn nest(outer: Rank, inner: Rank, try_inner: bool) {
+        let a = SpinLock::new(outer, ());
+        let b = SpinLock::new(inner, ());
+        let _ga = a.lock();
+        let _gb = if try_inner {
+            b.try_lock()
+        } else {
+            Some(b.lock())
+        };
+    }
+
     #[test]
     fn ranks_in_order_are_fine() {
-        let a = SpinLock::new(Rank::Dump, ());
-        let b = SpinLock::new(Rank::LiveShard, ());
-        let _ga = a.lock();
-        let _gb = b.lock();
+        nest(Rank::Dump, Rank::LiveShard, false);
     }
 
     #[test]
     #[should_panic(expected = "lock rank violation: taking Dump while holding LiveShard")]
     fn out_of_rank_order_panics() {
-        let a = SpinLock::new(Rank::Dump, ());
-        let b = SpinLock::new(Rank::LiveShard, ());
-        let _gb = b.lock();
-        let _ga = a.lock();
+        nest(Rank::LiveShard, Rank::Dump, false);
     }
 
     #[test]
@@ -475,10 +482,7 @@ mod tests {
     #[test]
     #[should_panic(expected = "lock rank violation: taking LiveShard while holding LiveShard")]
     fn one_rank_never_nests() {
-        let a = SpinLock::new(Rank::LiveShard, ());
-        let b = SpinLock::new(Rank::LiveShard, ());
-        let _ga = a.lock();
-        let _gb = b.try_lock();
+        nest(Rank::LiveShard, Rank::LiveShard, true);
     }
 
     #[test]

@@ -36,16 +36,8 @@ fn stderr_is_ours() -> bool {
 /// The log file's descriptor, opening it (again, if the program closed
 /// ours) as needed; None means stderr.
 fn log_fd() -> Option<i32> {
-    match LOG_STATE.load(Acquire) {
-        2 => return None,
-        1 => {
-            if let Some(fd) = LOG.get() {
-                return Some(fd);
-            }
-            // The program closed it behind our back: reopen the path.
-            LOG.forget();
-        }
-        _ => {}
+    if let Some(known) = known_fd(&LOG, &LOG_STATE) {
+        return known;
     }
     let cfg = crate::hot::config::get();
     if cfg.log.is_empty() {
@@ -69,13 +61,37 @@ fn log_fd() -> Option<i32> {
             return None;
         }
     };
-    let old = LOG.set(fd);
+    keep_fd(&LOG, &LOG_STATE, fd)
+}
+
+/// A log file's descriptor as far as its state (`LOG_STATE`'s values)
+/// tells: `Some` of the open file, or of None (failed or not configured);
+/// None when it is to be opened now (again, if the program closed ours).
+fn known_fd(fd: &sys::OwnFd, state: &AtomicI32) -> Option<Option<i32>> {
+    match state.load(Acquire) {
+        2 => Some(None),
+        1 => {
+            if let Some(f) = fd.get() {
+                return Some(Some(f));
+            }
+            // The program closed it behind our back: reopen the path.
+            fd.forget();
+            None
+        }
+        _ => None,
+    }
+}
+
+/// Keeps `opened` as the log file of `fd` (and its `state`): the
+/// descriptor kept.
+fn keep_fd(fd: &sys::OwnFd, state: &AtomicI32, opened: i32) -> Option<i32> {
+    let old = fd.set(opened);
     if old >= 0 {
         // SAFETY: a descriptor of ours that lost a race; nobody uses it.
         unsafe { libc::close(old) };
     }
-    LOG_STATE.store(1, Release);
-    LOG.get()
+    state.store(1, Release);
+    fd.get()
 }
 
 /// Opens HEAPLIVE_LOG (or `heaplive.<euid>.log`) for appending with the
@@ -191,15 +207,8 @@ fn with_name(path: &mut [u8; 4097], n: usize) -> usize {
 /// The descriptor of `heaplive.<euid>.log` next to the dump files, opening it
 /// (with HEAPLIVE_LOG's checks) when first needed; None when it cannot be.
 fn near_fd() -> Option<i32> {
-    match NEAR_STATE.load(Acquire) {
-        2 => return None,
-        1 => {
-            if let Some(fd) = NEAR.get() {
-                return Some(fd);
-            }
-            NEAR.forget();
-        }
-        _ => {}
+    if let Some(known) = known_fd(&NEAR, &NEAR_STATE) {
+        return known;
     }
     let mut path = [0u8; 4097];
     let mut n = dump_dir(&mut path);
@@ -214,15 +223,7 @@ fn near_fd() -> Option<i32> {
         opened = open_log(&path, n);
     }
     match opened {
-        Ok(fd) => {
-            let old = NEAR.set(fd);
-            if old >= 0 {
-                // SAFETY: a descriptor of ours that lost a race.
-                unsafe { libc::close(old) };
-            }
-            NEAR_STATE.store(1, Release);
-            NEAR.get()
-        }
+        Ok(fd) => keep_fd(&NEAR, &NEAR_STATE, fd),
         Err(_) => {
             // Nobody would read a line saying so.
             NEAR_STATE.store(2, Release);

@@ -333,6 +333,33 @@ pub fn getpid() -> u32 {
     unsafe { libc::syscall(libc::SYS_getpid) as u32 }
 }
 
+/// Reads the small file `path` (one of /proc/self's) into `buf` with raw
+/// open/read/close: async-signal-safe, errno kept. The bytes read, to the
+/// end of the file or of `buf` (a failed read ends it too); None when the
+/// file cannot be opened.
+pub fn read_small_file(path: &core::ffi::CStr, buf: &mut [u8]) -> Option<usize> {
+    let saved = errno();
+    // SAFETY: a NUL-terminated path.
+    let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+    if fd < 0 {
+        set_errno(saved);
+        return None;
+    }
+    let mut got = 0usize;
+    while got < buf.len() {
+        // SAFETY: the rest of buf and its length.
+        let r = unsafe { libc::read(fd, buf.as_mut_ptr().add(got).cast(), buf.len() - got) };
+        if r <= 0 {
+            break;
+        }
+        got += r as usize;
+    }
+    // SAFETY: our own descriptor, opened above.
+    unsafe { libc::close(fd) };
+    set_errno(saved);
+    Some(got)
+}
+
 /// Writes all of `buf` to `fd` with as few write(2) calls as the kernel
 /// allows; gives up silently on errors (a closed stderr must not hurt),
 /// raising no SIGPIPE or SIGXFSZ ([`QuietWrites`]).

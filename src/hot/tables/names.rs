@@ -231,21 +231,11 @@ mod tests {
 
     #[test]
     fn intern_from_many_threads_agrees() {
-        let ids: Vec<Vec<usize>> = (0..4)
-            .map(|_| {
-                std::thread::spawn(|| {
-                    (0..3000)
-                        .map(|i| intern(format!("f{i} (a.php:{i})").as_bytes()))
-                        .collect()
-                })
-            })
-            .collect::<Vec<_>>()
-            .into_iter()
-            .map(|t| t.join().unwrap())
-            .collect();
-        for other in &ids[1..] {
-            assert_eq!(other, &ids[0]);
-        }
-        assert_eq!(text(ids[0][7]), Some(&b"f7 (a.php:7)"[..]));
+        let ids = crate::same_from_threads(4, || {
+            (0..3000)
+                .map(|i| intern(format!("f{i} (a.php:{i})").as_bytes()))
+                .collect()
+        });
+        assert_eq!(text(ids[7]), Some(&b"f7 (a.php:7)"[..]));
     }
 }

@@ -220,8 +220,10 @@ static CHUNK: [AtomicPtr<Slot>; CHUNKS] = [NO_CHUNK; CHUNKS];
 static NEXT: AtomicU32 = AtomicU32::new(1);
 static ARENA: Arena = Arena::new();
 
-/// Maps `*slot` with `bytes` of zeroed memory unless another thread did.
-fn get_or_map<T>(slot: &AtomicPtr<T>, bytes: usize) -> *mut T {
+/// Maps `*slot` with `bytes` of zeroed memory unless another thread did
+/// (also the cached unwinder's table).
+#[inline]
+pub(crate) fn get_or_map<T>(slot: &AtomicPtr<T>, bytes: usize) -> *mut T {
     get_or_map_with(slot, bytes, crate::hot::sys::map)
 }
 
@@ -640,25 +642,36 @@ fn capture_checked(buf: &mut [usize; MAX_FRAMES]) -> usize {
         UNWIND_FELL_BACK.fetch_add(1, Relaxed);
         return n;
     };
-    UNWIND_COMPARED.fetch_add(1, Relaxed);
-    if mine[..m] != buf[..n] {
-        let k = UNWIND_DIFFERED.fetch_add(1, Relaxed);
-        if k < 10 {
-            let at = (0..m.min(n))
-                .find(|&i| mine[i] != buf[i])
-                .unwrap_or(m.min(n));
-            crate::hot::log::line(format_args!(
-                "heaplive[{}]: unwind check: the cached unwinder differs from libgcc at frame {}: {:#x} vs {:#x} ({} vs {} frames)",
-                crate::hot::sys::getpid(),
-                at,
-                mine.get(at).copied().filter(|_| at < m).unwrap_or(0),
-                buf.get(at).copied().filter(|_| at < n).unwrap_or(0),
-                m,
-                n
-            ));
-        }
+    if let Some(at) = compare_frames(&UNWIND_COMPARED, &UNWIND_DIFFERED, &mine[..m], &buf[..n]) {
+        crate::hot::log::line(format_args!(
+            "heaplive[{}]: unwind check: the cached unwinder differs from libgcc at frame {}: {:#x} vs {:#x} ({} vs {} frames)",
+            crate::hot::sys::getpid(),
+            at,
+            mine.get(at).copied().filter(|_| at < m).unwrap_or(0),
+            buf.get(at).copied().filter(|_| at < n).unwrap_or(0),
+            m,
+            n
+        ));
     }
     n
+}
+
+/// HEAPLIVE_UNWIND=check's count of one comparison of `a` with `b` (both
+/// ways of taking the same frames): counted in `compared`, and in
+/// `differed` when they differ. The first frame where they do, for the
+/// first ten differences (those are said); None otherwise.
+pub(crate) fn compare_frames(
+    compared: &AtomicU64,
+    differed: &AtomicU64,
+    a: &[usize],
+    b: &[usize],
+) -> Option<usize> {
+    compared.fetch_add(1, Relaxed);
+    if a == b || differed.fetch_add(1, Relaxed) >= 10 {
+        return None;
+    }
+    let common = a.len().min(b.len());
+    Some((0..common).find(|&i| a[i] != b[i]).unwrap_or(common))
 }
 
 #[cfg(test)]
@@ -748,22 +761,12 @@ mod tests {
 
     #[test]
     fn intern_from_many_threads_agrees() {
-        let ids: Vec<Vec<StackId>> = (0..8)
-            .map(|_| {
-                std::thread::spawn(|| {
-                    (0..2000usize)
-                        .map(|i| intern(&[0xabc000 + i, 7, i]))
-                        .collect()
-                })
-            })
-            .collect::<Vec<_>>()
-            .into_iter()
-            .map(|t| t.join().unwrap())
-            .collect();
-        for other in &ids[1..] {
-            assert_eq!(other, &ids[0]);
-        }
-        for (i, &id) in ids[0].iter().enumerate() {
+        let ids: Vec<StackId> = crate::same_from_threads(8, || {
+            (0..2000usize)
+                .map(|i| intern(&[0xabc000 + i, 7, i]))
+                .collect()
+        });
+        for (i, &id) in ids.iter().enumerate() {
             assert_eq!(frames(id), &[0xabc000 + i, 7, i]);
         }
     }

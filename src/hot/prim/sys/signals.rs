@@ -38,13 +38,19 @@ pub fn set_kmask(set: *mut libc::sigset_t, m: u64) {
 
 /// rt_sigprocmask on this thread: 0 or -errno; errno kept.
 pub fn sigmask(how: i32, set: Option<u64>, old: Option<&mut u64>) -> i32 {
-    let saved = errno();
     let s = set.map(|m| m & !GLIBC_INTERNAL);
     let sp = s.as_ref().map_or(core::ptr::null(), |m| m as *const u64);
     let op = old.map_or(core::ptr::null_mut(), |m| m as *mut u64);
     // SAFETY: valid or null pointers to 8-byte masks.
-    let r = unsafe { libc::syscall(libc::SYS_rt_sigprocmask, how, sp, op, 8usize) };
-    let r = if r < 0 { -errno() } else { 0 };
+    errno_kept(|| unsafe { libc::syscall(libc::SYS_rt_sigprocmask, how, sp, op, 8usize) })
+}
+
+/// A system call's result (what it returns, or -errno), errno kept.
+#[inline]
+fn errno_kept(call: impl FnOnce() -> libc::c_long) -> i32 {
+    let saved = errno();
+    let r = call();
+    let r = if r < 0 { -errno() } else { r as i32 };
     set_errno(saved);
     r
 }
@@ -59,7 +65,6 @@ pub fn current_mask() -> u64 {
 /// rt_sigtimedwait for the signals in `set`, waiting up to `timeout_ns`
 /// (None: forever). The signal number, or -errno (EAGAIN on timeout, EINTR).
 pub fn sigtimedwait(set: u64, info: &mut libc::siginfo_t, timeout_ns: Option<u64>) -> i32 {
-    let saved = errno();
     let ts = timeout_ns.map(|ns| libc::timespec {
         tv_sec: (ns / 1_000_000_000) as i64,
         tv_nsec: (ns % 1_000_000_000) as i64,
@@ -68,7 +73,7 @@ pub fn sigtimedwait(set: u64, info: &mut libc::siginfo_t, timeout_ns: Option<u64
         .as_ref()
         .map_or(core::ptr::null(), |t| t as *const libc::timespec);
     // SAFETY: valid pointers; 8 is the kernel's sigset size.
-    let r = unsafe {
+    errno_kept(|| unsafe {
         libc::syscall(
             libc::SYS_rt_sigtimedwait,
             &set as *const u64,
@@ -76,10 +81,7 @@ pub fn sigtimedwait(set: u64, info: &mut libc::siginfo_t, timeout_ns: Option<u64
             tp,
             8usize,
         )
-    };
-    let r = if r < 0 { -errno() } else { r as i32 };
-    set_errno(saved);
-    r
+    })
 }
 
 /// The calling thread's id.
@@ -91,9 +93,8 @@ pub fn gettid() -> i32 {
 
 /// Queues `sig` with `info` to thread `tid` of this process: 0 or -errno.
 pub fn tgsigqueueinfo(tid: i32, sig: i32, info: &libc::siginfo_t) -> i32 {
-    let saved = errno();
     // SAFETY: info is a valid siginfo.
-    let r = unsafe {
+    errno_kept(|| unsafe {
         libc::syscall(
             libc::SYS_rt_tgsigqueueinfo,
             getpid() as i32,
@@ -101,27 +102,20 @@ pub fn tgsigqueueinfo(tid: i32, sig: i32, info: &libc::siginfo_t) -> i32 {
             sig,
             info as *const libc::siginfo_t,
         )
-    };
-    let r = if r < 0 { -errno() } else { 0 };
-    set_errno(saved);
-    r
+    })
 }
 
 /// Queues `sig` with `info` to this process (any thread that takes it).
 pub fn sigqueueinfo(sig: i32, info: &libc::siginfo_t) -> i32 {
-    let saved = errno();
     // SAFETY: info is a valid siginfo.
-    let r = unsafe {
+    errno_kept(|| unsafe {
         libc::syscall(
             libc::SYS_rt_sigqueueinfo,
             getpid() as i32,
             sig,
             info as *const libc::siginfo_t,
         )
-    };
-    let r = if r < 0 { -errno() } else { 0 };
-    set_errno(saved);
-    r
+    })
 }
 
 /// The fields of a queued signal's siginfo (si_pid, si_uid, si_value) as
