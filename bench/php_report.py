@@ -256,24 +256,26 @@ if fcg:
     L.append("")
 
 # --- verdicts --------------------------------------------------------------------
-if cg:
+def instruction_verdicts(cfg, limit, unit):
+    """Whether each workload's instructions with `cfg` are within `limit`
+    times none's, and the figures said."""
     parts, ok = [], True
     for w in ("pparser", "cpu"):
-        if (w, "php512") in cg and (w, "none") in cg:
-            r = cg[(w, "php512")][0] / cg[(w, "none")][0]
-            ok = ok and r <= 1.02
-            parts.append(f"{w} {pct(r)} instructions")
+        if (w, cfg) in cg and (w, "none") in cg:
+            r = cg[(w, cfg)][0] / cg[(w, "none")][0]
+            ok = ok and r <= limit
+            parts.append(f"{w} {pct(r)}{unit}")
+    return ok, parts
+
+
+if cg:
+    ok, parts = instruction_verdicts("php512", 1.02, " instructions")
     for k in ("1fpm", "1fpmcg"):
         if k in verdict:
             ok = ok and verdict[k][0]
             parts.append(verdict[k][1])
     verdict[1] = (ok, "; ".join(parts))
-    parts, ok = [], True
-    for w in ("pparser", "cpu"):
-        if (w, "native") in cg and (w, "none") in cg:
-            r = cg[(w, "native")][0] / cg[(w, "none")][0]
-            ok = ok and r <= 1.01
-            parts.append(f"{w} {pct(r)}")
+    ok, parts = instruction_verdicts("native", 1.01, "")
     verdict[4] = (ok, "native/none instructions: " + "; ".join(parts))
 if runs.get(("pparser", "exact")):
     cr, wr = paired("pparser", "exact", "none", 1), paired("pparser", "exact", "none", 0)

@@ -734,21 +734,36 @@ mod tests {
 
     #[test]
     fn durations() {
-        assert_eq!(parse_duration_ms(b"30"), Some(30_000));
-        assert_eq!(parse_duration_ms(b"30s"), Some(30_000));
-        assert_eq!(parse_duration_ms(b"5m"), Some(300_000));
-        assert_eq!(parse_duration_ms(b"1h"), Some(3_600_000));
-        assert_eq!(parse_duration_ms(b"250ms"), Some(250));
-        assert_eq!(parse_duration_ms(b"0"), Some(0));
-        assert_eq!(parse_duration_ms(b"0.5"), None);
-        assert_eq!(parse_duration_ms(b"soon"), None);
-        assert_eq!(parse_duration_ms(b"5d"), None);
-        assert_eq!(parse_seconds(b"5m"), Some(300.0));
-        assert_eq!(parse_seconds(b"0.5"), Some(0.5));
-        assert_eq!(parse_seconds(b"2.5s"), Some(2.5));
-        assert_eq!(parse_seconds(b"x"), None);
-        assert_eq!(parse_seconds(b""), None);
-        assert_eq!(parse_seconds(b"s"), None);
+        let ms: &[(&[u8], Option<u64>)] = &[
+            (b"30", Some(30_000)),
+            (b"30s", Some(30_000)),
+            (b"5m", Some(300_000)),
+            (b"1h", Some(3_600_000)),
+            (b"250ms", Some(250)),
+            (b"0", Some(0)),
+            (b"0.5", None),
+            (b"soon", None),
+            (b"5d", None),
+        ];
+        for &(v, want) in ms {
+            assert_eq!(
+                parse_duration_ms(v),
+                want,
+                "{:?}",
+                String::from_utf8_lossy(v)
+            );
+        }
+        let secs: &[(&[u8], Option<f64>)] = &[
+            (b"5m", Some(300.0)),
+            (b"0.5", Some(0.5)),
+            (b"2.5s", Some(2.5)),
+            (b"x", None),
+            (b"", None),
+            (b"s", None),
+        ];
+        for &(v, want) in secs {
+            assert_eq!(parse_seconds(v), want, "{:?}", String::from_utf8_lossy(v));
+        }
     }
 
     #[test]
