@@ -388,59 +388,43 @@ fn apply(c: &Config, e: &Effects) {
 /// line, the default kept) and the process's surroundings (start
 /// directory, $TMPDIR, program name); changes nothing else.
 fn parse(env: Source, c: &mut Config) -> Effects {
-    load_var(
-        env,
-        &s::SAMPLE_INTERVAL,
-        &mut c.interval,
-        grammar::sample_interval,
-    );
-    load_var(env, &s::SEED, &mut c.seed, grammar::seed);
+    // Each setting into its field through its grammar, in the settings'
+    // order (which is the order of their warning lines).
+    macro_rules! load {
+        ($($setting:ident => $field:expr, $grammar:expr;)*) => {
+            $(load_var(env, &s::$setting, &mut $field, $grammar);)*
+        };
+    }
+    load! {
+        SAMPLE_INTERVAL => c.interval, grammar::sample_interval;
+        SEED => c.seed, grammar::seed;
+    }
     load_text(
         env,
         &s::OUTPUT,
         &mut c.output,
         heaplive_format::template::check,
     );
-    load_var(env, &s::DUMP_AT_EXIT, &mut c.dump_at_exit, grammar::boolean);
-    load_var(env, &s::DUMP_EMPTY, &mut c.dump_empty, grammar::boolean);
-    load_var(env, &s::SIGNAL, &mut c.signal, |v| {
-        heaplive_format::signal::parse(v).map_err(|r| r.why())
-    });
-    load_var(
-        env,
-        &s::DUMP_EVERY,
-        &mut c.dump_every_ms,
-        grammar::dump_every,
-    );
-    load_var(env, &s::TIMELINE, &mut c.timeline_ms, grammar::dump_every);
     let mut formats = grammar::Formats {
         folded: c.folded,
         pprof: c.pprof,
     };
-    load_var(env, &s::FORMAT, &mut formats, grammar::format);
+    load! {
+        DUMP_AT_EXIT => c.dump_at_exit, grammar::boolean;
+        DUMP_EMPTY => c.dump_empty, grammar::boolean;
+        SIGNAL => c.signal, |v| heaplive_format::signal::parse(v).map_err(|r| r.why());
+        DUMP_EVERY => c.dump_every_ms, grammar::dump_every;
+        TIMELINE => c.timeline_ms, grammar::dump_every;
+        FORMAT => formats, grammar::format;
+        VIEWS => c.views, grammar::views;
+        PEAK_GROWTH => c.peak_growth, grammar::peak_growth;
+        START => c.start, grammar::boolean;
+        WARN_BYTES => c.warn_bytes, grammar::warn_bytes;
+        WARN_BLOCKS => c.warn_blocks, grammar::warn_blocks;
+        WARN_GROWTH => c.warn_growth, grammar::warn_growth;
+    }
     (c.folded, c.pprof) = (formats.folded, formats.pprof);
-    load_var(env, &s::VIEWS, &mut c.views, grammar::views);
-    load_var(
-        env,
-        &s::PEAK_GROWTH,
-        &mut c.peak_growth,
-        grammar::peak_growth,
-    );
     let peak_growth = c.peak_growth;
-    load_var(env, &s::START, &mut c.start, grammar::boolean);
-    load_var(env, &s::WARN_BYTES, &mut c.warn_bytes, grammar::warn_bytes);
-    load_var(
-        env,
-        &s::WARN_BLOCKS,
-        &mut c.warn_blocks,
-        grammar::warn_blocks,
-    );
-    load_var(
-        env,
-        &s::WARN_GROWTH,
-        &mut c.warn_growth,
-        grammar::warn_growth,
-    );
     for (setting, slot) in [
         (&s::LOG, &mut c.log),
         (&s::DEBUG_DIRS, &mut c.debug_dirs),
@@ -457,31 +441,25 @@ fn parse(env: Source, c: &mut Config) -> Effects {
             );
         }
     }
-    load_var(env, &s::LINES, &mut c.lines, grammar::boolean);
-    load_var(env, &s::DEMANGLE, &mut c.demangle, grammar::boolean);
-    load_var(env, &s::PHP, &mut c.php, grammar::php_mode);
-    load_var(env, &s::PHP_OOM_DUMP, &mut c.php_oom_dump, grammar::boolean);
-    load_var(
-        env,
-        &s::PHP_REQUEST_FRAME,
-        &mut c.php_request_frame,
-        grammar::boolean,
-    );
-    load_var(
-        env,
-        &s::PHP_PEAK_BYTES,
-        &mut c.php_peak_bytes,
-        grammar::warn_bytes,
-    );
-    load_var(env, &s::UNWIND, &mut c.unwind, grammar::unwind);
+    let mut poison = D.poison;
+    load! {
+        LINES => c.lines, grammar::boolean;
+        DEMANGLE => c.demangle, grammar::boolean;
+        PHP => c.php, grammar::php_mode;
+        PHP_OOM_DUMP => c.php_oom_dump, grammar::boolean;
+        PHP_REQUEST_FRAME => c.php_request_frame, grammar::boolean;
+        PHP_PEAK_BYTES => c.php_peak_bytes, grammar::warn_bytes;
+        UNWIND => c.unwind, grammar::unwind;
+    }
     load_text(
         env,
         &s::PHP_LIBRARY,
         &mut c.php_library,
         grammar::php_library,
     );
-    let mut poison = D.poison;
-    load_var(env, &s::POISON, &mut poison, grammar::poison);
+    load! {
+        POISON => poison, grammar::poison;
+    }
 
     // The environment and the process around it, as they are at start.
     let mut cwd = [0u8; 4096];
