@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "sites.h"
 
 #define MB (1024 * 1024)
 static atomic_int stop;
@@ -22,16 +23,8 @@ static void on_usr2(int sig) {
     usr2++;
 }
 
-__attribute__((noinline)) void *first_site(size_t n) {
-    char *p = malloc(n);
-    memset(p, 1, n);
-    return p;
-}
-__attribute__((noinline)) void *second_site(size_t n) {
-    char *p = malloc(n);
-    memset(p, 2, n);
-    return p;
-}
+FILLED_SITE(first_site, 1, n)
+FILLED_SITE(second_site, 2, n)
 __attribute__((noinline)) void *thread_churn(void *arg) {
     long i = (long)arg;
     while (!atomic_load(&stop)) {
