@@ -5,6 +5,7 @@
  * dumps), frees nothing more, prints a checksum and exits with status 7.
  * With argument "threads", 8 threads allocate and free small blocks from
  * the start until after second_site's allocations (during the attach). */
+#include "sig_common.h"
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -43,16 +44,8 @@ int main(int argc, char **argv) {
     int threads = argc > 1 && strcmp(argv[1], "threads") == 0;
     int handler = argc > 1 && strcmp(argv[1], "handler") == 0;
     if (handler) {
-        struct sigaction sa;
-        memset(&sa, 0, sizeof sa);
-        sa.sa_handler = on_usr2;
-        sigemptyset(&sa.sa_mask);
-        sa.sa_flags = SA_RESTART;
-        sigaction(SIGUSR2, &sa, NULL);
-        sigset_t m;
-        sigemptyset(&m);
-        sigaddset(&m, SIGUSR1);
-        sigprocmask(SIG_BLOCK, &m, NULL);
+        on_signal(SIGUSR2, on_usr2, SA_RESTART);
+        block_signal(SIGUSR1);
     }
     pthread_t t[8];
     static char *a[64], *b[32];
