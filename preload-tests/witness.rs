@@ -66,46 +66,25 @@ fn an_out_of_order_acquisition_aborts_with_one_line() {
     assert_eq!(stdout(&plain), "no selftest\n");
 }
 
-/// Real tests of this suite against the witness build.
-fn under_witness(test: fn()) {
-    with_lib(witness_lib(), test);
+/// Real tests of this suite against the witness build: a `#[test]` each,
+/// `NAME => TEST`, that runs TEST with the witness library.
+macro_rules! under_witness {
+    ($($name:ident => $test:path,)*) => {$(
+        #[test]
+        fn $name() {
+            with_lib(witness_lib(), $test);
+        }
+    )*};
 }
 
-#[test]
-fn fork_during_threaded_allocation_and_dumps() {
-    under_witness(
-        crate::signals_fork::fork_during_multithreaded_allocation_keeps_every_lock_usable,
-    );
-}
-
-#[test]
-fn fork_children_dumping() {
-    under_witness(crate::signals_fork::fork_children_keep_their_own_profiles);
-}
-
-#[test]
-fn signal_burst_during_threaded_allocation() {
-    under_witness(crate::signals_fork::signal_burst_during_threaded_allocation);
-}
-
-#[test]
-fn signal_during_a_slow_dump() {
-    under_witness(crate::signal_waits::signal_during_a_slow_dump_is_snapshotted_at_once);
-}
-
-#[test]
-fn fork_from_a_signal_handler_during_a_fork() {
-    under_witness(crate::glibc::programs::fork_from_a_signal_handler_during_a_fork_completes);
-}
-
-#[test]
-fn leak_reporter_with_many_threads() {
-    under_witness(crate::leaks::many_threads_at_once_then_a_later_warning);
-}
-
-#[test]
-fn sixteen_threads_of_exact_churn() {
-    under_witness(crate::stress::exact_totals_survive_sixteen_threads_of_churn);
+under_witness! {
+    fork_during_threaded_allocation_and_dumps => crate::signals_fork::fork_during_multithreaded_allocation_keeps_every_lock_usable,
+    fork_children_dumping => crate::signals_fork::fork_children_keep_their_own_profiles,
+    signal_burst_during_threaded_allocation => crate::signals_fork::signal_burst_during_threaded_allocation,
+    signal_during_a_slow_dump => crate::signal_waits::signal_during_a_slow_dump_is_snapshotted_at_once,
+    fork_from_a_signal_handler_during_a_fork => crate::glibc::programs::fork_from_a_signal_handler_during_a_fork_completes,
+    leak_reporter_with_many_threads => crate::leaks::many_threads_at_once_then_a_later_warning,
+    sixteen_threads_of_exact_churn => crate::stress::exact_totals_survive_sixteen_threads_of_churn,
 }
 
 /// php-cli in PHP mode (ZendMM hooked, PHP frames, the request's list of
