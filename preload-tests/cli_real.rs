@@ -77,9 +77,8 @@ fn dump_top_diff_merge_and_flamegraph_on_a_live_process() {
     // diff --folded: the grown stack went from 100000 to 400000 exactly,
     // the steady one did not move.
     let diff = ok(heaplive(&["diff", "--folded", &first, &second]));
-    let grown: Vec<&str> = lines_with(&diff, ";grow_site ");
-    assert_eq!(grown.len(), 1, "diff:\n{diff}");
-    assert!(grown[0].ends_with(" 100000 400000"), "diff:\n{diff}");
+    let grown = one_line_with(&diff, ";grow_site ", &format!("diff:\n{diff}"));
+    assert!(grown.ends_with(" 100000 400000"), "diff:\n{diff}");
     let steady: Vec<&str> = lines_with(&diff, ";steady_site ");
     assert!(
         steady.len() == 1 && steady[0].ends_with(" 4242 4242"),

@@ -371,6 +371,14 @@ pub fn lines_with<'a>(text: &'a str, needle: &str) -> Vec<&'a str> {
     text.lines().filter(|l| l.contains(needle)).collect()
 }
 
+/// The one line of `text` that contains `needle`; panics with `msg` unless
+/// exactly one does.
+pub fn one_line_with<'a>(text: &'a str, needle: &str, msg: &str) -> &'a str {
+    let lines = lines_with(text, needle);
+    assert_eq!(lines.len(), 1, "{msg}");
+    lines[0]
+}
+
 /// The first line of `text` that contains `needle`.
 pub fn line_with<'a>(text: &'a str, needle: &str) -> Option<&'a str> {
     text.lines().find(|l| l.contains(needle))

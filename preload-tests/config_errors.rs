@@ -73,11 +73,9 @@ fn unwritable_output_gives_one_line_and_the_fallback_directory() {
         ],
     );
     let err = stderr(&o);
-    let lines: Vec<&str> = lines_with(&err, "cannot write");
-    assert_eq!(lines.len(), 1, "{err}");
+    let line = one_line_with(&err, "cannot write", &err);
     assert!(
-        lines[0].contains("/proc/heaplive-no-such-dir/")
-            && lines[0].contains(tmp.to_str().unwrap()),
+        line.contains("/proc/heaplive-no-such-dir/") && line.contains(tmp.to_str().unwrap()),
         "{err}"
     );
     assert_eq!(
@@ -98,10 +96,9 @@ fn nowhere_to_write_gives_one_line_and_the_host_exits_normally() {
         ],
     );
     let err = stderr(&o);
-    let lines: Vec<&str> = lines_with(&err, "dump failed");
-    assert_eq!(lines.len(), 1, "{err}");
+    let line = one_line_with(&err, "dump failed", &err);
     assert!(
-        lines[0].contains("/proc/heaplive-no-such-dir/h.folded"),
+        line.contains("/proc/heaplive-no-such-dir/h.folded"),
         "{err}"
     );
 }

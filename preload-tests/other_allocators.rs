@@ -115,13 +115,16 @@ fn allocator_first(allocator: &str, package: &str) {
     let pre = run_in_order(&dir, &bin, &order);
     assert_same(allocator, &reference, &pre);
     let err = stderr(&pre);
-    let said = lines_with(&err, "LD_PRELOAD");
-    assert_eq!(said.len(), 1, "one line about the order:\n{err}");
+    let said = one_line_with(
+        &err,
+        "LD_PRELOAD",
+        &format!("one line about the order:\n{err}"),
+    );
     assert!(
-        said[0].contains(&format!("malloc is {allocator}'s"))
-            && said[0].contains("put libheaplive.so first in LD_PRELOAD"),
+        said.contains(&format!("malloc is {allocator}'s"))
+            && said.contains("put libheaplive.so first in LD_PRELOAD"),
         "the line names the allocator and the fix:\n{}",
-        said[0]
+        said
     );
     assert_sites(allocator, &only_folded(&dir), &pre);
 
@@ -234,12 +237,15 @@ fn an_executable_with_its_own_malloc_is_reported_in_one_line() {
     let pre = run_preloaded(&dir, &bin, &[], &[("HEAPLIVE_SAMPLE_INTERVAL", "1")]);
     assert_same("own_malloc", &reference, &pre);
     let err = stderr(&pre);
-    let said = lines_with(&err, "its own malloc");
-    assert_eq!(said.len(), 1, "one line about the program's malloc:\n{err}");
+    let said = one_line_with(
+        &err,
+        "its own malloc",
+        &format!("one line about the program's malloc:\n{err}"),
+    );
     assert!(
-        said[0].contains(&format!("({})", bin.display())),
+        said.contains(&format!("({})", bin.display())),
         "the line names the executable:\n{}",
-        said[0]
+        said
     );
 }
 

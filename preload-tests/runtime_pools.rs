@@ -76,12 +76,11 @@ fn worker_exit_with_only_runtime_pools_live_writes_no_dump_unless_asked() {
     let files = folded_files(dir.path());
     let parent = o_pid(&files);
     assert_eq!(files.len(), 1, "the parent's dump only\n{err}");
-    let skipped: Vec<&str> = lines_with(&err, "exit dump skipped");
-    assert_eq!(skipped.len(), 1, "{err}");
+    let skipped = one_line_with(&err, "exit dump skipped", &err);
     assert!(
-        skipped[0].contains("exit dump skipped: nothing live; runtime pools ")
-            && skipped[0].contains("(HEAPLIVE_DUMP_EMPTY=1 writes it)")
-            && !skipped[0].contains(&format!("[{parent}]")),
+        skipped.contains("exit dump skipped: nothing live; runtime pools ")
+            && skipped.contains("(HEAPLIVE_DUMP_EMPTY=1 writes it)")
+            && !skipped.contains(&format!("[{parent}]")),
         "{err}"
     );
     // The parent's dump holds the pool alone, apart.

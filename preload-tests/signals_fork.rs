@@ -451,15 +451,13 @@ fn heaplive_signal_kill_warns_and_keeps_usr2() {
         "HEAPLIVE_SIGNAL=KILL",
     );
     let err = stderr(&o);
-    let warn: Vec<_> = lines_with(&err, "HEAPLIVE_SIGNAL");
-    assert_eq!(
-        warn.len(),
-        1,
-        "one warning line naming HEAPLIVE_SIGNAL\n{}",
-        show(&o)
+    let warn = one_line_with(
+        &err,
+        "HEAPLIVE_SIGNAL",
+        &format!("one warning line naming HEAPLIVE_SIGNAL\n{}", show(&o)),
     );
     assert!(
-        warn[0].contains("KILL") && warn[0].contains("USR2"),
+        warn.contains("KILL") && warn.contains("USR2"),
         "the warning names the value and the default USR2\n{}",
         show(&o)
     );
@@ -484,15 +482,16 @@ fn rtld_deepbind_is_cleared() {
     );
     assert!(stdout(&o).contains("loaded"), "{}", show(&o));
     let err = stderr(&o);
-    let said: Vec<_> = lines_with(&err, "RTLD_DEEPBIND");
-    assert_eq!(
-        said.len(),
-        1,
-        "one line about RTLD_DEEPBIND (said once for two dlopens)\n{}",
-        show(&o)
+    let said = one_line_with(
+        &err,
+        "RTLD_DEEPBIND",
+        &format!(
+            "one line about RTLD_DEEPBIND (said once for two dlopens)\n{}",
+            show(&o)
+        ),
     );
     assert!(
-        said[0].contains("cleared"),
+        said.contains("cleared"),
         "the line says the flag was cleared\n{}",
         show(&o)
     );
