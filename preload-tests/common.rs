@@ -265,6 +265,17 @@ pub fn folded_files(dir: &Path) -> Vec<PathBuf> {
     v
 }
 
+/// The names of the files in `dir` that contain `needle` (temporaries
+/// left: `.tmp.`).
+pub fn names_containing(dir: &Path, needle: &str) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(needle))
+        .collect()
+}
+
 /// The view of a folded file other than the live one (`x.alloc.folded`:
 /// `alloc`), or None.
 pub fn view_of(p: &Path) -> Option<&'static str> {
@@ -661,6 +672,17 @@ pub fn pprof(dir: &Path, args: &[&str], file: &Path) -> String {
         &format!("go tool pprof {args:?}"),
     );
     stdout(&o)
+}
+
+/// `progs/sym_jit.c` compiled in `dir` and run there under the library in
+/// exact mode: the binary, the run, the pid the program printed and the
+/// removal of its perf map.
+pub fn run_sym_jit(dir: &Path) -> (PathBuf, Output, Option<u32>, Option<PerfMap>) {
+    let bin = compile("sym_jit.c", "sym_jit", dir, &[]);
+    let o = run_preloaded(dir, &bin, &[], &[("HEAPLIVE_SAMPLE_INTERVAL", "1")]);
+    let pid = stdout(&o).trim().parse::<u32>().ok();
+    let cleanup = pid.map(PerfMap::of);
+    (bin, o, pid, cleanup)
 }
 
 /// Removes `/tmp/perf-<pid>.map` (a JIT program's symbol map) when dropped.

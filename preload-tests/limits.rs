@@ -59,12 +59,7 @@ fn failed_dumps(o: &Output, n: usize, why: &str) {
 
 /// No hidden temporary (`.NAME.heaplive-tmp.PID`) left in `dir`.
 fn no_temporaries(dir: &Path) {
-    let left: Vec<_> = std::fs::read_dir(dir)
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.contains(".heaplive-tmp."))
-        .collect();
+    let left = names_containing(dir, ".heaplive-tmp.");
     assert!(left.is_empty(), "temporaries left: {left:?}");
 }
 

@@ -131,12 +131,7 @@ pub(crate) fn signal_burst_during_threaded_allocation() {
             );
         }
     }
-    let leftovers: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.contains(".tmp."))
-        .collect();
+    let leftovers = names_containing(&dir, ".tmp.");
     assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
 }
 
@@ -563,11 +558,7 @@ fn signal_dump_is_not_lost_to_an_exec_right_after_the_signal() {
             .map(|e| e.unwrap().file_name())
             .collect::<Vec<_>>()
     );
-    let leftovers: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.contains(".tmp."))
-        .collect();
+    let leftovers = names_containing(&dir, ".tmp.");
     assert!(
         leftovers.is_empty(),
         "half-written files left by the exec: {leftovers:?}\n{}",

@@ -548,10 +548,7 @@ fn rust_names() {
 #[test]
 fn perf_map_names_jit_code() {
     let dir = tempdir("sym-jit");
-    let bin = compile("sym_jit.c", "sym_jit", &dir, &[]);
-    let o = run_preloaded(&dir, &bin, &[], &[("HEAPLIVE_SAMPLE_INTERVAL", "1")]);
-    let pid = stdout(&o).trim().parse::<u32>().ok();
-    let _cleanup = pid.map(PerfMap::of);
+    let (bin, o, pid, cleanup) = run_sym_jit(&dir);
     let ctx = format!("{}\n--- folded ---\n{}", show(&o), folded_text(&dir));
     assert!(o.status.success() && pid.is_some(), "{ctx}");
     let stacks = only_folded(&dir);
@@ -560,7 +557,7 @@ fn perf_map_names_jit_code() {
         Some(&(3 * 4242)),
         "{ctx}"
     );
-    drop(_cleanup);
+    drop(cleanup);
     assert!(!Path::new(&format!("/tmp/perf-{}.map", pid.unwrap())).exists());
 
     // Without the map: anonymous executable memory, `[jit]`.
