@@ -412,11 +412,10 @@ fn merged_dumps_have_the_intervals_of_the_sum() {
 /// limit's neighbourhood.
 #[test]
 fn php_zend_mm_stacks_get_intervals() {
-    let dir = common::tempdir("intervals-php");
-    let php = common::write_file(
-        &dir,
+    let (dir, php) = crate::php_harness::php_dir(
+        "intervals-php",
         "report.php",
-        "<?php\nfunction fill_report() {\n    $rows = [];\n    for ($i = 0; ; $i++) {\n        $rows[] = str_repeat('r', 4000) . $i;\n    }\n}\nfill_report();\n",
+        "function fill_report() {\n    $rows = [];\n    for ($i = 0; ; $i++) {\n        $rows[] = str_repeat('r', 4000) . $i;\n    }\n}\nfill_report();\n",
     );
     let o = common::run_preloaded(
         &dir,

@@ -79,13 +79,12 @@ fn fpm_workers_and_master_dump_on_usr2_and_live() {
     );
     let busy_stacks = parse_folded(&busy_file);
     let idle_stacks = parse_folded(&idle_file);
-    let eb = engine_bytes(&busy_stacks);
-    assert!(
-        eb >= 40_000_000,
-        "the mid-request dump must show the ~60 MB array under the engine's frames; {eb} bytes (total {})\ntop stacks:\n{}\n{}",
-        total(&busy_stacks),
-        top_stacks(&busy_stacks, 15),
-        ctx()
+    assert_bytes_at_least(
+        engine_bytes(&busy_stacks),
+        40_000_000,
+        &busy_stacks,
+        "the mid-request dump must show the ~60 MB array under the engine's frames",
+        &ctx,
     );
     assert!(
         total(&idle_stacks) < 40_000_000,
@@ -224,13 +223,12 @@ fn fpm_zendmm_sqlite3_allocations_are_seen() {
         ctx()
     );
     let stacks = parse_folded(&file);
-    let sq = sqlite_bytes(&stacks);
-    assert!(
-        sq >= 5_000_000,
-        "about 10 MB of sqlite pages must show under libsqlite3's frames; {sq} bytes (total {})\ntop stacks:\n{}\n{}",
-        total(&stacks),
-        top_stacks(&stacks, 15),
-        ctx()
+    assert_bytes_at_least(
+        sqlite_bytes(&stacks),
+        5_000_000,
+        &stacks,
+        "about 10 MB of sqlite pages must show under libsqlite3's frames",
+        &ctx,
     );
     let st = fpm.quit();
     assert!(st.success(), "exit status after SIGQUIT: {st}\n{}", ctx());

@@ -6,7 +6,8 @@
 
 use crate::common::*;
 use crate::php_harness::{
-    Fpm, FpmOpts, Response, builder_php, fcgi_get, fcgi_get_as, script, top_stacks, wait_for,
+    Fpm, FpmOpts, Response, builder_php, fcgi_get, fcgi_get_as, php_dir, script, top_stacks,
+    wait_for,
 };
 use std::path::Path;
 
@@ -445,12 +446,10 @@ fn fpm_worker_pid_of(file: &Path) -> u32 {
 /// standard errors below (never).
 #[test]
 fn cli_consumer_leak_warning_names_the_php_function() {
-    let dir = tempdir("php-consumer");
-    let consumer = write_file(
-        &dir,
+    let (dir, consumer) = php_dir(
+        "php-consumer",
         "consumer.php",
-        "<?php\n\
-         function handle_job(int $n): int {\n\
+        "function handle_job(int $n): int {\n\
              static $seen = [];\n\
              $seen[] = str_repeat('j', 102300) . $n;\n\
              $work = str_repeat('w', 50000) . $n;\n\

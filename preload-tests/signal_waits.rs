@@ -340,11 +340,10 @@ fn setpriv_changes_credentials_with_heaplive_thread_running() {
 /// enough for 20 of them in the sleep even on a loaded machine).
 #[test]
 fn php_cli_sleep_is_not_cut_and_every_dump_holds_the_string() {
-    let dir = tempdir("php-cli-sleep");
-    let script = write_file(
-        &dir,
+    let (dir, script) = crate::php_harness::php_dir(
+        "php-cli-sleep",
         "s.php",
-        "<?php\n$keep = str_repeat('x', 50000000);\necho 'ready ', getmypid(), \"\\n\";\nflush();\n$r = sleep(6);\necho 'sleep returned ', var_export($r, true), ' len ', strlen($keep), \"\\n\";\n",
+        "$keep = str_repeat('x', 50000000);\necho 'ready ', getmypid(), \"\\n\";\nflush();\n$r = sleep(6);\necho 'sleep returned ', var_export($r, true), ' len ', strlen($keep), \"\\n\";\n",
     );
     let mut child = Running::spawn(
         preloaded_command(

@@ -94,11 +94,10 @@ under_witness! {
 #[test]
 fn php_cli_dump_and_memory_limit() {
     crate::php_harness::require_php();
-    let dir = tempdir("witness-php");
-    let script = write_file(
-        &dir,
+    let (dir, script) = crate::php_harness::php_dir(
+        "witness-php",
         "fill.php",
-        "<?php\nfunction fill($n) { $a = []; for ($i = 0; $i < $n; $i++) { $a[] = str_repeat('x', 100 + $i % 300); } return $a; }\n\
+        "function fill($n) { $a = []; for ($i = 0; $i < $n; $i++) { $a[] = str_repeat('x', 100 + $i % 300); } return $a; }\n\
          $keep = fill(20000);\necho 'ready ', getmypid(), \"\\n\";\nflush();\n\
          while (!file_exists('go')) { usleep(10000); }\n\
          ini_set('memory_limit', '64M');\n$more = [];\nwhile (true) { $more[] = fill(1000); }\n",
