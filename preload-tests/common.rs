@@ -193,6 +193,34 @@ pub fn compile_so(src: &str, out_name: &str, dir: &Path) -> PathBuf {
     compile(src, out_name, dir, &["-shared", "-fPIC"])
 }
 
+/// Compiles `progs/SRC` into `dir` (named as [`run_prog`] names it) and
+/// runs it there without the library; asserts that run succeeded. Returns
+/// the binary and the run.
+pub fn compile_and_run_plain(dir: &Path, src: &str) -> (PathBuf, Output) {
+    let name = src.rsplit_once('.').map_or(src, |(stem, _)| stem);
+    let bin = compile(src, name, dir, &[]);
+    let plain = run_plain(dir, &bin, &[]);
+    assert!(
+        plain.status.success(),
+        "{name} fails without the preload:\n{}",
+        show(&plain)
+    );
+    (bin, plain)
+}
+
+/// Prints `report` (a test's table of what it measured) on stderr, then
+/// asserts that `failures` is empty; the message: the failures joined by
+/// `join`, `heading`, the report.
+pub fn assert_no_failures(failures: &[String], join: &str, heading: &str, report: &[String]) {
+    eprintln!("{}", report.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{}{heading}{}",
+        failures.join(join),
+        report.join("\n")
+    );
+}
+
 /// Runs `c` and asserts it succeeded (the panic names `what` and shows
 /// its status and both outputs); returns its output.
 pub fn output_ok(c: &mut Command, what: &str) -> Output {

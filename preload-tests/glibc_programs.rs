@@ -50,13 +50,7 @@ fn program_matches_plain(name: &str, limit: Duration, plain_ok: &dyn Fn(&Run) ->
             ));
         }
     }
-    eprintln!("{}", report.join("\n"));
-    assert!(
-        failures.is_empty(),
-        "{}\n\n{}",
-        failures.join("\n\n"),
-        report.join("\n")
-    );
+    assert_no_failures(&failures, "\n\n", "\n\n", &report);
     let _ = std::fs::remove_dir_all(&dir);
 }
 

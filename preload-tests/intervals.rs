@@ -165,9 +165,7 @@ fn binomial_lower_bound(n: u64, p: f64, alpha: f64) -> u64 {
 #[test]
 fn intervals_are_calibrated_per_group_and_view() {
     let dir = common::tempdir("intervals");
-    let bin = common::compile("stats_groups.c", "stats_groups", &dir, &[]);
-    let plain = common::run_plain(&dir, &bin, &[]);
-    assert!(plain.status.success(), "{}", show(&plain));
+    let (bin, plain) = common::compile_and_run_plain(&dir, "stats_groups.c");
     let truth = truth(&common::stdout(&plain));
     assert_eq!(truth.len(), 8, "{}", show(&plain));
 
@@ -251,13 +249,7 @@ fn intervals_are_calibrated_per_group_and_view() {
             report.push(line);
         }
     }
-    eprintln!("{}", report.join("\n"));
-    assert!(
-        bad.is_empty(),
-        "{}\nall groups:\n{}",
-        bad.join("\n"),
-        report.join("\n")
-    );
+    common::assert_no_failures(&bad, "\n", "\nall groups:\n", &report);
 }
 
 /// The bound is computed right (the test above leans on it).
