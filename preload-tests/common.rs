@@ -120,6 +120,14 @@ impl Drop for TempDir {
     }
 }
 
+/// A fresh directory ([`tempdir`] `tag`) holding the file `name` with
+/// `content`: the directory and the file's path ([`TempDir::file`]).
+pub fn tempdir_with(tag: &str, name: &str, content: &[u8]) -> (TempDir, String) {
+    let dir = tempdir(tag);
+    let path = dir.file(name, content);
+    (dir, path)
+}
+
 pub fn tempdir(tag: &str) -> TempDir {
     static N: AtomicUsize = AtomicUsize::new(0);
     let n = N.fetch_add(1, Ordering::Relaxed);
