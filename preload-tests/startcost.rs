@@ -245,13 +245,18 @@ fn start_up_code_and_variables_are_grouped() {
     let inside = |s: &(String, u64, u64), sec: &(String, u64, u64)| {
         s.1 >= sec.1 && s.1 + s.2 <= sec.1 + sec.2
     };
+    // Sections `first` and `then`: `first` starts a window of `size`
+    // bytes (aligned so) that `then` ends in.
+    let one_window = |first: &str, then: &str, size: u64| {
+        let (a, b) = (sec(first), sec(then));
+        assert_eq!(a.1 % size, 0, "{a:?}");
+        assert!(b.1 + b.2 <= a.1 + size, "{a:?} {b:?}");
+        (a, b)
+    };
     // The start-up code: in one 32 KiB-aligned window (the kernel maps a
     // window around a read fault; 32 KiB here, 64 KiB on most machines),
     // with the PLT that the exit path calls through.
-    let text = sec(".text.heaplive_start");
-    let plt = sec(".plt");
-    assert_eq!(text.1 % 0x8000, 0, "{text:?}");
-    assert!(plt.1 + plt.2 <= text.1 + 0x8000, "{text:?} {plt:?}");
+    let (text, _) = one_window(".text.heaplive_start", ".plt", 0x8000);
     // Functions that are never inlined (called through a pointer, or
     // marked so), then any of the rest the compiler kept out of line.
     for f in [
@@ -292,10 +297,7 @@ fn start_up_code_and_variables_are_grouped() {
     }
     // The small variables (.data and .bss without the big tables) on one
     // page, with the hot path's and the resolver's.
-    let data = sec(".data");
-    let bss = sec(".bss");
-    assert_eq!(data.1 % 4096, 0, "{data:?}");
-    assert!(bss.1 + bss.2 <= data.1 + 4096, "{data:?} {bss:?}");
+    let (data, bss) = one_window(".data", ".bss", 4096);
     for v in [
         "heaplive::hot::real::MALLOC_JUMP",
         "heaplive::hot::real::SLOTS",
