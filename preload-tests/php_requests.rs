@@ -503,15 +503,13 @@ fn cli_consumer_leak_warning_names_the_php_function() {
 /// needs it, it started at the first sample and the script read 2.
 #[test]
 fn cli_memory_limit_dump_without_the_dump_signal_keeps_one_thread() {
-    let dir = tempdir("php-oom-nothread");
-    let php = script(
-        &dir,
+    let (dir, php) = php_dir(
+        "php-oom-nothread",
         "report.php",
         // REPORT_PHP with a shutdown function first.
         &REPORT_PHP.replacen(
             "<?php\n",
-            "<?php\n\
-             register_shutdown_function(function () {\n\
+            "register_shutdown_function(function () {\n\
                  preg_match('/^Threads:\\s+(\\d+)/m', file_get_contents('/proc/self/status'), $m);\n\
                  echo 'threads at shutdown: ', $m[1], \"\\n\";\n\
              });\n",

@@ -171,8 +171,14 @@ pub(crate) fn script(dir: &Path, name: &str, text: &str) -> PathBuf {
 /// opening `<?php` line, then `body` (written by [`script`]): the directory
 /// and the script.
 pub(crate) fn php_dir(tag: &str, name: &str, body: &str) -> (TempDir, PathBuf) {
+    script_dir(tag, name, &format!("<?php\n{body}"))
+}
+
+/// A fresh directory ([`tempdir`] `tag`) with the script `name`, `text`
+/// (written by [`script`]): the directory and the script.
+pub(crate) fn script_dir(tag: &str, name: &str, text: &str) -> (TempDir, PathBuf) {
     let dir = tempdir(tag);
-    let p = script(&dir, name, &format!("<?php\n{body}"));
+    let p = script(&dir, name, text);
     (dir, p)
 }
 
