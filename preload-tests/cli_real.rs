@@ -112,8 +112,7 @@ fn dump_top_diff_merge_and_flamegraph_on_a_live_process() {
 
 #[test]
 fn run_passes_settings_to_the_real_library_and_returns_the_status() {
-    let dir = tempdir("cli-run-real");
-    let prog = compile("cli_grow.c", "cli_grow", &dir, &[]);
+    let (dir, prog) = compiled("cli-run-real", "cli_grow.c");
     let template = dir.join("h.%e.%p.%n.folded");
     let mut child = Running::spawn(
         Command::new(heaplive_bin())
@@ -181,8 +180,7 @@ fn dump_fails_clearly_for_a_process_without_the_library_and_a_dead_pid() {
 /// the program's own stderr passes through; an explicit HEAPLIVE_LOG wins.
 #[test]
 fn run_quiet_silences_the_library_too() {
-    let dir = tempdir("cli-run-quiet");
-    let prog = compile("log_devnull.c", "log_devnull", &dir, &[]);
+    let (dir, prog) = compiled("cli-run-quiet", "log_devnull.c");
     let run = |env: &[(&str, &std::path::Path)]| {
         let mut c = Command::new(heaplive_bin());
         c.args(["run", "-q", "--interval", "1", "-o"])

@@ -196,6 +196,16 @@ pub fn run_prog(dir: &Path, name: &str, args: &[&str], env: &[(&str, &str)]) -> 
     o
 }
 
+/// A fresh directory ([`tempdir`] `tag`) with `progs/SRC` compiled in it
+/// (as [`compile`], no extra flags) under SRC's stem: the directory and
+/// the binary.
+pub fn compiled(tag: &str, src: &str) -> (TempDir, PathBuf) {
+    let dir = tempdir(tag);
+    let name = src.rsplit_once('.').map_or(src, |(stem, _)| stem);
+    let bin = compile(src, name, &dir, &[]);
+    (dir, bin)
+}
+
 /// `compile` of a shared object (`-shared -fPIC`).
 pub fn compile_so(src: &str, out_name: &str, dir: &Path) -> PathBuf {
     compile(src, out_name, dir, &["-shared", "-fPIC"])

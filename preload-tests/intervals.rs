@@ -268,8 +268,7 @@ fn binomial_bounds() {
 /// summed estimate from the summed variances.
 #[test]
 fn merged_dumps_have_the_intervals_of_the_sum() {
-    let dir = common::tempdir("intervals-merge");
-    let bin = common::compile("stats_groups.c", "stats_groups", &dir, &[]);
+    let (dir, bin) = common::compiled("intervals-merge", "stats_groups.c");
     let mut lives = Vec::new();
     for seed in [11u64, 12] {
         let d = dir.join(format!("s{seed}"));

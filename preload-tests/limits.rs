@@ -193,8 +193,7 @@ fn line_class(line: &str) -> &str {
 /// needs 7.5 MiB here), in the symbolizer.
 #[test]
 fn exact_mode_under_a_memory_limit_never_aborts_the_program() {
-    let dir = tempdir("limits-mem");
-    let bin = compile("lim_mem.c", "lim_mem", &dir, &[]);
+    let (dir, bin) = compiled("limits-mem", "lim_mem.c");
     const STEP: u64 = 512 << 10;
     for res in ["data", "as"] {
         let mut need = 1u64 << 20;

@@ -154,8 +154,7 @@ fn tcmalloc_first_in_ld_preload_is_named_and_profiled_through_it() {
 /// by a path (at its dlopen), one by a bare name (at the next dlopen).
 fn late_libraries(allocator: &str, package: &str) {
     present(allocator, package);
-    let dir = tempdir("other-alloc-late");
-    let host = compile("late_host.c", "late_host", &dir, &[]);
+    let (dir, host) = compiled("other-alloc-late", "late_host.c");
     let lib_a = compile(
         "late_lib.c",
         "liblate_a.so",
@@ -230,8 +229,7 @@ fn tcmalloc_first_libraries_loaded_later_are_profiled() {
 
 #[test]
 fn an_executable_with_its_own_malloc_is_reported_in_one_line() {
-    let dir = tempdir("own-malloc");
-    let bin = compile("own_malloc.c", "own_malloc", &dir, &[]);
+    let (dir, bin) = compiled("own-malloc", "own_malloc.c");
     let reference = run_with(&dir, &bin, &[]);
     assert_eq!(reference.status.code(), Some(7), "{}", show(&reference));
     let pre = run_preloaded(&dir, &bin, &[], &[("HEAPLIVE_SAMPLE_INTERVAL", "1")]);

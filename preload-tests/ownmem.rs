@@ -117,8 +117,7 @@ fn assert_libc_lines(dir: &std::path::Path) {
 #[test]
 fn own_memory_is_reported_and_bounded_across_dumps() {
     need_libc_dbg();
-    let dir = tempdir("ownmem");
-    let exe = compile("ownmem_dumps.c", "ownmem_dumps", dir.path(), &[]);
+    let (dir, exe) = compiled("ownmem", "ownmem_dumps.c");
     let o = run_preloaded(
         dir.path(),
         &exe,
@@ -228,8 +227,7 @@ fn dump_line_counts_heaplive_tables() {
 #[test]
 fn first_dump_through_libc_raises_peak_rss_by_less_than_8_mib() {
     need_libc_dbg();
-    let dir = tempdir("ownmem-peak");
-    let exe = compile("ownmem_peak.c", "ownmem_peak", dir.path(), &[]);
+    let (dir, exe) = compiled("ownmem-peak", "ownmem_peak.c");
     let o = run_preloaded(
         dir.path(),
         &exe,

@@ -174,8 +174,7 @@ fn the_embedded_data_holds_the_dumps_to_the_byte() {
 /// `--report FILE` writes that page when the program ends.
 #[test]
 fn run_prints_the_report_command_and_writes_the_page() {
-    let dir = common::tempdir("report_run");
-    let p = common::compile("report_grow.c", "report_grow", dir.path(), &[]);
+    let (dir, p) = common::compiled("report_run", "report_grow.c");
     let (o, page) = run_with_report(dir.path(), &p, &[]);
     let err = common::stderr(&o);
     // Five dumps: named by their directory.

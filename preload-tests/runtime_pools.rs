@@ -63,8 +63,7 @@ fn libstdcxx_emergency_pool_is_apart_and_never_a_leak() {
 /// writes its own; HEAPLIVE_DUMP_EMPTY=1 writes the child's too.
 #[test]
 fn worker_exit_with_only_runtime_pools_live_writes_no_dump_unless_asked() {
-    let dir = tempdir("runtime-pool-empty");
-    let prog = compile("runtime_pool.cpp", "runtime_pool", dir.path(), &[]);
+    let (dir, prog) = compiled("runtime-pool-empty", "runtime_pool.cpp");
     let o = run_preloaded(
         dir.path(),
         &prog,

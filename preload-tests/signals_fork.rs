@@ -254,8 +254,7 @@ fn sig_ign_and_sig_dfl_are_virtual() {
 
 #[test]
 fn heaplive_dump_from_c() {
-    let dir = tempdir("sig-api");
-    let prog = compile("sig_api_dump.c", "sig_api_dump", &dir, &[]);
+    let (dir, prog) = compiled("sig-api", "sig_api_dump.c");
     // Without the library the program runs and says so.
     let plain = run_plain(&dir, &prog, &[]);
     assert!(
@@ -609,8 +608,7 @@ fn dump_files_before_an_exec_are_not_overwritten_after_it() {
 /// allocations.
 #[test]
 pub(crate) fn fork_during_multithreaded_allocation_keeps_every_lock_usable() {
-    let dir = tempdir("fork-threads");
-    let prog = compile("fork_threads.c", "fork_threads", &dir, &[]);
+    let (dir, prog) = compiled("fork-threads", "fork_threads.c");
     let mut child = Running::spawn(
         std::process::Command::new(&prog)
             .current_dir(&dir)

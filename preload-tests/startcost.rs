@@ -11,8 +11,7 @@ use crate::common::*;
 /// Runs `start_quiet` (under heaplive with `env`, or plain) and returns
 /// what it printed about its own mappings.
 fn maps_report(with: Option<&[(&str, &str)]>, args: &[&str]) -> (String, TempDir) {
-    let dir = tempdir("startcost");
-    let exe = compile("start_quiet.c", "start_quiet", dir.path(), &[]);
+    let (dir, exe) = compiled("startcost", "start_quiet.c");
     let o = match with {
         Some(env) => run_preloaded(dir.path(), &exe, args, env),
         None => run_plain(dir.path(), &exe, args),

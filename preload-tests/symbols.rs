@@ -154,8 +154,7 @@ fn check_split(stacks: &[Stack], lines: bool, ctx: &str) {
 /// next to the binary; a debug file with the wrong CRC is refused.
 #[test]
 fn debuglink_next_to_the_binary() {
-    let dir = tempdir("sym-debuglink");
-    let bin = compile("sym_split.c", "sym_split", &dir, &[]);
+    let (dir, bin) = compiled("sym-debuglink", "sym_split.c");
     let b = bin.to_str().unwrap();
     let dbg = dir.join("sym_split.debug");
     tool("objcopy", &["--only-keep-debug", b, dbg.to_str().unwrap()]);
@@ -385,8 +384,7 @@ fn require_libc_dbg() {
 #[test]
 fn libc_frames_from_libc6_dbg() {
     require_libc_dbg();
-    let dir = tempdir("sym-libc");
-    let bin = compile("sym_libc.c", "sym_libc", &dir, &[]);
+    let (dir, bin) = compiled("sym-libc", "sym_libc.c");
     let (stacks, o, ctx) = profile(&dir, &bin, &[], &[]);
     let nkeep: u64 = stdout(&o)
         .trim()
@@ -469,8 +467,7 @@ fn inline_frames_are_frames() {
 /// HEAPLIVE_DEMANGLE=0.
 #[test]
 fn cpp_template_names() {
-    let dir = tempdir("sym-cpp");
-    let bin = compile("sym_template.cpp", "sym_template", &dir, &[]);
+    let (dir, bin) = compiled("sym-cpp", "sym_template.cpp");
     let (stacks, _, ctx) = profile(&dir, &bin, &[], &[]);
     let grow = bytes_of(&stacks, |s| {
         s.leaf() == "Pool<Widget>::grow" || s.leaf() == "Pool<Widget>::grow(int)"
@@ -724,8 +721,7 @@ fn check_pprof_against_folded(tag: &str, bin: &Path) {
 
 #[test]
 fn pprof_agrees_with_folded_c() {
-    let dir = tempdir("sym-pprof-c-bin");
-    let bin = compile("sym_split.c", "sym_split", &dir, &[]);
+    let (_dir, bin) = compiled("sym-pprof-c-bin", "sym_split.c");
     check_pprof_against_folded("sym-pprof-c", &bin);
 }
 
@@ -733,8 +729,7 @@ fn pprof_agrees_with_folded_c() {
 fn pprof_agrees_with_folded_cpp() {
     // libstdc++'s start-up allocation comes through ld.so without symbols:
     // unnamed frames must agree too.
-    let dir = tempdir("sym-pprof-cpp-bin");
-    let bin = compile("sym_template.cpp", "sym_template", &dir, &[]);
+    let (_dir, bin) = compiled("sym-pprof-cpp-bin", "sym_template.cpp");
     check_pprof_against_folded("sym-pprof-cpp", &bin);
 }
 
@@ -744,8 +739,7 @@ fn pprof_agrees_with_folded_cpp() {
 /// it, the name is lost (which shows the file is really read).
 #[test]
 fn dwz_supplementary_file_names_inline_frames() {
-    let dir = tempdir("sym-dwz");
-    let a = compile("sym_dwz_a.c", "sym_dwz_a", &dir, &[]);
+    let (dir, a) = compiled("sym-dwz", "sym_dwz_a.c");
     let b = compile("sym_dwz_b.c", "sym_dwz_b", &dir, &[]);
     let common = dir.join("common.debug");
     output_ok(

@@ -173,8 +173,7 @@ fn sampled_rows_carry_an_interval() {
 /// the buffer are the older ones dropped.
 #[test]
 fn the_ring_stays_bounded_over_a_long_run() {
-    let dir = common::tempdir("timeline_long");
-    let p = common::compile("timeline_steps.c", "timeline_steps", dir.path(), &[]);
+    let (dir, p) = common::compiled("timeline_long", "timeline_steps.c");
     let explicit = dir.path().join("explicit.folded");
     let o = common::run_preloaded(
         dir.path(),

@@ -204,8 +204,7 @@ fn dlopen_dlclose_churn_while_8_threads_allocate_is_exact() {
 /// unwinders.
 #[test]
 fn stacks_cut_at_the_frame_limit_end_in_a_truncated_frame() {
-    let dir = tempdir("unwind-deep");
-    let prog = compile("deep_stack.c", "deep_stack", &dir, &[]);
+    let (dir, prog) = compiled("unwind-deep", "deep_stack.c");
     for unwind in ["cached", "libgcc"] {
         let out = dir.join(unwind);
         std::fs::create_dir_all(&out).unwrap();

@@ -473,8 +473,7 @@ fn peak_times(err: &str) -> (f64, Option<f64>) {
 /// names no other moment for its stacks.
 #[test]
 fn exit_line_times_a_peak_reached_at_once() {
-    let dir = common::tempdir("views-peak-time");
-    let p = common::compile("peak_then_sleep.c", "peak_then_sleep", &dir, &[]);
+    let (dir, p) = common::compiled("views-peak-time", "peak_then_sleep.c");
     for interval in ["1", "512K"] {
         let o = common::run_preloaded(
             &dir,

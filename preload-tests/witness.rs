@@ -46,8 +46,7 @@ fn witness_lib() -> PathBuf {
 /// people run exports no such function.
 #[test]
 fn an_out_of_order_acquisition_aborts_with_one_line() {
-    let dir = tempdir("witness-selftest");
-    let prog = compile("witness_selftest.c", "witness_selftest", &dir, &[]);
+    let (dir, prog) = compiled("witness-selftest", "witness_selftest.c");
     let o = with_lib(witness_lib(), || run_preloaded(&dir, &prog, &[], &[]));
     assert_eq!(o.status.signal(), Some(libc::SIGABRT), "{}", show(&o));
     assert_eq!(stdout(&o), "calling the selftest\n", "{}", show(&o));
