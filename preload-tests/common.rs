@@ -206,6 +206,19 @@ pub fn compiled(tag: &str, src: &str) -> (TempDir, PathBuf) {
     (dir, bin)
 }
 
+/// [`run_prog`] in a fresh directory ([`tempdir`] `tag`): the directory
+/// and the run.
+pub fn run_prog_in(
+    tag: &str,
+    name: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> (TempDir, Output) {
+    let dir = tempdir(tag);
+    let o = run_prog(&dir, name, args, env);
+    (dir, o)
+}
+
 /// `compile` of a shared object (`-shared -fPIC`).
 pub fn compile_so(src: &str, out_name: &str, dir: &Path) -> PathBuf {
     compile(src, out_name, dir, &["-shared", "-fPIC"])

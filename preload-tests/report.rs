@@ -263,9 +263,8 @@ fn size_rows(dir: &Path) -> (ByLeaf<Classes>, ByLeaf<u64>) {
 /// each stack, and the page draws a bar per class in the top table.
 #[test]
 fn size_rows_and_the_report_histogram_are_exact() {
-    let dir = common::tempdir("report_sizes");
-    common::run_prog(
-        dir.path(),
+    let (dir, _) = common::run_prog_in(
+        "report_sizes",
         "report_sizes",
         &[],
         &[
@@ -350,9 +349,8 @@ fn size_rows_and_the_report_histogram_are_exact() {
 /// weighs its size to the byte.
 #[test]
 fn sampled_size_rows_add_up_to_the_live_samples() {
-    let dir = common::tempdir("report_sizes_sampled");
-    common::run_prog(
-        dir.path(),
+    let (dir, _) = common::run_prog_in(
+        "report_sizes_sampled",
         "report_sizes",
         &[],
         &[

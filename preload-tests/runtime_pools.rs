@@ -10,9 +10,8 @@ const POOL: &str = "[runtime pool: libstdc++ emergency exception pool]";
 
 #[test]
 fn libstdcxx_emergency_pool_is_apart_and_never_a_leak() {
-    let dir = tempdir("runtime-pool");
-    let o = run_prog(
-        dir.path(),
+    let (dir, o) = run_prog_in(
+        "runtime-pool",
         "runtime_pool.cpp",
         &["3"],
         &[

@@ -65,9 +65,8 @@ fn timeline_of(folded: &Path) -> std::path::PathBuf {
 /// allocated total never decreases.
 #[test]
 fn rows_follow_the_known_totals_to_the_byte_in_exact_mode() {
-    let dir = common::tempdir("timeline_exact");
-    let o = common::run_prog(
-        dir.path(),
+    let (dir, o) = common::run_prog_in(
+        "timeline_exact",
         "timeline_steps",
         &["60"],
         &[
@@ -137,9 +136,8 @@ fn rows_follow_the_known_totals_to_the_byte_in_exact_mode() {
 /// dump rows hold the dump's total.
 #[test]
 fn sampled_rows_carry_an_interval() {
-    let dir = common::tempdir("timeline_sampled");
-    common::run_prog(
-        dir.path(),
+    let (dir, _) = common::run_prog_in(
+        "timeline_sampled",
         "timeline_steps",
         &["30"],
         &[

@@ -501,9 +501,8 @@ fn exit_line_times_a_peak_reached_at_once() {
 /// within 1/64 of the peak)".)
 #[test]
 fn exit_line_says_when_the_peak_files_stacks_are_from() {
-    let dir = common::tempdir("views-peak-copy-time");
-    let o = common::run_prog(
-        &dir,
+    let (dir, o) = common::run_prog_in(
+        "views-peak-copy-time",
         "peak_then_sleep",
         &["again"],
         &[("HEAPLIVE_SAMPLE_INTERVAL", "1")],
