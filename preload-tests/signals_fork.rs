@@ -19,16 +19,30 @@ fn assert_ok(o: &Output, what: &str) {
 /// Compiles `progs/NAME.c` into `dir` and runs it there under the
 /// library with `args` and `env`; asserts it succeeded (`what` names the
 /// run).
-fn run_ok(dir: &Path, name: &str, args: &[&str], env: &[(&str, &str)], what: &str) -> Output {
+fn run_ok_at(dir: &Path, name: &str, args: &[&str], env: &[(&str, &str)], what: &str) -> Output {
     let prog = compile(&format!("{name}.c"), name, dir, &[]);
     let o = run_preloaded(dir, &prog, args, env);
     assert_ok(&o, what);
     o
 }
 
-/// `run_ok` in exact mode.
+/// [`run_ok_at`] in a fresh directory ([`tempdir`] `tag`): the directory
+/// and the run.
+fn run_ok(
+    tag: &str,
+    name: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+    what: &str,
+) -> (TempDir, Output) {
+    let dir = tempdir(tag);
+    let o = run_ok_at(&dir, name, args, env, what);
+    (dir, o)
+}
+
+/// `run_ok_at` in exact mode.
 fn exact_ok(dir: &Path, name: &str, args: &[&str], what: &str) -> Output {
-    run_ok(dir, name, args, &[("HEAPLIVE_SAMPLE_INTERVAL", "1")], what)
+    run_ok_at(dir, name, args, &[("HEAPLIVE_SAMPLE_INTERVAL", "1")], what)
 }
 
 /// Every folded file in `dir` parses (parse_folded panics on a bad line);
@@ -85,9 +99,8 @@ fn file_text(files: &BTreeMap<PathBuf, Vec<Stack>>) -> String {
 
 #[test]
 pub(crate) fn signal_burst_during_threaded_allocation() {
-    let dir = tempdir("sig-burst");
-    let o = run_ok(
-        &dir,
+    let (dir, o) = run_ok(
+        "sig-burst",
         "sig_burst",
         &[],
         &[("HEAPLIVE_SAMPLE_INTERVAL", "1K")],
@@ -206,8 +219,13 @@ pub(crate) fn fork_children_keep_their_own_profiles() {
 }
 
 fn app_handler_runs(mode: &str) {
-    let dir = tempdir(&format!("sig-handler-{mode}"));
-    let o = run_ok(&dir, "sig_handler", &[mode], &[], mode);
+    let (dir, o) = run_ok(
+        &format!("sig-handler-{mode}"),
+        "sig_handler",
+        &[mode],
+        &[],
+        mode,
+    );
     let out = stdout(&o);
     assert!(
         out.contains("handler ran 5 times, info ok, dumps ok"),
@@ -326,9 +344,8 @@ fn o_pid(o: &Output) -> u32 {
 
 #[test]
 fn periodic_dumps_every_second() {
-    let dir = tempdir("sig-periodic");
-    let o = run_ok(
-        &dir,
+    let (dir, o) = run_ok(
+        "sig-periodic",
         "sig_periodic",
         &[],
         &[
@@ -383,9 +400,8 @@ fn status_of(pid: u32) -> Option<(u32, String, i32)> {
 }
 
 fn dumps_on(spec: &str, sig: i32) {
-    let dir = tempdir(&format!("sig-custom-{}", spec.replace('+', "p")));
-    let o = run_ok(
-        &dir,
+    let (dir, o) = run_ok(
+        &format!("sig-custom-{}", spec.replace('+', "p")),
         "sig_custom",
         &[spec],
         &[("HEAPLIVE_SIGNAL", spec), ("HEAPLIVE_SAMPLE_INTERVAL", "1")],
@@ -430,12 +446,11 @@ fn heaplive_signal_rtmin_plus_2() {
 
 #[test]
 fn heaplive_signal_kill_warns_and_keeps_usr2() {
-    let dir = tempdir("sig-kill");
     // Exact mode: the first malloc is sampled and starts heaplive's thread,
     // which takes the signal from outside (before a first sample it would
     // wait, pending, until one).
-    let o = run_ok(
-        &dir,
+    let (_dir, o) = run_ok(
+        "sig-kill",
         "sig_custom",
         &["USR2"],
         &[
