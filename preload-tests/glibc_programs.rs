@@ -367,12 +367,9 @@ fn heaplive_thread_never_calls_glibc_malloc() {
 /// being loaded.
 #[test]
 fn no_dlopen_of_heaplive_inside_the_programs_dlopen() {
-    let dir = tempdir("glibc-nested-dlopen");
-    let lib = compile_so("deep_lib.c", "libdeep_nested.so", &dir);
-    let o = run_prog(
-        &dir,
-        "deep_main",
-        &["dlclose", lib.to_str().unwrap()],
+    let (_dir, o) = deep_main_dlclose(
+        "glibc-nested-dlopen",
+        "libdeep_nested.so",
         &[("HEAPLIVE_SAMPLE_INTERVAL", "1"), ("LD_DEBUG", "files")],
     );
     let err = stderr(&o);

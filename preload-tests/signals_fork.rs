@@ -517,13 +517,10 @@ fn rtld_deepbind_is_cleared() {
 
 #[test]
 fn dlclosed_library_frames_keep_their_names() {
-    let dir = tempdir("deep-dlclose");
-    let lib = compile_so("deep_lib.c", "libdeep_gone.so", &dir);
-    let o = exact_ok(
-        &dir,
-        "deep_main",
-        &["dlclose", lib.to_str().unwrap()],
-        "dlclose",
+    let (dir, o) = deep_main_dlclose(
+        "deep-dlclose",
+        "libdeep_gone.so",
+        &[("HEAPLIVE_SAMPLE_INTERVAL", "1")],
     );
     assert!(
         stdout(&o).contains("unloaded yes"),
