@@ -465,6 +465,12 @@ pub fn line_with<'a>(text: &'a str, needle: &str) -> Option<&'a str> {
     text.lines().find(|l| l.contains(needle))
 }
 
+/// The first line of `text` that contains `needle`; panics with `msg` if
+/// none does.
+pub fn first_line_with<'a>(text: &'a str, needle: &str, msg: &str) -> &'a str {
+    line_with(text, needle).unwrap_or_else(|| panic!("{msg}"))
+}
+
 /// The file a heaplive line `heaplive[PID]: KIND dump PATH: ...` names
 /// (KIND: signal, exit, memory_limit, request peak, ...), if it is one.
 pub fn dump_path_of(line: &str, kind: &str) -> Option<PathBuf> {

@@ -379,7 +379,7 @@ fn merged_dumps_have_the_intervals_of_the_sum() {
             .collect::<BTreeMap<String, u64>>()
     };
     let (v0, v1) = (var_of(&lives[0]), var_of(&lives[1]));
-    let row = common::line_with(&diff, " site_many ").unwrap_or_else(|| panic!("{diff}"));
+    let row = common::first_line_with(&diff, " site_many ", &diff);
     let want = (stats::Z95 * ((v0["site_many"] + v1["site_many"]) as f64).sqrt()).round();
     assert_eq!(
         row.split_whitespace().nth(1),

@@ -269,7 +269,7 @@ fn first_dump_through_libc_raises_peak_rss_by_less_than_8_mib() {
 #[test]
 fn dump_line_reads_heaplive_memory_after_the_profile_is_gone() {
     let err = run_exact_signal_dumps("ownmem_many_stacks", &["-O1"]);
-    let line = line_with(&err, " dump ").unwrap_or_else(|| panic!("no dump line:\n{err}"));
+    let line = first_line_with(&err, " dump ", &format!("no dump line:\n{err}"));
     let stacks: u64 = line
         .split(" samples over ")
         .nth(1)

@@ -145,9 +145,7 @@ fn cli_library_patterns_are_a_setting() {
             ],
         );
         let err = stderr(&o);
-        line_with(&err, "]: memory_limit dump ")
-            .unwrap_or_else(|| panic!("{err}"))
-            .to_string()
+        first_line_with(&err, "]: memory_limit dump ", &err).to_string()
     };
     let line = run("");
     assert!(

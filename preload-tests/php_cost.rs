@@ -139,8 +139,11 @@ fn exit_line_times_a_php_peak_reached_at_once() {
         assert!(o.status.success(), "{}", show(&o));
         assert_eq!(stdout(&o), "peaked\n", "{}", show(&o));
         let log = log_of(&dir);
-        let line = line_with(&log, "]: peak ")
-            .unwrap_or_else(|| panic!("interval {interval}: no peak line\n{log}"));
+        let line = first_line_with(
+            &log,
+            "]: peak ",
+            &format!("interval {interval}: no peak line\n{log}"),
+        );
         let at: f64 = between(line, " at ", " s after start")
             .and_then(|t| t.parse().ok())
             .unwrap_or_else(|| panic!("cannot read the peak line: {line}"));

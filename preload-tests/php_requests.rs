@@ -477,9 +477,7 @@ fn cli_consumer_leak_warning_names_the_php_function() {
         assert_eq!(stdout(&o), "done\n", "{}", show(&o));
         assert!(o.status.success(), "{}", show(&o));
         let log = log_of(&d);
-        line_with(&log, "possible leak")
-            .unwrap_or_else(|| panic!("no leak warning\n{log}"))
-            .to_string()
+        first_line_with(&log, "possible leak", &format!("no leak warning\n{log}")).to_string()
     };
     let warning = run("1");
     assert!(
