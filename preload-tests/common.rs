@@ -200,9 +200,14 @@ pub fn run_prog(dir: &Path, name: &str, args: &[&str], env: &[(&str, &str)]) -> 
 /// (as [`compile`], no extra flags) under SRC's stem: the directory and
 /// the binary.
 pub fn compiled(tag: &str, src: &str) -> (TempDir, PathBuf) {
+    compiled_with(tag, src, &[])
+}
+
+/// [`compiled`] with `extra` flags.
+pub fn compiled_with(tag: &str, src: &str, extra: &[&str]) -> (TempDir, PathBuf) {
     let dir = tempdir(tag);
     let name = src.rsplit_once('.').map_or(src, |(stem, _)| stem);
-    let bin = compile(src, name, &dir, &[]);
+    let bin = compile(src, name, &dir, extra);
     (dir, bin)
 }
 

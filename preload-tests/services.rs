@@ -370,8 +370,7 @@ echo "LOG0=$(grep -c ": exit dump /var/tmp/heaplive/php-fpm8.2.$M.1.folded" heap
 /// output and status with it.
 #[test]
 fn poison_mode_shows_its_patterns_and_real_programs_are_unchanged() {
-    let dir = tempdir("poison");
-    let prog = compile("poison_read.c", "poison_read", &dir, &["-O0"]);
+    let (dir, prog) = compiled_with("poison", "poison_read.c", &["-O0"]);
     let o = run_preloaded(&dir, &prog, &[], &[("HEAPLIVE_POISON", "alloc,free")]);
     assert_eq!(o.status.code(), Some(0), "{}", show(&o));
     assert_eq!(

@@ -279,8 +279,7 @@ fn loads(bin: &Path) -> Vec<(u64, u64, u64)> {
 /// `binary+0x<file offset>` inside its own code, never a neighbour's name.
 #[test]
 fn stripped_dynsym_names_and_uncovered_addresses() {
-    let dir = tempdir("sym-stripped");
-    let bin = compile("sym_stripped.c", "sym_stripped", &dir, &["-rdynamic"]);
+    let (dir, bin) = compiled_with("sym-stripped", "sym_stripped.c", &["-rdynamic"]);
     let full = dir.join("sym_stripped.full");
     std::fs::copy(&bin, &full).unwrap();
     tool("strip", &["--strip-all", bin.to_str().unwrap()]);
@@ -442,8 +441,7 @@ fn libc_frames_from_libc6_dbg() {
 /// between its caller and malloc, with its own line.
 #[test]
 fn inline_frames_are_frames() {
-    let dir = tempdir("sym-inline");
-    let bin = compile("sym_inline.c", "sym_inline", &dir, &["-O2"]);
+    let (dir, bin) = compiled_with("sym-inline", "sym_inline.c", &["-O2"]);
     let want_bytes: u64 = (0..5).map(|i| 77_777 + i).sum();
     let (stacks, _, ctx) = profile(&dir, &bin, &[], &[]);
     assert_eq!(
