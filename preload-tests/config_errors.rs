@@ -4,6 +4,14 @@
 use crate::common::*;
 use std::path::Path;
 
+/// [`sh`] in a fresh directory ([`tempdir`] `tag`): the directory and
+/// the run.
+pub(crate) fn sh_in(tag: &str, env: &[(&str, &str)]) -> (TempDir, std::process::Output) {
+    let dir = tempdir(tag);
+    let o = sh(&dir, env);
+    (dir, o)
+}
+
 /// Runs a small program that exits through exit() with status 5 (it reads
 /// "quit" from a file given as stdin).
 pub(crate) fn sh(dir: &Path, env: &[(&str, &str)]) -> std::process::Output {
@@ -87,9 +95,8 @@ fn unwritable_output_gives_one_line_and_the_fallback_directory() {
 
 #[test]
 fn nowhere_to_write_gives_one_line_and_the_host_exits_normally() {
-    let dir = tempdir("config-nowhere");
-    let o = sh(
-        &dir,
+    let (_dir, o) = sh_in(
+        "config-nowhere",
         &[
             ("HEAPLIVE_OUTPUT", "/proc/heaplive-no-such-dir/h.folded"),
             ("TMPDIR", "/proc/heaplive-no-tmp"),
