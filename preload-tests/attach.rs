@@ -802,13 +802,7 @@ fn attach_children_of_php_fpm() {
         total(&idle_stacks),
         top_stacks(&idle_stacks, 10)
     );
-    let resp = release_request(&fpm, req, "the request");
-    assert_eq!(
-        resp.body().trim(),
-        format!("done {}", 48 << 20),
-        "{}",
-        ctx()
-    );
+    release_expecting(&fpm, req, "the request", &format!("done {}", 48 << 20));
     assert_eq!(children_of(master), workers, "a worker died\n{}", ctx());
     let st = fpm.quit();
     assert!(st.success(), "{st}\n{}", ctx());

@@ -352,3 +352,25 @@ pub(crate) fn release_request(
         .unwrap()
         .unwrap_or_else(|e| panic!("{what}: {e}\n{}", fpm.ctx()()))
 }
+
+/// [`release_request`], asserting that the answer's body (trimmed) is
+/// `want`; the message names `what`, the answer's status, stderr and
+/// stdout, and the pool's state.
+pub(crate) fn release_expecting(
+    fpm: &Fpm,
+    req: std::thread::JoinHandle<Result<Response, String>>,
+    what: &str,
+    want: &str,
+) -> Response {
+    let resp = release_request(fpm, req, what);
+    assert_eq!(
+        resp.body().trim(),
+        want,
+        "{what}'s answer (status {}, stderr {:?}, stdout {:?})\n{}",
+        resp.app_status,
+        resp.stderr,
+        resp.stdout,
+        fpm.ctx()()
+    );
+    resp
+}
