@@ -777,14 +777,13 @@ fn attach_children_of_php_fpm() {
     assert!(!mmaps.contains("libheaplive"), "the master was attached");
 
     // A request holding a 48 MiB string in an array, in one of the workers.
-    let script = holding_script(
-        &dir,
+    let (req, busy) = hold_request(
+        &fpm,
         "big.php",
         "$a = [str_repeat('x', 48 << 20)];",
         "echo 'done ', strlen($a[0]), \"\\n\";",
+        &workers,
     );
-    let (req, busy) = start_holding_request(&fpm, &script);
-    assert!(workers.contains(&busy), "{busy} not in {workers:?}");
     let idle = *workers.iter().find(|&&w| w != busy).expect("idle worker");
     let path = ok(heaplive(&["dump", &busy.to_string()]));
     let stacks = parse_folded(Path::new(path.trim()));

@@ -19,17 +19,12 @@ fn fpm_workers_and_master_dump_on_usr2_and_live() {
     let workers = children_of(master);
     assert_eq!(workers.len(), 2, "pm.max_children = 2\n{}", ctx());
 
-    let big = holding_script(
-        &dir,
+    let (req, busy) = hold_request(
+        &fpm,
         "big.php",
         "$a = [];\nfor ($i = 0; $i < 500000; $i++) { $a[] = str_repeat('x', 100) . $i; }",
         "echo 'done ', count($a), \"\\n\";",
-    );
-    let (req, busy) = start_holding_request(&fpm, &big);
-    assert!(
-        workers.contains(&busy),
-        "the busy pid {busy} is not a worker {workers:?}\n{}",
-        ctx()
+        &workers,
     );
     let idle = *workers.iter().find(|&&w| w != busy).unwrap();
 
@@ -185,16 +180,15 @@ fn fpm_zendmm_sqlite3_allocations_are_seen() {
     let master = fpm.pid();
     let workers = children_of(master);
     // 40,000 rows of 250 bytes: about 10 MB of sqlite pages, all in memory.
-    let script = holding_script(
-        &dir,
+    let (req, busy) = hold_request(
+        &fpm,
         "sqlite.php",
         "$db = new SQLite3(':memory:');\n\
          $db->exec('CREATE TABLE t (id INTEGER PRIMARY KEY, v BLOB)');\n\
          $db->exec('INSERT INTO t (v) WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 40000) SELECT randomblob(250) FROM c');",
         "echo 'rows ', $db->querySingle('SELECT count(*) FROM t'), \"\\n\";",
+        &workers,
     );
-    let (req, busy) = start_holding_request(&fpm, &script);
-    assert!(workers.contains(&busy), "{busy} not in {workers:?}");
     let file = signal_dump(&dir, busy, "the worker's signal dump", &ctx);
     release_expecting(&fpm, req, "the request", "rows 40000");
     assert!(alive(busy), "the worker died\n{}", ctx());

@@ -304,6 +304,26 @@ pub(crate) fn holding_script(dir: &Path, name: &str, work: &str, finish: &str) -
     p
 }
 
+/// A [`holding_script`] `name` (`work`, then `finish`) in the pool's
+/// directory, started ([`start_holding_request`]) on one of `workers`: the
+/// request's thread and its worker.
+pub(crate) fn hold_request(
+    fpm: &Fpm,
+    name: &str,
+    work: &str,
+    finish: &str,
+    workers: &[u32],
+) -> (std::thread::JoinHandle<Result<Response, String>>, u32) {
+    let script = holding_script(&fpm.dir, name, work, finish);
+    let (req, busy) = start_holding_request(fpm, &script);
+    assert!(
+        workers.contains(&busy),
+        "the busy pid {busy} is not a worker {workers:?}\n{}",
+        fpm.ctx()()
+    );
+    (req, busy)
+}
+
 /// Runs `script` on a thread; waits until it has done its work and names
 /// its worker. Returns the thread and the busy worker's pid.
 pub(crate) fn start_holding_request(
