@@ -504,12 +504,7 @@ fn usage_errors_exit_2_and_help_exits_0() {
         &[],
     ] {
         let o = heaplive(args);
-        assert_eq!(
-            o.status.code(),
-            Some(2),
-            "heaplive {args:?}: {}",
-            stderr(&o)
-        );
+        assert_status(&o, 2, &format!("heaplive {args:?}: {}", stderr(&o)));
         assert!(
             stderr(&o).starts_with("heaplive: ") || args.is_empty(),
             "heaplive {args:?}: {}",

@@ -536,6 +536,11 @@ pub fn ok(o: Output) -> String {
     stdout(&o)
 }
 
+/// Asserts that `o` exited with status `code` (the message: `msg`).
+pub fn assert_status(o: &Output, code: i32, msg: &str) {
+    assert_eq!(o.status.code(), Some(code), "{msg}");
+}
+
 /// Asserts exit status `code` and that stderr's first line is `want`.
 pub fn fails_with(o: Output, code: i32, want: &str) {
     assert_eq!(o.status.code(), Some(code), "status; {}", show(&o));

@@ -20,11 +20,10 @@ pub(crate) fn sh(dir: &Path, env: &[(&str, &str)]) -> std::process::Output {
     let mut c = preloaded_command(dir, &prog, &[], env);
     c.stdin(std::fs::File::open(&input).unwrap());
     let o = c.output().unwrap();
-    assert_eq!(
-        o.status.code(),
-        Some(5),
-        "the host's exit status must not change\n{}",
-        stderr(&o)
+    assert_status(
+        &o,
+        5,
+        &format!("the host's exit status must not change\n{}", stderr(&o)),
     );
     assert_eq!(stdout(&o), "ready\n");
     o

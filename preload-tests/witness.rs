@@ -119,12 +119,7 @@ fn php_cli_dump_and_memory_limit() {
     let o = run.wait();
     let err = stderr(&o);
     assert!(!err.contains("lock rank violation"), "{}", show(&o));
-    assert_eq!(
-        o.status.code(),
-        Some(255),
-        "PHP's fatal error status; {}",
-        show(&o)
-    );
+    assert_status(&o, 255, &format!("PHP's fatal error status; {}", show(&o)));
     assert!(
         err.lines().any(|l| l.contains("]: memory_limit dump ")
             && l.contains("Allowed memory size of 67108864 bytes exhausted")),
