@@ -224,14 +224,15 @@ pub fn run_prog_in(
     (dir, o)
 }
 
-/// `deep_main dlclose LIB` ([`run_prog`], with `env`) in a fresh directory
-/// ([`tempdir`] `tag`) where `progs/deep_lib.c` is built as LIB, `so`: the
-/// directory and the run.
-pub fn deep_main_dlclose(tag: &str, so: &str, env: &[(&str, &str)]) -> (TempDir, Output) {
+/// `deep_main dlclose LIB` ([`run_prog`]) in exact mode, with `more`
+/// settings, in a fresh directory ([`tempdir`] `tag`) where
+/// `progs/deep_lib.c` is built as LIB, `so`: the directory and the run.
+pub fn deep_main_dlclose(tag: &str, so: &str, more: &[(&str, &str)]) -> (TempDir, Output) {
     let dir = tempdir(tag);
     let lib = compile_so("deep_lib.c", so, &dir);
     let lib = lib.to_str().expect("utf-8 temp path");
-    let o = run_prog(&dir, "deep_main", &["dlclose", lib], env);
+    let env = [&[("HEAPLIVE_SAMPLE_INTERVAL", "1")], more].concat();
+    let o = run_prog(&dir, "deep_main", &["dlclose", lib], &env);
     (dir, o)
 }
 

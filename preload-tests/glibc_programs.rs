@@ -371,7 +371,7 @@ fn no_dlopen_of_heaplive_inside_the_programs_dlopen() {
     let (_dir, o) = deep_main_dlclose(
         "glibc-nested-dlopen",
         "libdeep_nested.so",
-        &[("HEAPLIVE_SAMPLE_INTERVAL", "1"), ("LD_DEBUG", "files")],
+        &[("LD_DEBUG", "files")],
     );
     let err = stderr(&o);
     let lines: Vec<&str> = err.lines().collect();

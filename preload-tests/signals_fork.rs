@@ -517,11 +517,7 @@ fn rtld_deepbind_is_cleared() {
 
 #[test]
 fn dlclosed_library_frames_keep_their_names() {
-    let (dir, o) = deep_main_dlclose(
-        "deep-dlclose",
-        "libdeep_gone.so",
-        &[("HEAPLIVE_SAMPLE_INTERVAL", "1")],
-    );
+    let (dir, o) = deep_main_dlclose("deep-dlclose", "libdeep_gone.so", &[]);
     assert!(
         stdout(&o).contains("unloaded yes"),
         "the library must really be unloaded before exit\n{}",
