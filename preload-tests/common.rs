@@ -522,6 +522,26 @@ pub fn heaplive_command(args: &[&str]) -> Command {
     c
 }
 
+/// `heaplive run --interval 1 -o TEMPLATE MORE... -- CMD...` in `dir`
+/// with `env`, asserted to succeed: its output.
+pub fn heaplive_run_exact(
+    dir: &Path,
+    template: &Path,
+    more: &[&str],
+    cmd: &[&str],
+    env: &[(&str, &str)],
+) -> Output {
+    let template = template.to_str().expect("utf-8 temp path");
+    let head = ["run", "--interval", "1", "-o", template];
+    let o = heaplive_command(&[&head[..], more, &["--"], cmd].concat())
+        .envs(env.iter().copied())
+        .current_dir(dir)
+        .output()
+        .expect("run heaplive");
+    assert!(o.status.success(), "{}", show(&o));
+    o
+}
+
 /// `heaplive top --bytes -w 0 ARGS FILE` (exact bytes, untruncated names),
 /// asserting success: its output.
 pub fn top_exact(args: &[&str], file: &Path) -> String {

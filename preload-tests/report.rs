@@ -203,22 +203,13 @@ fn run_prints_the_report_command_and_writes_the_page() {
 pub fn run_with_report(dir: &Path, prog: &Path, env: &[(&str, &str)]) -> (Output, PathBuf) {
     let template = dir.join("heaplive.%e.%p.%n.folded");
     let page = dir.join("run.html");
-    let o = common::heaplive_command(&[
-        "run",
-        "--interval",
-        "1",
-        "-o",
-        template.to_str().unwrap(),
-        "--report",
-        page.to_str().unwrap(),
-        "--",
-        prog.to_str().unwrap(),
-    ])
-    .envs(env.iter().copied())
-    .current_dir(dir)
-    .output()
-    .unwrap();
-    assert!(o.status.success(), "{}", show(&o));
+    let o = common::heaplive_run_exact(
+        dir,
+        &template,
+        &["--report", page.to_str().unwrap()],
+        &[prog.to_str().unwrap()],
+        env,
+    );
     (o, page)
 }
 

@@ -371,21 +371,14 @@ fn run_prints_the_peak() {
     let dir = common::tempdir("views-run-peak");
     let p = prog(&dir);
     let template = dir.join("r.%p.%n.folded");
-    let o = common::heaplive_command(&[
-        "run",
-        "--interval",
-        "1",
-        "--output",
-        template.to_str().unwrap(),
-        "--",
-        p.to_str().unwrap(),
-        "peak",
-    ])
-    .env("HEAPLIVE_LIB", common::lib())
-    .current_dir(dir.path())
-    .output()
-    .unwrap();
-    assert!(o.status.success(), "{}", show(&o));
+    let lib = common::lib();
+    let o = common::heaplive_run_exact(
+        &dir,
+        &template,
+        &[],
+        &[p.to_str().unwrap(), "peak"],
+        &[("HEAPLIVE_LIB", lib.to_str().unwrap())],
+    );
     assert_eq!(common::stdout(&o), "peak done\n");
     let err = common::stderr(&o);
     let peak = one(common::view_files(&dir, "peak"));
