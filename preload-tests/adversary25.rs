@@ -60,8 +60,7 @@ fn dump_says_why_the_targets_dump_failed() {
 /// it could not name; never "exited before writing a dump".
 #[test]
 fn dump_of_a_process_that_exits_just_after_its_dump() {
-    let dir = tempdir("adv-dump-exit");
-    let prog = compile("exit_after_dump.c", "exit_after_dump", &dir, &[]);
+    let (dir, prog) = compiled("adv-dump-exit", "exit_after_dump.c");
     for round in 0..5 {
         let mut p = start(&dir, &prog, &[], &[]);
         let pid = p.ready();

@@ -86,6 +86,18 @@ fn run_through(c: &mut Command) -> (String, Option<i32>) {
     (stdout(&o), o.status.code())
 }
 
+/// A fresh directory ([`tempdir`] `tag`), the test program `name` run
+/// there without heaplive ([`plain_run`]), then started for attaching
+/// ([`Target::start`]), both with no arguments: the directory, the plain
+/// run's output and status, the target.
+fn started(tag: &str, name: &str) -> (TempDir, (String, Option<i32>), Target) {
+    let dir = tempdir(tag);
+    let prog = progs().join(name);
+    let plain = plain_run(&prog, &[], &dir);
+    let t = Target::start(&prog, &[], &dir);
+    (dir, plain, t)
+}
+
 /// The program's stdout and exit code when never attached.
 fn plain_run(prog: &Path, args: &[&str], dir: &Path) -> (String, Option<i32>) {
     plain_run_env(prog, args, dir, &[])
@@ -213,10 +225,7 @@ fn attach_then_dlopen_library_is_seen() {
 
 #[test]
 fn detach_restores_and_program_runs_on() {
-    let dir = tempdir("attach-detach");
-    let prog = progs().join("attach_main");
-    let (want_out, want_code) = plain_run(&prog, &[], &dir);
-    let mut t = Target::start(&prog, &[], &dir);
+    let (dir, (want_out, want_code), mut t) = started("attach-detach", "attach_main");
     attach(&t, &dir);
     let o = heaplive(&["detach", &t.pid()]);
     assert!(o.status.success(), "{}", show(&o));
@@ -488,10 +497,7 @@ fn detach_ends_the_thread_and_gives_the_signal_back() {
 
 #[test]
 fn detach_twice_is_refused() {
-    let dir = tempdir("attach-detach-twice");
-    let prog = progs().join("attach_main");
-    let plain = plain_run(&prog, &[], &dir);
-    let t = Target::start(&prog, &[], &dir);
+    let (dir, plain, t) = started("attach-detach-twice", "attach_main");
     attach(&t, &dir);
     ok(heaplive(&["detach", &t.pid()]));
     let o = heaplive(&["detach", &t.pid()]);
@@ -514,10 +520,7 @@ fn detach_twice_is_refused() {
 
 #[test]
 fn attach_to_a_traced_process_is_refused() {
-    let dir = tempdir("attach-traced");
-    let prog = progs().join("attach_main");
-    let plain = plain_run(&prog, &[], &dir);
-    let t = Target::start(&prog, &[], &dir);
+    let (_dir, plain, t) = started("attach-traced", "attach_main");
     let pid = t.pid();
     let strace = Running::spawn(
         Command::new("strace")
@@ -631,10 +634,7 @@ fn attach_without_ptrace_permission_is_refused() {
 
 #[test]
 fn attach_to_a_static_program_is_refused() {
-    let dir = tempdir("attach-static");
-    let prog = progs().join("attach_static");
-    let plain = plain_run(&prog, &[], &dir);
-    let t = Target::start(&prog, &[], &dir);
+    let (_dir, plain, t) = started("attach-static", "attach_static");
     let pid = t.pid();
     let o = heaplive(&["attach", &pid]);
     assert_refused(
@@ -706,10 +706,7 @@ fn attach_sampled_mode_within_the_bound() {
     }
     assert_eq!(k_lo, 17);
     assert!(binomial_below(32, p, k_lo) < 1e-6);
-    let dir = tempdir("attach-sampled");
-    let prog = progs().join("attach_main");
-    let (want_out, want_code) = plain_run(&prog, &[], &dir);
-    let mut t = Target::start(&prog, &[], &dir);
+    let (dir, (want_out, want_code), mut t) = started("attach-sampled", "attach_main");
     attach_with(&t, &dir, &[]);
     t.step("allocated");
     let stacks = dump(&t);
@@ -780,14 +777,13 @@ fn attach_children_of_php_fpm() {
     assert!(!mmaps.contains("libheaplive"), "the master was attached");
 
     // A request holding a 48 MiB string in an array, in one of the workers.
-    let script = holding_script(
-        &dir,
+    let (req, busy) = hold_request(
+        &fpm,
         "big.php",
         "$a = [str_repeat('x', 48 << 20)];",
         "echo 'done ', strlen($a[0]), \"\\n\";",
+        &workers,
     );
-    let (req, busy) = start_holding_request(&fpm, &script);
-    assert!(workers.contains(&busy), "{busy} not in {workers:?}");
     let idle = *workers.iter().find(|&&w| w != busy).expect("idle worker");
     let path = ok(heaplive(&["dump", &busy.to_string()]));
     let stacks = parse_folded(Path::new(path.trim()));
@@ -805,13 +801,7 @@ fn attach_children_of_php_fpm() {
         total(&idle_stacks),
         top_stacks(&idle_stacks, 10)
     );
-    let resp = release_request(&fpm, req, "the request");
-    assert_eq!(
-        resp.body().trim(),
-        format!("done {}", 48 << 20),
-        "{}",
-        ctx()
-    );
+    release_expecting(&fpm, req, "the request", &format!("done {}", 48 << 20));
     assert_eq!(children_of(master), workers, "a worker died\n{}", ctx());
     let st = fpm.quit();
     assert!(st.success(), "{st}\n{}", ctx());

@@ -113,8 +113,8 @@ fn top_totals_equal_folded_totals() {
 
 #[test]
 fn top_inclusive_counts_each_frame_once_per_stack() {
-    let dir = tempdir("incl");
-    let f = dir.file(
+    let (_dir, f) = tempdir_with(
+        "incl",
         "a.folded",
         b"main;walk;walk;walk;leaf 100\nmain;walk;other 30\nmain;solo 7\n",
     );
@@ -334,8 +334,8 @@ fn check_xml(text: &str) -> Result<(), String> {
 
 #[test]
 fn flamegraph_svg_is_well_formed_and_names_functions() {
-    let dir = tempdir("flame");
-    let f = dir.file(
+    let (dir, f) = tempdir_with(
+        "flame",
         "heaplive.php-fpm8.2.4242.3.folded",
         b"_start;main;php_execute;xmlStrdup 524288\n\
           _start;main;std::vector<int, std::allocator<int> >::push_back(int&&);operator new(unsigned long) 4096\n\
@@ -387,8 +387,8 @@ fn flamegraph_svg_is_well_formed_and_names_functions() {
 /// under one box.
 #[test]
 fn flamegraph_php_keeps_only_php_frames() {
-    let dir = tempdir("flame-php");
-    let f = dir.file(
+    let (_dir, f) = tempdir_with(
+        "flame-php",
         "heaplive.php-fpm8.2.4242.3.folded",
         b"_start;execute_ex;{main} (i.php:3);f (a.php:2);str_repeat [internal];_emalloc;[zend_mm] 1000\n\
           _start;execute_ex;{main} (i.php:3);f (a.php:2);str_repeat [internal];zend_string_alloc;_emalloc;[zend_mm] 500\n\
@@ -504,12 +504,7 @@ fn usage_errors_exit_2_and_help_exits_0() {
         &[],
     ] {
         let o = heaplive(args);
-        assert_eq!(
-            o.status.code(),
-            Some(2),
-            "heaplive {args:?}: {}",
-            stderr(&o)
-        );
+        assert_status(&o, 2, &format!("heaplive {args:?}: {}", stderr(&o)));
         assert!(
             stderr(&o).starts_with("heaplive: ") || args.is_empty(),
             "heaplive {args:?}: {}",

@@ -95,8 +95,8 @@ fn top_diff_and_flamegraph_label_each_view() {
 
 #[test]
 fn flamegraph_draws_a_diff_as_a_differential_flame_graph() {
-    let dir = tempdir("diffgraph");
-    let old = dir.file(
+    let (dir, old) = tempdir_with(
+        "diffgraph",
         "old.folded",
         b"main;grown_site 1000\nmain;shrunk_site 4000\nmain;gone_site 500\n",
     );

@@ -404,8 +404,7 @@ fn dump_honours_the_process_signal_setting() {
 /// program's handler report a crash).
 #[test]
 fn dump_never_sends_a_signal_the_library_refuses() {
-    let dir = tempdir("segv");
-    let prog = compile("own_segv.c", "own_segv", &dir, &[]);
+    let (dir, prog) = compiled("segv", "own_segv.c");
     for value in ["SEGV", "11", "ABRT", "33"] {
         let mut child = spawn(
             prog.to_str().unwrap(),

@@ -77,9 +77,8 @@ fn dump_top_diff_merge_and_flamegraph_on_a_live_process() {
     // diff --folded: the grown stack went from 100000 to 400000 exactly,
     // the steady one did not move.
     let diff = ok(heaplive(&["diff", "--folded", &first, &second]));
-    let grown: Vec<&str> = lines_with(&diff, ";grow_site ");
-    assert_eq!(grown.len(), 1, "diff:\n{diff}");
-    assert!(grown[0].ends_with(" 100000 400000"), "diff:\n{diff}");
+    let grown = one_line_with(&diff, ";grow_site ", &format!("diff:\n{diff}"));
+    assert!(grown.ends_with(" 100000 400000"), "diff:\n{diff}");
     let steady: Vec<&str> = lines_with(&diff, ";steady_site ");
     assert!(
         steady.len() == 1 && steady[0].ends_with(" 4242 4242"),
@@ -113,8 +112,7 @@ fn dump_top_diff_merge_and_flamegraph_on_a_live_process() {
 
 #[test]
 fn run_passes_settings_to_the_real_library_and_returns_the_status() {
-    let dir = tempdir("cli-run-real");
-    let prog = compile("cli_grow.c", "cli_grow", &dir, &[]);
+    let (dir, prog) = compiled("cli-run-real", "cli_grow.c");
     let template = dir.join("h.%e.%p.%n.folded");
     let mut child = Running::spawn(
         Command::new(heaplive_bin())
@@ -182,8 +180,7 @@ fn dump_fails_clearly_for_a_process_without_the_library_and_a_dead_pid() {
 /// the program's own stderr passes through; an explicit HEAPLIVE_LOG wins.
 #[test]
 fn run_quiet_silences_the_library_too() {
-    let dir = tempdir("cli-run-quiet");
-    let prog = compile("log_devnull.c", "log_devnull", &dir, &[]);
+    let (dir, prog) = compiled("cli-run-quiet", "log_devnull.c");
     let run = |env: &[(&str, &std::path::Path)]| {
         let mut c = Command::new(heaplive_bin());
         c.args(["run", "-q", "--interval", "1", "-o"])

@@ -394,8 +394,7 @@ fn a_refused_dump_names_its_path_once() {
         ],
     );
     let err = stderr(&o);
-    let line =
-        line_with(&err, "dump failed").unwrap_or_else(|| panic!("no failed dump line: {err}"));
+    let line = first_line_with(&err, "dump failed", &format!("no failed dump line: {err}"));
     assert!(
         line.ends_with(&format!(
             "exit dump failed: cannot write {target} (is a directory)"

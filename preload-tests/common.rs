@@ -120,6 +120,14 @@ impl Drop for TempDir {
     }
 }
 
+/// A fresh directory ([`tempdir`] `tag`) holding the file `name` with
+/// `content`: the directory and the file's path ([`TempDir::file`]).
+pub fn tempdir_with(tag: &str, name: &str, content: &[u8]) -> (TempDir, String) {
+    let dir = tempdir(tag);
+    let path = dir.file(name, content);
+    (dir, path)
+}
+
 pub fn tempdir(tag: &str) -> TempDir {
     static N: AtomicUsize = AtomicUsize::new(0);
     let n = N.fetch_add(1, Ordering::Relaxed);
@@ -188,9 +196,77 @@ pub fn run_prog(dir: &Path, name: &str, args: &[&str], env: &[(&str, &str)]) -> 
     o
 }
 
+/// A fresh directory ([`tempdir`] `tag`) with `progs/SRC` compiled in it
+/// (as [`compile`], no extra flags) under SRC's stem: the directory and
+/// the binary.
+pub fn compiled(tag: &str, src: &str) -> (TempDir, PathBuf) {
+    compiled_with(tag, src, &[])
+}
+
+/// [`compiled`] with `extra` flags.
+pub fn compiled_with(tag: &str, src: &str, extra: &[&str]) -> (TempDir, PathBuf) {
+    let dir = tempdir(tag);
+    let name = src.rsplit_once('.').map_or(src, |(stem, _)| stem);
+    let bin = compile(src, name, &dir, extra);
+    (dir, bin)
+}
+
+/// [`run_prog`] in a fresh directory ([`tempdir`] `tag`): the directory
+/// and the run.
+pub fn run_prog_in(
+    tag: &str,
+    name: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> (TempDir, Output) {
+    let dir = tempdir(tag);
+    let o = run_prog(&dir, name, args, env);
+    (dir, o)
+}
+
+/// `deep_main dlclose LIB` ([`run_prog`]) in exact mode, with `more`
+/// settings, in a fresh directory ([`tempdir`] `tag`) where
+/// `progs/deep_lib.c` is built as LIB, `so`: the directory and the run.
+pub fn deep_main_dlclose(tag: &str, so: &str, more: &[(&str, &str)]) -> (TempDir, Output) {
+    let dir = tempdir(tag);
+    let lib = compile_so("deep_lib.c", so, &dir);
+    let lib = lib.to_str().expect("utf-8 temp path");
+    let env = [&[("HEAPLIVE_SAMPLE_INTERVAL", "1")], more].concat();
+    let o = run_prog(&dir, "deep_main", &["dlclose", lib], &env);
+    (dir, o)
+}
+
 /// `compile` of a shared object (`-shared -fPIC`).
 pub fn compile_so(src: &str, out_name: &str, dir: &Path) -> PathBuf {
     compile(src, out_name, dir, &["-shared", "-fPIC"])
+}
+
+/// Compiles `progs/SRC` into `dir` (named as [`run_prog`] names it) and
+/// runs it there without the library; asserts that run succeeded. Returns
+/// the binary and the run.
+pub fn compile_and_run_plain(dir: &Path, src: &str) -> (PathBuf, Output) {
+    let name = src.rsplit_once('.').map_or(src, |(stem, _)| stem);
+    let bin = compile(src, name, dir, &[]);
+    let plain = run_plain(dir, &bin, &[]);
+    assert!(
+        plain.status.success(),
+        "{name} fails without the preload:\n{}",
+        show(&plain)
+    );
+    (bin, plain)
+}
+
+/// Prints `report` (a test's table of what it measured) on stderr, then
+/// asserts that `failures` is empty; the message: the failures joined by
+/// `join`, `heading`, the report.
+pub fn assert_no_failures(failures: &[String], join: &str, heading: &str, report: &[String]) {
+    eprintln!("{}", report.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{}{heading}{}",
+        failures.join(join),
+        report.join("\n")
+    );
 }
 
 /// Runs `c` and asserts it succeeded (the panic names `what` and shows
@@ -263,6 +339,17 @@ pub fn folded_files(dir: &Path) -> Vec<PathBuf> {
         .collect();
     v.sort();
     v
+}
+
+/// The names of the files in `dir` that contain `needle` (temporaries
+/// left: `.tmp.`).
+pub fn names_containing(dir: &Path, needle: &str) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(needle))
+        .collect()
 }
 
 /// The view of a folded file other than the live one (`x.alloc.folded`:
@@ -371,9 +458,23 @@ pub fn lines_with<'a>(text: &'a str, needle: &str) -> Vec<&'a str> {
     text.lines().filter(|l| l.contains(needle)).collect()
 }
 
+/// The one line of `text` that contains `needle`; panics with `msg` unless
+/// exactly one does.
+pub fn one_line_with<'a>(text: &'a str, needle: &str, msg: &str) -> &'a str {
+    let lines = lines_with(text, needle);
+    assert_eq!(lines.len(), 1, "{msg}");
+    lines[0]
+}
+
 /// The first line of `text` that contains `needle`.
 pub fn line_with<'a>(text: &'a str, needle: &str) -> Option<&'a str> {
     text.lines().find(|l| l.contains(needle))
+}
+
+/// The first line of `text` that contains `needle`; panics with `msg` if
+/// none does.
+pub fn first_line_with<'a>(text: &'a str, needle: &str, msg: &str) -> &'a str {
+    line_with(text, needle).unwrap_or_else(|| panic!("{msg}"))
 }
 
 /// The file a heaplive line `heaplive[PID]: KIND dump PATH: ...` names
@@ -421,6 +522,26 @@ pub fn heaplive_command(args: &[&str]) -> Command {
     c
 }
 
+/// `heaplive run --interval 1 -o TEMPLATE MORE... -- CMD...` in `dir`
+/// with `env`, asserted to succeed: its output.
+pub fn heaplive_run_exact(
+    dir: &Path,
+    template: &Path,
+    more: &[&str],
+    cmd: &[&str],
+    env: &[(&str, &str)],
+) -> Output {
+    let template = template.to_str().expect("utf-8 temp path");
+    let head = ["run", "--interval", "1", "-o", template];
+    let o = heaplive_command(&[&head[..], more, &["--"], cmd].concat())
+        .envs(env.iter().copied())
+        .current_dir(dir)
+        .output()
+        .expect("run heaplive");
+    assert!(o.status.success(), "{}", show(&o));
+    o
+}
+
 /// `heaplive top --bytes -w 0 ARGS FILE` (exact bytes, untruncated names),
 /// asserting success: its output.
 pub fn top_exact(args: &[&str], file: &Path) -> String {
@@ -434,6 +555,11 @@ pub fn top_exact(args: &[&str], file: &Path) -> String {
 pub fn ok(o: Output) -> String {
     assert!(o.status.success(), "heaplive failed: {}", show(&o));
     stdout(&o)
+}
+
+/// Asserts that `o` exited with status `code` (the message: `msg`).
+pub fn assert_status(o: &Output, code: i32, msg: &str) {
+    assert_eq!(o.status.code(), Some(code), "{msg}");
 }
 
 /// Asserts exit status `code` and that stderr's first line is `want`.
@@ -653,6 +779,17 @@ pub fn pprof(dir: &Path, args: &[&str], file: &Path) -> String {
         &format!("go tool pprof {args:?}"),
     );
     stdout(&o)
+}
+
+/// `progs/sym_jit.c` compiled in `dir` and run there under the library in
+/// exact mode: the binary, the run, the pid the program printed and the
+/// removal of its perf map.
+pub fn run_sym_jit(dir: &Path) -> (PathBuf, Output, Option<u32>, Option<PerfMap>) {
+    let bin = compile("sym_jit.c", "sym_jit", dir, &[]);
+    let o = run_preloaded(dir, &bin, &[], &[("HEAPLIVE_SAMPLE_INTERVAL", "1")]);
+    let pid = stdout(&o).trim().parse::<u32>().ok();
+    let cleanup = pid.map(PerfMap::of);
+    (bin, o, pid, cleanup)
 }
 
 /// Removes `/tmp/perf-<pid>.map` (a JIT program's symbol map) when dropped.

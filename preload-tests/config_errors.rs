@@ -4,6 +4,14 @@
 use crate::common::*;
 use std::path::Path;
 
+/// [`sh`] in a fresh directory ([`tempdir`] `tag`): the directory and
+/// the run.
+pub(crate) fn sh_in(tag: &str, env: &[(&str, &str)]) -> (TempDir, std::process::Output) {
+    let dir = tempdir(tag);
+    let o = sh(&dir, env);
+    (dir, o)
+}
+
 /// Runs a small program that exits through exit() with status 5 (it reads
 /// "quit" from a file given as stdin).
 pub(crate) fn sh(dir: &Path, env: &[(&str, &str)]) -> std::process::Output {
@@ -12,11 +20,10 @@ pub(crate) fn sh(dir: &Path, env: &[(&str, &str)]) -> std::process::Output {
     let mut c = preloaded_command(dir, &prog, &[], env);
     c.stdin(std::fs::File::open(&input).unwrap());
     let o = c.output().unwrap();
-    assert_eq!(
-        o.status.code(),
-        Some(5),
-        "the host's exit status must not change\n{}",
-        stderr(&o)
+    assert_status(
+        &o,
+        5,
+        &format!("the host's exit status must not change\n{}", stderr(&o)),
     );
     assert_eq!(stdout(&o), "ready\n");
     o
@@ -73,11 +80,9 @@ fn unwritable_output_gives_one_line_and_the_fallback_directory() {
         ],
     );
     let err = stderr(&o);
-    let lines: Vec<&str> = lines_with(&err, "cannot write");
-    assert_eq!(lines.len(), 1, "{err}");
+    let line = one_line_with(&err, "cannot write", &err);
     assert!(
-        lines[0].contains("/proc/heaplive-no-such-dir/")
-            && lines[0].contains(tmp.to_str().unwrap()),
+        line.contains("/proc/heaplive-no-such-dir/") && line.contains(tmp.to_str().unwrap()),
         "{err}"
     );
     assert_eq!(
@@ -89,19 +94,17 @@ fn unwritable_output_gives_one_line_and_the_fallback_directory() {
 
 #[test]
 fn nowhere_to_write_gives_one_line_and_the_host_exits_normally() {
-    let dir = tempdir("config-nowhere");
-    let o = sh(
-        &dir,
+    let (_dir, o) = sh_in(
+        "config-nowhere",
         &[
             ("HEAPLIVE_OUTPUT", "/proc/heaplive-no-such-dir/h.folded"),
             ("TMPDIR", "/proc/heaplive-no-tmp"),
         ],
     );
     let err = stderr(&o);
-    let lines: Vec<&str> = lines_with(&err, "dump failed");
-    assert_eq!(lines.len(), 1, "{err}");
+    let line = one_line_with(&err, "dump failed", &err);
     assert!(
-        lines[0].contains("/proc/heaplive-no-such-dir/h.folded"),
+        line.contains("/proc/heaplive-no-such-dir/h.folded"),
         "{err}"
     );
 }

@@ -427,9 +427,8 @@ fn core_exact_cxx_library_dlopened_local_from_c() {
 /// no warning came).
 #[test]
 fn core_exact_malloc_zero_blocks_are_live_blocks() {
-    let dir = common::tempdir("zero-blocks");
-    let o = common::run_prog(
-        &dir,
+    let (_dir, o) = common::run_prog_in(
+        "zero-blocks",
         "zero_blocks",
         &[],
         &[

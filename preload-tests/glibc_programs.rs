@@ -14,6 +14,20 @@ fn built(name: &str) -> (TempDir, PathBuf) {
     (dir, bin)
 }
 
+/// [`built`], then run without the preload (within `limit`), which must
+/// exit 0 and print `want`: the directory and the binary.
+fn built_and_plain(name: &str, limit: Duration, want: &str) -> (TempDir, PathBuf) {
+    let (dir, bin) = built(name);
+    let plain = run_limited(command(&bin, &dir, Plain, &[]), &dir, "plain", limit);
+    assert!(
+        plain.passed() && plain.stdout == want,
+        "{name} without the preload: {}\n{}",
+        plain.describe(limit),
+        plain.tail()
+    );
+    (dir, bin)
+}
+
 /// Builds `progs/<name>.c`, runs it plain, under the preload and in exact
 /// mode; each preload run must give the plain run's stdout and exit
 /// status, unless KNOWN_HEAPLIVE_BUGS lists it. `plain_ok` checks the
@@ -50,13 +64,7 @@ fn program_matches_plain(name: &str, limit: Duration, plain_ok: &dyn Fn(&Run) ->
             ));
         }
     }
-    eprintln!("{}", report.join("\n"));
-    assert!(
-        failures.is_empty(),
-        "{}\n\n{}",
-        failures.join("\n\n"),
-        report.join("\n")
-    );
+    assert_no_failures(&failures, "\n\n", "\n\n", &report);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -117,14 +125,7 @@ fn allocator_stress_patterns_behave_as_without_the_preload() {
 fn a_program_without_threads_stays_single_threaded() {
     let name = "glibc_single_threaded";
     let limit = Duration::from_secs(30);
-    let (dir, bin) = built(name);
-    let plain = run_limited(command(&bin, &dir, Plain, &[]), &dir, "plain", limit);
-    assert!(
-        plain.passed() && plain.stdout == "__libc_single_threaded=1\n",
-        "{name} without the preload: {}\n{}",
-        plain.describe(limit),
-        plain.tail()
-    );
+    let (dir, bin) = built_and_plain(name, limit, "__libc_single_threaded=1\n");
     let mut bad = Vec::new();
     for mode in [Default, Exact] {
         for (signal, want) in [("none", "1"), ("", "0")] {
@@ -200,18 +201,12 @@ fn peak_within_run(r: &Run) -> Result<(), String> {
 fn without_the_dump_signal_a_program_stays_single_threaded_until_a_leak_warning() {
     let name = "glibc_nothread";
     let limit = Duration::from_secs(60);
-    let (top, bin) = built(name);
-    let plain = run_limited(command(&bin, &top, Plain, &[]), &top, "plain", limit);
-    assert_eq!(
-        (plain.code(), plain.stdout.as_str()),
-        (
-            Some(0),
-            "before the dump: __libc_single_threaded=1\nheaplive_dump: none\n\
-             after the dump: __libc_single_threaded=1\n\
-             after 32 MiB at one site: __libc_single_threaded=1\n"
-        ),
-        "{name} without the preload\n{}",
-        plain.tail()
+    let (top, bin) = built_and_plain(
+        name,
+        limit,
+        "before the dump: __libc_single_threaded=1\nheaplive_dump: none\n\
+         after the dump: __libc_single_threaded=1\n\
+         after 32 MiB at one site: __libc_single_threaded=1\n",
     );
     for mode in [Default, Exact] {
         let dir = top.join(mode.name());
@@ -373,13 +368,10 @@ fn heaplive_thread_never_calls_glibc_malloc() {
 /// being loaded.
 #[test]
 fn no_dlopen_of_heaplive_inside_the_programs_dlopen() {
-    let dir = tempdir("glibc-nested-dlopen");
-    let lib = compile_so("deep_lib.c", "libdeep_nested.so", &dir);
-    let o = run_prog(
-        &dir,
-        "deep_main",
-        &["dlclose", lib.to_str().unwrap()],
-        &[("HEAPLIVE_SAMPLE_INTERVAL", "1"), ("LD_DEBUG", "files")],
+    let (_dir, o) = deep_main_dlclose(
+        "glibc-nested-dlopen",
+        "libdeep_nested.so",
+        &[("LD_DEBUG", "files")],
     );
     let err = stderr(&o);
     let lines: Vec<&str> = err.lines().collect();

@@ -100,8 +100,7 @@ fn heaptrack_temporary(text: &str) -> BTreeMap<String, u64> {
 /// and heaptrack none.
 #[test]
 fn temporary_view_agrees_with_heaptrack() {
-    let dir = tempdir("heaptrack_temporary");
-    let prog = compile("temporary_sites.c", "temporary_sites", &dir, &[]);
+    let (dir, prog) = compiled("heaptrack_temporary", "temporary_sites.c");
     let o = run_preloaded(
         &dir,
         &prog,

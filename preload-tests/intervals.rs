@@ -165,9 +165,7 @@ fn binomial_lower_bound(n: u64, p: f64, alpha: f64) -> u64 {
 #[test]
 fn intervals_are_calibrated_per_group_and_view() {
     let dir = common::tempdir("intervals");
-    let bin = common::compile("stats_groups.c", "stats_groups", &dir, &[]);
-    let plain = common::run_plain(&dir, &bin, &[]);
-    assert!(plain.status.success(), "{}", show(&plain));
+    let (bin, plain) = common::compile_and_run_plain(&dir, "stats_groups.c");
     let truth = truth(&common::stdout(&plain));
     assert_eq!(truth.len(), 8, "{}", show(&plain));
 
@@ -251,13 +249,7 @@ fn intervals_are_calibrated_per_group_and_view() {
             report.push(line);
         }
     }
-    eprintln!("{}", report.join("\n"));
-    assert!(
-        bad.is_empty(),
-        "{}\nall groups:\n{}",
-        bad.join("\n"),
-        report.join("\n")
-    );
+    common::assert_no_failures(&bad, "\n", "\nall groups:\n", &report);
 }
 
 /// The bound is computed right (the test above leans on it).
@@ -276,8 +268,7 @@ fn binomial_bounds() {
 /// summed estimate from the summed variances.
 #[test]
 fn merged_dumps_have_the_intervals_of_the_sum() {
-    let dir = common::tempdir("intervals-merge");
-    let bin = common::compile("stats_groups.c", "stats_groups", &dir, &[]);
+    let (dir, bin) = common::compiled("intervals-merge", "stats_groups.c");
     let mut lives = Vec::new();
     for seed in [11u64, 12] {
         let d = dir.join(format!("s{seed}"));
@@ -388,7 +379,7 @@ fn merged_dumps_have_the_intervals_of_the_sum() {
             .collect::<BTreeMap<String, u64>>()
     };
     let (v0, v1) = (var_of(&lives[0]), var_of(&lives[1]));
-    let row = common::line_with(&diff, " site_many ").unwrap_or_else(|| panic!("{diff}"));
+    let row = common::first_line_with(&diff, " site_many ", &diff);
     let want = (stats::Z95 * ((v0["site_many"] + v1["site_many"]) as f64).sqrt()).round();
     assert_eq!(
         row.split_whitespace().nth(1),
@@ -412,11 +403,10 @@ fn merged_dumps_have_the_intervals_of_the_sum() {
 /// limit's neighbourhood.
 #[test]
 fn php_zend_mm_stacks_get_intervals() {
-    let dir = common::tempdir("intervals-php");
-    let php = common::write_file(
-        &dir,
+    let (dir, php) = crate::php_harness::php_dir(
+        "intervals-php",
         "report.php",
-        "<?php\nfunction fill_report() {\n    $rows = [];\n    for ($i = 0; ; $i++) {\n        $rows[] = str_repeat('r', 4000) . $i;\n    }\n}\nfill_report();\n",
+        "function fill_report() {\n    $rows = [];\n    for ($i = 0; ; $i++) {\n        $rows[] = str_repeat('r', 4000) . $i;\n    }\n}\nfill_report();\n",
     );
     let o = common::run_preloaded(
         &dir,

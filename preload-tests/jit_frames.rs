@@ -9,10 +9,7 @@ use crate::common::*;
 #[test]
 fn stacks_continue_through_a_jit_frame_to_main() {
     let dir = tempdir("jit-frames");
-    let bin = compile("sym_jit.c", "sym_jit", &dir, &[]);
-    let o = run_preloaded(&dir, &bin, &[], &[("HEAPLIVE_SAMPLE_INTERVAL", "1")]);
-    let pid = stdout(&o).trim().parse::<u32>().ok();
-    let _cleanup = pid.map(PerfMap::of);
+    let (_, o, pid, _cleanup) = run_sym_jit(&dir);
     assert!(o.status.success() && pid.is_some(), "{}", show(&o));
     let stacks = only_folded(&dir);
     let jit: Vec<&Stack> = stacks

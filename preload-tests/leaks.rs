@@ -590,11 +590,7 @@ fn closed_stderr_does_not_hurt_the_program() {
     let dir = tempdir("leak-closed");
     let o = run_warn_1m(&dir, &["closed"], &[]);
     let ctx = show(&o);
-    assert_eq!(
-        o.status.code(),
-        Some(7),
-        "the program's own exit status\n{ctx}"
-    );
+    assert_status(&o, 7, &format!("the program's own exit status\n{ctx}"));
     assert!(stderr(&o).is_empty(), "stderr was closed\n{ctx}");
     assert_grow_alloc_kept(&dir, &ctx);
 }
@@ -605,10 +601,10 @@ fn reused_fd_2_gets_no_heaplive_lines() {
     let file = dir.join("program-output.txt");
     let o = run_warn_1m(&dir, &["reuse", file.to_str().unwrap()], &[]);
     let ctx = show(&o);
-    assert_eq!(
-        o.status.code(),
-        Some(7),
-        "the program's own exit status (3 = open did not get fd 2)\n{ctx}"
+    assert_status(
+        &o,
+        7,
+        &format!("the program's own exit status (3 = open did not get fd 2)\n{ctx}"),
     );
     let text = std::fs::read_to_string(&file).unwrap();
     assert_eq!(

@@ -59,12 +59,7 @@ fn failed_dumps(o: &Output, n: usize, why: &str) {
 
 /// No hidden temporary (`.NAME.heaplive-tmp.PID`) left in `dir`.
 fn no_temporaries(dir: &Path) {
-    let left: Vec<_> = std::fs::read_dir(dir)
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.contains(".heaplive-tmp."))
-        .collect();
+    let left = names_containing(dir, ".heaplive-tmp.");
     assert!(left.is_empty(), "temporaries left: {left:?}");
 }
 
@@ -198,8 +193,7 @@ fn line_class(line: &str) -> &str {
 /// needs 7.5 MiB here), in the symbolizer.
 #[test]
 fn exact_mode_under_a_memory_limit_never_aborts_the_program() {
-    let dir = tempdir("limits-mem");
-    let bin = compile("lim_mem.c", "lim_mem", &dir, &[]);
+    let (dir, bin) = compiled("limits-mem", "lim_mem.c");
     const STEP: u64 = 512 << 10;
     for res in ["data", "as"] {
         let mut need = 1u64 << 20;

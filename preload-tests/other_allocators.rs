@@ -42,6 +42,20 @@ fn assert_same(what: &str, reference: &Output, pre: &Output) {
     );
 }
 
+/// [`assert_same`], and heaplive's one line that contains `needle`
+/// (`about`: what it is about, for the message): that line.
+fn same_and_one_line(
+    what: &str,
+    reference: &Output,
+    pre: &Output,
+    needle: &str,
+    about: &str,
+) -> String {
+    assert_same(what, reference, pre);
+    let err = stderr(pre);
+    one_line_with(&err, needle, &format!("one line about {about}:\n{err}")).to_string()
+}
+
 /// other_alloc.cpp's call sites and their exact live bytes (leaf frame).
 const SITES: [(&str, u64); 11] = [
     ("site_malloc", 10001),
@@ -73,7 +87,20 @@ fn assert_sites(what: &str, stacks: &[Stack], pre: &Output) {
 
 /// The same with `bytes(site)` for each site's bytes.
 fn assert_sites_by(what: &str, stacks: &[Stack], pre: &Output, bytes: &dyn Fn(&str) -> u64) {
-    let bad: Vec<String> = SITES
+    assert_site_bytes(what, &SITES, bytes, &|| {
+        format!("{stacks:#?}\n{}", show(pre))
+    });
+}
+
+/// Asserts that each of `sites` (leaf, exact live bytes) holds its bytes,
+/// `bytes(leaf)`; the message: `what`, the sites that differ, `detail()`.
+fn assert_site_bytes(
+    what: &str,
+    sites: &[(&str, u64)],
+    bytes: &dyn Fn(&str) -> u64,
+    detail: &dyn Fn() -> String,
+) {
+    let bad: Vec<String> = sites
         .iter()
         .filter_map(|&(leaf, want)| {
             let got = bytes(leaf);
@@ -82,15 +109,37 @@ fn assert_sites_by(what: &str, stacks: &[Stack], pre: &Output, bytes: &dyn Fn(&s
         .collect();
     assert!(
         bad.is_empty(),
-        "{what} (exact live bytes per call site):\n  {}\n{:#?}\n{}",
+        "{what} (exact live bytes per call site):\n  {}\n{}",
         bad.join("\n  "),
-        stacks,
-        show(pre)
+        detail()
     );
 }
 
 fn other_alloc(dir: &Path) -> PathBuf {
     compile("other_alloc.cpp", "other_alloc", dir, &[])
+}
+
+/// other_alloc built in `dir` and run there without heaplive, with
+/// `var`=`value` (another allocator, an audit module, a wrapper): the
+/// reference run, which must end with other_alloc's status 3. The binary
+/// and that run.
+fn reference_run(dir: &Path, var: &str, value: &str) -> (PathBuf, Output) {
+    let bin = other_alloc(dir);
+    let reference = run_with(dir, &bin, &[(var, value)]);
+    assert_eq!(reference.status.code(), Some(3), "{}", show(&reference));
+    (bin, reference)
+}
+
+/// [`reference_run`] in a fresh directory ([`tempdir`] `tag`) with
+/// `var` naming the shared object built there from `progs/SRC`
+/// (`STEM.so`): the directory, the object's path, the binary and the run.
+fn with_object(tag: &str, src: &str, var: &str) -> (TempDir, String, PathBuf, Output) {
+    let dir = tempdir(tag);
+    let stem = src.strip_suffix(".c").expect("a C source");
+    let object = compile_so(src, &format!("{stem}.so"), &dir);
+    let object = object.to_str().expect("utf-8 temp path").to_string();
+    let (bin, reference) = reference_run(&dir, var, &object);
+    (dir, object, bin, reference)
 }
 
 /// `bin` in exact mode with LD_PRELOAD=`order` (heaplive and an allocator).
@@ -107,21 +156,16 @@ fn run_in_order(dir: &Path, bin: &Path, order: &str) -> Output {
 fn allocator_first(allocator: &str, package: &str) {
     present(allocator, package);
     let dir = tempdir("other-alloc");
-    let bin = other_alloc(&dir);
-    let reference = run_with(&dir, &bin, &[("LD_PRELOAD", allocator)]);
-    assert_eq!(reference.status.code(), Some(3), "{}", show(&reference));
+    let (bin, reference) = reference_run(&dir, "LD_PRELOAD", allocator);
     let lib = lib();
     let order = format!("{allocator} {}", lib.display());
     let pre = run_in_order(&dir, &bin, &order);
-    assert_same(allocator, &reference, &pre);
-    let err = stderr(&pre);
-    let said = lines_with(&err, "LD_PRELOAD");
-    assert_eq!(said.len(), 1, "one line about the order:\n{err}");
+    let said = same_and_one_line(allocator, &reference, &pre, "LD_PRELOAD", "the order");
     assert!(
-        said[0].contains(&format!("malloc is {allocator}'s"))
-            && said[0].contains("put libheaplive.so first in LD_PRELOAD"),
+        said.contains(&format!("malloc is {allocator}'s"))
+            && said.contains("put libheaplive.so first in LD_PRELOAD"),
         "the line names the allocator and the fix:\n{}",
-        said[0]
+        said
     );
     assert_sites(allocator, &only_folded(&dir), &pre);
 
@@ -151,8 +195,7 @@ fn tcmalloc_first_in_ld_preload_is_named_and_profiled_through_it() {
 /// by a path (at its dlopen), one by a bare name (at the next dlopen).
 fn late_libraries(allocator: &str, package: &str) {
     present(allocator, package);
-    let dir = tempdir("other-alloc-late");
-    let host = compile("late_host.c", "late_host", &dir, &[]);
+    let (dir, host) = compiled("other-alloc-late", "late_host.c");
     let lib_a = compile(
         "late_lib.c",
         "liblate_a.so",
@@ -200,18 +243,11 @@ fn late_libraries(allocator: &str, package: &str) {
         ("late_b_origin", 0),
         ("late_b_freed", 0),
     ];
-    let bad: Vec<String> = want
-        .iter()
-        .filter_map(|&(leaf, want)| {
-            let got = by_leaf.get(leaf).copied().unwrap_or(0);
-            (got != want).then(|| format!("{leaf}: expected {want} live bytes, profile says {got}"))
-        })
-        .collect();
-    assert!(
-        bad.is_empty(),
-        "{allocator} first, libraries loaded later (exact live bytes per call site):\n  {}\n{by_leaf:#?}\n{}",
-        bad.join("\n  "),
-        show(&pre)
+    assert_site_bytes(
+        &format!("{allocator} first, libraries loaded later"),
+        &want,
+        &|leaf| by_leaf.get(leaf).copied().unwrap_or(0),
+        &|| format!("{by_leaf:#?}\n{}", show(&pre)),
     );
 }
 
@@ -227,35 +263,32 @@ fn tcmalloc_first_libraries_loaded_later_are_profiled() {
 
 #[test]
 fn an_executable_with_its_own_malloc_is_reported_in_one_line() {
-    let dir = tempdir("own-malloc");
-    let bin = compile("own_malloc.c", "own_malloc", &dir, &[]);
+    let (dir, bin) = compiled("own-malloc", "own_malloc.c");
     let reference = run_with(&dir, &bin, &[]);
     assert_eq!(reference.status.code(), Some(7), "{}", show(&reference));
     let pre = run_preloaded(&dir, &bin, &[], &[("HEAPLIVE_SAMPLE_INTERVAL", "1")]);
-    assert_same("own_malloc", &reference, &pre);
-    let err = stderr(&pre);
-    let said = lines_with(&err, "its own malloc");
-    assert_eq!(said.len(), 1, "one line about the program's malloc:\n{err}");
+    let said = same_and_one_line(
+        "own_malloc",
+        &reference,
+        &pre,
+        "its own malloc",
+        "the program's malloc",
+    );
     assert!(
-        said[0].contains(&format!("({})", bin.display())),
+        said.contains(&format!("({})", bin.display())),
         "the line names the executable:\n{}",
-        said[0]
+        said
     );
 }
 
 #[test]
 fn settings_and_program_name_are_read_under_an_audit_module() {
-    let dir = tempdir("audit");
-    let bin = other_alloc(&dir);
-    let audit = compile_so("audit_bind.c", "audit_bind.so", &dir);
-    let audit = audit.to_str().expect("utf-8 temp path");
-    let reference = run_with(&dir, &bin, &[("LD_AUDIT", audit)]);
-    assert_eq!(reference.status.code(), Some(3), "{}", show(&reference));
+    let (dir, audit, bin, reference) = with_object("audit", "audit_bind.c", "LD_AUDIT");
     let pre = run_preloaded(
         &dir,
         &bin,
         &[],
-        &[("LD_AUDIT", audit), ("HEAPLIVE_SAMPLE_INTERVAL", "1")],
+        &[("LD_AUDIT", &audit), ("HEAPLIVE_SAMPLE_INTERVAL", "1")],
     );
     assert_same("LD_AUDIT", &reference, &pre);
     // The template's %e is the program's name.
@@ -278,12 +311,7 @@ fn a_wrapper_that_forwards_to_the_next_malloc_is_left_alone() {
     // fwd_wrapper.so before heaplive forwards every call to heaplive's
     // malloc (RTLD_NEXT): heaplive is reached and must forward to libc, not
     // back to the wrapper (that would never end), and say nothing.
-    let dir = tempdir("fwd-wrapper");
-    let bin = other_alloc(&dir);
-    let wrapper = compile_so("fwd_wrapper.c", "fwd_wrapper.so", &dir);
-    let wrapper = wrapper.to_str().expect("utf-8 temp path");
-    let reference = run_with(&dir, &bin, &[("LD_PRELOAD", wrapper)]);
-    assert_eq!(reference.status.code(), Some(3), "{}", show(&reference));
+    let (dir, wrapper, bin, reference) = with_object("fwd-wrapper", "fwd_wrapper.c", "LD_PRELOAD");
     let order = format!("{wrapper} {}", lib().display());
     let pre = run_in_order(&dir, &bin, &order);
     assert_same("a forwarding wrapper first", &reference, &pre);

@@ -5,6 +5,7 @@
 //! not debug info, and heaplive's memory is its own (`hot::ownheap`).
 
 use crate::common::*;
+use std::process::Output;
 
 /// "12.3 MiB" -> bytes.
 fn bytes(s: &str) -> f64 {
@@ -102,6 +103,21 @@ fn need_libc_dbg() {
     }
 }
 
+/// `progs/SRC` built in a fresh directory ([`tempdir`] `tag`) and run there
+/// in exact mode with HEAPLIVE_LINES=1 and `more` (libc6-dbg needed): the
+/// directory and the run.
+fn exact_with_lines(tag: &str, src: &str, more: &[(&str, &str)]) -> (TempDir, Output) {
+    need_libc_dbg();
+    let (dir, exe) = compiled(tag, src);
+    let env = [
+        &[("HEAPLIVE_SAMPLE_INTERVAL", "1"), ("HEAPLIVE_LINES", "1")],
+        more,
+    ]
+    .concat();
+    let o = run_preloaded(dir.path(), &exe, &[], &env);
+    (dir, o)
+}
+
 /// The symbolizer read libc's debug info: the first dump in `dir` has a
 /// libc-internal frame with its source line.
 fn assert_libc_lines(dir: &std::path::Path) {
@@ -116,15 +132,7 @@ fn assert_libc_lines(dir: &std::path::Path) {
 
 #[test]
 fn own_memory_is_reported_and_bounded_across_dumps() {
-    need_libc_dbg();
-    let dir = tempdir("ownmem");
-    let exe = compile("ownmem_dumps.c", "ownmem_dumps", dir.path(), &[]);
-    let o = run_preloaded(
-        dir.path(),
-        &exe,
-        &[],
-        &[("HEAPLIVE_SAMPLE_INTERVAL", "1"), ("HEAPLIVE_LINES", "1")],
-    );
+    let (dir, o) = exact_with_lines("ownmem", "ownmem_dumps.c", &[]);
     assert_eq!(stdout(&o), "done\n", "{}", show(&o));
     let err = stderr(&o);
     let lines: Vec<&str> = lines_with(&err, " dump ");
@@ -158,6 +166,21 @@ fn own_memory_is_reported_and_bounded_across_dumps() {
     );
 }
 
+/// ownmem_small_blocks in exact mode, dumped by signal with its 400,000
+/// blocks live, then after they are freed: heaplive's stderr and its two
+/// dump lines.
+fn small_blocks_dumps() -> (String, [String; 2]) {
+    let err = run_exact_signal_dumps("ownmem_small_blocks", &[]);
+    let lines: Vec<String> = lines_with(&err, " dump ")
+        .into_iter()
+        .map(String::from)
+        .collect();
+    let two: [String; 2] = lines
+        .try_into()
+        .unwrap_or_else(|l| panic!("two signal dumps, not {l:?}:\n{err}"));
+    (err, two)
+}
+
 /// Exact mode: a dump's snapshot had one entry per live block, and
 /// heaplive's thread kept that buffer between dumps (12 MiB for 400,000
 /// blocks, 30 MiB for jq in `make bench`). Now it is one sum per stack: the
@@ -165,11 +188,9 @@ fn own_memory_is_reported_and_bounded_across_dumps() {
 /// stay within 8 MiB plus 1% of the live heap.
 #[test]
 fn snapshot_buffer_is_not_kept_after_the_blocks_are_freed() {
-    let err = run_exact_signal_dumps("ownmem_small_blocks", &[]);
-    let lines: Vec<&str> = lines_with(&err, " dump ");
-    assert_eq!(lines.len(), 2, "two signal dumps:\n{err}");
-    let (live1, mapped1, _) = own_of(lines[0]);
-    assert!(live1 >= 12.0 * 1024.0 * 1024.0, "{}", lines[0]);
+    let (err, [first, second]) = small_blocks_dumps();
+    let (live1, mapped1, _) = own_of(&first);
+    assert!(live1 >= 12.0 * 1024.0 * 1024.0, "{first}");
     // During the first dump too: the snapshot is a sum per stack, not a
     // copy of 400,000 entries (12 MiB, over 8 MiB + 1% of the 12 MiB live).
     let bound1 = 8.0 * 1024.0 * 1024.0 + live1 / 100.0;
@@ -177,8 +198,8 @@ fn snapshot_buffer_is_not_kept_after_the_blocks_are_freed() {
         mapped1 <= bound1,
         "heaplive's memory over {bound1} bytes with 400,000 blocks live:\n{err}"
     );
-    let (live2, mapped2, _) = own_of(lines[1]);
-    assert!(live2 < 1024.0 * 1024.0, "{}", lines[1]);
+    let (live2, mapped2, _) = own_of(&second);
+    assert!(live2 < 1024.0 * 1024.0, "{second}");
     let bound = 8.0 * 1024.0 * 1024.0 + live2 / 100.0;
     assert!(
         mapped2 <= bound,
@@ -195,27 +216,22 @@ fn snapshot_buffer_is_not_kept_after_the_blocks_are_freed() {
 /// and the total is tables plus heap.
 #[test]
 fn dump_line_counts_heaplive_tables() {
-    let err = run_exact_signal_dumps("ownmem_small_blocks", &[]);
-    let lines: Vec<&str> = lines_with(&err, " dump ");
-    assert_eq!(lines.len(), 2, "two signal dumps:\n{err}");
-    let (live, own, _) = own_in(lines[0]);
-    assert!(live >= 12.0 * 1024.0 * 1024.0, "{}", lines[0]);
+    let (_, [first, _]) = small_blocks_dumps();
+    let (live, own, _) = own_in(&first);
+    assert!(live >= 12.0 * 1024.0 * 1024.0, "{first}");
     let blocks = 400_000.0;
     assert!(
         own.tables >= blocks * 16.0 && own.tables <= blocks * 128.0 + 16.0 * 1024.0 * 1024.0,
-        "tables for {blocks} live blocks: {}",
-        lines[0]
+        "tables for {blocks} live blocks: {first}"
     );
     assert!(
         (own.total - own.tables - own.heap).abs() <= 0.1 * 1024.0 * 1024.0,
-        "{}",
-        lines[0]
+        "{first}"
     );
-    let anon = other_anonymous(lines[0]);
+    let anon = other_anonymous(&first);
     assert!(
         own.tables <= anon + 1024.0 * 1024.0,
-        "heaplive's tables are anonymous memory: {}",
-        lines[0]
+        "heaplive's tables are anonymous memory: {first}"
     );
 }
 
@@ -227,18 +243,10 @@ fn dump_line_counts_heaplive_tables() {
 /// fall in are parsed, one module at a time (`symbolize/sparse.rs`).
 #[test]
 fn first_dump_through_libc_raises_peak_rss_by_less_than_8_mib() {
-    need_libc_dbg();
-    let dir = tempdir("ownmem-peak");
-    let exe = compile("ownmem_peak.c", "ownmem_peak", dir.path(), &[]);
-    let o = run_preloaded(
-        dir.path(),
-        &exe,
-        &[],
-        &[
-            ("HEAPLIVE_SAMPLE_INTERVAL", "1"),
-            ("HEAPLIVE_LINES", "1"),
-            ("HEAPLIVE_DUMP_AT_EXIT", "0"),
-        ],
+    let (dir, o) = exact_with_lines(
+        "ownmem-peak",
+        "ownmem_peak.c",
+        &[("HEAPLIVE_DUMP_AT_EXIT", "0")],
     );
     let out = stdout(&o);
     let rise_kib: u64 = out
@@ -261,7 +269,7 @@ fn first_dump_through_libc_raises_peak_rss_by_less_than_8_mib() {
 #[test]
 fn dump_line_reads_heaplive_memory_after_the_profile_is_gone() {
     let err = run_exact_signal_dumps("ownmem_many_stacks", &["-O1"]);
-    let line = line_with(&err, " dump ").unwrap_or_else(|| panic!("no dump line:\n{err}"));
+    let line = first_line_with(&err, " dump ", &format!("no dump line:\n{err}"));
     let stacks: u64 = line
         .split(" samples over ")
         .nth(1)

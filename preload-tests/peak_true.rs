@@ -43,7 +43,7 @@ fn peak_file(dir: &Path) -> BTreeMap<String, u64> {
 /// The exit line's peak total in MiB (`peak 101.0 MiB live (...)`), and
 /// whether it names another moment for the stacks.
 fn peak_line(err: &str) -> (f64, bool) {
-    let line = common::line_with(err, "]: peak ").unwrap_or_else(|| panic!("no peak line: {err}"));
+    let line = common::first_line_with(err, "]: peak ", &format!("no peak line: {err}"));
     let mib = common::between(line, "]: peak ", " MiB live")
         .and_then(|t| t.parse().ok())
         .unwrap_or_else(|| panic!("cannot read the peak line: {line}"));
@@ -103,7 +103,7 @@ fn sampled_always_sampled_peak_file_is_the_higher_peak_to_the_byte() {
     // (from the samples file's peak rows).
     let text = top_of_peak(&dir);
     let want = format!("{0}..{0}", 101u64 << 20);
-    let row = common::line_with(&text, "site_y").unwrap_or_else(|| panic!("{text}"));
+    let row = common::first_line_with(&text, "site_y", &text);
     assert_eq!(row.split_whitespace().nth(3), Some(want.as_str()), "{text}");
 }
 

@@ -5,7 +5,7 @@
 //! scripts/install-test-deps.sh.
 
 use crate::common::*;
-use crate::php_harness::{Fpm, FpmOpts, builder_php, fcgi_get, script};
+use crate::php_harness::{Fpm, FpmOpts, builder_php, fcgi_get, script, script_dir};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -145,9 +145,7 @@ fn cli_library_patterns_are_a_setting() {
             ],
         );
         let err = stderr(&o);
-        line_with(&err, "]: memory_limit dump ")
-            .unwrap_or_else(|| panic!("{err}"))
-            .to_string()
+        first_line_with(&err, "]: memory_limit dump ", &err).to_string()
     };
     let line = run("");
     assert!(
@@ -157,11 +155,8 @@ fn cli_library_patterns_are_a_setting() {
     assert!(!line.contains("[library]"), "{line}");
     let line = run(&format!("{}/*", dir.path().display()));
     assert!(
-        line.contains("; no application frame (every PHP frame is a library's"),
-        "{line}"
-    );
-    assert!(
-        line.contains("build_report (app.php:6) [library]"),
+        line.contains("; no application frame (every PHP frame is a library's")
+            && line.contains("build_report (app.php:6) [library]"),
         "{line}"
     );
 }
@@ -176,9 +171,8 @@ fn cli_library_patterns_are_a_setting() {
 /// --endpoints DIR` reads the 50 request-peak dumps alone.
 #[test]
 fn fpm_ondemand_pool_keeps_every_request_peak_and_no_empty_file() {
-    let dir = tempdir("php-app-ondemand");
-    let page = script(
-        dir.path(),
+    let (dir, page) = script_dir(
+        "php-app-ondemand",
         "page.php",
         &builder_php("page", 2000, 'p', ", ' ', getmypid()"),
     );
@@ -263,9 +257,8 @@ fn fpm_ondemand_pool_keeps_every_request_peak_and_no_empty_file() {
 /// found by (the one `readelf -n` reads from the file), once.
 #[test]
 fn stripped_php_gets_one_line_with_its_build_id() {
-    let dir = tempdir("php-app-stripped");
-    let s = script(
-        dir.path(),
+    let (dir, s) = script_dir(
+        "php-app-stripped",
         "t.php",
         "<?php $a = []; for ($i = 0; $i < 100; $i++) { $a[] = str_repeat('x', 5000); } echo count($a), \"\\n\";\n",
     );
@@ -296,11 +289,10 @@ fn stripped_php_gets_one_line_with_its_build_id() {
         ],
     );
     let err = stderr(&o);
-    let hints: Vec<&str> = lines_with(&err, "frames of modules without symbols");
-    assert_eq!(hints.len(), 1, "{err}");
+    let hint = one_line_with(&err, "frames of modules without symbols", &err);
     assert!(
-        hints[0].contains(&format!("{} has build id {id}: ", php.display()))
-            && hints[0].contains(&format!(
+        hint.contains(&format!("{} has build id {id}: ", php.display()))
+            && hint.contains(&format!(
                 "/usr/lib/debug/.build-id/{}/{}.debug",
                 &id[..2],
                 &id[2..]

@@ -12,7 +12,10 @@
 //! php8.2-cli comes from scripts/install-test-deps.sh (`make test`).
 
 use crate::common::*;
-use crate::php_harness::{READY_THEN_WAIT, dump_while_ready, log_of, require_php, spawn_php};
+use crate::php_harness::{
+    READY_THEN_WAIT, assert_logged, dump_while_ready, log_of, php_dir, require_php, spawn_php,
+    zend_mm_bytes_under,
+};
 use std::path::Path;
 use std::process::Output;
 use std::time::Instant;
@@ -94,11 +97,7 @@ fn memory_get_usage_is_the_same_at_every_interval() {
             .collect();
         let with = run_php(&dir, &script, true, &env);
         assert!(with.status.success(), "{}\n{}", show(&with), log_of(&dir));
-        assert!(
-            log_of(&dir).contains("ZendMM samples and PHP frames on"),
-            "{}",
-            log_of(&dir)
-        );
+        assert_logged(&dir, "ZendMM samples and PHP frames on");
         let plain = run_php(&dir, &script, false, &env);
         assert!(plain.status.success(), "{}", show(&plain));
         assert_eq!(
@@ -118,11 +117,10 @@ fn memory_get_usage_is_the_same_at_every_interval() {
 #[test]
 fn exit_line_times_a_php_peak_reached_at_once() {
     require_php();
-    let dir = tempdir("php-cost-peak-time");
-    let script = write_file(
-        &dir,
+    let (dir, script) = php_dir(
+        "php-cost-peak-time",
         "peak.php",
-        "<?php\n$a = [];\nfor ($i = 0; $i < 4000; $i++) { $a[] = str_repeat('p', 4000); }\n\
+        "$a = [];\nfor ($i = 0; $i < 4000; $i++) { $a[] = str_repeat('p', 4000); }\n\
          unset($a);\necho memory_get_peak_usage() > (16 << 20) ? \"peaked\\n\" : \"small\\n\";\n\
          usleep(3000000);\n",
     );
@@ -141,8 +139,11 @@ fn exit_line_times_a_php_peak_reached_at_once() {
         assert!(o.status.success(), "{}", show(&o));
         assert_eq!(stdout(&o), "peaked\n", "{}", show(&o));
         let log = log_of(&dir);
-        let line = line_with(&log, "]: peak ")
-            .unwrap_or_else(|| panic!("interval {interval}: no peak line\n{log}"));
+        let line = first_line_with(
+            &log,
+            "]: peak ",
+            &format!("interval {interval}: no peak line\n{log}"),
+        );
         let at: f64 = between(line, " at ", " s after start")
             .and_then(|t| t.parse().ok())
             .unwrap_or_else(|| panic!("cannot read the peak line: {line}"));
@@ -171,12 +172,7 @@ fn exact_mode_after_churn_matches_the_scripts_delta() {
     std::fs::write(&script, text).unwrap();
     let (file, delta, _) = dump_while_ready(&dir, &script, &[("HEAPLIVE_SAMPLE_INTERVAL", "1")]);
     let stacks = parse_folded(&file);
-    let under: u64 = stacks
-        .iter()
-        .filter(|s| s.frames.iter().any(|f| f.starts_with("build (churn.php:")))
-        .filter(|s| s.leaf() == "[zend_mm]")
-        .map(|s| s.bytes)
-        .sum();
+    let under = zend_mm_bytes_under(&stacks, "build (churn.php:");
     assert_eq!(
         under,
         delta,

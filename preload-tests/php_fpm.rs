@@ -19,17 +19,12 @@ fn fpm_workers_and_master_dump_on_usr2_and_live() {
     let workers = children_of(master);
     assert_eq!(workers.len(), 2, "pm.max_children = 2\n{}", ctx());
 
-    let big = holding_script(
-        &dir,
+    let (req, busy) = hold_request(
+        &fpm,
         "big.php",
         "$a = [];\nfor ($i = 0; $i < 500000; $i++) { $a[] = str_repeat('x', 100) . $i; }",
         "echo 'done ', count($a), \"\\n\";",
-    );
-    let (req, busy) = start_holding_request(&fpm, &big);
-    assert!(
-        workers.contains(&busy),
-        "the busy pid {busy} is not a worker {workers:?}\n{}",
-        ctx()
+        &workers,
     );
     let idle = *workers.iter().find(|&&w| w != busy).unwrap();
 
@@ -42,16 +37,7 @@ fn fpm_workers_and_master_dump_on_usr2_and_live() {
     let idle_file = wait_for("the idle worker's signal dump", &ctx, || {
         dumps_in_log(&dir, idle, "signal").into_iter().next()
     });
-    let resp = release_request(&fpm, req, "the busy request");
-    assert_eq!(
-        resp.body().trim(),
-        "done 500000",
-        "the interrupted request's answer (status {}, stderr {:?}, stdout {:?})\n{}",
-        resp.app_status,
-        resp.stderr,
-        resp.stdout,
-        ctx()
-    );
+    release_expecting(&fpm, req, "the interrupted request", "done 500000");
     // Both workers survived (the master would have replaced a dead one).
     for w in [busy, idle] {
         assert!(alive(w), "worker {w} died after SIGUSR2\n{}", ctx());
@@ -79,13 +65,12 @@ fn fpm_workers_and_master_dump_on_usr2_and_live() {
     );
     let busy_stacks = parse_folded(&busy_file);
     let idle_stacks = parse_folded(&idle_file);
-    let eb = engine_bytes(&busy_stacks);
-    assert!(
-        eb >= 40_000_000,
-        "the mid-request dump must show the ~60 MB array under the engine's frames; {eb} bytes (total {})\ntop stacks:\n{}\n{}",
-        total(&busy_stacks),
-        top_stacks(&busy_stacks, 15),
-        ctx()
+    assert_bytes_at_least(
+        engine_bytes(&busy_stacks),
+        40_000_000,
+        &busy_stacks,
+        "the mid-request dump must show the ~60 MB array under the engine's frames",
+        &ctx,
     );
     assert!(
         total(&idle_stacks) < 40_000_000,
@@ -195,25 +180,17 @@ fn fpm_zendmm_sqlite3_allocations_are_seen() {
     let master = fpm.pid();
     let workers = children_of(master);
     // 40,000 rows of 250 bytes: about 10 MB of sqlite pages, all in memory.
-    let script = holding_script(
-        &dir,
+    let (req, busy) = hold_request(
+        &fpm,
         "sqlite.php",
         "$db = new SQLite3(':memory:');\n\
          $db->exec('CREATE TABLE t (id INTEGER PRIMARY KEY, v BLOB)');\n\
          $db->exec('INSERT INTO t (v) WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 40000) SELECT randomblob(250) FROM c');",
         "echo 'rows ', $db->querySingle('SELECT count(*) FROM t'), \"\\n\";",
+        &workers,
     );
-    let (req, busy) = start_holding_request(&fpm, &script);
-    assert!(workers.contains(&busy), "{busy} not in {workers:?}");
     let file = signal_dump(&dir, busy, "the worker's signal dump", &ctx);
-    let resp = release_request(&fpm, req, "the request");
-    assert_eq!(
-        resp.body().trim(),
-        "rows 40000",
-        "stderr {:?}\n{}",
-        resp.stderr,
-        ctx()
-    );
+    release_expecting(&fpm, req, "the request", "rows 40000");
     assert!(alive(busy), "the worker died\n{}", ctx());
 
     let log = log_of(&dir);
@@ -224,13 +201,12 @@ fn fpm_zendmm_sqlite3_allocations_are_seen() {
         ctx()
     );
     let stacks = parse_folded(&file);
-    let sq = sqlite_bytes(&stacks);
-    assert!(
-        sq >= 5_000_000,
-        "about 10 MB of sqlite pages must show under libsqlite3's frames; {sq} bytes (total {})\ntop stacks:\n{}\n{}",
-        total(&stacks),
-        top_stacks(&stacks, 15),
-        ctx()
+    assert_bytes_at_least(
+        sqlite_bytes(&stacks),
+        5_000_000,
+        &stacks,
+        "about 10 MB of sqlite pages must show under libsqlite3's frames",
+        &ctx,
     );
     let st = fpm.quit();
     assert!(st.success(), "exit status after SIGQUIT: {st}\n{}", ctx());

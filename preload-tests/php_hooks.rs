@@ -8,7 +8,8 @@
 
 use crate::common::*;
 use crate::php_harness::{
-    READY_THEN_WAIT, assert_within, bytes_with_frame, dump_while_ready, top_stacks,
+    READY_THEN_WAIT, assert_within, bytes_with_frame, dump_while_ready, php_dir, top_stacks,
+    zend_mm_bytes_under,
 };
 
 /// Exact mode: small strings grown by `.=` in 13-byte steps (erealloc in
@@ -20,13 +21,11 @@ use crate::php_harness::{
 /// (which keeps its larger bin) gets this wrong.
 #[test]
 fn exact_mode_small_ereallocs_match_memory_get_usage() {
-    let dir = tempdir("php-hooks-small-realloc");
-    let script = write_file(
-        &dir,
+    let (dir, script) = php_dir(
+        "php-hooks-small-realloc",
         "small.php",
-        [
-            "<?php\n\
-         function build(&$delta) {\n\
+        &[
+            "function build(&$delta) {\n\
              $before = memory_get_usage(); $a = [];\n\
              for ($i = 0; $i < 1500; $i++) {\n\
                  $s = ''; $n = 1 + ($i * 37) % 2900;\n\
@@ -67,13 +66,11 @@ fn exact_mode_small_ereallocs_match_memory_get_usage() {
 /// (a false failure about 6e-7 of the time).
 #[test]
 fn sampled_frees_of_small_blocks_are_all_found() {
-    let dir = tempdir("php-hooks-frees");
-    let script = write_file(
-        &dir,
+    let (dir, script) = php_dir(
+        "php-hooks-frees",
         "churn.php",
-        [
-            "<?php\n\
-         function churn() {\n\
+        &[
+            "function churn() {\n\
              for ($r = 0; $r < 300; $r++) {\n\
                  $a = [];\n\
                  for ($i = 0; $i < 4000; $i++) { $a[] = str_repeat('c', 60 + ($i * 7) % 120); }\n\
@@ -100,24 +97,14 @@ fn sampled_frees_of_small_blocks_are_all_found() {
     let (file, delta, out) = dump_while_ready(&dir, &script, &env);
     assert_eq!(out, "40000\n");
     let stacks = parse_folded(&file);
-    let churned: u64 = stacks
-        .iter()
-        .filter(|s| s.leaf() == "[zend_mm]")
-        .filter(|s| s.frames.iter().any(|f| f.starts_with("churn (churn.php:")))
-        .map(|s| s.bytes)
-        .sum();
+    let churned = zend_mm_bytes_under(&stacks, "churn (churn.php:");
     assert_eq!(
         churned,
         0,
         "ZendMM samples left under churn, whose blocks were all freed\n{}",
         top_stacks(&stacks, 12)
     );
-    let held: u64 = stacks
-        .iter()
-        .filter(|s| s.leaf() == "[zend_mm]")
-        .filter(|s| s.frames.iter().any(|f| f.starts_with("hold (churn.php:")))
-        .map(|s| s.bytes)
-        .sum();
+    let held = zend_mm_bytes_under(&stacks, "hold (churn.php:");
     assert!(delta > 4 << 20, "delta {delta}");
     assert_within(held, delta, 4096, 5.0, "hold's strings");
 }

@@ -115,11 +115,7 @@ fn cli_build_cache_is_attributed_to_its_php_function_and_line() {
         top_stacks(&stacks, 10)
     );
     let (major, minor) = php_version();
-    assert!(
-        log_of(&dir).contains(&format!("PHP {major}.{minor}.")),
-        "{}",
-        log_of(&dir)
-    );
+    assert_logged(&dir, &format!("PHP {major}.{minor}."));
     // `heaplive top --php`: the PHP frames alone, the array first.
     let top = Command::new(heaplive_bin())
         .args(["top", "--php", "-n", "1", "--width", "0"])
@@ -202,12 +198,10 @@ fn cli_strings_grown_by_erealloc_are_counted_right() {
 #[test]
 fn cli_sqlite_malloc_shows_under_the_php_function() {
     require_php();
-    let dir = tempdir("php-cli-sqlite");
-    let script = write_file(
-        &dir,
+    let (dir, script) = php_dir(
+        "php-cli-sqlite",
         "query.php",
-        "<?php\n\
-         function run_query() {\n\
+        "function run_query() {\n\
              $db = new SQLite3(':memory:');\n\
              $db->exec('CREATE TABLE t (id INTEGER PRIMARY KEY, v BLOB)');\n\
              $db->exec('INSERT INTO t (v) WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 40000) SELECT randomblob(250) FROM c');\n\
@@ -315,11 +309,7 @@ fn cli_use_zend_alloc_0_gives_php_frames_on_malloc_and_no_zend_mm_hooks() {
         5.0,
         "malloc under build_cache",
     );
-    assert!(
-        log_of(&dir).contains("USE_ZEND_ALLOC=0"),
-        "{}",
-        log_of(&dir)
-    );
+    assert_logged(&dir, "USE_ZEND_ALLOC=0");
     assert_eq!(out, plain_output(&dir, &env));
 }
 
@@ -362,11 +352,7 @@ fn cli_another_zend_mm_hooker_makes_heaplive_back_off() {
         "the other hooker ran\n{}",
         show(&out)
     );
-    assert!(
-        log_of(&dir).contains("another ZendMM hook is installed"),
-        "{}",
-        log_of(&dir)
-    );
+    assert_logged(&dir, "another ZendMM hook is installed");
     assert_eq!(zend_mm_bytes(&parse_folded(&file)), 0);
     assert_eq!(stdout(&out), cli_plain_output(&dir, &script, &preload, &[]));
 }
@@ -376,12 +362,10 @@ fn cli_another_zend_mm_hooker_makes_heaplive_back_off() {
 #[test]
 fn cli_gc_mem_caches_is_unchanged() {
     require_php();
-    let dir = tempdir("php-cli-gc");
-    let script = write_file(
-        &dir,
+    let (dir, script) = php_dir(
+        "php-cli-gc",
         "gc.php",
-        "<?php\n\
-         $a = []; for ($i = 0; $i < 20000; $i++) { $a[] = str_repeat('z', 100 + $i % 50); }\n\
+        "$a = []; for ($i = 0; $i < 20000; $i++) { $a[] = str_repeat('z', 100 + $i % 50); }\n\
          unset($a);\n\
          echo gc_mem_caches(), ' ', memory_get_usage(), ' ', memory_get_usage(true), \"\\n\";\n",
     );
@@ -409,11 +393,7 @@ fn cli_seccomp_filter_that_kills_turns_php_frames_off() {
     let (file, out, script, preload) =
         cache_run_behind(&dir, "seccomp_kill_vm_readv.c", "libseccomp_kill.so", 256);
     assert!(out.status.success(), "{}\n{}", show(&out), log_of(&dir));
-    assert!(
-        log_of(&dir).contains("a seccomp filter refuses here: PHP frames are off"),
-        "{}",
-        log_of(&dir)
-    );
+    assert_logged(&dir, "a seccomp filter refuses here: PHP frames are off");
     let stacks = parse_folded(&file);
     assert!(
         !stacks
@@ -514,9 +494,5 @@ fn cli_memory_figures_are_identical_with_and_without_heaplive() {
             );
         }
     }
-    assert!(
-        log_of(&dir).contains("ZendMM samples and PHP frames on"),
-        "PHP mode was on: {}",
-        log_of(&dir)
-    );
+    assert_logged(&dir, "ZendMM samples and PHP frames on");
 }

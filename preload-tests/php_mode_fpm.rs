@@ -143,17 +143,14 @@ fn fpm_exact_mode_matches_memory_get_usage() {
 /// live, and neither the worker's RSS nor heaplive's sample count grows.
 #[test]
 fn fpm_per_request_reset() {
-    let dir = tempdir("php-fpm-reset");
-    let script = write_file(
-        &dir,
+    let (dir, script) = php_dir(
+        "php-fpm-reset",
         "reset.php",
-        "<?php\n\
-         $p0 = memory_get_peak_usage(); $u0 = memory_get_usage();\n\
+        "$p0 = memory_get_peak_usage(); $u0 = memory_get_usage();\n\
          $a = []; for ($i = 0; $i < 1024; $i++) { $a[] = str_repeat('x', 4000 + $i % 3); }\n\
          $p1 = memory_get_peak_usage(); unset($a);\n\
          echo $p0, ' ', $u0, ' ', $p1, ' ', getmypid(), \"\\n\";\n",
     );
-    age(&script);
     let run = |preload: bool, tag: &str| {
         let (fpm, d) = one_worker(&dir, tag, preload, &[], FpmOpts::default());
         let mut lines = Vec::new();

@@ -84,13 +84,7 @@ fn odd_frames_check(dir: &Path, php_args: &[&str]) {
     let plain = run(false);
     let out = run(true);
     assert_eq!(plain.status.code(), Some(3), "{}", show(&plain));
-    assert_eq!(
-        out.status.code(),
-        Some(3),
-        "{}\n{}",
-        show(&out),
-        log_of(dir)
-    );
+    assert_status(&out, 3, &format!("{}\n{}", show(&out), log_of(dir)));
     assert_eq!(stdout(&out), stdout(&plain));
     assert_eq!(stdout(&out), "123\nbye\n");
     let log = log_of(dir);

@@ -6,7 +6,8 @@
 
 use crate::common::*;
 use crate::php_harness::{
-    Fpm, FpmOpts, Response, builder_php, fcgi_get, fcgi_get_as, script, top_stacks, wait_for,
+    Fpm, FpmOpts, Response, builder_php, fcgi_get, fcgi_get_as, php_dir, script, top_stacks,
+    wait_for,
 };
 use std::path::Path;
 
@@ -445,12 +446,10 @@ fn fpm_worker_pid_of(file: &Path) -> u32 {
 /// standard errors below (never).
 #[test]
 fn cli_consumer_leak_warning_names_the_php_function() {
-    let dir = tempdir("php-consumer");
-    let consumer = write_file(
-        &dir,
+    let (dir, consumer) = php_dir(
+        "php-consumer",
         "consumer.php",
-        "<?php\n\
-         function handle_job(int $n): int {\n\
+        "function handle_job(int $n): int {\n\
              static $seen = [];\n\
              $seen[] = str_repeat('j', 102300) . $n;\n\
              $work = str_repeat('w', 50000) . $n;\n\
@@ -478,9 +477,7 @@ fn cli_consumer_leak_warning_names_the_php_function() {
         assert_eq!(stdout(&o), "done\n", "{}", show(&o));
         assert!(o.status.success(), "{}", show(&o));
         let log = log_of(&d);
-        line_with(&log, "possible leak")
-            .unwrap_or_else(|| panic!("no leak warning\n{log}"))
-            .to_string()
+        first_line_with(&log, "possible leak", &format!("no leak warning\n{log}")).to_string()
     };
     let warning = run("1");
     assert!(
@@ -504,15 +501,13 @@ fn cli_consumer_leak_warning_names_the_php_function() {
 /// needs it, it started at the first sample and the script read 2.
 #[test]
 fn cli_memory_limit_dump_without_the_dump_signal_keeps_one_thread() {
-    let dir = tempdir("php-oom-nothread");
-    let php = script(
-        &dir,
+    let (dir, php) = php_dir(
+        "php-oom-nothread",
         "report.php",
         // REPORT_PHP with a shutdown function first.
         &REPORT_PHP.replacen(
             "<?php\n",
-            "<?php\n\
-             register_shutdown_function(function () {\n\
+            "register_shutdown_function(function () {\n\
                  preg_match('/^Threads:\\s+(\\d+)/m', file_get_contents('/proc/self/status'), $m);\n\
                  echo 'threads at shutdown: ', $m[1], \"\\n\";\n\
              });\n",

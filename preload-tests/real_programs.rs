@@ -210,6 +210,23 @@ built.wait()
 print("entries", result[0][0], "items", result[0][1])
 "#;
 
+/// The two tests of one program: `$default` runs `$f(Mode::Default,
+/// ARGS...)` with the first arguments, `$exact` `$f(Mode::Exact, ...)`
+/// with the second.
+macro_rules! default_and_exact {
+    ($default:ident, $exact:ident, $f:ident($($d:expr),*), ($($e:expr),*)) => {
+        #[test]
+        fn $default() {
+            $f(Mode::Default, $($d),*);
+        }
+
+        #[test]
+        fn $exact() {
+            $f(Mode::Exact, $($e),*);
+        }
+    };
+}
+
 fn python(mode: Mode, n: &str) {
     let setup = |d: &Path| std::fs::write(d.join("dict.py"), PY_SCRIPT).unwrap();
     scenario(
@@ -222,15 +239,12 @@ fn python(mode: Mode, n: &str) {
     );
 }
 
-#[test]
-fn real_programs_python3_default() {
-    python(Mode::Default, "200000");
-}
-
-#[test]
-fn real_programs_python3_exact() {
-    python(Mode::Exact, "2000");
-}
+default_and_exact!(
+    real_programs_python3_default,
+    real_programs_python3_exact,
+    python("200000"),
+    ("2000")
+);
 
 fn perl(mode: Mode, n: &str) {
     let script = format!(
@@ -246,15 +260,12 @@ fn perl(mode: Mode, n: &str) {
     );
 }
 
-#[test]
-fn real_programs_perl_default() {
-    perl(Mode::Default, "200000");
-}
-
-#[test]
-fn real_programs_perl_exact() {
-    perl(Mode::Exact, "2000");
-}
+default_and_exact!(
+    real_programs_perl_default,
+    real_programs_perl_exact,
+    perl("200000"),
+    ("2000")
+);
 
 fn sqlite(mode: Mode, rows: u32) {
     let sql = format!(
@@ -280,15 +291,12 @@ fn sqlite(mode: Mode, rows: u32) {
     );
 }
 
-#[test]
-fn real_programs_sqlite3_default() {
-    sqlite(Mode::Default, 100_000);
-}
-
-#[test]
-fn real_programs_sqlite3_exact() {
-    sqlite(Mode::Exact, 1000);
-}
+default_and_exact!(
+    real_programs_sqlite3_default,
+    real_programs_sqlite3_exact,
+    sqlite(100_000),
+    (1000)
+);
 
 fn git(mode: Mode, files: usize) {
     let setup = move |d: &Path| {
@@ -335,15 +343,12 @@ fn git(mode: Mode, files: usize) {
     scenario("git", mode, &setup, &steps, &["git"], must);
 }
 
-#[test]
-fn real_programs_git_default() {
-    git(Mode::Default, 200);
-}
-
-#[test]
-fn real_programs_git_exact() {
-    git(Mode::Exact, 5);
-}
+default_and_exact!(
+    real_programs_git_default,
+    real_programs_git_exact,
+    git(200),
+    (5)
+);
 
 fn data(len: usize) -> Vec<u8> {
     // Text with some structure, so xz has work to do; deterministic.
@@ -380,15 +385,12 @@ fn xz(mode: Mode, len: usize, level: &str) {
     assert!(dir.join("data.txt").exists());
 }
 
-#[test]
-fn real_programs_xz_default() {
-    xz(Mode::Default, 2 << 20, "-6");
-}
-
-#[test]
-fn real_programs_xz_exact() {
-    xz(Mode::Exact, 100_000, "-1");
-}
+default_and_exact!(
+    real_programs_xz_default,
+    real_programs_xz_exact,
+    xz(2 << 20, "-6"),
+    (100_000, "-1")
+);
 
 const HELLO: &str = r#"#include <stdio.h>
 #include <stdlib.h>
@@ -427,12 +429,9 @@ fn gcc(mode: Mode) {
     );
 }
 
-#[test]
-fn real_programs_gcc_default() {
-    gcc(Mode::Default);
-}
-
-#[test]
-fn real_programs_gcc_exact() {
-    gcc(Mode::Exact);
-}
+default_and_exact!(
+    real_programs_gcc_default,
+    real_programs_gcc_exact,
+    gcc(),
+    ()
+);

@@ -174,8 +174,7 @@ fn the_embedded_data_holds_the_dumps_to_the_byte() {
 /// `--report FILE` writes that page when the program ends.
 #[test]
 fn run_prints_the_report_command_and_writes_the_page() {
-    let dir = common::tempdir("report_run");
-    let p = common::compile("report_grow.c", "report_grow", dir.path(), &[]);
+    let (dir, p) = common::compiled("report_run", "report_grow.c");
     let (o, page) = run_with_report(dir.path(), &p, &[]);
     let err = common::stderr(&o);
     // Five dumps: named by their directory.
@@ -204,22 +203,13 @@ fn run_prints_the_report_command_and_writes_the_page() {
 pub fn run_with_report(dir: &Path, prog: &Path, env: &[(&str, &str)]) -> (Output, PathBuf) {
     let template = dir.join("heaplive.%e.%p.%n.folded");
     let page = dir.join("run.html");
-    let o = common::heaplive_command(&[
-        "run",
-        "--interval",
-        "1",
-        "-o",
-        template.to_str().unwrap(),
-        "--report",
-        page.to_str().unwrap(),
-        "--",
-        prog.to_str().unwrap(),
-    ])
-    .envs(env.iter().copied())
-    .current_dir(dir)
-    .output()
-    .unwrap();
-    assert!(o.status.success(), "{}", show(&o));
+    let o = common::heaplive_run_exact(
+        dir,
+        &template,
+        &["--report", page.to_str().unwrap()],
+        &[prog.to_str().unwrap()],
+        env,
+    );
     (o, page)
 }
 
@@ -264,9 +254,8 @@ fn size_rows(dir: &Path) -> (ByLeaf<Classes>, ByLeaf<u64>) {
 /// each stack, and the page draws a bar per class in the top table.
 #[test]
 fn size_rows_and_the_report_histogram_are_exact() {
-    let dir = common::tempdir("report_sizes");
-    common::run_prog(
-        dir.path(),
+    let (dir, _) = common::run_prog_in(
+        "report_sizes",
         "report_sizes",
         &[],
         &[
@@ -351,9 +340,8 @@ fn size_rows_and_the_report_histogram_are_exact() {
 /// weighs its size to the byte.
 #[test]
 fn sampled_size_rows_add_up_to_the_live_samples() {
-    let dir = common::tempdir("report_sizes_sampled");
-    common::run_prog(
-        dir.path(),
+    let (dir, _) = common::run_prog_in(
+        "report_sizes_sampled",
         "report_sizes",
         &[],
         &[

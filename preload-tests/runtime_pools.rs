@@ -10,9 +10,8 @@ const POOL: &str = "[runtime pool: libstdc++ emergency exception pool]";
 
 #[test]
 fn libstdcxx_emergency_pool_is_apart_and_never_a_leak() {
-    let dir = tempdir("runtime-pool");
-    let o = run_prog(
-        dir.path(),
+    let (dir, o) = run_prog_in(
+        "runtime-pool",
         "runtime_pool.cpp",
         &["3"],
         &[
@@ -63,8 +62,7 @@ fn libstdcxx_emergency_pool_is_apart_and_never_a_leak() {
 /// writes its own; HEAPLIVE_DUMP_EMPTY=1 writes the child's too.
 #[test]
 fn worker_exit_with_only_runtime_pools_live_writes_no_dump_unless_asked() {
-    let dir = tempdir("runtime-pool-empty");
-    let prog = compile("runtime_pool.cpp", "runtime_pool", dir.path(), &[]);
+    let (dir, prog) = compiled("runtime-pool-empty", "runtime_pool.cpp");
     let o = run_preloaded(
         dir.path(),
         &prog,
@@ -76,12 +74,11 @@ fn worker_exit_with_only_runtime_pools_live_writes_no_dump_unless_asked() {
     let files = folded_files(dir.path());
     let parent = o_pid(&files);
     assert_eq!(files.len(), 1, "the parent's dump only\n{err}");
-    let skipped: Vec<&str> = lines_with(&err, "exit dump skipped");
-    assert_eq!(skipped.len(), 1, "{err}");
+    let skipped = one_line_with(&err, "exit dump skipped", &err);
     assert!(
-        skipped[0].contains("exit dump skipped: nothing live; runtime pools ")
-            && skipped[0].contains("(HEAPLIVE_DUMP_EMPTY=1 writes it)")
-            && !skipped[0].contains(&format!("[{parent}]")),
+        skipped.contains("exit dump skipped: nothing live; runtime pools ")
+            && skipped.contains("(HEAPLIVE_DUMP_EMPTY=1 writes it)")
+            && !skipped.contains(&format!("[{parent}]")),
         "{err}"
     );
     // The parent's dump holds the pool alone, apart.

@@ -83,13 +83,7 @@ fn one_run(bin: &Path, seed: u64, plain_out: &[u8]) -> Run {
 #[test]
 fn sampled_default_sampler_is_unbiased() {
     let dir = common::tempdir("sampled-bin");
-    let bin = common::compile("sampled_mix.c", "sampled_mix", &dir, &[]);
-    let plain = common::run_plain(&dir, &bin, &[]);
-    assert!(
-        plain.status.success(),
-        "sampled_mix fails without the preload:\n{}",
-        show(&plain)
-    );
+    let (bin, plain) = common::compile_and_run_plain(&dir, "sampled_mix.c");
     let out = common::stdout(&plain);
     let (true_a, true_b) = (truth(&out, "site_a"), truth(&out, "site_b"));
     assert_eq!(
@@ -188,9 +182,7 @@ fn sampled_fixed_seed_is_reproducible() {
     // One thread allocating the same sequence with the same seed must get
     // the same samples: the basis of the fixed-seed test above.
     let dir = common::tempdir("sampled-repro-bin");
-    let bin = common::compile("sampled_mix.c", "sampled_mix", &dir, &[]);
-    let plain = common::run_plain(&dir, &bin, &[]);
-    assert!(plain.status.success(), "{}", show(&plain));
+    let (bin, plain) = common::compile_and_run_plain(&dir, "sampled_mix.c");
     let r1 = one_run(&bin, 7, &plain.stdout);
     let r2 = one_run(&bin, 7, &plain.stdout);
     assert_eq!(

@@ -12,8 +12,7 @@ use std::process::Command;
 /// exec from a non-matching one, is profiled.
 #[test]
 fn only_programs_named_in_heaplive_programs_are_profiled() {
-    let dir = tempdir("programs");
-    let prog = compile("sec_dump.c", "sec_dump", dir.path(), &[]);
+    let (dir, prog) = compiled("programs", "sec_dump.c");
     let script = format!("true; echo hi | cat; env X=1 {} ; exit 7", prog.display());
     let run = |programs: &str| {
         let out = dir.path().join(format!("out.{}", programs.len()));
@@ -122,8 +121,7 @@ fn only_programs_named_in_heaplive_programs_are_profiled() {
 #[test]
 fn dump_reaches_a_process_in_another_pid_and_mount_namespace() {
     use std::io::Write;
-    let dir = tempdir("pidns");
-    let prog = compile("cli_grow.c", "cli_grow", dir.path(), &[]);
+    let (_dir, prog) = compiled("pidns", "cli_grow.c");
     // Outside /tmp, which the namespace covers with its own tmpfs.
     let keep = std::path::PathBuf::from(format!("/run/heaplive-test.pidns.{}", std::process::id()));
     std::fs::create_dir_all(&keep).unwrap();
@@ -198,8 +196,7 @@ fn dump_reaches_a_process_in_another_pid_and_mount_namespace() {
 /// reaches someone, they stay there and no such file appears.
 #[test]
 fn lines_stderr_would_lose_go_next_to_the_dumps() {
-    let dir = tempdir("lognear");
-    let prog = compile("log_devnull.c", "log_devnull", dir.path(), &[]);
+    let (dir, prog) = compiled("lognear", "log_devnull.c");
     let run = |sub: &str, args: &[&str], stderr: std::process::Stdio| {
         let out = dir.path().join(sub);
         std::fs::create_dir_all(&out).unwrap();
@@ -373,8 +370,7 @@ echo "LOG0=$(grep -c ": exit dump /var/tmp/heaplive/php-fpm8.2.$M.1.folded" heap
 /// output and status with it.
 #[test]
 fn poison_mode_shows_its_patterns_and_real_programs_are_unchanged() {
-    let dir = tempdir("poison");
-    let prog = compile("poison_read.c", "poison_read", &dir, &["-O0"]);
+    let (dir, prog) = compiled_with("poison", "poison_read.c", &["-O0"]);
     let o = run_preloaded(&dir, &prog, &[], &[("HEAPLIVE_POISON", "alloc,free")]);
     assert_eq!(o.status.code(), Some(0), "{}", show(&o));
     assert_eq!(

@@ -16,15 +16,15 @@ fn run(dir: &Path, env: &[(&str, &str)]) -> String {
 
 #[test]
 fn an_unknown_setting_gets_one_line_naming_the_closest() {
-    let dir = tempdir("unknown-setting");
-    let err = run(
-        &dir,
+    let (dir, o) = crate::config_errors::sh_in(
+        "unknown-setting",
         &[
             ("HEAPLIVE_SAMPL_INTERVAL", "1"),
             ("HEAPLIVE_OUPUT", "x.folded"),
             ("HEAPLIVE_NOTHING_LIKE_THIS", "1"),
         ],
     );
+    let err = stderr(&o);
     let lines: Vec<&str> = lines_with(&err, "unknown setting");
     assert_eq!(lines.len(), 3, "one line per unknown variable:\n{err}");
     for (bad, near) in [

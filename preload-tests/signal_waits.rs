@@ -209,8 +209,7 @@ fn signalfd_gets_every_signal_and_heaplive_steps_aside() {
 
 #[test]
 fn single_threaded_program_stays_single_threaded() {
-    let dir = tempdir("single-threaded");
-    let prog = compile("thread_single.c", "thread_single", &dir, &[]);
+    let (dir, prog) = compiled("single-threaded", "thread_single.c");
     let plain = run_plain(&dir, &prog, &[]);
     assert_eq!(stdout(&plain), "__libc_single_threaded = 1\n");
     let o = run_preloaded(&dir, &prog, &[], &[]);
@@ -225,8 +224,7 @@ fn single_threaded_program_stays_single_threaded() {
 
 #[test]
 fn main_pthread_exit_ends_the_process_when_the_last_thread_ends() {
-    let dir = tempdir("main-pthread-exit");
-    let prog = compile("thread_single.c", "thread_single", &dir, &[]);
+    let (dir, prog) = compiled("main-pthread-exit", "thread_single.c");
     let plain = run_plain(&dir, &prog, &["exit"]);
     for interval in ["1", "512K"] {
         let mut c = preloaded_command(
@@ -340,11 +338,10 @@ fn setpriv_changes_credentials_with_heaplive_thread_running() {
 /// enough for 20 of them in the sleep even on a loaded machine).
 #[test]
 fn php_cli_sleep_is_not_cut_and_every_dump_holds_the_string() {
-    let dir = tempdir("php-cli-sleep");
-    let script = write_file(
-        &dir,
+    let (dir, script) = crate::php_harness::php_dir(
+        "php-cli-sleep",
         "s.php",
-        "<?php\n$keep = str_repeat('x', 50000000);\necho 'ready ', getmypid(), \"\\n\";\nflush();\n$r = sleep(6);\necho 'sleep returned ', var_export($r, true), ' len ', strlen($keep), \"\\n\";\n",
+        "$keep = str_repeat('x', 50000000);\necho 'ready ', getmypid(), \"\\n\";\nflush();\n$r = sleep(6);\necho 'sleep returned ', var_export($r, true), ' len ', strlen($keep), \"\\n\";\n",
     );
     let mut child = Running::spawn(
         preloaded_command(
@@ -542,8 +539,7 @@ pub(crate) fn signal_during_a_slow_dump_is_snapshotted_at_once() {
 #[test]
 fn signal_before_the_first_sample_dumps_the_heap_at_the_signal() {
     use std::io::Write;
-    let dir = tempdir("early-signal");
-    let prog = compile("sig_early.c", "sig_early", &dir, &[]);
+    let (dir, prog) = compiled("early-signal", "sig_early.c");
     let mut child = Running::spawn(
         preloaded_command(&dir, &prog, &[], &[])
             .stdin(Stdio::piped())

@@ -19,16 +19,30 @@ fn assert_ok(o: &Output, what: &str) {
 /// Compiles `progs/NAME.c` into `dir` and runs it there under the
 /// library with `args` and `env`; asserts it succeeded (`what` names the
 /// run).
-fn run_ok(dir: &Path, name: &str, args: &[&str], env: &[(&str, &str)], what: &str) -> Output {
+fn run_ok_at(dir: &Path, name: &str, args: &[&str], env: &[(&str, &str)], what: &str) -> Output {
     let prog = compile(&format!("{name}.c"), name, dir, &[]);
     let o = run_preloaded(dir, &prog, args, env);
     assert_ok(&o, what);
     o
 }
 
-/// `run_ok` in exact mode.
+/// [`run_ok_at`] in a fresh directory ([`tempdir`] `tag`): the directory
+/// and the run.
+fn run_ok(
+    tag: &str,
+    name: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+    what: &str,
+) -> (TempDir, Output) {
+    let dir = tempdir(tag);
+    let o = run_ok_at(&dir, name, args, env, what);
+    (dir, o)
+}
+
+/// `run_ok_at` in exact mode.
 fn exact_ok(dir: &Path, name: &str, args: &[&str], what: &str) -> Output {
-    run_ok(dir, name, args, &[("HEAPLIVE_SAMPLE_INTERVAL", "1")], what)
+    run_ok_at(dir, name, args, &[("HEAPLIVE_SAMPLE_INTERVAL", "1")], what)
 }
 
 /// Every folded file in `dir` parses (parse_folded panics on a bad line);
@@ -85,9 +99,8 @@ fn file_text(files: &BTreeMap<PathBuf, Vec<Stack>>) -> String {
 
 #[test]
 pub(crate) fn signal_burst_during_threaded_allocation() {
-    let dir = tempdir("sig-burst");
-    let o = run_ok(
-        &dir,
+    let (dir, o) = run_ok(
+        "sig-burst",
         "sig_burst",
         &[],
         &[("HEAPLIVE_SAMPLE_INTERVAL", "1K")],
@@ -131,12 +144,7 @@ pub(crate) fn signal_burst_during_threaded_allocation() {
             );
         }
     }
-    let leftovers: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.contains(".tmp."))
-        .collect();
+    let leftovers = names_containing(&dir, ".tmp.");
     assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
 }
 
@@ -211,8 +219,13 @@ pub(crate) fn fork_children_keep_their_own_profiles() {
 }
 
 fn app_handler_runs(mode: &str) {
-    let dir = tempdir(&format!("sig-handler-{mode}"));
-    let o = run_ok(&dir, "sig_handler", &[mode], &[], mode);
+    let (dir, o) = run_ok(
+        &format!("sig-handler-{mode}"),
+        "sig_handler",
+        &[mode],
+        &[],
+        mode,
+    );
     let out = stdout(&o);
     assert!(
         out.contains("handler ran 5 times, info ok, dumps ok"),
@@ -259,8 +272,7 @@ fn sig_ign_and_sig_dfl_are_virtual() {
 
 #[test]
 fn heaplive_dump_from_c() {
-    let dir = tempdir("sig-api");
-    let prog = compile("sig_api_dump.c", "sig_api_dump", &dir, &[]);
+    let (dir, prog) = compiled("sig-api", "sig_api_dump.c");
     // Without the library the program runs and says so.
     let plain = run_plain(&dir, &prog, &[]);
     assert!(
@@ -332,9 +344,8 @@ fn o_pid(o: &Output) -> u32 {
 
 #[test]
 fn periodic_dumps_every_second() {
-    let dir = tempdir("sig-periodic");
-    let o = run_ok(
-        &dir,
+    let (dir, o) = run_ok(
+        "sig-periodic",
         "sig_periodic",
         &[],
         &[
@@ -389,9 +400,8 @@ fn status_of(pid: u32) -> Option<(u32, String, i32)> {
 }
 
 fn dumps_on(spec: &str, sig: i32) {
-    let dir = tempdir(&format!("sig-custom-{}", spec.replace('+', "p")));
-    let o = run_ok(
-        &dir,
+    let (dir, o) = run_ok(
+        &format!("sig-custom-{}", spec.replace('+', "p")),
         "sig_custom",
         &[spec],
         &[("HEAPLIVE_SIGNAL", spec), ("HEAPLIVE_SAMPLE_INTERVAL", "1")],
@@ -436,12 +446,11 @@ fn heaplive_signal_rtmin_plus_2() {
 
 #[test]
 fn heaplive_signal_kill_warns_and_keeps_usr2() {
-    let dir = tempdir("sig-kill");
     // Exact mode: the first malloc is sampled and starts heaplive's thread,
     // which takes the signal from outside (before a first sample it would
     // wait, pending, until one).
-    let o = run_ok(
-        &dir,
+    let (_dir, o) = run_ok(
+        "sig-kill",
         "sig_custom",
         &["USR2"],
         &[
@@ -451,15 +460,13 @@ fn heaplive_signal_kill_warns_and_keeps_usr2() {
         "HEAPLIVE_SIGNAL=KILL",
     );
     let err = stderr(&o);
-    let warn: Vec<_> = lines_with(&err, "HEAPLIVE_SIGNAL");
-    assert_eq!(
-        warn.len(),
-        1,
-        "one warning line naming HEAPLIVE_SIGNAL\n{}",
-        show(&o)
+    let warn = one_line_with(
+        &err,
+        "HEAPLIVE_SIGNAL",
+        &format!("one warning line naming HEAPLIVE_SIGNAL\n{}", show(&o)),
     );
     assert!(
-        warn[0].contains("KILL") && warn[0].contains("USR2"),
+        warn.contains("KILL") && warn.contains("USR2"),
         "the warning names the value and the default USR2\n{}",
         show(&o)
     );
@@ -484,15 +491,16 @@ fn rtld_deepbind_is_cleared() {
     );
     assert!(stdout(&o).contains("loaded"), "{}", show(&o));
     let err = stderr(&o);
-    let said: Vec<_> = lines_with(&err, "RTLD_DEEPBIND");
-    assert_eq!(
-        said.len(),
-        1,
-        "one line about RTLD_DEEPBIND (said once for two dlopens)\n{}",
-        show(&o)
+    let said = one_line_with(
+        &err,
+        "RTLD_DEEPBIND",
+        &format!(
+            "one line about RTLD_DEEPBIND (said once for two dlopens)\n{}",
+            show(&o)
+        ),
     );
     assert!(
-        said[0].contains("cleared"),
+        said.contains("cleared"),
         "the line says the flag was cleared\n{}",
         show(&o)
     );
@@ -509,14 +517,7 @@ fn rtld_deepbind_is_cleared() {
 
 #[test]
 fn dlclosed_library_frames_keep_their_names() {
-    let dir = tempdir("deep-dlclose");
-    let lib = compile_so("deep_lib.c", "libdeep_gone.so", &dir);
-    let o = exact_ok(
-        &dir,
-        "deep_main",
-        &["dlclose", lib.to_str().unwrap()],
-        "dlclose",
-    );
+    let (dir, o) = deep_main_dlclose("deep-dlclose", "libdeep_gone.so", &[]);
     assert!(
         stdout(&o).contains("unloaded yes"),
         "the library must really be unloaded before exit\n{}",
@@ -564,11 +565,7 @@ fn signal_dump_is_not_lost_to_an_exec_right_after_the_signal() {
             .map(|e| e.unwrap().file_name())
             .collect::<Vec<_>>()
     );
-    let leftovers: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.contains(".tmp."))
-        .collect();
+    let leftovers = names_containing(&dir, ".tmp.");
     assert!(
         leftovers.is_empty(),
         "half-written files left by the exec: {leftovers:?}\n{}",
@@ -619,8 +616,7 @@ fn dump_files_before_an_exec_are_not_overwritten_after_it() {
 /// allocations.
 #[test]
 pub(crate) fn fork_during_multithreaded_allocation_keeps_every_lock_usable() {
-    let dir = tempdir("fork-threads");
-    let prog = compile("fork_threads.c", "fork_threads", &dir, &[]);
+    let (dir, prog) = compiled("fork-threads", "fork_threads.c");
     let mut child = Running::spawn(
         std::process::Command::new(&prog)
             .current_dir(&dir)

@@ -28,8 +28,7 @@ fn written(dir: &Path, prog: &Path) -> Vec<String> {
 /// `sig_self <arg>` plain, then under the preload with `env` at the
 /// default interval and in exact mode.
 fn same_as_plain(arg: &str, sig: i32, env: &[(&str, &str)]) {
-    let dir = tempdir("sig_self");
-    let prog = compile("sig_self.c", "sig_self", dir.path(), &[]);
+    let (dir, prog) = compiled("sig_self", "sig_self.c");
     let plain = run_plain(dir.path(), &prog, &[arg]);
     let out = stdout(&plain);
     // The program itself works as described (so the comparison means
@@ -108,8 +107,7 @@ fn another_dump_signal_sent_to_itself_is_the_programs() {
 /// lives (`sig_deferred.c`).
 #[test]
 fn a_deferred_reraise_of_a_dump_request_does_not_end_the_process() {
-    let dir = tempdir("sig_deferred");
-    let prog = compile("sig_deferred.c", "sig_deferred", dir.path(), &[]);
+    let (dir, prog) = compiled("sig_deferred", "sig_deferred.c");
     for interval in ["1", "524288"] {
         let o = run_preloaded(
             dir.path(),

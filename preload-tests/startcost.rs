@@ -11,8 +11,7 @@ use crate::common::*;
 /// Runs `start_quiet` (under heaplive with `env`, or plain) and returns
 /// what it printed about its own mappings.
 fn maps_report(with: Option<&[(&str, &str)]>, args: &[&str]) -> (String, TempDir) {
-    let dir = tempdir("startcost");
-    let exe = compile("start_quiet.c", "start_quiet", dir.path(), &[]);
+    let (dir, exe) = compiled("startcost", "start_quiet.c");
     let o = match with {
         Some(env) => run_preloaded(dir.path(), &exe, args, env),
         None => run_plain(dir.path(), &exe, args),
@@ -245,24 +244,39 @@ fn start_up_code_and_variables_are_grouped() {
     let inside = |s: &(String, u64, u64), sec: &(String, u64, u64)| {
         s.1 >= sec.1 && s.1 + s.2 <= sec.1 + sec.2
     };
+    // Sections `first` and `then`: `first` starts a window of `size`
+    // bytes (aligned so) that `then` ends in.
+    let one_window = |first: &str, then: &str, size: u64| {
+        let (a, b) = (sec(first), sec(then));
+        assert_eq!(a.1 % size, 0, "{a:?}");
+        assert!(b.1 + b.2 <= a.1 + size, "{a:?} {b:?}");
+        (a, b)
+    };
+    // Each symbol of `names` inside one of `secs`.
+    let all_inside = |names: &[&str], secs: &[&(String, u64, u64)]| {
+        for name in names {
+            let s = sym(name);
+            assert!(
+                secs.iter().any(|sec| inside(&s, sec)),
+                "{s:?} not in {secs:?}"
+            );
+        }
+    };
     // The start-up code: in one 32 KiB-aligned window (the kernel maps a
     // window around a read fault; 32 KiB here, 64 KiB on most machines),
     // with the PLT that the exit path calls through.
-    let text = sec(".text.heaplive_start");
-    let plt = sec(".plt");
-    assert_eq!(text.1 % 0x8000, 0, "{text:?}");
-    assert!(plt.1 + plt.2 <= text.1 + 0x8000, "{text:?} {plt:?}");
+    let (text, _) = one_window(".text.heaplive_start", ".plt", 0x8000);
     // Functions that are never inlined (called through a pointer, or
     // marked so), then any of the rest the compiler kept out of line.
-    for f in [
-        "heaplive::init::",
-        "heaplive::hot::real::resolve_all",
-        "heaplive::background::dumper::at_exit",
-        "std::sys::args::unix::imp::ARGV_INIT_ARRAY::init_wrapper",
-    ] {
-        let s = sym(f);
-        assert!(inside(&s, &text), "{s:?} not in {text:?}");
-    }
+    all_inside(
+        &[
+            "heaplive::init::",
+            "heaplive::hot::real::resolve_all",
+            "heaplive::background::dumper::at_exit",
+            "std::sys::args::unix::imp::ARGV_INIT_ARRAY::init_wrapper",
+        ],
+        &[&text],
+    );
     let mut out_of_line = 0;
     for f in [
         "heaplive::start",
@@ -292,28 +306,22 @@ fn start_up_code_and_variables_are_grouped() {
     }
     // The small variables (.data and .bss without the big tables) on one
     // page, with the hot path's and the resolver's.
-    let data = sec(".data");
-    let bss = sec(".bss");
-    assert_eq!(data.1 % 4096, 0, "{data:?}");
-    assert!(bss.1 + bss.2 <= data.1 + 4096, "{data:?} {bss:?}");
-    for v in [
-        "heaplive::hot::real::MALLOC_JUMP",
-        "heaplive::hot::real::SLOTS",
-        "heaplive::hot::real::STATE",
-        "heaplive::hot::services::SERVICES",
-        "heaplive::hot::prim::ownheap::HEAP",
-        // The list of heaplive's mappings: what the start writes.
-        "heaplive::hot::prim::sys::FIRST_SLOTS",
-        "heaplive::hot::prim::sys::HINT",
-        "heaplive::hot::prim::sys::TAKEN",
-        "std::sys::args::unix::imp::ARGC",
-    ] {
-        let s = sym(v);
-        assert!(
-            inside(&s, &data) || inside(&s, &bss),
-            "{s:?} not in {data:?} {bss:?}"
-        );
-    }
+    let (data, bss) = one_window(".data", ".bss", 4096);
+    all_inside(
+        &[
+            "heaplive::hot::real::MALLOC_JUMP",
+            "heaplive::hot::real::SLOTS",
+            "heaplive::hot::real::STATE",
+            "heaplive::hot::services::SERVICES",
+            "heaplive::hot::prim::ownheap::HEAP",
+            // The list of heaplive's mappings: what the start writes.
+            "heaplive::hot::prim::sys::FIRST_SLOTS",
+            "heaplive::hot::prim::sys::HINT",
+            "heaplive::hot::prim::sys::TAKEN",
+            "std::sys::args::unix::imp::ARGC",
+        ],
+        &[&data, &bss],
+    );
     for big in [
         "heaplive::hot::real::BOOT",
         "heaplive::hot::tables::shadow::LOW",

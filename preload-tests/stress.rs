@@ -6,8 +6,7 @@ use crate::common::*;
 
 #[test]
 pub(crate) fn exact_totals_survive_sixteen_threads_of_churn() {
-    let dir = tempdir("stress");
-    let prog = compile("stress_churn.c", "stress_churn", &dir, &[]);
+    let (dir, prog) = compiled("stress", "stress_churn.c");
     let o = run_preloaded(&dir, &prog, &[], &[("HEAPLIVE_SAMPLE_INTERVAL", "1")]);
     assert!(o.status.success(), "status {:?}\n{}", o.status, stderr(&o));
     let truth: Vec<(String, u64)> = stdout(&o)

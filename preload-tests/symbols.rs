@@ -154,8 +154,7 @@ fn check_split(stacks: &[Stack], lines: bool, ctx: &str) {
 /// next to the binary; a debug file with the wrong CRC is refused.
 #[test]
 fn debuglink_next_to_the_binary() {
-    let dir = tempdir("sym-debuglink");
-    let bin = compile("sym_split.c", "sym_split", &dir, &[]);
+    let (dir, bin) = compiled("sym-debuglink", "sym_split.c");
     let b = bin.to_str().unwrap();
     let dbg = dir.join("sym_split.debug");
     tool("objcopy", &["--only-keep-debug", b, dbg.to_str().unwrap()]);
@@ -280,8 +279,7 @@ fn loads(bin: &Path) -> Vec<(u64, u64, u64)> {
 /// `binary+0x<file offset>` inside its own code, never a neighbour's name.
 #[test]
 fn stripped_dynsym_names_and_uncovered_addresses() {
-    let dir = tempdir("sym-stripped");
-    let bin = compile("sym_stripped.c", "sym_stripped", &dir, &["-rdynamic"]);
+    let (dir, bin) = compiled_with("sym-stripped", "sym_stripped.c", &["-rdynamic"]);
     let full = dir.join("sym_stripped.full");
     std::fs::copy(&bin, &full).unwrap();
     tool("strip", &["--strip-all", bin.to_str().unwrap()]);
@@ -385,8 +383,7 @@ fn require_libc_dbg() {
 #[test]
 fn libc_frames_from_libc6_dbg() {
     require_libc_dbg();
-    let dir = tempdir("sym-libc");
-    let bin = compile("sym_libc.c", "sym_libc", &dir, &[]);
+    let (dir, bin) = compiled("sym-libc", "sym_libc.c");
     let (stacks, o, ctx) = profile(&dir, &bin, &[], &[]);
     let nkeep: u64 = stdout(&o)
         .trim()
@@ -444,8 +441,7 @@ fn libc_frames_from_libc6_dbg() {
 /// between its caller and malloc, with its own line.
 #[test]
 fn inline_frames_are_frames() {
-    let dir = tempdir("sym-inline");
-    let bin = compile("sym_inline.c", "sym_inline", &dir, &["-O2"]);
+    let (dir, bin) = compiled_with("sym-inline", "sym_inline.c", &["-O2"]);
     let want_bytes: u64 = (0..5).map(|i| 77_777 + i).sum();
     let (stacks, _, ctx) = profile(&dir, &bin, &[], &[]);
     assert_eq!(
@@ -469,8 +465,7 @@ fn inline_frames_are_frames() {
 /// HEAPLIVE_DEMANGLE=0.
 #[test]
 fn cpp_template_names() {
-    let dir = tempdir("sym-cpp");
-    let bin = compile("sym_template.cpp", "sym_template", &dir, &[]);
+    let (dir, bin) = compiled("sym-cpp", "sym_template.cpp");
     let (stacks, _, ctx) = profile(&dir, &bin, &[], &[]);
     let grow = bytes_of(&stacks, |s| {
         s.leaf() == "Pool<Widget>::grow" || s.leaf() == "Pool<Widget>::grow(int)"
@@ -548,10 +543,7 @@ fn rust_names() {
 #[test]
 fn perf_map_names_jit_code() {
     let dir = tempdir("sym-jit");
-    let bin = compile("sym_jit.c", "sym_jit", &dir, &[]);
-    let o = run_preloaded(&dir, &bin, &[], &[("HEAPLIVE_SAMPLE_INTERVAL", "1")]);
-    let pid = stdout(&o).trim().parse::<u32>().ok();
-    let _cleanup = pid.map(PerfMap::of);
+    let (bin, o, pid, cleanup) = run_sym_jit(&dir);
     let ctx = format!("{}\n--- folded ---\n{}", show(&o), folded_text(&dir));
     assert!(o.status.success() && pid.is_some(), "{ctx}");
     let stacks = only_folded(&dir);
@@ -560,7 +552,7 @@ fn perf_map_names_jit_code() {
         Some(&(3 * 4242)),
         "{ctx}"
     );
-    drop(_cleanup);
+    drop(cleanup);
     assert!(!Path::new(&format!("/tmp/perf-{}.map", pid.unwrap())).exists());
 
     // Without the map: anonymous executable memory, `[jit]`.
@@ -727,8 +719,7 @@ fn check_pprof_against_folded(tag: &str, bin: &Path) {
 
 #[test]
 fn pprof_agrees_with_folded_c() {
-    let dir = tempdir("sym-pprof-c-bin");
-    let bin = compile("sym_split.c", "sym_split", &dir, &[]);
+    let (_dir, bin) = compiled("sym-pprof-c-bin", "sym_split.c");
     check_pprof_against_folded("sym-pprof-c", &bin);
 }
 
@@ -736,8 +727,7 @@ fn pprof_agrees_with_folded_c() {
 fn pprof_agrees_with_folded_cpp() {
     // libstdc++'s start-up allocation comes through ld.so without symbols:
     // unnamed frames must agree too.
-    let dir = tempdir("sym-pprof-cpp-bin");
-    let bin = compile("sym_template.cpp", "sym_template", &dir, &[]);
+    let (_dir, bin) = compiled("sym-pprof-cpp-bin", "sym_template.cpp");
     check_pprof_against_folded("sym-pprof-cpp", &bin);
 }
 
@@ -747,8 +737,7 @@ fn pprof_agrees_with_folded_cpp() {
 /// it, the name is lost (which shows the file is really read).
 #[test]
 fn dwz_supplementary_file_names_inline_frames() {
-    let dir = tempdir("sym-dwz");
-    let a = compile("sym_dwz_a.c", "sym_dwz_a", &dir, &[]);
+    let (dir, a) = compiled("sym-dwz", "sym_dwz_a.c");
     let b = compile("sym_dwz_b.c", "sym_dwz_b", &dir, &[]);
     let common = dir.join("common.debug");
     output_ok(

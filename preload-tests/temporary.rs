@@ -223,8 +223,7 @@ fn sampled_mode_estimate_is_within_its_interval() {
 /// Without the view no file, and nothing changes for the live view.
 #[test]
 fn off_by_default() {
-    let dir = common::tempdir("temporary_off");
-    let p = common::compile("temporary_sites.c", "temporary_sites", dir.path(), &[]);
+    let (dir, p) = common::compiled("temporary_off", "temporary_sites.c");
     let o = common::run_preloaded(dir.path(), &p, &[], &[("HEAPLIVE_SAMPLE_INTERVAL", "1")]);
     assert!(o.status.success(), "{}", show(&o));
     assert!(common::view_files(dir.path(), "temporary").is_empty());
@@ -257,8 +256,7 @@ fn off_by_default() {
 /// a process of its own, named after the file, with pid 0).
 #[test]
 fn run_lists_the_temporary_file_as_a_view_and_reports_one_process() {
-    let dir = common::tempdir("temporary_run");
-    let p = common::compile("temporary_sites.c", "temporary_sites", dir.path(), &[]);
+    let (dir, p) = common::compiled("temporary_run", "temporary_sites.c");
     let (o, page) =
         crate::report::run_with_report(dir.path(), &p, &[("HEAPLIVE_VIEWS", "live,temporary")]);
     let err = common::stderr(&o);

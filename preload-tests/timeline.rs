@@ -65,9 +65,8 @@ fn timeline_of(folded: &Path) -> std::path::PathBuf {
 /// allocated total never decreases.
 #[test]
 fn rows_follow_the_known_totals_to_the_byte_in_exact_mode() {
-    let dir = common::tempdir("timeline_exact");
-    let o = common::run_prog(
-        dir.path(),
+    let (dir, o) = common::run_prog_in(
+        "timeline_exact",
         "timeline_steps",
         &["60"],
         &[
@@ -137,9 +136,8 @@ fn rows_follow_the_known_totals_to_the_byte_in_exact_mode() {
 /// dump rows hold the dump's total.
 #[test]
 fn sampled_rows_carry_an_interval() {
-    let dir = common::tempdir("timeline_sampled");
-    common::run_prog(
-        dir.path(),
+    let (dir, _) = common::run_prog_in(
+        "timeline_sampled",
         "timeline_steps",
         &["30"],
         &[
@@ -173,8 +171,7 @@ fn sampled_rows_carry_an_interval() {
 /// the buffer are the older ones dropped.
 #[test]
 fn the_ring_stays_bounded_over_a_long_run() {
-    let dir = common::tempdir("timeline_long");
-    let p = common::compile("timeline_steps.c", "timeline_steps", dir.path(), &[]);
+    let (dir, p) = common::compiled("timeline_long", "timeline_steps.c");
     let explicit = dir.path().join("explicit.folded");
     let o = common::run_preloaded(
         dir.path(),

@@ -176,8 +176,8 @@ fn top_app_names_a_stripped_executables_functions_by_offset() {
 /// (the files written here by hand).
 #[test]
 fn top_app_adds_up_the_samples_and_variances_of_each_frames_stacks() {
-    let dir = tempdir("top-app-sampled");
-    let dump = dir.file(
+    let (dir, dump) = tempdir_with(
+        "top-app-sampled",
         "heaplive.srv.7.1.folded",
         b"_start;main;make_table;lib_buffer 409600\n\
           _start;main;make_table;lib_copy 81920\n\

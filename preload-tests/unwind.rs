@@ -127,11 +127,9 @@ fn cached_unwinder_agrees_with_libgcc_c_without_frame_pointers() {
 
 #[test]
 fn cached_unwinder_agrees_with_libgcc_cxx_exceptions_in_flight() {
-    let dir = tempdir("unwind-cxx");
-    let prog = compile(
+    let (dir, prog) = compiled_with(
+        "unwind-cxx",
         "unwind_cxx.cpp",
-        "unwind_cxx",
-        dir.path(),
         &["-O2", "-fomit-frame-pointer"],
     );
     let dir = dir.keep();
@@ -204,8 +202,7 @@ fn dlopen_dlclose_churn_while_8_threads_allocate_is_exact() {
 /// unwinders.
 #[test]
 fn stacks_cut_at_the_frame_limit_end_in_a_truncated_frame() {
-    let dir = tempdir("unwind-deep");
-    let prog = compile("deep_stack.c", "deep_stack", &dir, &[]);
+    let (dir, prog) = compiled("unwind-deep", "deep_stack.c");
     for unwind in ["cached", "libgcc"] {
         let out = dir.join(unwind);
         std::fs::create_dir_all(&out).unwrap();
@@ -248,13 +245,7 @@ fn jit_frames_registered_with_the_programs_libgcc_s_are_walked_through() {
     // libgcc_s it links (`__register_frame`); heaplive's own copy of the
     // unwinder knows nothing of it, so heaplive must unwind with the
     // program's libgcc_s: the stack goes on through the JIT frame to main.
-    let dir = tempdir("unwind-jit");
-    let exe = compile(
-        "unwind_jit_registered.c",
-        "unwind_jit_registered",
-        dir.path(),
-        &["-lgcc_s"],
-    );
+    let (_dir, exe) = compiled_with("unwind-jit", "unwind_jit_registered.c", &["-lgcc_s"]);
     let (compared, _, stacks) = agree("jit", &exe, &[]);
     assert!(compared > 0);
     let site: Vec<&Stack> = stacks.iter().filter(|s| s.leaf() == "jit_site").collect();

@@ -10,11 +10,14 @@ fn prog(dir: &Path) -> PathBuf {
     common::compile("views_sites.c", "views_sites", dir, &[])
 }
 
-fn run(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
-    let p = prog(dir);
-    let o = common::run_preloaded(dir, &p, args, env);
+/// views_sites `args` under the preload with `env` in a fresh directory
+/// (`tag`), asserting success: the directory and the run.
+fn run(tag: &str, args: &[&str], env: &[(&str, &str)]) -> (common::TempDir, Output) {
+    let dir = common::tempdir(tag);
+    let p = prog(&dir);
+    let o = common::run_preloaded(&dir, &p, args, env);
     assert!(o.status.success(), "{}", show(&o));
-    o
+    (dir, o)
 }
 
 fn by_leaf(file: &Path) -> BTreeMap<String, u64> {
@@ -73,9 +76,8 @@ fn pprof_flat(dir: &Path, file: &Path, index: &str) -> BTreeMap<String, u64> {
 
 #[test]
 fn exact_alloc_view_and_four_pprof_types() {
-    let dir = common::tempdir("views-exact");
-    let o = run(
-        &dir,
+    let (dir, o) = run(
+        "views-exact",
         &["exact"],
         &[
             ("HEAPLIVE_SAMPLE_INTERVAL", "1"),
@@ -123,8 +125,11 @@ fn exact_alloc_view_and_four_pprof_types() {
 
 #[test]
 fn exact_peak_file_names_the_peak_stacks() {
-    let dir = common::tempdir("views-peak");
-    let o = run(&dir, &["peak"], &[("HEAPLIVE_SAMPLE_INTERVAL", "1")]);
+    let (dir, o) = run(
+        "views-peak",
+        &["peak"],
+        &[("HEAPLIVE_SAMPLE_INTERVAL", "1")],
+    );
     let peak = by_leaf(&one(common::view_files(&dir, "peak")));
     assert_eq!(peak.get("site_big"), Some(&(200 << 20)), "{}", show(&o));
     assert_eq!(peak.get("site_small"), Some(&10_000));
@@ -173,10 +178,9 @@ fn sampled_alloc_estimates_are_unbiased_over_20_seeds() {
 
 #[test]
 fn peak_dumps_come_at_the_growth_factor_and_not_more_often() {
-    let dir = common::tempdir("views-grow");
     // 1600 x 64 KiB = 100 MiB, growing steadily.
-    let o = run(
-        &dir,
+    let (_dir, o) = run(
+        "views-grow",
         &["grow", "1600"],
         &[
             ("HEAPLIVE_SAMPLE_INTERVAL", "1"),
@@ -210,9 +214,8 @@ fn peak_dumps_come_at_the_growth_factor_and_not_more_often() {
 
 #[test]
 fn dormant_start_and_stop_from_c() {
-    let dir = common::tempdir("views-dormant");
-    let o = run(
-        &dir,
+    let (dir, o) = run(
+        "views-dormant",
         &["dormant"],
         &[
             ("HEAPLIVE_SAMPLE_INTERVAL", "1"),
@@ -279,9 +282,8 @@ fn heaplive_start_and_stop_commands() {
 
 #[test]
 fn top_shows_sample_counts_and_error_bars() {
-    let dir = common::tempdir("views-top");
-    let o = run(
-        &dir,
+    let (dir, o) = run(
+        "views-top",
         &["churn"],
         &[
             ("HEAPLIVE_SAMPLE_INTERVAL", "256K"),
@@ -338,8 +340,7 @@ fn top_shows_sample_counts_and_error_bars() {
 /// deviations (17%), a false failure about once in 5e8 runs.
 #[test]
 fn sampled_peak_file_names_the_peak_stacks() {
-    let dir = common::tempdir("views-peak-sampled");
-    let o = run(&dir, &["peak"], &[]);
+    let (dir, o) = run("views-peak-sampled", &["peak"], &[]);
     let peak = by_leaf(&one(common::view_files(&dir, "peak")));
     let big = *peak.get("site_big").unwrap_or(&0) as f64;
     let truth = (200u64 << 20) as f64;
@@ -370,21 +371,14 @@ fn run_prints_the_peak() {
     let dir = common::tempdir("views-run-peak");
     let p = prog(&dir);
     let template = dir.join("r.%p.%n.folded");
-    let o = common::heaplive_command(&[
-        "run",
-        "--interval",
-        "1",
-        "--output",
-        template.to_str().unwrap(),
-        "--",
-        p.to_str().unwrap(),
-        "peak",
-    ])
-    .env("HEAPLIVE_LIB", common::lib())
-    .current_dir(dir.path())
-    .output()
-    .unwrap();
-    assert!(o.status.success(), "{}", show(&o));
+    let lib = common::lib();
+    let o = common::heaplive_run_exact(
+        &dir,
+        &template,
+        &[],
+        &[p.to_str().unwrap(), "peak"],
+        &[("HEAPLIVE_LIB", lib.to_str().unwrap())],
+    );
     assert_eq!(common::stdout(&o), "peak done\n");
     let err = common::stderr(&o);
     let peak = one(common::view_files(&dir, "peak"));
@@ -472,8 +466,7 @@ fn peak_times(err: &str) -> (f64, Option<f64>) {
 /// names no other moment for its stacks.
 #[test]
 fn exit_line_times_a_peak_reached_at_once() {
-    let dir = common::tempdir("views-peak-time");
-    let p = common::compile("peak_then_sleep.c", "peak_then_sleep", &dir, &[]);
+    let (dir, p) = common::compiled("views-peak-time", "peak_then_sleep.c");
     for interval in ["1", "512K"] {
         let o = common::run_preloaded(
             &dir,
@@ -501,9 +494,8 @@ fn exit_line_times_a_peak_reached_at_once() {
 /// within 1/64 of the peak)".)
 #[test]
 fn exit_line_says_when_the_peak_files_stacks_are_from() {
-    let dir = common::tempdir("views-peak-copy-time");
-    let o = common::run_prog(
-        &dir,
+    let (dir, o) = common::run_prog_in(
+        "views-peak-copy-time",
         "peak_then_sleep",
         &["again"],
         &[("HEAPLIVE_SAMPLE_INTERVAL", "1")],
@@ -523,9 +515,8 @@ fn exit_line_says_when_the_peak_files_stacks_are_from() {
 /// each stack's value.
 #[test]
 fn sampled_pprof_carries_the_variances() {
-    let dir = common::tempdir("views-pprof-variance");
-    run(
-        &dir,
+    let (dir, _) = run(
+        "views-pprof-variance",
         &["churn"],
         &[
             ("HEAPLIVE_SAMPLE_INTERVAL", "256K"),

@@ -46,8 +46,7 @@ fn witness_lib() -> PathBuf {
 /// people run exports no such function.
 #[test]
 fn an_out_of_order_acquisition_aborts_with_one_line() {
-    let dir = tempdir("witness-selftest");
-    let prog = compile("witness_selftest.c", "witness_selftest", &dir, &[]);
+    let (dir, prog) = compiled("witness-selftest", "witness_selftest.c");
     let o = with_lib(witness_lib(), || run_preloaded(&dir, &prog, &[], &[]));
     assert_eq!(o.status.signal(), Some(libc::SIGABRT), "{}", show(&o));
     assert_eq!(stdout(&o), "calling the selftest\n", "{}", show(&o));
@@ -66,46 +65,25 @@ fn an_out_of_order_acquisition_aborts_with_one_line() {
     assert_eq!(stdout(&plain), "no selftest\n");
 }
 
-/// Real tests of this suite against the witness build.
-fn under_witness(test: fn()) {
-    with_lib(witness_lib(), test);
+/// Real tests of this suite against the witness build: a `#[test]` each,
+/// `NAME => TEST`, that runs TEST with the witness library.
+macro_rules! under_witness {
+    ($($name:ident => $test:path,)*) => {$(
+        #[test]
+        fn $name() {
+            with_lib(witness_lib(), $test);
+        }
+    )*};
 }
 
-#[test]
-fn fork_during_threaded_allocation_and_dumps() {
-    under_witness(
-        crate::signals_fork::fork_during_multithreaded_allocation_keeps_every_lock_usable,
-    );
-}
-
-#[test]
-fn fork_children_dumping() {
-    under_witness(crate::signals_fork::fork_children_keep_their_own_profiles);
-}
-
-#[test]
-fn signal_burst_during_threaded_allocation() {
-    under_witness(crate::signals_fork::signal_burst_during_threaded_allocation);
-}
-
-#[test]
-fn signal_during_a_slow_dump() {
-    under_witness(crate::signal_waits::signal_during_a_slow_dump_is_snapshotted_at_once);
-}
-
-#[test]
-fn fork_from_a_signal_handler_during_a_fork() {
-    under_witness(crate::glibc::programs::fork_from_a_signal_handler_during_a_fork_completes);
-}
-
-#[test]
-fn leak_reporter_with_many_threads() {
-    under_witness(crate::leaks::many_threads_at_once_then_a_later_warning);
-}
-
-#[test]
-fn sixteen_threads_of_exact_churn() {
-    under_witness(crate::stress::exact_totals_survive_sixteen_threads_of_churn);
+under_witness! {
+    fork_during_threaded_allocation_and_dumps => crate::signals_fork::fork_during_multithreaded_allocation_keeps_every_lock_usable,
+    fork_children_dumping => crate::signals_fork::fork_children_keep_their_own_profiles,
+    signal_burst_during_threaded_allocation => crate::signals_fork::signal_burst_during_threaded_allocation,
+    signal_during_a_slow_dump => crate::signal_waits::signal_during_a_slow_dump_is_snapshotted_at_once,
+    fork_from_a_signal_handler_during_a_fork => crate::glibc::programs::fork_from_a_signal_handler_during_a_fork_completes,
+    leak_reporter_with_many_threads => crate::leaks::many_threads_at_once_then_a_later_warning,
+    sixteen_threads_of_exact_churn => crate::stress::exact_totals_survive_sixteen_threads_of_churn,
 }
 
 /// php-cli in PHP mode (ZendMM hooked, PHP frames, the request's list of
@@ -115,11 +93,10 @@ fn sixteen_threads_of_exact_churn() {
 #[test]
 fn php_cli_dump_and_memory_limit() {
     crate::php_harness::require_php();
-    let dir = tempdir("witness-php");
-    let script = write_file(
-        &dir,
+    let (dir, script) = crate::php_harness::php_dir(
+        "witness-php",
         "fill.php",
-        "<?php\nfunction fill($n) { $a = []; for ($i = 0; $i < $n; $i++) { $a[] = str_repeat('x', 100 + $i % 300); } return $a; }\n\
+        "function fill($n) { $a = []; for ($i = 0; $i < $n; $i++) { $a[] = str_repeat('x', 100 + $i % 300); } return $a; }\n\
          $keep = fill(20000);\necho 'ready ', getmypid(), \"\\n\";\nflush();\n\
          while (!file_exists('go')) { usleep(10000); }\n\
          ini_set('memory_limit', '64M');\n$more = [];\nwhile (true) { $more[] = fill(1000); }\n",
@@ -142,12 +119,7 @@ fn php_cli_dump_and_memory_limit() {
     let o = run.wait();
     let err = stderr(&o);
     assert!(!err.contains("lock rank violation"), "{}", show(&o));
-    assert_eq!(
-        o.status.code(),
-        Some(255),
-        "PHP's fatal error status; {}",
-        show(&o)
-    );
+    assert_status(&o, 255, &format!("PHP's fatal error status; {}", show(&o)));
     assert!(
         err.lines().any(|l| l.contains("]: memory_limit dump ")
             && l.contains("Allowed memory size of 67108864 bytes exhausted")),

@@ -304,6 +304,26 @@ pub(crate) fn holding_script(dir: &Path, name: &str, work: &str, finish: &str) -
     p
 }
 
+/// A [`holding_script`] `name` (`work`, then `finish`) in the pool's
+/// directory, started ([`start_holding_request`]) on one of `workers`: the
+/// request's thread and its worker.
+pub(crate) fn hold_request(
+    fpm: &Fpm,
+    name: &str,
+    work: &str,
+    finish: &str,
+    workers: &[u32],
+) -> (std::thread::JoinHandle<Result<Response, String>>, u32) {
+    let script = holding_script(&fpm.dir, name, work, finish);
+    let (req, busy) = start_holding_request(fpm, &script);
+    assert!(
+        workers.contains(&busy),
+        "the busy pid {busy} is not a worker {workers:?}\n{}",
+        fpm.ctx()()
+    );
+    (req, busy)
+}
+
 /// Runs `script` on a thread; waits until it has done its work and names
 /// its worker. Returns the thread and the busy worker's pid.
 pub(crate) fn start_holding_request(
@@ -351,4 +371,26 @@ pub(crate) fn release_request(
     req.join()
         .unwrap()
         .unwrap_or_else(|e| panic!("{what}: {e}\n{}", fpm.ctx()()))
+}
+
+/// [`release_request`], asserting that the answer's body (trimmed) is
+/// `want`; the message names `what`, the answer's status, stderr and
+/// stdout, and the pool's state.
+pub(crate) fn release_expecting(
+    fpm: &Fpm,
+    req: std::thread::JoinHandle<Result<Response, String>>,
+    what: &str,
+    want: &str,
+) -> Response {
+    let resp = release_request(fpm, req, what);
+    assert_eq!(
+        resp.body().trim(),
+        want,
+        "{what}'s answer (status {}, stderr {:?}, stdout {:?})\n{}",
+        resp.app_status,
+        resp.stderr,
+        resp.stdout,
+        fpm.ctx()()
+    );
+    resp
 }

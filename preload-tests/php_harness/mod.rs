@@ -167,6 +167,21 @@ pub(crate) fn script(dir: &Path, name: &str, text: &str) -> PathBuf {
     p
 }
 
+/// A fresh directory ([`tempdir`] `tag`) with the PHP script `name`: the
+/// opening `<?php` line, then `body` (written by [`script`]): the directory
+/// and the script.
+pub(crate) fn php_dir(tag: &str, name: &str, body: &str) -> (TempDir, PathBuf) {
+    script_dir(tag, name, &format!("<?php\n{body}"))
+}
+
+/// A fresh directory ([`tempdir`] `tag`) with the script `name`, `text`
+/// (written by [`script`]): the directory and the script.
+pub(crate) fn script_dir(tag: &str, name: &str, text: &str) -> (TempDir, PathBuf) {
+    let dir = tempdir(tag);
+    let p = script(&dir, name, text);
+    (dir, p)
+}
+
 /// A script whose `build_NAME()` keeps `rows` strings of 4000 `ch` (and
 /// the row's number) and returns their count, which it echoes, then
 /// `more` (PHP: `, ' ', getmypid()`), then a newline.
@@ -205,6 +220,12 @@ pub(crate) fn signal_dump(dir: &Path, pid: u32, what: &str, ctx: &dyn Fn() -> St
 /// What heaplive logged in `dir` (HEAPLIVE_LOG), empty before it did.
 pub(crate) fn log_of(dir: &Path) -> String {
     std::fs::read_to_string(dir.join("heaplive.log")).unwrap_or_default()
+}
+
+/// Asserts that heaplive's log in `dir` has `text` (the message: the log).
+pub(crate) fn assert_logged(dir: &Path, text: &str) {
+    let log = log_of(dir);
+    assert!(log.contains(text), "{log}");
 }
 
 /// The first signal dump written in `dir`.
@@ -267,10 +288,36 @@ pub(crate) fn top_stacks(stacks: &[Stack], n: usize) -> String {
         .collect()
 }
 
+/// Asserts that `bytes`, what `stacks` hold under some frames, are at
+/// least `min`; the message: `what`, the bytes, the file's total, its 15
+/// heaviest stacks, then `ctx()`.
+pub(crate) fn assert_bytes_at_least(
+    bytes: u64,
+    min: u64,
+    stacks: &[Stack],
+    what: &str,
+    ctx: &dyn Fn() -> String,
+) {
+    assert!(
+        bytes >= min,
+        "{what}; {bytes} bytes (total {})\ntop stacks:\n{}\n{}",
+        total(stacks),
+        top_stacks(stacks, 15),
+        ctx()
+    );
+}
+
 pub(crate) fn zend_mm_bytes(stacks: &[Stack]) -> u64 {
+    zend_mm_bytes_under(stacks, "")
+}
+
+/// The bytes of the ZendMM stacks (leaf `[zend_mm]`) with a frame that
+/// starts with `prefix` (a PHP function: `build (churn.php:`).
+pub(crate) fn zend_mm_bytes_under(stacks: &[Stack], prefix: &str) -> u64 {
     stacks
         .iter()
         .filter(|s| s.leaf() == "[zend_mm]")
+        .filter(|s| s.frames.iter().any(|f| f.starts_with(prefix)))
         .map(|s| s.bytes)
         .sum()
 }

@@ -5,6 +5,7 @@
  * dumps), frees nothing more, prints a checksum and exits with status 7.
  * With argument "threads", 8 threads allocate and free small blocks from
  * the start until after second_site's allocations (during the attach). */
+#include "sig_common.h"
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -12,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "sites.h"
 
 #define MB (1024 * 1024)
 static atomic_int stop;
@@ -22,16 +24,8 @@ static void on_usr2(int sig) {
     usr2++;
 }
 
-__attribute__((noinline)) void *first_site(size_t n) {
-    char *p = malloc(n);
-    memset(p, 1, n);
-    return p;
-}
-__attribute__((noinline)) void *second_site(size_t n) {
-    char *p = malloc(n);
-    memset(p, 2, n);
-    return p;
-}
+FILLED_SITE(first_site, 1, n)
+FILLED_SITE(second_site, 2, n)
 __attribute__((noinline)) void *thread_churn(void *arg) {
     long i = (long)arg;
     while (!atomic_load(&stop)) {
@@ -50,16 +44,8 @@ int main(int argc, char **argv) {
     int threads = argc > 1 && strcmp(argv[1], "threads") == 0;
     int handler = argc > 1 && strcmp(argv[1], "handler") == 0;
     if (handler) {
-        struct sigaction sa;
-        memset(&sa, 0, sizeof sa);
-        sa.sa_handler = on_usr2;
-        sigemptyset(&sa.sa_mask);
-        sa.sa_flags = SA_RESTART;
-        sigaction(SIGUSR2, &sa, NULL);
-        sigset_t m;
-        sigemptyset(&m);
-        sigaddset(&m, SIGUSR1);
-        sigprocmask(SIG_BLOCK, &m, NULL);
+        on_signal(SIGUSR2, on_usr2, SA_RESTART);
+        block_signal(SIGUSR1);
     }
     pthread_t t[8];
     static char *a[64], *b[32];

@@ -127,33 +127,26 @@ NOINLINE void variants() {
     }
     check(aligned, "aligned new returns aligned blocks");
 
-    // Plain new (blk 0, 2): _ZdlPv, _ZdlPvRKSt9nothrow_t, _ZdlPvm.
-    for (int i : {0, 2}) {
-        size_t b = i == 0 ? 2000 : 2200;
-        del_plain(blk[i][1]);
-        del_plain_nothrow(blk[i][2]);
-        del_plain_sized(blk[i][3], b + 3);
-    }
-    // Array new (blk 1, 3): _ZdaPv, _ZdaPvRKSt9nothrow_t, _ZdaPvm.
-    for (int i : {1, 3}) {
-        size_t b = i == 1 ? 2100 : 2300;
-        del_array(blk[i][1]);
-        del_array_nothrow(blk[i][2]);
-        del_array_sized(blk[i][3], b + 3);
-    }
-    // Aligned new (blk 4, 6): the three aligned deletes.
-    for (int i : {4, 6}) {
-        size_t b = i == 4 ? 2400 : 2600;
-        del_aligned(blk[i][1]);
-        del_aligned_nothrow(blk[i][2]);
-        del_aligned_sized(blk[i][3], b + 3);
-    }
-    // Aligned new[] (blk 5, 7): the three aligned array deletes.
-    for (int i : {5, 7}) {
-        size_t b = i == 5 ? 2500 : 2700;
-        del_array_aligned(blk[i][1]);
-        del_array_aligned_nothrow(blk[i][2]);
-        del_array_aligned_sized(blk[i][3], b + 3);
+    // Each new's blocks +1, +2, +3 (blk[i], base 2000 + 100 i) freed by the
+    // three deletes that match it.
+    struct Deletes {
+        int blks[2];
+        void (*plain)(void *);
+        void (*nothrow)(void *);
+        void (*sized)(void *, size_t);
+    };
+    static const Deletes deletes[] = {
+        {{0, 2}, del_plain, del_plain_nothrow, del_plain_sized},                         // plain new
+        {{1, 3}, del_array, del_array_nothrow, del_array_sized},                         // array new
+        {{4, 6}, del_aligned, del_aligned_nothrow, del_aligned_sized},                   // aligned new
+        {{5, 7}, del_array_aligned, del_array_aligned_nothrow, del_array_aligned_sized}, // aligned new[]
+    };
+    for (const Deletes &d : deletes) {
+        for (int i : d.blks) {
+            d.plain(blk[i][1]);
+            d.nothrow(blk[i][2]);
+            d.sized(blk[i][3], 2000 + 100 * i + 3);
+        }
     }
 }
 

@@ -1,6 +1,6 @@
 /* What the glibc_fork_ programs share (issue #18): the headers, a fork
-   whose child _exits at once and is reaped, and a SIGALRM handler called
-   every few microseconds. */
+   whose child _exits at once and is reaped (from a handler too), and a
+   SIGALRM handler called every few microseconds. */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -28,6 +28,17 @@ fork_and_reap (void)
   return r == pid && WIFEXITED (st) && WEXITSTATUS (st) == 0 ? 0 : -1;
 }
 
+/* fork_and_reap from a signal handler: counts a failure in *failures,
+   keeps errno as it was. */
+static void
+fork_in_handler (volatile sig_atomic_t *failures)
+{
+  int saved = errno;
+  if (fork_and_reap () != 0)
+    (*failures)++;
+  errno = saved;
+}
+
 /* Calls `handler` on SIGALRM (SA_RESTART) every `usec` microseconds. */
 static void
 alarm_every (void (*handler) (int), long usec)
@@ -39,4 +50,12 @@ alarm_every (void (*handler) (int), long usec)
   sigaction (SIGALRM, &sa, NULL);
   struct itimerval it = { { 0, usec }, { 0, usec } };
   setitimer (ITIMER_REAL, &it, NULL);
+}
+
+/* Stops alarm_every's timer. */
+static void
+alarm_stop (void)
+{
+  struct itimerval off = { { 0, 0 }, { 0, 0 } };
+  setitimer (ITIMER_REAL, &off, NULL);
 }

@@ -14,11 +14,8 @@ static void
 on_alarm (int sig)
 {
   (void) sig;
-  int saved = errno;
-  if (fork_and_reap () != 0)
-    failures++;
+  fork_in_handler (&failures);
   in_handler++;
-  errno = saved;
 }
 
 int
@@ -34,8 +31,7 @@ main (void)
         main_failures++;
       free (p);
     }
-  struct itimerval off = { { 0, 0 }, { 0, 0 } };
-  setitimer (ITIMER_REAL, &off, NULL);
+  alarm_stop ();
   printf ("forks in the main loop: %d\nfailed: %d\nfailed in the handler: %d\n"
           "handler forked: %s\n",
           FORKS, main_failures, (int) failures, in_handler > 0 ? "yes" : "no");

@@ -13,14 +13,11 @@ static void
 on_alarm (int sig)
 {
   (void) sig;
-  int saved = errno;
   if (forks < FORKS)
     {
-      if (fork_and_reap () != 0)
-        failures++;
+      fork_in_handler (&failures);
       forks++;
     }
-  errno = saved;
 }
 
 int
@@ -44,8 +41,7 @@ main (void)
       memset (slot[i], 0x5a, 16);
       allocations++;
     }
-  struct itimerval off = { { 0, 0 }, { 0, 0 } };
-  setitimer (ITIMER_REAL, &off, NULL);
+  alarm_stop ();
   for (int i = 0; i < SLOTS; i++)
     free (slot[i]);
   printf ("forks: %d\nfailed forks: %d\nallocated meanwhile: %s\n",

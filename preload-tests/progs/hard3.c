@@ -10,15 +10,11 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include "sites.h"
 
 void *volatile keep[128];
 
-__attribute__((noinline)) void *hard3_keep(size_t n) {
-    void *p = malloc(n);
-    if (p)
-        memset(p, 1, n);
-    return p;
-}
+FILLED_SITE(hard3_keep, 1, n)
 
 static void *thread_main(void *a) {
     (void)a;

@@ -10,22 +10,13 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include "sites.h"
 
 void *volatile keep[2];
 
-__attribute__((noinline)) void *links_keep(size_t n) {
-    void *p = malloc(n);
-    if (p)
-        memset(p, 1, n);
-    return p;
-}
+FILLED_SITE(links_keep, 1, n)
 
-__attribute__((noinline)) void *links_child(size_t n) {
-    void *p = malloc(n);
-    if (p)
-        memset(p, 2, n);
-    return p;
-}
+FILLED_SITE(links_child, 2, n)
 
 int main(int argc, char **argv) {
     keep[0] = links_keep(1 << 20);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "now_ms.h"
+#include "sites.h"
 
 int heaplive_dump(const char *path) __attribute__((weak));
 
@@ -13,17 +14,9 @@ int heaplive_dump(const char *path) __attribute__((weak));
 #define GROW ((2u << 20) + 13)
 #define CHURN_MS 40
 
-__attribute__((noinline)) void *held_site(size_t n) {
-    void *p = malloc(n);
-    memset(p, 2, 64);
-    return p;
-}
+FILLED_SITE(held_site, 2, 64)
 
-__attribute__((noinline)) void *grow_site(size_t n) {
-    void *p = malloc(n);
-    memset(p, 1, 64);
-    return p;
-}
+FILLED_SITE(grow_site, 1, 64)
 
 __attribute__((noinline)) void churn(long ms) {
     long end = now_ms() + ms;

@@ -5,6 +5,7 @@
  * class 32..63 (SMALL_N x SMALL bytes) and BIG_N in 65536..131071. */
 #include <stdlib.h>
 #include <string.h>
+#include "sites.h"
 
 #define SMALL 48
 #define SMALL_N 100
@@ -12,17 +13,9 @@
 #define BIG_N 10
 #define OTHER 3000
 
-__attribute__((noinline)) void *sized_site(size_t n) {
-    void *p = malloc(n);
-    memset(p, 1, 16);
-    return p;
-}
+FILLED_SITE(sized_site, 1, 16)
 
-__attribute__((noinline)) void *other_site(size_t n) {
-    void *p = malloc(n);
-    memset(p, 2, 16);
-    return p;
-}
+FILLED_SITE(other_site, 2, 16)
 
 static void *keep[SMALL_N + BIG_N + 1];
 

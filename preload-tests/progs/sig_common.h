@@ -1,4 +1,5 @@
-/* Helpers shared by the sig_, fork_ and deep_ test programs. */
+/* Helpers shared by the sig_, fork_ and deep_ test programs (and
+ * attach_main). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <signal.h>
@@ -54,4 +55,23 @@ static void signal_from_outside(int sig) {
     }
     while (c > 0 && waitpid(c, NULL, 0) < 0 && errno == EINTR) {
     }
+}
+
+/* Installs `handler` for `sig` with `flags` (SA_RESTART, ...) and an empty
+ * mask. */
+static void on_signal(int sig, void (*handler)(int), int flags) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = handler;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = flags;
+    sigaction(sig, &sa, NULL);
+}
+
+/* Blocks `sig` in the calling thread. */
+static void block_signal(int sig) {
+    sigset_t m;
+    sigemptyset(&m);
+    sigaddset(&m, sig);
+    sigprocmask(SIG_BLOCK, &m, NULL);
 }

@@ -18,6 +18,7 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+#include "sig_common.h"
 
 static void *volatile keep;
 __attribute__((noinline)) void wait_keep(void) { keep = malloc(424242); }
@@ -43,14 +44,8 @@ int main(int argc, char **argv) {
     if (argc < 3) return 2;
     const char *w = argv[1], *stop = argv[2];
     wait_keep();
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_usr1;
-    sigaction(SIGUSR1, &sa, NULL);
-    sigset_t block;
-    sigemptyset(&block);
-    sigaddset(&block, SIGUSR1);
-    sigprocmask(SIG_BLOCK, &block, NULL);
+    on_signal(SIGUSR1, on_usr1, 0);
+    block_signal(SIGUSR1);
     printf("ready %d\n", (int)getpid());
     fflush(stdout);
     long calls = 0;

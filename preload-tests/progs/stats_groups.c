@@ -16,17 +16,16 @@
  * holds every kept site). Prints the exact bytes per site and view. */
 #include <stdio.h>
 #include <stdlib.h>
+#include "sites.h"
 
-#define NOINLINE __attribute__((noinline, noclone))
-
-NOINLINE void *site_tiny(size_t n) { return malloc(n); }
-NOINLINE void *site_small(size_t n) { return malloc(n); }
-NOINLINE void *site_many(size_t n) { return malloc(n); }
-NOINLINE void *site_near(size_t n) { return malloc(n); }
-NOINLINE void *site_big(size_t n) { return malloc(n); }
-NOINLINE void *site_mixed(size_t n) { return malloc(n); }
-NOINLINE void *site_always(size_t n) { return malloc(n); }
-NOINLINE void *site_freed(size_t n) { return malloc(n); }
+SITE(site_tiny)
+SITE(site_small)
+SITE(site_many)
+SITE(site_near)
+SITE(site_big)
+SITE(site_mixed)
+SITE(site_always)
+SITE(site_freed)
 
 static void *kept[100000];
 static int nkept;

@@ -8,6 +8,7 @@
  * allocates LONG_N blocks of LONG_SIZE bytes held to exit. No stdio. */
 #include <stdlib.h>
 #include <string.h>
+#include "sites.h"
 
 #define TEMP_SIZE (64u << 10)
 #define TEMP_N 16384
@@ -16,29 +17,13 @@
 #define LONG_SIZE ((1u << 20) + 7)
 #define LONG_N 64
 
-__attribute__((noinline)) void *temporary_site(size_t n) {
-    void *p = malloc(n);
-    memset(p, 1, 16);
-    return p;
-}
+FILLED_SITE(temporary_site, 1, 16)
 
-__attribute__((noinline)) void *short_site(size_t n) {
-    void *p = malloc(n);
-    memset(p, 3, 16);
-    return p;
-}
+FILLED_SITE(short_site, 3, 16)
 
-__attribute__((noinline)) void *spacer_site(size_t n) {
-    void *p = malloc(n);
-    memset(p, 4, n);
-    return p;
-}
+FILLED_SITE(spacer_site, 4, n)
 
-__attribute__((noinline)) void *long_site(size_t n) {
-    void *p = malloc(n);
-    memset(p, 2, 16);
-    return p;
-}
+FILLED_SITE(long_site, 2, 16)
 
 static void *held[LONG_N];
 

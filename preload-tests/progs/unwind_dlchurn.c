@@ -5,7 +5,7 @@
  *
  * usage: unwind_dlchurn LIBRARY.so ROUNDS PER_THREAD
  */
-#include <dlfcn.h>
+#include "plugin.h"
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,14 +25,8 @@ static void *worker(void *arg) {
 }
 
 __attribute__((noinline)) void *churn_plugin(const char *lib) {
-    void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
-    if (!h) {
-        fprintf(stderr, "dlopen: %s\n", dlerror());
-        exit(2);
-    }
-    void *(*f)(void) = (void *(*)(void))dlsym(h, "plugin_alloc");
-    if (!f) exit(3);
-    void *p = f();
+    void *h;
+    void *p = open_plugin(lib, &h)();
     if (dlclose(h) != 0) exit(4);
     return p;
 }

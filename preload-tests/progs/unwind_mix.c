@@ -6,7 +6,7 @@
  *
  * usage: unwind_mix LIBRARY.so
  */
-#include <dlfcn.h>
+#include "plugin.h"
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -57,14 +57,8 @@ __attribute__((noinline)) void raise_alloc(void) {
 }
 
 __attribute__((noinline)) void call_plugin(const char *lib) {
-    void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
-    if (!h) {
-        fprintf(stderr, "dlopen: %s\n", dlerror());
-        exit(2);
-    }
-    void *(*f)(void) = (void *(*)(void))dlsym(h, "plugin_alloc");
-    if (!f) exit(3);
-    hold(f());
+    void *h;
+    hold(open_plugin(lib, &h)());
     dlclose(h);
 }
 

@@ -18,25 +18,25 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#define noinline __attribute__((noinline))
+#include "sites.h"
 
 int heaplive_start(void) __attribute__((weak));
 int heaplive_stop(void) __attribute__((weak));
 
 static void *volatile sink;
 
-noinline void *site_kept(size_t n) { return malloc(n); }
-noinline void *site_freed(size_t n) { return malloc(n); }
-noinline void *site_realloc(void *p, size_t n) { return realloc(p, n); }
-noinline void *site_big(size_t n) { void *p = malloc(n); memset(p, 1, n); return p; }
-noinline void *site_small(size_t n) { return malloc(n); }
-noinline void *site_grow(size_t n) { return malloc(n); }
-noinline void *site_before(size_t n) { return malloc(n); }
-noinline void *site_after(size_t n) { return malloc(n); }
-noinline void *site_stopped(size_t n) { return malloc(n); }
-noinline void *site_again(size_t n) { return malloc(n); }
-noinline void *site_keep(size_t n) { return malloc(n); }
-noinline void *site_churn(size_t n) { return malloc(n); }
+SITE(site_kept)
+SITE(site_freed)
+__attribute__((noinline)) void *site_realloc(void *p, size_t n) { return realloc(p, n); }
+FILLED_SITE(site_big, 1, n)
+SITE(site_small)
+SITE(site_grow)
+SITE(site_before)
+SITE(site_after)
+SITE(site_stopped)
+SITE(site_again)
+SITE(site_keep)
+SITE(site_churn)
 
 static void wait_line(void) {
     char buf[64];
