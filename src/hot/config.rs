@@ -388,78 +388,56 @@ fn apply(c: &Config, e: &Effects) {
 /// line, the default kept) and the process's surroundings (start
 /// directory, $TMPDIR, program name); changes nothing else.
 fn parse(env: Source, c: &mut Config) -> Effects {
-    // Each setting into its field through its grammar, in the settings'
-    // order (which is the order of their warning lines).
-    macro_rules! load {
-        ($($setting:ident => $field:expr, $grammar:expr;)*) => {
-            $(load_var(env, &s::$setting, &mut $field, $grammar);)*
-        };
-    }
-    load! {
-        SAMPLE_INTERVAL => c.interval, grammar::sample_interval;
-        SEED => c.seed, grammar::seed;
-    }
-    load_text(
-        env,
-        &s::OUTPUT,
-        &mut c.output,
-        heaplive_format::template::check,
-    );
     let mut formats = grammar::Formats {
         folded: c.folded,
         pprof: c.pprof,
     };
+    let mut poison = D.poison;
+    // Each setting into its field through its grammar (`var`), or as
+    // checked text (`text`), in the settings' order (which is the order of
+    // their warning lines).
+    macro_rules! load {
+        ($($kind:ident $setting:ident => $field:expr, $grammar:expr;)*) => {
+            $(load!(@$kind $setting, $field, $grammar);)*
+        };
+        (@var $setting:ident, $field:expr, $grammar:expr) => {
+            load_var(env, &s::$setting, &mut $field, $grammar)
+        };
+        (@text $setting:ident, $field:expr, $check:expr) => {
+            load_text(env, &s::$setting, &mut $field, $check)
+        };
+    }
     load! {
-        DUMP_AT_EXIT => c.dump_at_exit, grammar::boolean;
-        DUMP_EMPTY => c.dump_empty, grammar::boolean;
-        SIGNAL => c.signal, |v| heaplive_format::signal::parse(v).map_err(|r| r.why());
-        DUMP_EVERY => c.dump_every_ms, grammar::dump_every;
-        TIMELINE => c.timeline_ms, grammar::dump_every;
-        FORMAT => formats, grammar::format;
-        VIEWS => c.views, grammar::views;
-        PEAK_GROWTH => c.peak_growth, grammar::peak_growth;
-        START => c.start, grammar::boolean;
-        WARN_BYTES => c.warn_bytes, grammar::warn_bytes;
-        WARN_BLOCKS => c.warn_blocks, grammar::warn_blocks;
-        WARN_GROWTH => c.warn_growth, grammar::warn_growth;
+        var SAMPLE_INTERVAL => c.interval, grammar::sample_interval;
+        var SEED => c.seed, grammar::seed;
+        text OUTPUT => c.output, heaplive_format::template::check;
+        var DUMP_AT_EXIT => c.dump_at_exit, grammar::boolean;
+        var DUMP_EMPTY => c.dump_empty, grammar::boolean;
+        var SIGNAL => c.signal, |v| heaplive_format::signal::parse(v).map_err(|r| r.why());
+        var DUMP_EVERY => c.dump_every_ms, grammar::dump_every;
+        var TIMELINE => c.timeline_ms, grammar::dump_every;
+        var FORMAT => formats, grammar::format;
+        var VIEWS => c.views, grammar::views;
+        var PEAK_GROWTH => c.peak_growth, grammar::peak_growth;
+        var START => c.start, grammar::boolean;
+        var WARN_BYTES => c.warn_bytes, grammar::warn_bytes;
+        var WARN_BLOCKS => c.warn_blocks, grammar::warn_blocks;
+        var WARN_GROWTH => c.warn_growth, grammar::warn_growth;
+        text LOG => c.log, any_text;
+        text DEBUG_DIRS => c.debug_dirs, any_text;
+        text RUN_REPORT => c.run_report, any_text;
+        var LINES => c.lines, grammar::boolean;
+        var DEMANGLE => c.demangle, grammar::boolean;
+        var PHP => c.php, grammar::php_mode;
+        var PHP_OOM_DUMP => c.php_oom_dump, grammar::boolean;
+        var PHP_REQUEST_FRAME => c.php_request_frame, grammar::boolean;
+        var PHP_PEAK_BYTES => c.php_peak_bytes, grammar::warn_bytes;
+        var UNWIND => c.unwind, grammar::unwind;
+        text PHP_LIBRARY => c.php_library, grammar::php_library;
+        var POISON => poison, grammar::poison;
     }
     (c.folded, c.pprof) = (formats.folded, formats.pprof);
     let peak_growth = c.peak_growth;
-    for (setting, slot) in [
-        (&s::LOG, &mut c.log),
-        (&s::DEBUG_DIRS, &mut c.debug_dirs),
-        (&s::RUN_REPORT, &mut c.run_report),
-    ] {
-        if let Some(v) = env(setting.cname)
-            && !slot.set(v)
-        {
-            warn_bad(
-                setting.name(),
-                v,
-                "is longer than 4096 bytes",
-                setting.default,
-            );
-        }
-    }
-    let mut poison = D.poison;
-    load! {
-        LINES => c.lines, grammar::boolean;
-        DEMANGLE => c.demangle, grammar::boolean;
-        PHP => c.php, grammar::php_mode;
-        PHP_OOM_DUMP => c.php_oom_dump, grammar::boolean;
-        PHP_REQUEST_FRAME => c.php_request_frame, grammar::boolean;
-        PHP_PEAK_BYTES => c.php_peak_bytes, grammar::warn_bytes;
-        UNWIND => c.unwind, grammar::unwind;
-    }
-    load_text(
-        env,
-        &s::PHP_LIBRARY,
-        &mut c.php_library,
-        grammar::php_library,
-    );
-    load! {
-        POISON => poison, grammar::poison;
-    }
 
     // The environment and the process around it, as they are at start.
     let mut cwd = [0u8; 4096];
@@ -549,6 +527,11 @@ fn load_var<T>(
             Err(why) => warn_bad(setting.name(), v, why, setting.default),
         }
     }
+}
+
+/// Any text (a path's setting: what it names is checked where it is used).
+fn any_text(_: &[u8]) -> Result<(), &'static str> {
+    Ok(())
 }
 
 /// A text setting: checked by `check`, then kept in `slot` (refused when

@@ -734,35 +734,26 @@ mod tests {
 
     #[test]
     fn durations() {
-        let ms: &[(&[u8], Option<u64>)] = &[
-            (b"30", Some(30_000)),
-            (b"30s", Some(30_000)),
-            (b"5m", Some(300_000)),
-            (b"1h", Some(3_600_000)),
-            (b"250ms", Some(250)),
-            (b"0", Some(0)),
-            (b"0.5", None),
-            (b"soon", None),
-            (b"5d", None),
+        // (value, HEAPLIVE_* durations in ms, the command's timeouts in s)
+        let cases: &[(&[u8], Option<u64>, Option<f64>)] = &[
+            (b"30", Some(30_000), Some(30.0)),
+            (b"30s", Some(30_000), Some(30.0)),
+            (b"5m", Some(300_000), Some(300.0)),
+            (b"1h", Some(3_600_000), Some(3600.0)),
+            (b"250ms", Some(250), None),
+            (b"0", Some(0), Some(0.0)),
+            (b"0.5", None, Some(0.5)),
+            (b"2.5s", None, Some(2.5)),
+            (b"soon", None, None),
+            (b"5d", None, None),
+            (b"x", None, None),
+            (b"", None, None),
+            (b"s", None, None),
         ];
-        for &(v, want) in ms {
-            assert_eq!(
-                parse_duration_ms(v),
-                want,
-                "{:?}",
-                String::from_utf8_lossy(v)
-            );
-        }
-        let secs: &[(&[u8], Option<f64>)] = &[
-            (b"5m", Some(300.0)),
-            (b"0.5", Some(0.5)),
-            (b"2.5s", Some(2.5)),
-            (b"x", None),
-            (b"", None),
-            (b"s", None),
-        ];
-        for &(v, want) in secs {
-            assert_eq!(parse_seconds(v), want, "{:?}", String::from_utf8_lossy(v));
+        for &(v, ms, secs) in cases {
+            let v_text = String::from_utf8_lossy(v);
+            assert_eq!(parse_duration_ms(v), ms, "{v_text:?}");
+            assert_eq!(parse_seconds(v), secs, "{v_text:?}");
         }
     }
 
