@@ -332,6 +332,18 @@ fn check_xml(text: &str) -> Result<(), String> {
     }
 }
 
+/// A flame graph's SVG: well-formed XML that names every frame of `has`
+/// and none of `lacks`.
+fn assert_flame_graph(svg: &str, has: &[&str], lacks: &[&str]) {
+    check_xml(svg).unwrap_or_else(|e| panic!("flame graph is not well-formed XML: {e}"));
+    for name in has {
+        assert!(svg.contains(name), "SVG lacks {name}");
+    }
+    for name in lacks {
+        assert!(!svg.contains(name), "SVG has {name}");
+    }
+}
+
 #[test]
 fn flamegraph_svg_is_well_formed_and_names_functions() {
     let (dir, f) = tempdir_with(
@@ -345,16 +357,17 @@ fn flamegraph_svg_is_well_formed_and_names_functions() {
     let svg_path = svg_path.to_str().expect("utf-8");
     ok(heaplive(&["flamegraph", &f, "-o", svg_path]));
     let svg = std::fs::read_to_string(svg_path).expect("svg written");
-    check_xml(&svg).unwrap_or_else(|e| panic!("flame graph is not well-formed XML: {e}"));
-    for name in [
-        "xmlStrdup",
-        "php_execute",
-        "operator new(unsigned long)",
-        "std::vector&lt;int",
-        "a&amp;b_fn",
-    ] {
-        assert!(svg.contains(name), "SVG lacks {name}");
-    }
+    assert_flame_graph(
+        &svg,
+        &[
+            "xmlStrdup",
+            "php_execute",
+            "operator new(unsigned long)",
+            "std::vector&lt;int",
+            "a&amp;b_fn",
+        ],
+        &[],
+    );
     assert!(
         svg.contains("Live heap of php-fpm8.2 (pid 4242), dump 3"),
         "default title"
@@ -396,17 +409,16 @@ fn flamegraph_php_keeps_only_php_frames() {
           _start;main;php_module_startup;zend_hash_init (zend_hash.c:12) 300\n",
     );
     let out = ok(heaplive(&["flamegraph", "--php", &f]));
-    check_xml(&out).unwrap_or_else(|e| panic!("flame graph is not well-formed XML: {e}"));
-    for gone in [
+    // --php keeps no native frame.
+    let native = [
         "_start",
         "execute_ex",
         "_emalloc",
         "zend_string_alloc",
         "sqlite3_exec",
         "zend_hash_init",
-    ] {
-        assert!(!out.contains(gone), "--php keeps native frame {gone}");
-    }
+    ];
+    assert_flame_graph(&out, &[], &native);
     // The two str_repeat stacks are one box now: 1,500 of 2,500 bytes.
     for (name, bytes) in [
         ("{main} (i.php:3)", "2,200"),
