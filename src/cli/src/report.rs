@@ -614,21 +614,16 @@ fn page(processes: &[Process], title: &str) -> String {
 }
 
 pub fn main(a: ReportArgs) -> Res<()> {
-    let ReportArgs {
-        output,
-        title,
-        files,
-    } = a;
-    let files = if files.is_empty() {
+    let files = if a.files.is_empty() {
         vec![".".to_string()]
     } else {
-        files
+        a.files
     };
     let processes = read_processes(&files)?;
     if processes.is_empty() {
         return error(format!("{}: no dumps", files.join(", ")));
     }
-    let title = title.unwrap_or_else(|| {
+    let title = a.title.unwrap_or_else(|| {
         let progs: Vec<&str> = processes.iter().map(|p| p.program.as_str()).collect();
         let mut uniq = progs.clone();
         uniq.dedup();
@@ -641,7 +636,7 @@ pub fn main(a: ReportArgs) -> Res<()> {
         )
     });
     let html = page(&processes, &title);
-    match output {
+    match a.output {
         Some(path) => crate::flame::write_output(&path, html.as_bytes()),
         None => crate::table::emit(|out| out.write_all(html.as_bytes())),
     }
