@@ -67,10 +67,18 @@ static WAITER_TID: AtomicI32 = AtomicI32::new(0);
 /// Signals heaplive's thread forwarded to a waiting program thread (their
 /// dump was taken already).
 static FORWARDED: AtomicU32 = AtomicU32::new(0);
-/// The last dump signal heaplive's thread took: when, and from whom.
-static LAST_TAKEN_NS: AtomicU64 = AtomicU64::new(0);
-static LAST_TAKEN_PID: AtomicI32 = AtomicI32::new(0);
-static LAST_TAKEN_UID: AtomicU32 = AtomicU32::new(0);
+/// A dump signal heaplive's thread took: when (0 = none yet), and from
+/// whom.
+struct Taken {
+    ns: AtomicU64,
+    pid: AtomicI32,
+    uid: AtomicU32,
+}
+static LAST_TAKEN: Taken = Taken {
+    ns: AtomicU64::new(0),
+    pid: AtomicI32::new(0),
+    uid: AtomicU32::new(0),
+};
 /// Dump signals the program's handler sent its own process from
 /// heaplive's thread (Zend's handler re-raises with the default action):
 /// they reach the program's handler but ask for no dump of their own.
@@ -716,15 +724,15 @@ pub fn program_waits_for(set: *const libc::sigset_t, how: &str) {
     // (and would find pending now): give the latest back.
     // SAFETY: this thread's own state.
     let st = unsafe { &*guard::state() };
-    let taken = LAST_TAKEN_NS.load(Acquire);
+    let taken = LAST_TAKEN.ns.load(Acquire);
     if st.dump_sig_blocked != 0 && taken != 0 && taken >= st.blocked_since {
         // SAFETY: zeroed is a valid siginfo.
         let mut info: libc::siginfo_t = unsafe { core::mem::zeroed() };
         let q = sys::queued_mut(&mut info);
         q.signo = signal();
         q.code = libc::SI_QUEUE;
-        q.pid = LAST_TAKEN_PID.load(Acquire);
-        q.uid = LAST_TAKEN_UID.load(Acquire);
+        q.pid = LAST_TAKEN.pid.load(Acquire);
+        q.uid = LAST_TAKEN.uid.load(Acquire);
         sys::sigqueueinfo(signal(), &info);
     }
     if let Some(tid) = crate::hot::trigger::dumper_tid() {

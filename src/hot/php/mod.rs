@@ -46,9 +46,16 @@ pub use zendmm::*;
 static EG: AtomicUsize = AtomicUsize::new(0);
 /// Index into TABLE + 1; 0 = frames off.
 static FRAMES: AtomicU32 = AtomicU32::new(0);
-/// `execute_ex`: [start, end).
-static EXEC_START: AtomicUsize = AtomicUsize::new(0);
-static EXEC_END: AtomicUsize = AtomicUsize::new(0);
+/// Where a function's code lies: [start, end); 0 = unknown.
+pub(super) struct CodeRange {
+    pub(super) start: AtomicUsize,
+    pub(super) end: AtomicUsize,
+}
+/// `execute_ex`'s code.
+static EXECUTE_EX: CodeRange = CodeRange {
+    start: AtomicUsize::new(0),
+    end: AtomicUsize::new(0),
+};
 /// The ZendMM heap of the hooked request and `_zend_mm_block_size`.
 static HEAP: AtomicUsize = AtomicUsize::new(0);
 static BLOCK_SIZE: AtomicUsize = AtomicUsize::new(0);
@@ -77,8 +84,8 @@ fn segment_of(addr: usize) -> (usize, usize) {
 }
 
 pub fn set_execute_ex(start: usize, end: usize) {
-    EXEC_END.store(end, Relaxed);
-    EXEC_START.store(start, Release);
+    EXECUTE_EX.end.store(end, Relaxed);
+    EXECUTE_EX.start.store(start, Release);
 }
 
 /// Turns PHP frames on with `o`'s offsets (or off with None).

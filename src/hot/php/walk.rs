@@ -529,9 +529,9 @@ pub(super) fn walk_from(
 }
 
 pub(super) fn in_execute_ex(ip: usize) -> bool {
-    let s = EXEC_START.load(Acquire);
+    let s = EXECUTE_EX.start.load(Acquire);
     // A return address points after the call: it may equal the end.
-    s != 0 && ip > s && ip <= EXEC_END.load(Relaxed)
+    s != 0 && ip > s && ip <= EXECUTE_EX.end.load(Relaxed)
 }
 
 /// Adds PHP's share to a captured native stack (`buf[..n]`, leaf first):

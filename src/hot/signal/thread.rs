@@ -52,9 +52,9 @@ fn requeued(info: &libc::siginfo_t) -> libc::siginfo_t {
 /// gets it, on a program thread waiting for it if there is one, else here.
 pub fn deliver_to_program(info: &mut libc::siginfo_t) {
     let q = sys::queued(info);
-    LAST_TAKEN_PID.store(q.pid, Release);
-    LAST_TAKEN_UID.store(q.uid, Release);
-    LAST_TAKEN_NS.store(sys::now_nanos(), Release);
+    LAST_TAKEN.pid.store(q.pid, Release);
+    LAST_TAKEN.uid.store(q.uid, Release);
+    LAST_TAKEN.ns.store(sys::now_nanos(), Release);
     if !program_handles() {
         return;
     }

@@ -31,12 +31,26 @@ use core::sync::atomic::{AtomicI64, AtomicU64, Ordering::*};
 
 /// Un-biased live bytes of every stack together.
 static LIVE: AtomicI64 = AtomicI64::new(0);
-/// The highest `LIVE` seen, and when (monotonic ns).
-static PEAK: AtomicI64 = AtomicI64::new(0);
-static PEAK_AT: AtomicU64 = AtomicU64::new(0);
+/// A total and when it was reached (monotonic ns, 0 = never).
+struct Mark {
+    bytes: AtomicI64,
+    at: AtomicU64,
+}
+impl Mark {
+    const fn zero() -> Mark {
+        Mark {
+            bytes: AtomicI64::new(0),
+            at: AtomicU64::new(0),
+        }
+    }
+    fn get(&self) -> (i64, u64) {
+        (self.bytes.load(Relaxed), self.at.load(Relaxed))
+    }
+}
+/// The highest `LIVE` seen, and when.
+static PEAK: Mark = Mark::zero();
 /// The total whose stacks the records' `peak_*` fields hold, and when.
-static COPIED: AtomicI64 = AtomicI64::new(0);
-static COPIED_AT: AtomicU64 = AtomicU64::new(0);
+static COPIED: Mark = Mark::zero();
 /// The freezes so far (`stacks::Slot::peak`).
 static EPOCH: AtomicU64 = AtomicU64::new(0);
 /// The next peak dump when `LIVE` exceeds this; i64::MAX = none wanted now.
@@ -48,15 +62,15 @@ pub const PEAK_DUMP_BASE: i64 = 1 << 20;
 #[inline]
 pub fn grew(bytes: i64) {
     let total = LIVE.fetch_add(bytes, Relaxed) + bytes;
-    if total > PEAK.load(Relaxed) {
-        PEAK.fetch_max(total, Relaxed);
+    if total > PEAK.bytes.load(Relaxed) {
+        PEAK.bytes.fetch_max(total, Relaxed);
         // While the total climbs every allocation is a new maximum: the
         // time is the coarse clock's (to a timer tick), written only when
         // it moved, so that the climb costs no time-stamp read and no
         // shared write per allocation.
         let now = crate::hot::sys::coarse_nanos();
-        if PEAK_AT.load(Relaxed) != now {
-            PEAK_AT.store(now, Relaxed);
+        if PEAK.at.load(Relaxed) != now {
+            PEAK.at.store(now, Relaxed);
         }
     }
     if total > NEXT_PEAK_DUMP.load(Relaxed) && NEXT_PEAK_DUMP.swap(i64::MAX, Relaxed) != i64::MAX {
@@ -68,8 +82,8 @@ pub fn grew(bytes: i64) {
 /// new maximum freezes the stacks.
 #[inline]
 pub fn shrinking(bytes: i64) {
-    let peak = PEAK.load(Relaxed);
-    if bytes > 0 && LIVE.load(Relaxed) >= peak && peak > COPIED.load(Relaxed) {
+    let peak = PEAK.bytes.load(Relaxed);
+    if bytes > 0 && LIVE.load(Relaxed) >= peak && peak > COPIED.bytes.load(Relaxed) {
         freeze(peak);
     }
     LIVE.fetch_sub(bytes, Relaxed);
@@ -79,8 +93,8 @@ pub fn shrinking(bytes: i64) {
 #[inline(never)]
 fn freeze(peak: i64) {
     // One freeze per maximum when threads decline at once.
-    if COPIED.fetch_max(peak, Relaxed) < peak {
-        COPIED_AT.store(PEAK_AT.load(Relaxed), Relaxed);
+    if COPIED.bytes.fetch_max(peak, Relaxed) < peak {
+        COPIED.at.store(PEAK.at.load(Relaxed), Relaxed);
         EPOCH.fetch_add(1, Release);
     }
 }
@@ -94,12 +108,12 @@ pub fn epoch() -> u64 {
 
 /// The highest live total, and when (monotonic ns, 0 = never).
 pub fn peak() -> (i64, u64) {
-    (PEAK.load(Relaxed), PEAK_AT.load(Relaxed))
+    PEAK.get()
 }
 
 /// The total whose stacks the records' `peak_*` fields hold, and when.
 pub fn copied() -> (i64, u64) {
-    (COPIED.load(Relaxed), COPIED_AT.load(Relaxed))
+    COPIED.get()
 }
 
 /// Arms the next peak dump: when the total exceeds `total * factor` (with
