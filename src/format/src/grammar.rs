@@ -476,7 +476,7 @@ pub fn glob_match(p: &[u8], name: &[u8]) -> bool {
     glob_general(p, name)
 }
 
-/// A pattern without `?` or `[` in its middle.
+/// Bytes with no `*`, `?` or `[`: each matches itself.
 fn literal(s: &[u8]) -> bool {
     !s.iter().any(|&b| matches!(b, b'*' | b'?' | b'['))
 }
